@@ -1,0 +1,85 @@
+package wheel
+
+import "math"
+
+// Advance moves the wheel's time to tick `to`, firing in order every timer due
+// at or before it and calling fn (if not nil) once per firing.
+//
+// Firings come in order of due tick; timers due on the same tick fire in the
+// order they were first added. A repeating timer is re-armed from its
+// scheduled tick (no drift), so crossing k of its periods yields k firings,
+// each with its own Tick. While fn runs, Now() is the firing's Tick; the
+// firing timer has already been re-armed, or removed if this was its Last
+// firing. fn may call any method of the wheel except Advance, with immediate
+// effect: a timer it adds that falls due at or before `to` fires in this call.
+//
+// With max > 0, Advance returns after max firings with done == false, Now()
+// being the tick of the last firing; the next call carries on exactly where
+// this one stopped. With max <= 0 there is no limit. Otherwise done is true
+// and Now() == to. A `to` before Now() is treated as Now(): time never goes
+// back. Empty ticks cost nothing: the work is the firings, plus moving each
+// timer down at most once per level.
+func (w *Wheel) Advance(to uint64, max int, fn func(Fire)) (fired int, done bool) {
+	if to < w.now {
+		to = w.now
+	}
+	w.extra.holding = true
+	defer w.extra.endHold()
+	for {
+		for w.nodes.at(w.pendingHead).wnext != w.pendingHead {
+			if max > 0 && fired >= max {
+				return fired, false
+			}
+			w.fire(w.nodes.at(w.pendingHead).wnext, fn)
+			fired++
+		}
+		t, ok := w.nextEvent()
+		if !ok || t > to {
+			w.setNow(to, false)
+			return fired, true
+		}
+		if max > 0 && fired >= max {
+			return fired, false
+		}
+		w.setNow(t, false)
+		w.turn()
+	}
+}
+
+// fire fires timer i, the head of the pending list, due now.
+func (w *Wheel) fire(i uint32, fn func(Fire)) {
+	w.unlink(i)
+	n := w.nodes.at(i)
+	t := w.now
+	every := uint64(n.every)
+	n.fired++
+	ev := Fire{Key: Key{n.receiver, n.tid}, Tick: t, Fired: uint64(n.fired), Repeat: n.repeat}
+	if w.nodes.hasExtra(i) {
+		x := w.extra.get(i)
+		if n.fired == 0 {
+			x.firedHi++
+			w.extra.set(i, x)
+		}
+		if every == 0 {
+			every = x.every
+		}
+		ev.Fired |= uint64(x.firedHi) << 32
+		ev.Data = x.data
+	} else if n.fired == 0 { // the count passed 2^32: keep its high bits apart
+		w.extra.set(i, extra{firedHi: 1})
+		w.nodes.setExtra(i, true)
+		ev.Fired = 1 << 32
+	}
+	ev.Last = uint64(n.repeat) != 0 && ev.Fired >= uint64(n.repeat) || every > math.MaxUint64-t
+	if ev.Last {
+		pos, _ := w.index.lookup(ev.Key)
+		n.wprev = markPaused // already unlinked from the pending list
+		w.remove(i, pos)
+	} else {
+		n.due = t + every
+		w.place(i)
+	}
+	if fn != nil {
+		fn(ev)
+	}
+}

@@ -1,0 +1,257 @@
+package wheel
+
+import (
+	"math"
+	"slices"
+)
+
+// Add adds a timer under k as described by s. See Spec for the errors.
+// When it returns an error the wheel is unchanged.
+func (w *Wheel) Add(k Key, s Spec) error {
+	var due uint64
+	switch {
+	case s.At != 0:
+		if s.At <= w.now {
+			return ErrPast
+		}
+		due = s.At
+	case s.After == 0:
+		return ErrZeroAfter
+	case s.After > math.MaxUint64-w.now:
+		return ErrOverflow
+	default:
+		due = w.now + s.After
+	}
+	every := s.Every
+	if every == 0 {
+		every = due - w.now
+	}
+	w.index.reserve()
+	pos, old := w.index.lookup(k)
+	if old != 0 {
+		if !s.Replace {
+			return ErrExists
+		}
+		w.remove(old, pos)
+		pos, _ = w.index.lookup(k)
+	}
+	i, ok := w.nodes.alloc()
+	if !ok {
+		return ErrFull
+	}
+	if w.seq >= w.seqMax {
+		w.renumber()
+	}
+	n := w.nodes.at(i)
+	n.receiver, n.tid = k.Receiver, k.Tid
+	n.due = due
+	n.seq = w.seq
+	n.repeat = s.Repeat
+	w.seq++
+	var x extra
+	if every > math.MaxUint32 {
+		x.every = every
+	} else {
+		n.every = uint32(every)
+	}
+	if len(s.Data) > 0 {
+		x.data = w.extra.copyData(s.Data)
+	}
+	if n.every == 0 || x.data != nil {
+		w.extra.set(i, x)
+		w.nodes.setExtra(i, true)
+	}
+	w.index.insertAt(pos, i)
+	w.recvAppend(k.Receiver, i)
+	w.place(i)
+	return nil
+}
+
+// Cancel removes the timer k. It returns ErrNotFound when there is none.
+// Cancelling from inside an Advance callback is safe, the firing timer included.
+func (w *Wheel) Cancel(k Key) error {
+	pos, i := w.index.lookup(k)
+	if i == 0 {
+		return ErrNotFound
+	}
+	w.remove(i, pos)
+	return nil
+}
+
+// CancelAll removes every timer of receiver r and returns how many there were.
+func (w *Wheel) CancelAll(r uint64) int {
+	l, ok := w.recv.get(r)
+	if !ok {
+		return 0
+	}
+	count := int(l.count)
+	for range count {
+		l, _ = w.recv.get(r)
+		n := w.nodes.at(l.head)
+		pos, _ := w.index.lookup(Key{n.receiver, n.tid})
+		w.remove(l.head, pos)
+	}
+	return count
+}
+
+// Get describes the timer k, or returns ErrNotFound.
+func (w *Wheel) Get(k Key) (Info, error) {
+	_, i := w.index.lookup(k)
+	if i == 0 {
+		return Info{}, ErrNotFound
+	}
+	return w.info(i), nil
+}
+
+// List appends the timers of receiver r to dst, oldest added first, and
+// returns the extended slice.
+func (w *Wheel) List(r uint64, dst []Info) []Info {
+	l, ok := w.recv.get(r)
+	if !ok {
+		return dst
+	}
+	i := l.head
+	for range l.count {
+		dst = append(dst, w.info(i))
+		i = w.nodes.at(i).rnext
+	}
+	return dst
+}
+
+// Pause stops the timer k with its remaining ticks frozen. It returns
+// ErrNotFound, or ErrPaused when the timer is already paused.
+func (w *Wheel) Pause(k Key) error {
+	_, i := w.index.lookup(k)
+	if i == 0 {
+		return ErrNotFound
+	}
+	n := w.nodes.at(i)
+	if n.wprev == markPaused {
+		return ErrPaused
+	}
+	w.unlink(i)
+	n.due -= w.now
+	n.wprev, n.wnext = markPaused, nilIdx
+	return nil
+}
+
+// Resume restarts a paused timer k: it becomes due after exactly the ticks it
+// had left when paused. It returns ErrNotFound, ErrNotPaused when the timer is
+// not paused, or ErrOverflow (and the timer stays paused) when the new due
+// tick would pass 2^64-1.
+func (w *Wheel) Resume(k Key) error {
+	_, i := w.index.lookup(k)
+	if i == 0 {
+		return ErrNotFound
+	}
+	n := w.nodes.at(i)
+	if n.wprev != markPaused {
+		return ErrNotPaused
+	}
+	if n.due > math.MaxUint64-w.now {
+		return ErrOverflow
+	}
+	n.due += w.now
+	if n.due == w.now {
+		w.insertPending(i)
+	} else {
+		w.place(i)
+	}
+	return nil
+}
+
+func (w *Wheel) info(i uint32) Info {
+	n := w.nodes.at(i)
+	in := Info{
+		Key:    Key{n.receiver, n.tid},
+		Due:    n.due,
+		Every:  uint64(n.every),
+		Fired:  uint64(n.fired),
+		Repeat: n.repeat,
+	}
+	if n.wprev == markPaused {
+		in.Paused = true
+		in.Remaining = n.due
+		in.Due = satAdd(w.now, n.due)
+	} else {
+		in.Remaining = n.due - w.now
+	}
+	if w.nodes.hasExtra(i) {
+		x := w.extra.get(i)
+		if n.every == 0 {
+			in.Every = x.every
+		}
+		in.Fired |= uint64(x.firedHi) << 32
+		in.Data = x.data
+	}
+	return in
+}
+
+// remove deletes timer i, whose index entry is at pos, from every structure.
+func (w *Wheel) remove(i uint32, pos uint64) {
+	n := w.nodes.at(i)
+	if n.wprev != markPaused {
+		w.unlink(i)
+	}
+	w.index.deleteAt(pos)
+	w.recvRemove(n.receiver, i)
+	if w.nodes.hasExtra(i) {
+		w.extra.drop(i)
+	}
+	w.nodes.release(i)
+}
+
+func (w *Wheel) recvAppend(r uint64, i uint32) {
+	n := w.nodes.at(i)
+	l := w.recv.ref(r)
+	if l.count == 0 {
+		n.rnext, n.rprev = i, i
+		l.head, l.count = i, 1
+		return
+	}
+	h := w.nodes.at(l.head)
+	t := h.rprev
+	n.rnext, n.rprev = l.head, t
+	w.nodes.at(t).rnext = i
+	h.rprev = i
+	l.count++
+}
+
+func (w *Wheel) recvRemove(r uint64, i uint32) {
+	l := w.recv.ref(r)
+	if l.count == 1 {
+		w.recv.delete(r)
+		return
+	}
+	n := w.nodes.at(i)
+	w.nodes.at(n.rprev).rnext = n.rnext
+	w.nodes.at(n.rnext).rprev = n.rprev
+	if l.head == i {
+		l.head = n.rnext
+	}
+	l.count--
+}
+
+// renumber gives the live timers the add sequence numbers 0..n-1 in their
+// current order, once the 32-bit counter runs out.
+func (w *Wheel) renumber() {
+	sc := w.scratch[:0]
+	for i := w.nodes.nsent; i < w.nodes.n; i++ {
+		if n := w.nodes.at(i); n.wprev != markFree {
+			sc = append(sc, uint64(n.seq)<<32|uint64(i))
+		}
+	}
+	slices.Sort(sc)
+	for j, e := range sc {
+		w.nodes.at(uint32(e)).seq = uint32(j)
+	}
+	w.seq = uint32(len(sc))
+	w.scratch = sc[:0]
+}
+
+func satAdd(a, b uint64) uint64 {
+	if b > math.MaxUint64-a {
+		return math.MaxUint64
+	}
+	return a + b
+}
