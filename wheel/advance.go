@@ -26,13 +26,20 @@ func (w *Wheel) Advance(to uint64, max int, fn func(Fire)) (fired int, done bool
 	w.extra.holding = true
 	defer w.extra.endHold()
 	for {
-		for w.nodes.at(w.pendingHead).wnext != w.pendingHead {
+		for w.pendPos < len(w.pending) {
+			i := uint32(w.pending[w.pendPos])
+			if i == 0 { // cancelled or paused while pending
+				w.pendPos++
+				continue
+			}
 			if max > 0 && fired >= max {
 				return fired, false
 			}
-			w.fire(w.nodes.at(w.pendingHead).wnext, fn)
+			w.pendPos++
+			w.fire(i, fn)
 			fired++
 		}
+		w.pending, w.pendPos = w.pending[:0], 0
 		t, ok := w.nextEvent()
 		if !ok || t > to {
 			w.setNow(to, false)
@@ -46,15 +53,15 @@ func (w *Wheel) Advance(to uint64, max int, fn func(Fire)) (fired int, done bool
 	}
 }
 
-// fire fires timer i, the head of the pending list, due now.
+// fire fires timer i, just taken from the pending array.
 func (w *Wheel) fire(i uint32, fn func(Fire)) {
-	w.unlink(i)
 	n := w.nodes.at(i)
+	n.wprev = markFiring
 	t := w.now
 	every := uint64(n.every)
 	n.fired++
 	ev := Fire{Key: Key{n.receiver, n.tid}, Tick: t, Fired: uint64(n.fired), Repeat: n.repeat}
-	if w.nodes.hasExtra(i) {
+	if w.nodes.at(i).hasExtra() {
 		x := w.extra.get(i)
 		if n.fired == 0 {
 			x.firedHi++
@@ -67,13 +74,12 @@ func (w *Wheel) fire(i uint32, fn func(Fire)) {
 		ev.Data = x.data
 	} else if n.fired == 0 { // the count passed 2^32: keep its high bits apart
 		w.extra.set(i, extra{firedHi: 1})
-		w.nodes.setExtra(i, true)
+		w.nodes.at(i).seq |= flagExtra
 		ev.Fired = 1 << 32
 	}
 	ev.Last = uint64(n.repeat) != 0 && ev.Fired >= uint64(n.repeat) || every > math.MaxUint64-t
 	if ev.Last {
 		pos, _ := w.index.lookup(ev.Key)
-		n.wprev = markPaused // already unlinked from the pending list
 		w.remove(i, pos)
 	} else {
 		n.due = t + every

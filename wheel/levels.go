@@ -20,6 +20,18 @@ import (
 // sentinel returns the index of the list head of slot s at level k.
 func (w *Wheel) sentinel(k int, s uint64) uint32 { return uint32(k*w.slots) + uint32(s) }
 
+// digit returns rel / gran[k] for k >= 1 by multiplying with the
+// precomputed reciprocal: a hardware divide costs several times more and
+// place runs on every add and firing.
+func (w *Wheel) digit(rel uint64, k int) uint64 {
+	g := w.gran[k]
+	q, _ := bits.Mul64(rel, w.recip[k]) // q is rel/g or up to 2 less
+	for r := rel - q*g; r >= g; r -= g {
+		q++
+	}
+	return q
+}
+
 // setNow moves now to t (t >= now) and refreshes the block starts that changed.
 func (w *Wheel) setNow(t uint64, all bool) {
 	w.now = t
@@ -46,7 +58,7 @@ func (w *Wheel) place(i uint32) {
 			continue
 		}
 		if k > 0 {
-			rel /= w.gran[k]
+			rel = w.digit(rel, k)
 		}
 		w.linkTail(w.sentinel(k, rel), i)
 		w.occupied[k][rel>>6] |= 1 << (rel & 63)
@@ -64,13 +76,17 @@ func (w *Wheel) linkTail(s, i uint32) {
 	h.wprev = i
 }
 
-// unlink removes node i from the slot, pending or overflow list it is in.
+// unlink takes armed or pending node i out of the wheel.
 func (w *Wheel) unlink(i uint32) {
 	n := w.nodes.at(i)
 	p, q := n.wprev, n.wnext
+	if p == markPending {
+		w.pending[q] = 0
+		return
+	}
 	w.nodes.at(p).wnext = q
 	w.nodes.at(q).wprev = p
-	if p == q && p < w.pendingHead { // i was alone in a slot: mark it empty
+	if p == q && p < w.overflow { // i was alone in a slot: mark it empty
 		k, s := int(p)/w.slots, int(p)%w.slots
 		w.occupied[k][s>>6] &^= 1 << (s & 63)
 	}
@@ -83,7 +99,7 @@ func (w *Wheel) nextEvent() (uint64, bool) {
 	for k := range w.levels {
 		rel := w.now - w.blockStart[k]
 		if k > 0 {
-			rel /= w.gran[k]
+			rel = w.digit(rel, k)
 		}
 		// The first occupied slot after now's digit, rel.
 		from := int(rel) + 1
@@ -118,7 +134,7 @@ func (w *Wheel) turn() {
 		if w.blockStart[k-1] != t { // t is not a multiple of gran[k]
 			continue
 		}
-		s := (t - w.blockStart[k]) / w.gran[k]
+		s := w.digit(t-w.blockStart[k], k)
 		if w.occupied[k][s>>6]&(1<<(s&63)) != 0 {
 			w.occupied[k][s>>6] &^= 1 << (s & 63)
 			w.replace(w.sentinel(k, s))
@@ -131,18 +147,17 @@ func (w *Wheel) turn() {
 	w.occupied[0][s>>6] &^= 1 << (s & 63)
 	head := w.sentinel(0, s)
 	h := w.nodes.at(head)
-	sc := w.scratch[:0]
+	pend := w.pending[:0]
 	for i := h.wnext; i != head; i = w.nodes.at(i).wnext {
-		sc = append(sc, uint64(w.nodes.at(i).seq)<<32|uint64(i))
+		pend = append(pend, uint64(w.nodes.at(i).order())<<32|uint64(i))
 	}
 	h.wnext, h.wprev = head, head
-	if !slices.IsSorted(sc) {
-		slices.Sort(sc)
+	pend = w.sortBySeq(pend)
+	for p, e := range pend {
+		n := w.nodes.at(uint32(e))
+		n.wprev, n.wnext = markPending, uint32(p)
 	}
-	for _, e := range sc {
-		w.linkTail(w.pendingHead, uint32(e))
-	}
-	w.scratch = sc[:0]
+	w.pending, w.pendPos = pend, 0
 }
 
 // replace empties the list headed by s and places each of its timers again
@@ -158,19 +173,60 @@ func (w *Wheel) replace(s uint32) {
 	}
 }
 
-// insertPending links node i, due now, into the pending list at its place in
+// insertPending puts node i, due now, into the pending array at its place in
 // add order. Only a timer paused and resumed while an Advance is stopped part
 // way through a tick gets here.
 func (w *Wheel) insertPending(i uint32) {
-	seq := w.nodes.at(i).seq
-	p := w.nodes.at(w.pendingHead).wprev
-	for p != w.pendingHead && w.nodes.at(p).seq > seq {
-		p = w.nodes.at(p).wprev
+	seq := w.nodes.at(i).order()
+	p := w.pendPos
+	for p < len(w.pending) && (w.pending[p] == 0 || w.nodes.at(uint32(w.pending[p])).order() < seq) {
+		p++
 	}
-	// Link i after p.
-	n := w.nodes.at(i)
-	q := w.nodes.at(p).wnext
-	n.wprev, n.wnext = p, q
-	w.nodes.at(p).wnext = i
-	w.nodes.at(q).wprev = i
+	w.pending = slices.Insert(w.pending, p, uint64(seq)<<32|uint64(i))
+	for q := p; q < len(w.pending); q++ {
+		if j := uint32(w.pending[q]); j != 0 {
+			n := w.nodes.at(j)
+			n.wprev, n.wnext = markPending, uint32(q)
+		}
+	}
+}
+
+// sortBySeq sorts entries of the form seq<<32|index. A slot's timers arrive
+// as a few runs (re-armed at different ticks, moved down from higher levels),
+// so sorted input is checked for first, and large batches are radix-sorted on
+// the bits the seq numbers actually span.
+func (w *Wheel) sortBySeq(a []uint64) []uint64 {
+	if slices.IsSorted(a) {
+		return a
+	}
+	if len(a) < 128 {
+		slices.Sort(a)
+		return a
+	}
+	lo, hi := a[0]>>32, a[0]>>32
+	for _, e := range a {
+		lo, hi = min(lo, e>>32), max(hi, e>>32)
+	}
+	buf := slices.Grow(w.sortBuf[:0], len(a))[:len(a)]
+	const radix = 8
+	var count [1 << radix]int
+	for shift := 0; shift < bits.Len64(hi-lo); shift += radix {
+		clear(count[:])
+		for _, e := range a {
+			count[(e>>32-lo)>>shift&(1<<radix-1)]++
+		}
+		sum := 0
+		for d, c := range count {
+			count[d] = sum
+			sum += c
+		}
+		for _, e := range a {
+			d := (e>>32 - lo) >> shift & (1<<radix - 1)
+			buf[count[d]] = e
+			count[d]++
+		}
+		a, buf = buf, a
+	}
+	w.sortBuf = buf[:0]
+	return a
 }

@@ -5,8 +5,10 @@ const nilIdx = ^uint32(0)
 
 // Marks kept in node.wprev for nodes that sit in no wheel list.
 const (
-	markFree   = ^uint32(0)     // the node is on the free list
-	markPaused = ^uint32(0) - 1 // the node is a paused timer; due holds its remaining ticks
+	markFree    = ^uint32(0)     // the node is on the free list
+	markPaused  = ^uint32(0) - 1 // the node is a paused timer; due holds its remaining ticks
+	markPending = ^uint32(0) - 2 // the node is due now; wnext is its position in Wheel.pending
+	markFiring  = ^uint32(0) - 3 // the node is being fired and sits in no list
 )
 
 // node is one timer, or a list head (sentinel) for the indices below slab.nsent.
@@ -19,12 +21,13 @@ type node struct {
 	// every is the interval, or 0 when it does not fit in 32 bits and lives in
 	// the extras table (flagBig).
 	every  uint32
-	seq    uint32 // add sequence number: same-tick firing order
+	seq    uint32 // add sequence number (same-tick firing order), and flagExtra
 	fired  uint32 // low 32 bits of the firing count (high bits in extras)
 	repeat uint32
-	// wnext, wprev link the node into a slot, pending or overflow list
-	// (circular, through a sentinel). For a free node wnext is the next free
-	// node and wprev is markFree; for a paused node wprev is markPaused.
+	// wnext, wprev link the node into a slot or the overflow list (circular,
+	// through a sentinel). Otherwise wprev is a mark: markFree (wnext is the
+	// next free node), markPaused, markPending (wnext is the position in the
+	// pending array) or markFiring.
 	wnext, wprev uint32
 	// rnext, rprev link the node into its receiver's circular list.
 	rnext, rprev uint32
@@ -34,6 +37,10 @@ const (
 	chunkShift = 12
 	chunkSize  = 1 << chunkShift
 	chunkMask  = chunkSize - 1
+	// maxNodes bounds the slab at 2^28 nodes (about 15 GiB of timers), so the
+	// chunk table is a fixed array of 64Ki pointers and at() needs no bounds check.
+	maxChunks = 1 << 16
+	maxNodes  = maxChunks * chunkSize
 )
 
 // chunk is a fixed block of nodes. Growing the slab appends a chunk and never
@@ -41,15 +48,26 @@ const (
 // and without slack beyond one chunk.
 type chunk struct {
 	nodes [chunkSize]node
-	flags [chunkSize / 64]uint64 // flagExtra: the node has an entry in extras
 }
+
+// The top bit of node.seq says the node has an entry in the extras table; the
+// other 31 bits are the add sequence number.
+const (
+	flagExtra = 1 << 31
+	seqMask   = flagExtra - 1
+)
+
+func (n *node) hasExtra() bool { return n.seq&flagExtra != 0 }
+
+// order returns the node's add sequence number.
+func (n *node) order() uint32 { return n.seq & seqMask }
 
 // slab stores nodes by uint32 index with a free list. Indices below nsent are
 // the sentinels of the wheel's lists and are never handed out.
 type slab struct {
-	chunks []*chunk
-	n      uint32 // indices handed out so far (high-water mark)
-	free   uint32 // head of the free list, nilIdx when empty
+	chunks [maxChunks]*chunk // inline: one load less per node access
+	n      uint32            // indices handed out so far (high-water mark)
+	free   uint32            // head of the free list, nilIdx when empty
 	nsent  uint32
 }
 
@@ -65,14 +83,14 @@ func (s *slab) init(nsent uint32) {
 }
 
 func (s *slab) grow(i uint32) {
-	for int(i>>chunkShift) >= len(s.chunks) {
-		s.chunks = append(s.chunks, new(chunk))
+	if s.chunks[i>>chunkShift&(maxChunks-1)] == nil {
+		s.chunks[i>>chunkShift&(maxChunks-1)] = new(chunk)
 	}
 }
 
 // at returns the node at index i.
 func (s *slab) at(i uint32) *node {
-	return &s.chunks[i>>chunkShift].nodes[i&chunkMask]
+	return &s.chunks[i>>chunkShift&(maxChunks-1)].nodes[i&chunkMask]
 }
 
 // alloc returns the index of a zeroed node, or false when the index space is exhausted.
@@ -83,7 +101,7 @@ func (s *slab) alloc() (uint32, bool) {
 		*n = node{}
 		return i, true
 	}
-	if s.n >= nilIdx-1 {
+	if s.n >= maxNodes {
 		return 0, false
 	}
 	i := s.n
@@ -97,18 +115,4 @@ func (s *slab) release(i uint32) {
 	n := s.at(i)
 	*n = node{wnext: s.free, wprev: markFree}
 	s.free = i
-	s.setExtra(i, false)
-}
-
-func (s *slab) hasExtra(i uint32) bool {
-	return s.chunks[i>>chunkShift].flags[(i&chunkMask)>>6]&(1<<(i&63)) != 0
-}
-
-func (s *slab) setExtra(i uint32, on bool) {
-	f := &s.chunks[i>>chunkShift].flags[(i&chunkMask)>>6]
-	if on {
-		*f |= 1 << (i & 63)
-	} else {
-		*f &^= 1 << (i & 63)
-	}
 }

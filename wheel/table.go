@@ -59,7 +59,7 @@ func (w *Wheel) Add(k Key, s Spec) error {
 	}
 	if n.every == 0 || x.data != nil {
 		w.extra.set(i, x)
-		w.nodes.setExtra(i, true)
+		w.nodes.at(i).seq |= flagExtra
 	}
 	w.index.insertAt(pos, i)
 	w.recvAppend(k.Receiver, i)
@@ -176,7 +176,7 @@ func (w *Wheel) info(i uint32) Info {
 	} else {
 		in.Remaining = n.due - w.now
 	}
-	if w.nodes.hasExtra(i) {
+	if w.nodes.at(i).hasExtra() {
 		x := w.extra.get(i)
 		if n.every == 0 {
 			in.Every = x.every
@@ -190,12 +190,12 @@ func (w *Wheel) info(i uint32) Info {
 // remove deletes timer i, whose index entry is at pos, from every structure.
 func (w *Wheel) remove(i uint32, pos uint64) {
 	n := w.nodes.at(i)
-	if n.wprev != markPaused {
+	if n.wprev != markPaused && n.wprev != markFiring {
 		w.unlink(i)
 	}
 	w.index.deleteAt(pos)
 	w.recvRemove(n.receiver, i)
-	if w.nodes.hasExtra(i) {
+	if w.nodes.at(i).hasExtra() {
 		w.extra.drop(i)
 	}
 	w.nodes.release(i)
@@ -233,17 +233,18 @@ func (w *Wheel) recvRemove(r uint64, i uint32) {
 }
 
 // renumber gives the live timers the add sequence numbers 0..n-1 in their
-// current order, once the 32-bit counter runs out.
+// current order, once the 31-bit counter runs out (every 2^31 adds).
 func (w *Wheel) renumber() {
 	sc := w.scratch[:0]
 	for i := w.nodes.nsent; i < w.nodes.n; i++ {
 		if n := w.nodes.at(i); n.wprev != markFree {
-			sc = append(sc, uint64(n.seq)<<32|uint64(i))
+			sc = append(sc, uint64(n.order())<<32|uint64(i))
 		}
 	}
 	slices.Sort(sc)
 	for j, e := range sc {
-		w.nodes.at(uint32(e)).seq = uint32(j)
+		n := w.nodes.at(uint32(e))
+		n.seq = n.seq&flagExtra | uint32(j)
 	}
 	w.seq = uint32(len(sc))
 	w.scratch = sc[:0]

@@ -23,7 +23,7 @@ var (
 	ErrPaused = errors.New("wheel: timer already paused")
 	// ErrNotPaused is returned by Resume when the timer is not paused.
 	ErrNotPaused = errors.New("wheel: timer not paused")
-	// ErrFull is returned by Add when the wheel holds the most timers it can index (2^32 minus its slots).
+	// ErrFull is returned by Add when the wheel holds the most timers it can (2^28 minus its slots).
 	ErrFull = errors.New("wheel: too many timers")
 )
 
@@ -38,6 +38,7 @@ const (
 // Config sets the geometry of a Wheel. The zero value means 10 levels × 100 slots.
 // Small geometries are for tests: timers beyond the top level's span wait in an
 // overflow list and are placed again each time the top level turns over.
+// Levels above the first whose span covers every uint64 tick are not created.
 type Config struct {
 	Levels int // number of levels, 1..16; 0 means DefaultLevels
 	Slots  int // slots per level, 2..256; 0 means DefaultSlots
@@ -102,8 +103,9 @@ type Wheel struct {
 	slots  int
 	// gran[k] is the span of one slot at level k (slots^k). span[k] is the span
 	// of the whole level k (slots^(k+1)); 0 stands for "more than 2^64".
-	gran []uint64
-	span []uint64
+	gran  []uint64
+	span  []uint64
+	recip []uint64 // recip[k] = (2^64-1) / gran[k], for digit
 	// blockStart[k] is the first tick of the level-k block that holds now:
 	// now - now%span[k] (0 when span[k] is 0).
 	blockStart []uint64
@@ -115,11 +117,15 @@ type Wheel struct {
 	recv    recvTable
 	extra   extras
 	seq     uint32 // next add sequence number
-	seqMax  uint32 // renumber live timers when seq reaches this (tests lower it)
+	seqMax  uint32 // renumber live timers when seq reaches this (tests lower it); at most seqMask
 	scratch []uint64
 
-	pendingHead uint32 // sentinel of the list of timers due at now, in seq order
-	overflow    uint32 // sentinel of the list of timers beyond the top level
+	// pending holds the timers due at now not yet fired, as seq<<32|index in
+	// seq order, from pendPos on; a cancelled or paused entry becomes 0.
+	pending  []uint64
+	sortBuf  []uint64
+	pendPos  int
+	overflow uint32 // sentinel of the list of timers beyond the top level
 }
 
 // New returns an empty wheel whose time is start.
@@ -136,19 +142,30 @@ func New(start uint64, cfg Config) (*Wheel, error) {
 	if cfg.Slots < 2 || cfg.Slots > maxSlots {
 		return nil, fmt.Errorf("wheel: slots %d out of range 2..%d", cfg.Slots, maxSlots)
 	}
+	// Levels above the first one that spans every uint64 tick would stay empty.
+	for k, g := 0, uint64(1); k < cfg.Levels; k++ {
+		hi, lo := bits.Mul64(g, uint64(cfg.Slots))
+		if hi != 0 {
+			cfg.Levels = k + 1
+			break
+		}
+		g = lo
+	}
 	w := &Wheel{
 		levels:     cfg.Levels,
 		slots:      cfg.Slots,
 		gran:       make([]uint64, cfg.Levels),
 		span:       make([]uint64, cfg.Levels),
+		recip:      make([]uint64, cfg.Levels),
 		blockStart: make([]uint64, cfg.Levels),
 		occupied:   make([][maxSlots / 64]uint64, cfg.Levels),
-		seqMax:     math.MaxUint32,
+		seqMax:     seqMask,
 		now:        start,
 	}
 	g := uint64(1)
 	for k := range cfg.Levels {
 		w.gran[k] = g
+		w.recip[k] = math.MaxUint64 / g
 		if g != 0 {
 			hi, lo := bits.Mul64(g, uint64(cfg.Slots))
 			if hi != 0 {
@@ -159,10 +176,9 @@ func New(start uint64, cfg Config) (*Wheel, error) {
 		}
 		w.span[k] = g
 	}
-	// Slab indices below sentinels are list heads: one per slot, then pending, then overflow.
-	nsent := uint32(cfg.Levels*cfg.Slots) + 2
+	// Slab indices below nsent are list heads: one per slot, then overflow.
+	nsent := uint32(cfg.Levels*cfg.Slots) + 1
 	w.nodes.init(nsent)
-	w.pendingHead = nsent - 2
 	w.overflow = nsent - 1
 	w.index.init(&w.nodes)
 	w.setNow(start, true)
