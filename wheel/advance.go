@@ -13,12 +13,13 @@ import "math"
 // firing. fn may call any method of the wheel except Advance, with immediate
 // effect: a timer it adds that falls due at or before `to` fires in this call.
 //
-// With max > 0, Advance returns after max firings with done == false, Now()
-// being the tick of the last firing; the next call carries on exactly where
-// this one stopped. With max <= 0 there is no limit. Otherwise done is true
-// and Now() == to. A `to` before Now() is treated as Now(): time never goes
-// back. Empty ticks cost nothing: the work is the firings, plus moving each
-// timer down at most once per level.
+// With max > 0, Advance fires at most max timers. If more are due at or
+// before `to` it returns done == false with Now() the due tick of the next
+// one, which the next call fires first; otherwise done is true. With
+// max <= 0 there is no limit. done == true means Now() == to and everything
+// due by then has fired. A `to` before Now() is treated as Now(): time never
+// goes back. Empty ticks cost nothing: the work is the firings, plus moving
+// each timer down at most once per level.
 func (w *Wheel) Advance(to uint64, max int, fn func(Fire)) (fired int, done bool) {
 	if to < w.now {
 		to = w.now
@@ -44,9 +45,6 @@ func (w *Wheel) Advance(to uint64, max int, fn func(Fire)) (fired int, done bool
 		if !ok || t > to {
 			w.setNow(to, false)
 			return fired, true
-		}
-		if max > 0 && fired >= max {
-			return fired, false
 		}
 		w.setNow(t, false)
 		w.turn()

@@ -15,6 +15,8 @@ import (
 // runtime timers (time.AfterFunc + Stop) and a container/heap queue in the
 // same run; record ratios, not absolute times.
 
+var benchRecv uint64 = 0
+
 var liveSizes = []int{1_000, 1_000_000}
 
 // fillWheel adds n timers for receiver 0 due within the next `spread` ticks.
@@ -45,7 +47,7 @@ func BenchmarkAddCancel(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				k := Key{1, uint64(i & 1023)}
+				k := Key{benchRecv, uint64(live + i&1023)}
 				if err := w.Add(k, Spec{After: afters[i&4095]}); err != nil {
 					b.Fatal(err)
 				}

@@ -1,6 +1,7 @@
 package wheel
 
 import (
+	"math"
 	"math/bits"
 	"slices"
 )
@@ -65,6 +66,7 @@ func (w *Wheel) place(i uint32) {
 		return
 	}
 	w.linkTail(w.overflow, i)
+	w.overflowMin = min(w.overflowMin, d)
 }
 
 func (w *Wheel) linkTail(s, i uint32) {
@@ -115,8 +117,8 @@ func (w *Wheel) nextEvent() (uint64, bool) {
 		}
 	}
 	if w.nodes.at(w.overflow).wnext != w.overflow {
-		top := w.levels - 1
-		return w.blockStart[top] + w.span[top], true
+		// The turn of the top level whose block holds the earliest overflow timer.
+		return w.overflowMin - w.overflowMin%w.span[w.levels-1], true
 	}
 	return 0, false
 }
@@ -127,7 +129,8 @@ func (w *Wheel) nextEvent() (uint64, bool) {
 func (w *Wheel) turn() {
 	t := w.now
 	top := w.levels - 1
-	if sp := w.span[top]; sp != 0 && w.blockStart[top] == t {
+	if sp := w.span[top]; sp != 0 && w.blockStart[top] == t && w.overflowMin-w.overflowMin%sp == t {
+		w.overflowMin = math.MaxUint64
 		w.replace(w.overflow)
 	}
 	for k := top; k >= 1; k-- {

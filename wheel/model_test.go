@@ -38,7 +38,7 @@ type refTimer struct {
 	fired     uint64
 	seq       uint64
 	data      []byte
-	lvl       int // coverage only: level the timer was last armed at
+	lvl       int // for coverage only: level the timer was last armed at
 }
 
 // refModel is the trivially correct reference: timers in a slice kept in
@@ -276,9 +276,9 @@ func (s *opSource) u64() uint64 {
 // ---------------------------------------------------------------------------
 // Runs
 
-// runParams fixes one run: geometry, start tick, key space, and optionally a
+// modelParams fixes one run: geometry, start tick, key space, and optionally a
 // lowered threshold for renumbering the add sequence.
-type runParams struct {
+type modelParams struct {
 	cfg    Config
 	start  uint64
 	nRecv  int
@@ -286,7 +286,7 @@ type runParams struct {
 	seqMax uint32 // 0 leaves the wheel's default
 }
 
-func (p runParams) String() string {
+func (p modelParams) String() string {
 	s := fmt.Sprintf("Config{Levels:%d,Slots:%d} start=%d keys=%dx%d", p.cfg.Levels, p.cfg.Slots, p.start, p.nRecv, p.nTid)
 	if p.seqMax != 0 {
 		s += fmt.Sprintf(" seqMax=%d", p.seqMax)
@@ -328,17 +328,20 @@ func tidValue(i int) uint64 {
 	}
 }
 
-const headerLen = 12
+const (
+	modelHeaderLen = 12
+	modelMaxBody   = 1 << 20
+)
 
 // decodeHeader takes the run parameters from the first bytes of a fuzz input:
 // geometry, start kind, 8 bytes of start, key space, seqMax.
-func decodeHeader(data []byte) (runParams, []byte) {
-	var h [headerLen]byte
+func decodeHeader(data []byte) (modelParams, []byte) {
+	var h [modelHeaderLen]byte
 	n := copy(h[:], data)
 	body := data[n:]
-	var p runParams
+	var p modelParams
 	p.cfg = modelGeometries[int(h[0])%len(modelGeometries)]
-	levels, slots := resolve(p.cfg)
+	levels, slots := geometryOf(p.cfg)
 	raw := uint64(0)
 	for _, b := range h[2:10] {
 		raw = raw<<8 | uint64(b)
@@ -351,7 +354,7 @@ func decodeHeader(data []byte) (runParams, []byte) {
 	case 3:
 		p.start = math.MaxUint64 - raw%4096
 	case 4: // just before the top level (or a level) turns over
-		pw := powers(levels, slots)
+		pw := slotPowers(levels, slots)
 		k := 1 + int(raw>>32)%levels
 		if pw[k] == 0 {
 			p.start = math.MaxUint64 - raw%16
@@ -372,7 +375,7 @@ func decodeHeader(data []byte) (runParams, []byte) {
 // encodeHeader is the inverse of decodeHeader for the start kinds used by
 // TestModel: an explicit start (kind 1).
 func encodeHeader(geom int, start uint64, keySpace int, lowSeq bool) []byte {
-	h := make([]byte, headerLen)
+	h := make([]byte, modelHeaderLen)
 	h[0] = byte(geom)
 	h[1] = 1
 	for i := range 8 {
@@ -386,7 +389,7 @@ func encodeHeader(geom int, start uint64, keySpace int, lowSeq bool) []byte {
 	return h
 }
 
-func resolve(cfg Config) (levels, slots int) {
+func geometryOf(cfg Config) (levels, slots int) {
 	levels, slots = cfg.Levels, cfg.Slots
 	if levels == 0 {
 		levels = DefaultLevels
@@ -398,7 +401,7 @@ func resolve(cfg Config) (levels, slots int) {
 }
 
 // powers returns slots^k for k = 0..levels+1, 0 standing for 2^64 or more.
-func powers(levels, slots int) []uint64 {
+func slotPowers(levels, slots int) []uint64 {
 	pw := make([]uint64, levels+2)
 	g := uint64(1)
 	for k := range pw {
@@ -415,9 +418,9 @@ func powers(levels, slots int) []uint64 {
 	return pw
 }
 
-// coverage counts what the runs exercised, so TestModel can check that it
+// modelCoverage counts what the runs exercised, so TestModel can check that it
 // reached every level, the overflow list and the 2^64 edge.
-type coverage struct {
+type modelCoverage struct {
 	armed        []int // timers armed (added, re-armed, resumed) per level; [levels] = overflow list
 	fired        []int // firings per level the timer was armed at
 	fires        int
@@ -432,14 +435,14 @@ type coverage struct {
 	errs         map[string]int
 }
 
-func newCoverage(levels int) *coverage {
-	return &coverage{armed: make([]int, levels+1), fired: make([]int, levels+1), errs: map[string]int{}}
+func newModelCoverage(levels int) *modelCoverage {
+	return &modelCoverage{armed: make([]int, levels+1), fired: make([]int, levels+1), errs: map[string]int{}}
 }
 
-type mismatch string
+type modelMismatch string
 
-type runner struct {
-	p      runParams
+type modelRunner struct {
+	p      modelParams
 	levels int
 	slots  int
 	pw     []uint64
@@ -448,7 +451,7 @@ type runner struct {
 	src    *opSource // nil: no random callback actions
 	recvs  []uint64
 	tids   []uint64
-	cov    *coverage
+	cov    *modelCoverage
 
 	tracing bool
 	trace   []string
@@ -469,34 +472,29 @@ type runner struct {
 	listBuf   []Info
 }
 
-// strictMaxStop makes an Advance that made max firings always stop at the tick
-// of the last one (Now() == that tick), even when nothing due at or before `to`
-// is left. When false, finishing instead (Now() == to, done) is accepted too.
-const strictMaxStop = false
-
-// fireLimit bounds the firings of one Advance: with no max the driver shrinks
+// modelFireLimit bounds the firings of one Advance: with no max the driver shrinks
 // `to` (or sets a max) so that the model expects at most this many.
 const (
-	fireLimit    = 2000
-	cbAddLimit   = 64   // callback Adds per unlimited Advance
-	cbAddRepeats = 4    // most firings of a timer added by a callback during an unlimited Advance
-	turnBudget   = 1024 // top-level turns per Advance on geometries with an overflow list
+	modelFireLimit = 2000
+	cbAddLimit     = 64   // callback Adds per unlimited Advance
+	cbAddRepeats   = 4    // most firings of a timer added by a callback during an unlimited Advance
+	turnBudget     = 1024 // top-level turns per Advance on geometries with an overflow list
 )
 
-func newRunner(p runParams, src *opSource, cov *coverage) *runner {
-	levels, slots := resolve(p.cfg)
+func newModelRunner(p modelParams, src *opSource, cov *modelCoverage) *modelRunner {
+	levels, slots := geometryOf(p.cfg)
 	w, err := New(p.start, p.cfg)
 	if err != nil {
-		panic(mismatch(fmt.Sprintf("New(%d, %+v): %v", p.start, p.cfg, err)))
+		panic(modelMismatch(fmt.Sprintf("New(%d, %+v): %v", p.start, p.cfg, err)))
 	}
 	if p.seqMax != 0 {
 		w.seqMax = p.seqMax
 	}
 	if cov == nil {
-		cov = newCoverage(levels)
+		cov = newModelCoverage(levels)
 	}
-	r := &runner{
-		p: p, levels: levels, slots: slots, pw: powers(levels, slots),
+	r := &modelRunner{
+		p: p, levels: levels, slots: slots, pw: slotPowers(levels, slots),
 		w: w, m: &refModel{now: p.start}, src: src, cov: cov,
 	}
 	for i := range p.nRecv {
@@ -508,11 +506,11 @@ func newRunner(p runParams, src *opSource, cov *coverage) *runner {
 	return r
 }
 
-func (r *runner) failf(format string, args ...any) {
-	panic(mismatch(fmt.Sprintf(format, args...)))
+func (r *modelRunner) failf(format string, args ...any) {
+	panic(modelMismatch(fmt.Sprintf(format, args...)))
 }
 
-func (r *runner) tracef(format string, args ...any) {
+func (r *modelRunner) tracef(format string, args ...any) {
 	if r.tracing {
 		r.trace = append(r.trace, fmt.Sprintf(format, args...))
 	}
@@ -520,7 +518,7 @@ func (r *runner) tracef(format string, args ...any) {
 
 // levelOf is the level a timer due at due lands in when armed at now: the
 // lowest k whose level-k block (slots^(k+1) ticks) holds both; levels = overflow list.
-func (r *runner) levelOf(now, due uint64) int {
+func (r *modelRunner) levelOf(now, due uint64) int {
 	for k := range r.levels {
 		sp := r.pw[k+1]
 		if sp == 0 || due/sp == now/sp {
@@ -530,13 +528,13 @@ func (r *runner) levelOf(now, due uint64) int {
 	return r.levels
 }
 
-func (r *runner) noteArm(k Key) {
+func (r *modelRunner) noteArm(k Key) {
 	t := r.m.timers[r.m.find(k)]
 	t.lvl = r.levelOf(r.m.now, t.due)
 	r.cov.armed[t.lvl]++
 }
 
-func errName(err error) string {
+func sentinelName(err error) string {
 	switch {
 	case err == nil:
 		return "nil"
@@ -560,12 +558,12 @@ func errName(err error) string {
 	return fmt.Sprintf("%q", err.Error())
 }
 
-func (r *runner) sameErr(what string, got, want error) {
+func (r *modelRunner) sameErr(what string, got, want error) {
 	if want == nil && got == nil || want != nil && errors.Is(got, want) {
-		r.cov.errs[what+":"+errName(want)]++
+		r.cov.errs[what+":"+sentinelName(want)]++
 		return
 	}
-	r.failf("%s: wheel returned %s, model %s", what, errName(got), errName(want))
+	r.failf("%s: wheel returned %s, model %s", what, sentinelName(got), sentinelName(want))
 }
 
 func fmtData(b []byte) string {
@@ -614,13 +612,13 @@ func infoString(in Info) string {
 // ---------------------------------------------------------------------------
 // Operations applied to both sides
 
-func (r *runner) doAdd(k Key, s Spec, ind string) error {
+func (r *modelRunner) doAdd(k Key, s Spec, ind string) error {
 	merr := r.m.add(k, s)
 	werr := r.w.Add(k, s)
 	for i := range s.Data { // the wheel must have copied Data
 		s.Data[i] ^= 0x5a
 	}
-	r.tracef("%sAdd({%d %d}, %s) -> %s", ind, k.Receiver, k.Tid, specString(s), errName(merr))
+	r.tracef("%sAdd({%d %d}, %s) -> %s", ind, k.Receiver, k.Tid, specString(s), sentinelName(merr))
 	r.sameErr("Add", werr, merr)
 	if merr == nil {
 		r.noteArm(k)
@@ -628,14 +626,14 @@ func (r *runner) doAdd(k Key, s Spec, ind string) error {
 	return merr
 }
 
-func (r *runner) doCancel(k Key, ind string) {
+func (r *modelRunner) doCancel(k Key, ind string) {
 	merr := r.m.cancel(k)
 	werr := r.w.Cancel(k)
-	r.tracef("%sCancel({%d %d}) -> %s", ind, k.Receiver, k.Tid, errName(merr))
+	r.tracef("%sCancel({%d %d}) -> %s", ind, k.Receiver, k.Tid, sentinelName(merr))
 	r.sameErr("Cancel", werr, merr)
 }
 
-func (r *runner) doCancelAll(recv uint64, ind string) {
+func (r *modelRunner) doCancelAll(recv uint64, ind string) {
 	want := r.m.cancelAll(recv)
 	got := r.w.CancelAll(recv)
 	r.tracef("%sCancelAll(%d) -> %d", ind, recv, want)
@@ -644,20 +642,20 @@ func (r *runner) doCancelAll(recv uint64, ind string) {
 	}
 }
 
-func (r *runner) doPause(k Key, ind string) {
+func (r *modelRunner) doPause(k Key, ind string) {
 	merr := r.m.pause(k)
 	werr := r.w.Pause(k)
-	r.tracef("%sPause({%d %d}) -> %s", ind, k.Receiver, k.Tid, errName(merr))
+	r.tracef("%sPause({%d %d}) -> %s", ind, k.Receiver, k.Tid, sentinelName(merr))
 	r.sameErr("Pause", werr, merr)
 	if merr == nil && r.m.timers[r.m.find(k)].remaining == 0 {
 		r.cov.pauseAtZero++
 	}
 }
 
-func (r *runner) doResume(k Key, ind string) {
+func (r *modelRunner) doResume(k Key, ind string) {
 	merr := r.m.resume(k)
 	werr := r.w.Resume(k)
-	r.tracef("%sResume({%d %d}) -> %s", ind, k.Receiver, k.Tid, errName(merr))
+	r.tracef("%sResume({%d %d}) -> %s", ind, k.Receiver, k.Tid, sentinelName(merr))
 	r.sameErr("Resume", werr, merr)
 	if merr == nil {
 		r.noteArm(k)
@@ -666,7 +664,7 @@ func (r *runner) doResume(k Key, ind string) {
 
 // doAdvance runs Advance(to, max) on the wheel, checking every firing against
 // the model, then the count, done and Now.
-func (r *runner) doAdvance(to uint64, max int) {
+func (r *modelRunner) doAdvance(to uint64, max int) {
 	old := r.m.now
 	r.target = to
 	if to < old {
@@ -680,11 +678,12 @@ func (r *runner) doAdvance(to uint64, max int) {
 		r.failf("Advance returned fired=%d but called fn %d times", fired, r.calls)
 	}
 	if max > 0 && r.calls == max {
-		// Stopped after max firings: Now() is the last firing's tick (the
-		// model's now). The contract is ambiguous when nothing due at or
-		// before `to` is left: the wheel may also finish (Now() == to, done).
+		// Stopped after max firings: Now() is the due tick of the next
+		// firing at or before `to`, or `to` (done) when there is none.
 		r.cov.maxStops++
-		if !strictMaxStop && r.w.Now() == r.target && r.m.now != r.target && r.m.next(r.target) == nil {
+		if t := r.m.next(r.target); t != nil {
+			r.m.now = t.due
+		} else {
 			r.cov.maxStopDone++
 			r.m.now = r.target
 		}
@@ -705,12 +704,12 @@ func (r *runner) doAdvance(to uint64, max int) {
 	}
 }
 
-func (r *runner) onFire(f Fire) {
+func (r *modelRunner) onFire(f Fire) {
 	r.calls++
 	if r.maxFires > 0 && r.calls > r.maxFires {
 		r.failf("Advance fired more than max=%d times: %s", r.maxFires, fireString(f))
 	}
-	if r.unlimited && r.calls > fireLimit+cbAddLimit*cbAddRepeats+10 {
+	if r.unlimited && r.calls > modelFireLimit+cbAddLimit*cbAddRepeats+10 {
 		r.failf("runaway Advance: more than %d firings", r.calls-1)
 	}
 	t := r.m.next(r.target)
@@ -780,7 +779,7 @@ func (r *runner) onFire(f Fire) {
 
 // cbAdd adds from inside fn. During an unlimited Advance the added timer gets
 // a bounded Repeat and the number of such adds is capped, so the Advance ends.
-func (r *runner) cbAdd(k Key, ind string) {
+func (r *modelRunner) cbAdd(k Key, ind string) {
 	s := r.genSpec()
 	if r.unlimited {
 		if r.cbAdds >= cbAddLimit {
@@ -797,13 +796,13 @@ func (r *runner) cbAdd(k Key, ind string) {
 // ---------------------------------------------------------------------------
 // State comparison
 
-func (r *runner) infoEqual(got, want Info) bool {
+func (r *modelRunner) infoEqual(got, want Info) bool {
 	return got.Key == want.Key && got.Due == want.Due && got.Remaining == want.Remaining &&
 		got.Every == want.Every && got.Fired == want.Fired && got.Repeat == want.Repeat &&
 		got.Paused == want.Paused && bytes.Equal(got.Data, want.Data)
 }
 
-func (r *runner) checkKey(k Key) {
+func (r *modelRunner) checkKey(k Key) {
 	want, merr := r.m.get(k)
 	got, werr := r.w.Get(k)
 	r.sameErr("Get", werr, merr)
@@ -812,7 +811,7 @@ func (r *runner) checkKey(k Key) {
 	}
 }
 
-func (r *runner) checkReceiver(recv uint64) {
+func (r *modelRunner) checkReceiver(recv uint64) {
 	want := r.m.list(recv)
 	if got := r.w.ReceiverLen(recv); got != len(want) {
 		r.failf("ReceiverLen(%d)=%d, model %d", recv, got, len(want))
@@ -847,7 +846,7 @@ func (r *runner) checkReceiver(recv uint64) {
 // checkAll compares Now, Len, and Get/ReceiverLen/List of every key and
 // receiver the run uses. With a large key space most calls check only
 // ReceiverLen and a sample of keys.
-func (r *runner) checkAll() {
+func (r *modelRunner) checkAll() {
 	if got := r.w.Now(); got != r.m.now {
 		r.failf("Now()=%d, model %d", got, r.m.now)
 	}
@@ -886,7 +885,7 @@ func (r *runner) checkAll() {
 // ---------------------------------------------------------------------------
 // Random generation
 
-func (r *runner) pickKey() Key {
+func (r *modelRunner) pickKey() Key {
 	return Key{r.recvs[r.src.intn(len(r.recvs))], r.tids[r.src.intn(len(r.tids))]}
 }
 
@@ -899,7 +898,7 @@ func addSigned(v uint64, d int) uint64 {
 
 // boundary returns a tick near a multiple of slots^k after now: the start of
 // the level-(k-1) slot (or level-k block) j+1 steps on, plus d.
-func (r *runner) boundary(k, j, d int) uint64 {
+func (r *modelRunner) boundary(k, j, d int) uint64 {
 	now := r.m.now
 	p := r.pw[k]
 	if p == 0 { // beyond 2^64: the end of time
@@ -916,7 +915,7 @@ func (r *runner) boundary(k, j, d int) uint64 {
 
 // genDelta returns a distance from now, mixing small values, slot and level
 // boundaries, huge values and the 2^64 edge. 0 and overflowing values occur.
-func (r *runner) genDelta() uint64 {
+func (r *modelRunner) genDelta() uint64 {
 	now := r.m.now
 	s := r.src
 	switch s.intn(16) {
@@ -949,7 +948,7 @@ func (r *runner) genDelta() uint64 {
 	}
 }
 
-func (r *runner) genSpec() Spec {
+func (r *modelRunner) genSpec() Spec {
 	s := r.src
 	now := r.m.now
 	var sp Spec
@@ -996,7 +995,7 @@ func (r *runner) genSpec() Spec {
 	return sp
 }
 
-func (r *runner) genData(n int) []byte {
+func (r *modelRunner) genData(n int) []byte {
 	r.dataCtr++
 	b := make([]byte, n)
 	for i := range b {
@@ -1005,7 +1004,7 @@ func (r *runner) genData(n int) []byte {
 	return b
 }
 
-func (r *runner) opAdvance() {
+func (r *modelRunner) opAdvance() {
 	s := r.src
 	now := r.m.now
 	clip := func(d uint64) uint64 { return now + min(d, math.MaxUint64-now) }
@@ -1074,14 +1073,14 @@ func (r *runner) opAdvance() {
 	}
 	// Keep the Advance finite: forever timers with small intervals would fire
 	// without end on a huge jump.
-	if target := max(to, now); mx <= 0 && r.m.firingsUpTo(target, fireLimit) > fireLimit {
-		if s.intn(3) == 0 || r.m.firingsUpTo(now, fireLimit) > fireLimit {
-			mx = 1 + s.intn(fireLimit)
+	if target := max(to, now); mx <= 0 && r.m.firingsUpTo(target, modelFireLimit) > modelFireLimit {
+		if s.intn(3) == 0 || r.m.firingsUpTo(now, modelFireLimit) > modelFireLimit {
+			mx = 1 + s.intn(modelFireLimit)
 		} else {
-			lo, hi := now, target // largest `to` with at most fireLimit firings
+			lo, hi := now, target // largest `to` with at most modelFireLimit firings
 			for lo < hi {
 				mid := lo + (hi-lo)/2 + 1
-				if r.m.firingsUpTo(mid, fireLimit) <= fireLimit {
+				if r.m.firingsUpTo(mid, modelFireLimit) <= modelFireLimit {
 					lo = mid
 				} else {
 					hi = mid - 1
@@ -1095,7 +1094,7 @@ func (r *runner) opAdvance() {
 
 // opBurst adds one spec under many keys, so that hundreds of timers share
 // due ticks and the wheel sorts large batches by add sequence.
-func (r *runner) opBurst() {
+func (r *modelRunner) opBurst() {
 	s := r.src
 	sp := r.genSpec()
 	if sp.At == 0 && (sp.After == 0 || sp.After > 1<<20) {
@@ -1112,7 +1111,7 @@ func (r *runner) opBurst() {
 	}
 }
 
-func (r *runner) step() {
+func (r *modelRunner) step() {
 	s := r.src
 	switch c := s.intn(64); {
 	case c < 1 && len(r.tids) >= 100:
@@ -1153,25 +1152,26 @@ func (r *runner) step() {
 // ---------------------------------------------------------------------------
 // Driver
 
-type runResult struct {
+type modelResult struct {
 	err     error
 	op      int   // index of the failing op
 	opStart []int // offset in the body where each op began
+	end     int   // offset in the body at the failure
 	trace   []string
 }
 
 // execOps decodes body into operations and applies them to a Wheel and the
 // model, checking that they agree. It stops at the first disagreement.
-func execOps(p runParams, body []byte, tracing bool, cov *coverage) (res runResult) {
+func execOps(p modelParams, body []byte, tracing bool, cov *modelCoverage) (res modelResult) {
 	src := &opSource{data: body}
-	var r *runner
+	var r *modelRunner
 	defer func() {
 		e := recover()
 		if e == nil {
 			return
 		}
 		var msg string
-		if mm, ok := e.(mismatch); ok {
+		if mm, ok := e.(modelMismatch); ok {
 			msg = string(mm)
 		} else {
 			msg = fmt.Sprintf("panic: %v\n%s", e, debug.Stack())
@@ -1181,9 +1181,9 @@ func execOps(p runParams, body []byte, tracing bool, cov *coverage) (res runResu
 			return
 		}
 		res.err = fmt.Errorf("%s, op #%d (wheel now %d, model now %d): %s", p, r.op, r.w.Now(), r.m.now, msg)
-		res.op, res.opStart, res.trace = r.op, r.opStart, r.trace
+		res.op, res.opStart, res.trace, res.end = r.op, r.opStart, r.trace, min(src.pos, len(body))
 	}()
-	r = newRunner(p, src, cov)
+	r = newModelRunner(p, src, cov)
 	r.tracing = tracing
 	r.tracef("New(%d, %+v)", p.start, p.cfg)
 	for end := 0; !src.exhausted() && end < 30; {
@@ -1204,10 +1204,8 @@ func execOps(p runParams, body []byte, tracing bool, cov *coverage) (res runResu
 }
 
 // shrinkOps removes operations from a failing body while it still fails.
-func shrinkOps(p runParams, body []byte, res runResult) []byte {
-	if res.op+1 < len(res.opStart) {
-		body = body[:res.opStart[res.op+1]]
-	}
+func shrinkOps(p modelParams, body []byte, res modelResult) []byte {
+	body = body[:res.end]
 	for chunk := len(res.opStart); chunk >= 1; chunk /= 2 {
 		for i := 0; ; {
 			cur := execOps(p, body, false, nil)
@@ -1229,9 +1227,14 @@ func shrinkOps(p runParams, body []byte, res runResult) []byte {
 	return body
 }
 
-// runOps runs body under p and fails t with a trace on disagreement.
-func runOps(t testing.TB, p runParams, body []byte, cov *coverage) {
+// runOps runs a test input (header and body, as decoded by decodeHeader) and
+// fails t with a trace on disagreement.
+func runOps(t testing.TB, data []byte, cov *modelCoverage) {
 	t.Helper()
+	p, body := decodeHeader(data)
+	if len(body) > modelMaxBody {
+		body = body[:modelMaxBody]
+	}
 	res := execOps(p, body, false, cov)
 	if res.err == nil {
 		return
@@ -1250,8 +1253,9 @@ func runOps(t testing.TB, p runParams, body []byte, cov *coverage) {
 		tr = append([]string{fmt.Sprintf("… (%d earlier lines; WHEEL_SHRINK=1 shrinks the run)", len(tr)-120)}, tr[len(tr)-120:]...)
 	}
 	msg := fmt.Sprintf("%v\ntrace:\n%s", res.err, strings.Join(tr, "\n"))
-	if shrunk {
-		msg += fmt.Sprintf("\nshrunk fuzz input body (%d bytes): %q", len(body), body)
+	if shrunk && len(body) <= 2048 {
+		in := append(data[:modelHeaderLen:modelHeaderLen], body...)
+		msg += fmt.Sprintf("\nshrunk input, as a file for testdata/fuzz/FuzzOps:\ngo test fuzz v1\n[]byte(%q)", in)
 	}
 	t.Fatal(msg)
 }
@@ -1275,15 +1279,15 @@ func TestModel(t *testing.T) {
 		seeds, bodyLen = 4, 2000
 	}
 	for gi, cfg := range modelGeometries {
-		levels, slots := resolve(cfg)
-		pw := powers(levels, slots)
+		levels, slots := geometryOf(cfg)
+		pw := slotPowers(levels, slots)
 		seeds := seeds
 		if pw[levels] == 0 {
 			// Without an overflow list nothing slows the walk to the end of
 			// time, so runs are short: have more of them.
 			seeds *= 6
 		}
-		cov := newCoverage(levels)
+		cov := newModelCoverage(levels)
 		t.Run(fmt.Sprintf("%dx%d", levels, slots), func(t *testing.T) {
 			t.Parallel()
 			for seed := range uint64(seeds) {
@@ -1311,17 +1315,16 @@ func TestModel(t *testing.T) {
 				ks := int(seed/4) % len(modelKeySpaces)
 				hdr := encodeHeader(gi, start, ks, seed%3 == 2)
 				data := append(hdr, seedBody(seed<<8|uint64(gi), bodyLen)...)
-				p, body := decodeHeader(data)
 				t.Run(fmt.Sprintf("seed=%d/%s", seed, kind), func(t *testing.T) {
-					runOps(t, p, body, cov)
+					runOps(t, data, cov)
 				})
 			}
 			if t.Failed() {
 				return
 			}
 			t.Logf("coverage: %d ops, %d runs reached the end; armed per level %v, fired per level %v (last = overflow list), fires %d, "+
-				"last-by-2^64 %d, fires at 2^64-1 %d, max stops %d, pauses at 0 %d, resumes past 2^64 %d, callback ops %d",
-				cov.ops, cov.ends, cov.armed, cov.fired, cov.fires, cov.lastOverflow, cov.fireAtMax, cov.maxStops, cov.pauseAtZero,
+				"last-by-2^64 %d, fires at 2^64-1 %d, max stops %d (%d finished), pauses at 0 %d, resumes past 2^64 %d, callback ops %d",
+				cov.ops, cov.ends, cov.armed, cov.fired, cov.fires, cov.lastOverflow, cov.fireAtMax, cov.maxStops, cov.maxStopDone, cov.pauseAtZero,
 				cov.errs["Resume:ErrOverflow"], cov.callbackOps)
 			if testing.Short() {
 				return
@@ -1353,8 +1356,8 @@ func TestModel(t *testing.T) {
 // model-vs-wheel runner and checks the firings against the document.
 func TestModelDesignExample(t *testing.T) {
 	const T = 1587848614
-	p := runParams{start: T, nRecv: 3, nTid: 8}
-	r := newRunner(p, nil, nil)
+	p := modelParams{start: T, nRecv: 3, nTid: 8}
+	r := newModelRunner(p, nil, nil)
 	r.record, r.tracing = true, true
 	err := func() (err error) {
 		defer func() {
@@ -1481,10 +1484,9 @@ func FuzzOps(f *testing.F) {
 		f.Add(append(encodeHeader(s.geom, s.start, s.ks, i%2 == 1), seedBody(uint64(1000+i), 600)...))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		p, body := decodeHeader(data)
-		if len(body) > 4096 {
-			body = body[:4096]
+		if len(data) > modelHeaderLen+2048 {
+			data = data[:modelHeaderLen+2048] // longer inputs make slow runs and slow minimization
 		}
-		runOps(t, p, body, nil)
+		runOps(t, data, nil)
 	})
 }

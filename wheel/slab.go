@@ -93,12 +93,11 @@ func (s *slab) at(i uint32) *node {
 	return &s.chunks[i>>chunkShift&(maxChunks-1)].nodes[i&chunkMask]
 }
 
-// alloc returns the index of a zeroed node, or false when the index space is exhausted.
+// alloc returns the index of an unused node, whose fields the caller must
+// all set, or false when the slab is full.
 func (s *slab) alloc() (uint32, bool) {
 	if i := s.free; i != nilIdx {
-		n := s.at(i)
-		s.free = n.wnext
-		*n = node{}
+		s.free = s.at(i).wnext
 		return i, true
 	}
 	if s.n >= maxNodes {
@@ -113,6 +112,6 @@ func (s *slab) alloc() (uint32, bool) {
 // release puts node i on the free list.
 func (s *slab) release(i uint32) {
 	n := s.at(i)
-	*n = node{wnext: s.free, wprev: markFree}
+	n.wnext, n.wprev = s.free, markFree
 	s.free = i
 }

@@ -43,23 +43,20 @@ func (w *Wheel) Add(k Key, s Spec) error {
 		w.renumber()
 	}
 	n := w.nodes.at(i)
-	n.receiver, n.tid = k.Receiver, k.Tid
-	n.due = due
-	n.seq = w.seq
-	n.repeat = s.Repeat
+	*n = node{receiver: k.Receiver, tid: k.Tid, due: due, seq: w.seq, repeat: s.Repeat}
 	w.seq++
-	var x extra
-	if every > math.MaxUint32 {
-		x.every = every
-	} else {
+	if every <= math.MaxUint32 && len(s.Data) == 0 {
 		n.every = uint32(every)
-	}
-	if len(s.Data) > 0 {
-		x.data = w.extra.copyData(s.Data)
-	}
-	if n.every == 0 || x.data != nil {
+	} else {
+		x := extra{every: every}
+		if every <= math.MaxUint32 {
+			n.every, x.every = uint32(every), 0
+		}
+		if len(s.Data) > 0 {
+			x.data = w.extra.copyData(s.Data)
+		}
 		w.extra.set(i, x)
-		w.nodes.at(i).seq |= flagExtra
+		n.seq |= flagExtra
 	}
 	w.index.insertAt(pos, i)
 	w.recvAppend(k.Receiver, i)

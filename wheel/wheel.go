@@ -71,7 +71,7 @@ type Spec struct {
 // Info describes a live timer, as returned by Get and List.
 type Info struct {
 	Key
-	Due       uint64 // tick of the next firing; for a paused timer, Now()+Remaining
+	Due       uint64 // tick of the next firing; for a paused timer, Now()+Remaining, at most 2^64-1
 	Remaining uint64 // ticks from Now() to Due; frozen while paused
 	Every     uint64 // interval between firings
 	Fired     uint64 // firings so far
@@ -126,6 +126,9 @@ type Wheel struct {
 	sortBuf  []uint64
 	pendPos  int
 	overflow uint32 // sentinel of the list of timers beyond the top level
+	// overflowMin is at most the earliest due tick in the overflow list, so
+	// the list is placed again only when that timer's top-level turn comes.
+	overflowMin uint64
 }
 
 // New returns an empty wheel whose time is start.
@@ -152,15 +155,16 @@ func New(start uint64, cfg Config) (*Wheel, error) {
 		g = lo
 	}
 	w := &Wheel{
-		levels:     cfg.Levels,
-		slots:      cfg.Slots,
-		gran:       make([]uint64, cfg.Levels),
-		span:       make([]uint64, cfg.Levels),
-		recip:      make([]uint64, cfg.Levels),
-		blockStart: make([]uint64, cfg.Levels),
-		occupied:   make([][maxSlots / 64]uint64, cfg.Levels),
-		seqMax:     seqMask,
-		now:        start,
+		levels:      cfg.Levels,
+		slots:       cfg.Slots,
+		gran:        make([]uint64, cfg.Levels),
+		span:        make([]uint64, cfg.Levels),
+		recip:       make([]uint64, cfg.Levels),
+		blockStart:  make([]uint64, cfg.Levels),
+		occupied:    make([][maxSlots / 64]uint64, cfg.Levels),
+		seqMax:      seqMask,
+		overflowMin: math.MaxUint64,
+		now:         start,
 	}
 	g := uint64(1)
 	for k := range cfg.Levels {
@@ -186,8 +190,8 @@ func New(start uint64, cfg Config) (*Wheel, error) {
 }
 
 // Now returns the wheel's current tick: every timer due before it has fired.
-// While an Advance is stopped part way through a tick (its max reached), Now
-// is that tick and the timers still due at it fire first on the next Advance.
+// When an Advance stopped at its max with more timers due, Now is the tick
+// they are due at, and they fire first on the next Advance.
 func (w *Wheel) Now() uint64 { return w.now }
 
 // Len returns the number of live timers, paused ones included.

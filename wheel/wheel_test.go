@@ -349,3 +349,34 @@ func TestConfig(t *testing.T) {
 	assert.Equal(t, uint64(1000), got[0].Tick)
 	assert.Equal(t, uint64(2000), got[1].Tick)
 }
+
+// TestBoundedAdvanceStop: a bounded Advance reports done == false exactly when
+// more is due by `to`, whatever cascades the wheel does internally.
+func TestBoundedAdvanceStop(t *testing.T) {
+	for _, tc := range []struct {
+		second   uint64
+		wantDone bool
+		wantNow  uint64
+	}{
+		{second: 250, wantDone: true, wantNow: 150}, // nothing else due by 150
+		{second: 105, wantDone: false, wantNow: 105},
+	} {
+		w := newWheel(t, 0, Config{})
+		require.NoError(t, w.Add(Key{1, 1}, Spec{After: 5, Repeat: 1}))
+		require.NoError(t, w.Add(Key{1, 2}, Spec{After: tc.second, Repeat: 1}))
+		n, done := w.Advance(150, 1, nil)
+		assert.Equal(t, 1, n)
+		assert.Equal(t, tc.wantDone, done, "second due %d", tc.second)
+		assert.Equal(t, tc.wantNow, w.Now(), "second due %d", tc.second)
+	}
+}
+
+// TestOverflowJump: on a tiny wheel, a far timer in the overflow list does not
+// make Advance walk every turn of the top level.
+func TestOverflowJump(t *testing.T) {
+	w := newWheel(t, 0, Config{Levels: 2, Slots: 4})
+	require.NoError(t, w.Add(Key{1, 1}, Spec{At: math.MaxUint64 - 3, Repeat: 1}))
+	got := collect(w, math.MaxUint64) // 2^60 turns of the top level if walked
+	require.Len(t, got, 1)
+	assert.Equal(t, uint64(math.MaxUint64-3), got[0].Tick)
+}
