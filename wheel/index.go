@@ -1,9 +1,10 @@
 package wheel
 
 // index maps a Key to its node with open addressing and linear probing. Each
-// entry is just the node index (0 = empty; no timer has index 0, a sentinel
-// does), the key itself is read from the node. At most 3/4 full, so it costs
-// 5.3–10.7 bytes per timer, against ~40 for a Go map of Key to uint32.
+// entry is the node index (below 2^28) with 4 bits of the key's hash on top,
+// so a probe reads the node only on a likely match; 0 is empty (no timer has
+// index 0, a sentinel does). The key itself lives in the node. At most 3/4
+// full, the index costs 5.3–10.7 bytes per timer, against ~40 for a Go map.
 type index struct {
 	table []uint32
 	mask  uint64
@@ -11,7 +12,15 @@ type index struct {
 	nodes *slab
 }
 
-const minIndexSize = 64
+const (
+	minIndexSize = 64
+	tagShift     = 28 // entry = tag<<tagShift | node index
+	idxMask      = 1<<tagShift - 1
+)
+
+// tag returns the 4 hash bits stored in an entry, taken from bits the table
+// position does not use.
+func tag(h uint64) uint32 { return uint32(h>>60) << tagShift }
 
 func (x *index) init(nodes *slab) {
 	x.nodes = nodes
@@ -39,20 +48,30 @@ func (x *index) reserve() {
 // lookup returns k's position and node index, or, when k is absent, the empty
 // position where it would go and 0.
 func (x *index) lookup(k Key) (pos uint64, i uint32) {
-	for p := hash(k) & x.mask; ; p = (p + 1) & x.mask {
-		i := x.table[p]
-		if i == 0 {
+	return x.lookupHash(k, hash(k))
+}
+
+// lookupHash is lookup with h == hash(k) already computed.
+func (x *index) lookupHash(k Key, h uint64) (pos uint64, i uint32) {
+	t := tag(h)
+	for p := h & x.mask; ; p = (p + 1) & x.mask {
+		e := x.table[p]
+		if e == 0 {
 			return p, 0
 		}
-		if n := x.nodes.at(i); n.receiver == k.Receiver && n.tid == k.Tid {
-			return p, i
+		if e&^idxMask != t {
+			continue
+		}
+		if n := x.nodes.at(e & idxMask); n.receiver == k.Receiver && n.tid == k.Tid {
+			return p, e & idxMask
 		}
 	}
 }
 
-// insertAt stores node i at the empty position pos returned by lookup.
-func (x *index) insertAt(pos uint64, i uint32) {
-	x.table[pos] = i
+// insertAt stores node i, whose key hashes to h, at the empty position pos
+// returned by lookup.
+func (x *index) insertAt(pos, h uint64, i uint32) {
+	x.table[pos] = tag(h) | i
 	x.count++
 }
 
@@ -61,15 +80,15 @@ func (x *index) insertAt(pos uint64, i uint32) {
 func (x *index) deleteAt(p uint64) {
 	x.count--
 	for q := (p + 1) & x.mask; ; q = (q + 1) & x.mask {
-		i := x.table[q]
-		if i == 0 {
+		e := x.table[q]
+		if e == 0 {
 			break
 		}
-		n := x.nodes.at(i)
+		n := x.nodes.at(e & idxMask)
 		home := hash(Key{n.receiver, n.tid}) & x.mask
 		// Move entry q into the hole at p unless its home lies cyclically in (p, q].
 		if (q-home)&x.mask >= (q-p)&x.mask {
-			x.table[p] = i
+			x.table[p] = e
 			p = q
 		}
 	}
@@ -80,16 +99,16 @@ func (x *index) resize(size int) {
 	old := x.table
 	x.table = make([]uint32, size)
 	x.mask = uint64(size - 1)
-	for _, i := range old {
-		if i == 0 {
+	for _, e := range old {
+		if e == 0 {
 			continue
 		}
-		n := x.nodes.at(i)
+		n := x.nodes.at(e & idxMask)
 		p := hash(Key{n.receiver, n.tid}) & x.mask
 		for x.table[p] != 0 {
 			p = (p + 1) & x.mask
 		}
-		x.table[p] = i
+		x.table[p] = e
 	}
 }
 

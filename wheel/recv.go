@@ -1,6 +1,6 @@
 package wheel
 
-// recvList is the circular list of one receiver's timers, oldest first.
+// recvList is the list of one receiver's timers, newest first.
 type recvList struct {
 	head  uint32
 	count uint32
@@ -56,6 +56,12 @@ func (t *recvTable) ref(r uint64) *recvList {
 		t.count++
 	}
 	return &e.recvList
+}
+
+// entry returns r's list, which must exist, for update. The pointer is valid
+// until the next ref or delete.
+func (t *recvTable) entry(r uint64) *recvList {
+	return &t.table[t.pos(r)].recvList
 }
 
 // delete removes r, which must be present, closing the gap as index.deleteAt does.

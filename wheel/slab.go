@@ -29,7 +29,8 @@ type node struct {
 	// next free node), markPaused, markPending (wnext is the position in the
 	// pending array) or markFiring.
 	wnext, wprev uint32
-	// rnext, rprev link the node into its receiver's circular list.
+	// rnext, rprev link the node into its receiver's list, newest first
+	// (nilIdx at either end).
 	rnext, rprev uint32
 }
 

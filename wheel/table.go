@@ -27,13 +27,14 @@ func (w *Wheel) Add(k Key, s Spec) error {
 		every = due - w.now
 	}
 	w.index.reserve()
-	pos, old := w.index.lookup(k)
+	h := hash(k)
+	pos, old := w.index.lookupHash(k, h)
 	if old != 0 {
 		if !s.Replace {
 			return ErrExists
 		}
 		w.remove(old, pos)
-		pos, _ = w.index.lookup(k)
+		pos, _ = w.index.lookupHash(k, h)
 	}
 	i, ok := w.nodes.alloc()
 	if !ok {
@@ -43,14 +44,16 @@ func (w *Wheel) Add(k Key, s Spec) error {
 		w.renumber()
 	}
 	n := w.nodes.at(i)
-	*n = node{receiver: k.Receiver, tid: k.Tid, due: due, seq: w.seq, repeat: s.Repeat}
+	n.receiver, n.tid, n.due, n.seq, n.repeat, n.fired = k.Receiver, k.Tid, due, w.seq, s.Repeat, 0
 	w.seq++
 	if every <= math.MaxUint32 && len(s.Data) == 0 {
 		n.every = uint32(every)
 	} else {
-		x := extra{every: every}
+		var x extra
 		if every <= math.MaxUint32 {
-			n.every, x.every = uint32(every), 0
+			n.every = uint32(every)
+		} else {
+			n.every, x.every = 0, every // 0: see extras
 		}
 		if len(s.Data) > 0 {
 			x.data = w.extra.copyData(s.Data)
@@ -58,7 +61,7 @@ func (w *Wheel) Add(k Key, s Spec) error {
 		w.extra.set(i, x)
 		n.seq |= flagExtra
 	}
-	w.index.insertAt(pos, i)
+	w.index.insertAt(pos, h, i)
 	w.recvAppend(k.Receiver, i)
 	w.place(i)
 	return nil
@@ -107,11 +110,11 @@ func (w *Wheel) List(r uint64, dst []Info) []Info {
 	if !ok {
 		return dst
 	}
-	i := l.head
-	for range l.count {
+	from := len(dst)
+	for i := l.head; i != nilIdx; i = w.nodes.at(i).rnext {
 		dst = append(dst, w.info(i))
-		i = w.nodes.at(i).rnext
 	}
+	slices.Reverse(dst[from:]) // the list is newest first
 	return dst
 }
 
@@ -198,33 +201,33 @@ func (w *Wheel) remove(i uint32, pos uint64) {
 	w.nodes.release(i)
 }
 
+// recvAppend links node i at the head of its receiver's list, newest first.
 func (w *Wheel) recvAppend(r uint64, i uint32) {
 	n := w.nodes.at(i)
 	l := w.recv.ref(r)
-	if l.count == 0 {
-		n.rnext, n.rprev = i, i
-		l.head, l.count = i, 1
-		return
+	n.rprev, n.rnext = nilIdx, nilIdx
+	if l.count != 0 {
+		n.rnext = l.head
+		w.nodes.at(l.head).rprev = i
 	}
-	h := w.nodes.at(l.head)
-	t := h.rprev
-	n.rnext, n.rprev = l.head, t
-	w.nodes.at(t).rnext = i
-	h.rprev = i
+	l.head = i
 	l.count++
 }
 
 func (w *Wheel) recvRemove(r uint64, i uint32) {
-	l := w.recv.ref(r)
+	n := w.nodes.at(i)
+	l := w.recv.entry(r)
 	if l.count == 1 {
 		w.recv.delete(r)
 		return
 	}
-	n := w.nodes.at(i)
-	w.nodes.at(n.rprev).rnext = n.rnext
-	w.nodes.at(n.rnext).rprev = n.rprev
-	if l.head == i {
+	if n.rprev == nilIdx {
 		l.head = n.rnext
+	} else {
+		w.nodes.at(n.rprev).rnext = n.rnext
+	}
+	if n.rnext != nilIdx {
+		w.nodes.at(n.rnext).rprev = n.rprev
 	}
 	l.count--
 }
