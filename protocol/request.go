@@ -1,0 +1,195 @@
+package protocol
+
+// Request is a decoded client request. Which fields are meaningful depends on
+// Op; the others are zero. Arguments the client omitted, or sent as nil, hold
+// their default (0, false, "", nil).
+type Request struct {
+	Op Op
+	ID uint64 // chosen by the client, echoed in the reply
+
+	Version uint64 // hello: protocol version, must equal Version
+	Name    string // hello: client name, free-form (for logs and stats)
+	Token   string // hello: auth / admin token
+
+	Receiver uint64 // bind, unbind, add, cancel, get, list, cancel_all, pause, resume
+	Tid      uint64 // add, cancel, get, pause, resume
+
+	After  uint64 // add: first firing after this many ticks (when At is 0)
+	At     uint64 // add: first firing at this absolute tick (wins over After when non-zero)
+	Every  uint64 // add: interval between firings; 0 means the first delay
+	Repeat uint64 // add: number of firings, 0 = forever; as sent: the server validates <= 2^32-1
+
+	// Data is the add's opaque payload. It aliases the decoded payload (no
+	// copy): copy it before the payload buffer is reused. It is nil when
+	// absent, nil or empty.
+	Data []byte
+
+	Replace   bool // add: replace an existing timer instead of failing with exists
+	Ephemeral bool // bind: cancel the receiver's timers when this session closes
+
+	Ticks uint64  // fast_forward
+	Speed float64 // set_speed: as sent, NaN and infinities included; the server validates
+}
+
+// opArgs lists each op's arguments, in wire order after op and id.
+var opArgs = [len(opNames)][]field{
+	OpHello:       {fVersion, fName, fToken},
+	OpBind:        {fReceiver, fEphemeral},
+	OpUnbind:      {fReceiver},
+	OpAdd:         {fReceiver, fTid, fAfter, fAt, fEvery, fRepeat, fData, fReplace},
+	OpCancel:      {fReceiver, fTid},
+	OpGet:         {fReceiver, fTid},
+	OpList:        {fReceiver},
+	OpCancelAll:   {fReceiver},
+	OpPause:       {fReceiver, fTid},
+	OpResume:      {fReceiver, fTid},
+	OpFastForward: {fTicks},
+	OpSetSpeed:    {fSpeed},
+	// ping, freeze, resume_sync and stats take no arguments.
+}
+
+func (r *Request) uintField(f field) *uint64 {
+	switch f {
+	case fVersion:
+		return &r.Version
+	case fReceiver:
+		return &r.Receiver
+	case fTid:
+		return &r.Tid
+	case fAfter:
+		return &r.After
+	case fAt:
+		return &r.At
+	case fEvery:
+		return &r.Every
+	case fRepeat:
+		return &r.Repeat
+	case fTicks:
+		return &r.Ticks
+	}
+	return nil
+}
+
+// DecodeRequest decodes one request payload (as returned by SplitFrame) into
+// r, which is reset first.
+//
+// The payload must be exactly one msgpack array [op, id, args...]. Integers
+// may use any msgpack integer encoding, signed ones included, but must not be
+// negative; nil stands for an omitted argument; omitted trailing arguments
+// take their defaults; elements after the op's arguments are skipped (they
+// must still be valid msgpack, nested at most 32 deep). Every declared length
+// is checked against the bytes left before it is used, so hostile input costs
+// time linear in its size and no memory.
+//
+// It returns an error wrapping ErrMalformed for anything else, or one
+// wrapping ErrUnknownOp when the request is well-formed but its op is not
+// defined (r.Op then holds the op if it fits in a uint8, else 0). On error
+// r.ID holds the request id if it was decoded, else 0, and the other fields
+// are unspecified. Errors are static values: decoding never allocates,
+// except the Name and Token strings of a hello.
+func DecodeRequest(payload []byte, r *Request) error {
+	*r = Request{}
+	rd := reader{b: payload}
+	n, p := rd.arrayLen()
+	if p != pOK {
+		return reqErr(0, fMessage, p)
+	}
+	if n < 2 {
+		return reqErr(0, fMessage, pTooShort)
+	}
+	op, p := rd.uint(false)
+	if p != pOK {
+		return reqErr(0, fOp, p)
+	}
+	if op <= 255 {
+		r.Op = Op(op)
+	}
+	if r.ID, p = rd.uint(false); p != pOK {
+		return reqErr(0, fID, p)
+	}
+	n -= 2
+	if op > 255 || !Op(op).Valid() {
+		if p = rd.skipValues(uint64(n), 0); p != pOK {
+			return reqErr(0, fTrailing, p)
+		}
+		if rd.left() != 0 {
+			return reqErr(0, fMessage, pTrailing)
+		}
+		return unknownOpErr(op)
+	}
+	o := Op(op)
+	for _, f := range opArgs[o] {
+		if n == 0 {
+			break
+		}
+		n--
+		switch f {
+		case fName, fToken:
+			var v []byte
+			if v, p = rd.bytes(true); p == pOK && len(v) > 0 {
+				if f == fName {
+					r.Name = string(v)
+				} else {
+					r.Token = string(v)
+				}
+			}
+		case fData:
+			if r.Data, p = rd.bytes(true); len(r.Data) == 0 {
+				r.Data = nil
+			}
+		case fReplace:
+			r.Replace, p = rd.boolean()
+		case fEphemeral:
+			r.Ephemeral, p = rd.boolean()
+		case fSpeed:
+			r.Speed, p = rd.float()
+		default:
+			*r.uintField(f), p = rd.uint(true)
+		}
+		if p != pOK {
+			return reqErr(o, f, p)
+		}
+	}
+	if p = rd.skipValues(uint64(n), 0); p != pOK {
+		return reqErr(o, fTrailing, p)
+	}
+	if rd.left() != 0 {
+		return reqErr(o, fMessage, pTrailing)
+	}
+	return nil
+}
+
+// AppendRequest appends r to b as one whole frame (header and payload) and
+// returns the extended buffer. It encodes op, id and every argument r.Op
+// takes, in wire order, and nothing else: an undefined op gives [op, id].
+// Empty Data is encoded as nil. It does not check r.Repeat, r.Speed or the
+// frame size against any server limit.
+func AppendRequest(b []byte, r *Request) []byte {
+	b, start := beginFrame(b)
+	var args []field
+	if r.Op.Valid() {
+		args = opArgs[r.Op]
+	}
+	b = appendArray(b, 2+len(args))
+	b = appendUint(b, uint64(r.Op))
+	b = appendUint(b, r.ID)
+	for _, f := range args {
+		switch f {
+		case fName:
+			b = appendStr(b, r.Name)
+		case fToken:
+			b = appendStr(b, r.Token)
+		case fData:
+			b = appendData(b, r.Data)
+		case fReplace:
+			b = appendBool(b, r.Replace)
+		case fEphemeral:
+			b = appendBool(b, r.Ephemeral)
+		case fSpeed:
+			b = appendFloat(b, r.Speed)
+		default:
+			b = appendUint(b, *r.uintField(f))
+		}
+	}
+	return endFrame(b, start)
+}

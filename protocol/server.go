@@ -1,0 +1,191 @@
+package protocol
+
+// Server-side appenders. Each appends one whole frame (header and payload)
+// to b and returns the extended buffer, allocating nothing beyond growing b.
+// They do not check the result against the maximum frame size: the server
+// bounds what it sends (a list reply grows with the timers listed, and data
+// with max_data). Data fields are encoded as bin, or nil when empty.
+
+// Limits are the server's limits, sent in the hello reply as a map with
+// string keys (max_frame, max_data, ...) and uint values.
+type Limits struct {
+	MaxFrame               uint64 // largest frame payload the server accepts, bytes
+	MaxData                uint64 // largest add data, bytes
+	MaxTimersPerReceiver   uint64
+	MaxTimers              uint64 // timers in the whole server
+	MaxReceiversPerSession uint64 // receivers bound by one session
+	MaxBacklog             uint64 // events kept per unbound receiver
+	MaxOutbound            uint64 // bytes queued to one connection before it is closed as too slow
+}
+
+// Hello is the result of a hello: [session, now, tick_ns, server_version, limits].
+type Hello struct {
+	Session       uint64 // this session's id, as named in other sessions' takeover notices
+	Now           uint64 // current tw-time tick
+	TickNs        uint64 // nominal length of a tick in nanoseconds
+	ServerVersion string // free-form server build version
+	Limits        Limits
+}
+
+// Timer describes a live timer, as in get and list replies:
+// [receiver, tid, due, remaining, every, fired, repeat, paused, data].
+type Timer struct {
+	Receiver, Tid uint64
+	Due           uint64 // tick of the next firing
+	Remaining     uint64 // ticks from now to due; frozen while paused
+	Every         uint64 // interval between firings
+	Fired         uint64 // firings so far
+	Repeat        uint64 // total firings, 0 = forever
+	Paused        bool
+	Data          []byte // nil when the timer has no data
+}
+
+// Stats is the result of the admin stats op, sent as a map with string keys.
+type Stats struct {
+	Now, Target, Lag                                uint64 // tw-time tick, the clock's target tick, target - now
+	Timers, Sessions, Connections, Receivers        uint64
+	BacklogEvents, FiredTotal, DroppedTotal, TickNs uint64
+	Speed                                           float64 // clock speed factor, 1 = real time
+	Frozen                                          bool    // clock sync stopped (freeze)
+}
+
+// Fire is a fire event: [2, receiver, tid, tick, fired, repeat, last, data, seq].
+type Fire struct {
+	Receiver, Tid uint64
+	Tick          uint64 // the tick the timer was due at
+	Fired         uint64 // 1-based count of this timer's firings, this one included
+	Repeat        uint64 // total firings, 0 = forever
+	Last          bool   // this firing removed the timer
+	Data          []byte // nil when the timer has no data
+	Seq           uint64 // per-receiver event sequence number, from 1; a gap means dropped events
+}
+
+func appendOKHead(b []byte, id uint64) ([]byte, int) {
+	b, start := beginFrame(b)
+	b = append(b, 0x93, byte(KindOK))
+	return appendUint(b, id), start
+}
+
+// AppendOK appends the reply [0, id, [vals...]]: the result of bind, unbind,
+// add, cancel, cancel_all, pause, resume, ping, fast_forward, freeze,
+// resume_sync and set_speed (no vals for an empty result). Calls with a
+// constant number of vals do not allocate.
+func AppendOK(b []byte, id uint64, vals ...uint64) []byte {
+	b, start := appendOKHead(b, id)
+	b = appendArray(b, len(vals))
+	for _, v := range vals {
+		b = appendUint(b, v)
+	}
+	return endFrame(b, start)
+}
+
+// AppendHelloOK appends the reply to a hello:
+// [0, id, [session, now, tick_ns, server_version, limits]].
+func AppendHelloOK(b []byte, id uint64, h *Hello) []byte {
+	b, start := appendOKHead(b, id)
+	b = append(b, 0x95)
+	b = appendUint(b, h.Session)
+	b = appendUint(b, h.Now)
+	b = appendUint(b, h.TickNs)
+	b = appendStr(b, h.ServerVersion)
+	l := &h.Limits
+	b = append(b, 0x87)
+	b = appendUint(appendStr(b, "max_frame"), l.MaxFrame)
+	b = appendUint(appendStr(b, "max_data"), l.MaxData)
+	b = appendUint(appendStr(b, "max_timers_per_receiver"), l.MaxTimersPerReceiver)
+	b = appendUint(appendStr(b, "max_timers"), l.MaxTimers)
+	b = appendUint(appendStr(b, "max_receivers_per_session"), l.MaxReceiversPerSession)
+	b = appendUint(appendStr(b, "max_backlog"), l.MaxBacklog)
+	b = appendUint(appendStr(b, "max_outbound"), l.MaxOutbound)
+	return endFrame(b, start)
+}
+
+func appendTimer(b []byte, t *Timer) []byte {
+	b = append(b, 0x99)
+	b = appendUint(b, t.Receiver)
+	b = appendUint(b, t.Tid)
+	b = appendUint(b, t.Due)
+	b = appendUint(b, t.Remaining)
+	b = appendUint(b, t.Every)
+	b = appendUint(b, t.Fired)
+	b = appendUint(b, t.Repeat)
+	b = appendBool(b, t.Paused)
+	return appendData(b, t.Data)
+}
+
+// AppendTimerOK appends the reply to a get: [0, id, [timer]].
+func AppendTimerOK(b []byte, id uint64, t *Timer) []byte {
+	b, start := appendOKHead(b, id)
+	b = append(b, 0x91)
+	b = appendTimer(b, t)
+	return endFrame(b, start)
+}
+
+// AppendListOK appends the reply to a list: [0, id, [[timer, ...]]].
+func AppendListOK(b []byte, id uint64, ts []Timer) []byte {
+	b, start := appendOKHead(b, id)
+	b = append(b, 0x91)
+	b = appendArray(b, len(ts))
+	for i := range ts {
+		b = appendTimer(b, &ts[i])
+	}
+	return endFrame(b, start)
+}
+
+// AppendStatsOK appends the reply to a stats: [0, id, [stats]], where stats
+// is a map with string keys.
+func AppendStatsOK(b []byte, id uint64, s *Stats) []byte {
+	b, start := appendOKHead(b, id)
+	b = append(b, 0x91, 0x8d)
+	b = appendUint(appendStr(b, "now"), s.Now)
+	b = appendUint(appendStr(b, "target"), s.Target)
+	b = appendUint(appendStr(b, "lag"), s.Lag)
+	b = appendUint(appendStr(b, "timers"), s.Timers)
+	b = appendUint(appendStr(b, "sessions"), s.Sessions)
+	b = appendUint(appendStr(b, "connections"), s.Connections)
+	b = appendUint(appendStr(b, "receivers"), s.Receivers)
+	b = appendUint(appendStr(b, "backlog_events"), s.BacklogEvents)
+	b = appendUint(appendStr(b, "fired_total"), s.FiredTotal)
+	b = appendUint(appendStr(b, "dropped_total"), s.DroppedTotal)
+	b = appendUint(appendStr(b, "tick_ns"), s.TickNs)
+	b = appendFloat(appendStr(b, "speed"), s.Speed)
+	b = appendBool(appendStr(b, "frozen"), s.Frozen)
+	return endFrame(b, start)
+}
+
+// AppendError appends the error reply [1, id, code, msg]. id is the request's
+// id, or 0 when it could not be decoded.
+func AppendError(b []byte, id uint64, code Code, msg string) []byte {
+	b, start := beginFrame(b)
+	b = append(b, 0x94, byte(KindError))
+	b = appendUint(b, id)
+	b = appendUint(b, uint64(code))
+	b = appendStr(b, msg)
+	return endFrame(b, start)
+}
+
+// AppendFire appends the fire event [2, receiver, tid, tick, fired, repeat,
+// last, data, seq].
+func AppendFire(b []byte, f *Fire) []byte {
+	b, start := beginFrame(b)
+	b = append(b, 0x99, byte(KindFire))
+	b = appendUint(b, f.Receiver)
+	b = appendUint(b, f.Tid)
+	b = appendUint(b, f.Tick)
+	b = appendUint(b, f.Fired)
+	b = appendUint(b, f.Repeat)
+	b = appendBool(b, f.Last)
+	b = appendData(b, f.Data)
+	b = appendUint(b, f.Seq)
+	return endFrame(b, start)
+}
+
+// AppendTakeover appends the takeover notice [3, receiver, session]: receiver
+// is now bound to the session with id session.
+func AppendTakeover(b []byte, receiver, session uint64) []byte {
+	b, start := beginFrame(b)
+	b = append(b, 0x93, byte(KindTakeover))
+	b = appendUint(b, receiver)
+	b = appendUint(b, session)
+	return endFrame(b, start)
+}

@@ -1,0 +1,290 @@
+package server
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/tickwheel/tickwheel/protocol"
+	"github.com/tickwheel/tickwheel/wheel"
+)
+
+// Version is the server version reported in hello.
+const Version = "0.1.0"
+
+// handle applies one request frame of session s and appends its reply to
+// s.out. A malformed frame gets an error reply and sets s.kill.
+func (st *state) handle(s *session, payload []byte) {
+	var req protocol.Request
+	err := protocol.DecodeRequest(payload, &req)
+	switch {
+	case errors.Is(err, protocol.ErrUnknownOp):
+		st.fail(s, req.ID, protocol.CodeUnknownOp, err.Error())
+		return
+	case err != nil:
+		st.malformed(s, req.ID, err)
+		return
+	}
+	if !s.hello && req.Op != protocol.OpHello {
+		st.fail(s, req.ID, protocol.CodeHelloRequired, "the first request must be hello")
+		return
+	}
+	if req.Op.Admin() && !s.admin {
+		st.fail(s, req.ID, protocol.CodeUnauthorized, fmt.Sprintf("%s is an admin op: say hello with the admin token (or, when the server has none, connect from loopback)", req.Op))
+		return
+	}
+	k := wheel.Key{Receiver: req.Receiver, Tid: req.Tid}
+	switch req.Op {
+	case protocol.OpHello:
+		st.hello(s, &req)
+	case protocol.OpBind:
+		st.bind(s, &req)
+	case protocol.OpUnbind:
+		if ephemeral, ok := s.receivers[req.Receiver]; ok {
+			_ = ephemeral // unbinding keeps the timers; only a closing session releases ephemeral ones
+			delete(s.receivers, req.Receiver)
+			r := st.receivers[req.Receiver]
+			r.owner = nil
+			st.forgetIfIdle(r)
+			st.ok(s, req.ID)
+		} else {
+			st.fail(s, req.ID, protocol.CodeNotFound, fmt.Sprintf("receiver %d is not bound by this session", req.Receiver))
+		}
+	case protocol.OpAdd:
+		st.add(s, &req)
+	case protocol.OpCancel:
+		if st.mayTouch(s, &req) {
+			st.reply(s, req.ID, st.wheel.Cancel(k))
+		}
+	case protocol.OpGet:
+		in, err := st.wheel.Get(k)
+		if err != nil {
+			st.reply(s, req.ID, err)
+			return
+		}
+		t := timerOf(&in)
+		s.out = protocol.AppendTimerOK(s.out, req.ID, &t)
+	case protocol.OpList:
+		st.listBuf = st.wheel.List(req.Receiver, st.listBuf[:0])
+		st.timerBuf = st.timerBuf[:0]
+		for i := range st.listBuf {
+			st.timerBuf = append(st.timerBuf, timerOf(&st.listBuf[i]))
+		}
+		s.out = protocol.AppendListOK(s.out, req.ID, st.timerBuf)
+		clear(st.listBuf)
+	case protocol.OpCancelAll:
+		if st.mayTouch(s, &req) {
+			s.out = protocol.AppendOK(s.out, req.ID, uint64(st.wheel.CancelAll(req.Receiver)))
+		}
+	case protocol.OpPause:
+		if st.mayTouch(s, &req) {
+			st.reply(s, req.ID, st.wheel.Pause(k))
+		}
+	case protocol.OpResume:
+		if st.mayTouch(s, &req) {
+			st.reply(s, req.ID, st.wheel.Resume(k))
+		}
+	case protocol.OpPing:
+		s.out = protocol.AppendOK(s.out, req.ID, st.wheel.Now())
+	case protocol.OpFastForward:
+		st.fastForward(s, &req)
+	case protocol.OpFreeze:
+		st.clock.Freeze()
+		st.speedChanged()
+		s.out = protocol.AppendOK(s.out, req.ID, st.wheel.Now())
+	case protocol.OpResumeSync:
+		st.clock.Resume()
+		st.speedChanged()
+		s.out = protocol.AppendOK(s.out, req.ID, st.wheel.Now())
+	case protocol.OpSetSpeed:
+		if err := st.clock.SetSpeed(req.Speed); err != nil {
+			st.fail(s, req.ID, protocol.CodeInvalidArgument, fmt.Sprintf("speed %v: must be finite and in [%v, %v]", req.Speed, wheel.MinSpeed, wheel.MaxSpeed))
+			return
+		}
+		st.speedChanged()
+		s.out = protocol.AppendOK(s.out, req.ID, st.wheel.Now())
+	case protocol.OpStats:
+		stats := st.stats()
+		s.out = protocol.AppendStatsOK(s.out, req.ID, &stats)
+	default:
+		st.fail(s, req.ID, protocol.CodeInternal, fmt.Sprintf("op %s is not handled", req.Op))
+	}
+}
+
+func (st *state) hello(s *session, req *protocol.Request) {
+	if req.Version != protocol.Version {
+		st.fail(s, req.ID, protocol.CodeUnsupportedVersion, fmt.Sprintf("protocol version %d is not supported; this server speaks %d", req.Version, protocol.Version))
+		return
+	}
+	isAdmin := st.cfg.AdminToken != "" && tokenEqual(req.Token, st.cfg.AdminToken)
+	if st.cfg.ClientToken != "" && !isAdmin && !tokenEqual(req.Token, st.cfg.ClientToken) {
+		st.fail(s, req.ID, protocol.CodeUnauthorized, "bad token")
+		return
+	}
+	if st.cfg.AdminToken == "" {
+		isAdmin = s.loopback
+	}
+	s.hello, s.admin, s.name = true, isAdmin, req.Name
+	l := st.cfg.Limits
+	h := protocol.Hello{
+		Session: s.id, Now: st.wheel.Now(), TickNs: uint64(st.cfg.Tick.Nanoseconds()), ServerVersion: Version,
+		Limits: protocol.Limits{
+			MaxFrame: uint64(l.MaxFrame), MaxData: uint64(l.MaxData), MaxTimersPerReceiver: uint64(l.MaxTimersPerReceiver),
+			MaxTimers: uint64(l.MaxTimers), MaxReceiversPerSession: uint64(l.MaxReceiversPerSession),
+			MaxBacklog: uint64(l.MaxBacklog), MaxOutbound: uint64(l.MaxOutbound),
+		},
+	}
+	s.out = protocol.AppendHelloOK(s.out, req.ID, &h)
+	st.log.Info("hello", "session", s.id, "name", req.Name, "admin", isAdmin)
+}
+
+func tokenEqual(a, b string) bool {
+	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+// bind gives receiver req.Receiver to s, taking it over from another session,
+// and delivers its backlog after the reply.
+func (st *state) bind(s *session, req *protocol.Request) {
+	id := req.Receiver
+	if _, ok := s.receivers[id]; !ok && len(s.receivers) >= st.cfg.Limits.MaxReceiversPerSession {
+		st.fail(s, req.ID, protocol.CodeLimitExceeded, fmt.Sprintf("limit max_receivers_per_session (%d) reached", st.cfg.Limits.MaxReceiversPerSession))
+		return
+	}
+	r := st.receiver(id)
+	if old := r.owner; old != nil && old != s {
+		delete(old.receivers, id)
+		old.out = protocol.AppendTakeover(old.out, id, s.id)
+		st.markDirty(old)
+		st.log.Info("receiver taken over", "receiver", id, "from", old.id, "to", s.id)
+	}
+	r.owner, r.ephemeral = s, req.Ephemeral
+	s.receivers[id] = req.Ephemeral
+	dropped := r.dropped
+	r.dropped = 0
+	// The reply announces how many backlog events follow it.
+	s.out = protocol.AppendOK(s.out, req.ID, uint64(r.n), dropped)
+	st.drainBacklog(r, s)
+}
+
+// mayTouch enforces AddOnlyBound: with it, a session changes only the timers
+// of receivers it has bound.
+func (st *state) mayTouch(s *session, req *protocol.Request) bool {
+	if !st.cfg.AddOnlyBound {
+		return true
+	}
+	if _, ok := s.receivers[req.Receiver]; ok {
+		return true
+	}
+	st.fail(s, req.ID, protocol.CodeUnauthorized, fmt.Sprintf("receiver %d is not bound by this session, and the server allows changes only to bound receivers (add_only_bound)", req.Receiver))
+	return false
+}
+
+func (st *state) add(s *session, req *protocol.Request) {
+	l := st.cfg.Limits
+	switch {
+	case !st.mayTouch(s, req):
+		return
+	case req.Repeat > math.MaxUint32:
+		st.fail(s, req.ID, protocol.CodeInvalidArgument, fmt.Sprintf("repeat %d exceeds 2^32-1", req.Repeat))
+		return
+	case len(req.Data) > l.MaxData:
+		st.fail(s, req.ID, protocol.CodeLimitExceeded, fmt.Sprintf("limit max_data (%d bytes) exceeded: data has %d bytes", l.MaxData, len(req.Data)))
+		return
+	}
+	k := wheel.Key{Receiver: req.Receiver, Tid: req.Tid}
+	if st.wheel.Len() >= l.MaxTimers || st.wheel.ReceiverLen(req.Receiver) >= l.MaxTimersPerReceiver {
+		// Only a replace of an existing timer keeps the count as it is.
+		if _, err := st.wheel.Get(k); err != nil || !req.Replace {
+			if st.wheel.Len() >= l.MaxTimers {
+				st.fail(s, req.ID, protocol.CodeLimitExceeded, fmt.Sprintf("limit max_timers (%d) reached", l.MaxTimers))
+			} else {
+				st.fail(s, req.ID, protocol.CodeLimitExceeded, fmt.Sprintf("limit max_timers_per_receiver (%d) reached for receiver %d", l.MaxTimersPerReceiver, req.Receiver))
+			}
+			return
+		}
+	}
+	now := st.wheel.Now()
+	err := st.wheel.Add(k, wheel.Spec{After: req.After, At: req.At, Every: req.Every, Repeat: uint32(req.Repeat), Data: req.Data, Replace: req.Replace})
+	if err != nil {
+		st.reply(s, req.ID, err)
+		return
+	}
+	due := req.At
+	if due == 0 {
+		due = now + req.After
+	}
+	s.out = protocol.AppendOK(s.out, req.ID, due)
+}
+
+// fastForward moves tw-time on by req.Ticks; the reply waits until every
+// timer in between has fired, and s sends nothing else meanwhile.
+func (st *state) fastForward(s *session, req *protocol.Request) {
+	if err := st.clock.FastForward(req.Ticks); err != nil {
+		st.fail(s, req.ID, protocol.CodeInvalidArgument, fmt.Sprintf("fast-forward by %d ticks: tw-time would pass 2^64-1", req.Ticks))
+		return
+	}
+	st.waiters = append(st.waiters, waiter{s: s, id: req.ID, target: st.clock.Now(), fired: st.firedTotal})
+	s.waiting = true
+	st.advance()
+}
+
+func (st *state) speedChanged() {
+	if st.onSpeed != nil {
+		st.onSpeed(st.clock.Speed(), st.clock.Frozen())
+	}
+}
+
+func (st *state) stats() protocol.Stats {
+	target := st.clock.Now()
+	now := st.wheel.Now()
+	return protocol.Stats{
+		Now: now, Target: target, Lag: target - now,
+		Timers: uint64(st.wheel.Len()), Sessions: uint64(len(st.sessions)), Connections: uint64(len(st.sessions)),
+		Receivers: uint64(len(st.receivers)), BacklogEvents: st.backlogEvents,
+		FiredTotal: st.firedTotal, DroppedTotal: st.droppedTotal,
+		TickNs: uint64(st.cfg.Tick.Nanoseconds()), Speed: st.clock.Speed(), Frozen: st.clock.Frozen(),
+	}
+}
+
+func timerOf(in *wheel.Info) protocol.Timer {
+	return protocol.Timer{Receiver: in.Receiver, Tid: in.Tid, Due: in.Due, Remaining: in.Remaining, Every: in.Every,
+		Fired: in.Fired, Repeat: uint64(in.Repeat), Paused: in.Paused, Data: in.Data}
+}
+
+// ok appends an empty OK reply.
+func (st *state) ok(s *session, id uint64) { s.out = protocol.AppendOK(s.out, id) }
+
+// reply appends OK for a nil err, or the error reply for a wheel error.
+func (st *state) reply(s *session, id uint64, err error) {
+	if err == nil {
+		st.ok(s, id)
+		return
+	}
+	code := protocol.CodeInternal
+	switch {
+	case errors.Is(err, wheel.ErrNotFound):
+		code = protocol.CodeNotFound
+	case errors.Is(err, wheel.ErrExists):
+		code = protocol.CodeExists
+	case errors.Is(err, wheel.ErrZeroAfter), errors.Is(err, wheel.ErrPast), errors.Is(err, wheel.ErrOverflow):
+		code = protocol.CodeInvalidArgument
+	case errors.Is(err, wheel.ErrPaused), errors.Is(err, wheel.ErrNotPaused):
+		code = protocol.CodeBadState
+	case errors.Is(err, wheel.ErrFull):
+		code = protocol.CodeLimitExceeded
+	}
+	st.fail(s, id, code, err.Error())
+}
+
+func (st *state) fail(s *session, id uint64, code protocol.Code, msg string) {
+	s.out = protocol.AppendError(s.out, id, code, msg)
+}
+
+// malformed answers a frame that cannot be decoded and marks the connection
+// for closing: after a framing error its byte stream cannot be trusted.
+func (st *state) malformed(s *session, id uint64, err error) {
+	st.fail(s, id, protocol.CodeMalformed, err.Error())
+	s.kill = true
+	st.log.Info("closing connection after a malformed frame", "session", s.id, "err", err)
+}

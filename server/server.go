@@ -1,0 +1,340 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"github.com/panjf2000/gnet/v2/pkg/logging"
+
+	"github.com/tickwheel/tickwheel/protocol"
+	"github.com/tickwheel/tickwheel/wheel"
+)
+
+// Server is a running tickwheel server. One gnet event loop owns all timer
+// and session state; gnet's ticker goroutine only asks that loop to advance
+// the wheel (see docs/ARCHITECTURE.md).
+type Server struct {
+	gnet.BuiltinEventEngine
+
+	cfg Config
+	log *slog.Logger
+	st  *state
+
+	eng   gnet.Engine
+	addr  string
+	ready chan error
+	done  chan struct{}
+	err   error
+
+	// loop is the event loop, learnt from the internal clock connection;
+	// nil until it is registered. Safe from any goroutine.
+	loop     atomic.Pointer[gnet.EventLoop]
+	clockReg sync.Once
+	clockEnd net.Conn // our end of the clock connection, never written
+
+	posted   atomic.Bool  // an advance is queued on the loop
+	period   atomic.Int64 // ticker period in ns, set on the loop when the speed changes
+	tickBase time.Time    // ticker schedule origin (ticker goroutine only)
+	tickN    int64
+}
+
+// clockMarker tags the internal connection that gives the ticker a handle on
+// the event loop even when no client is connected.
+type clockMarker struct{}
+
+// New validates cfg and builds a server; Start runs it.
+func New(cfg Config, log *slog.Logger) (*Server, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	origin := time.Now()
+	start := cfg.StartTick
+	if start == 0 {
+		start = uint64(origin.UnixNano()) / uint64(cfg.Tick)
+	}
+	w, err := wheel.New(start, wheel.Config{})
+	if err != nil {
+		return nil, err
+	}
+	clock := wheel.NewClock(start, cfg.Tick, func() time.Duration { return time.Since(origin) })
+	if err := clock.SetSpeed(cfg.Speed); err != nil {
+		return nil, fmt.Errorf("config: speed: %w", err)
+	}
+	if cfg.Frozen {
+		clock.Freeze()
+	}
+	s := &Server{cfg: cfg, log: log, ready: make(chan error, 1), done: make(chan struct{})}
+	s.st = newState(cfg, log, w, clock)
+	s.st.onSpeed = s.setPeriod
+	s.setPeriod(cfg.Speed, cfg.Frozen)
+	return s, nil
+}
+
+// Start begins serving and returns once the server listens, or fails.
+func (s *Server) Start() error {
+	go func() {
+		err := gnet.Run(s, "tcp://"+s.cfg.Addr,
+			gnet.WithMulticore(false), gnet.WithNumEventLoop(1),
+			gnet.WithTicker(true), gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+			gnet.WithLoadBalancing(gnet.SourceAddrHash),
+			gnet.WithLogLevel(logging.ErrorLevel)) // gnet's own logger: errors only
+		s.err = err
+		select {
+		case s.ready <- err:
+		default:
+		}
+		if s.clockEnd != nil {
+			s.clockEnd.Close()
+		}
+		close(s.done)
+	}()
+	if err := <-s.ready; err != nil {
+		return err
+	}
+	return nil
+}
+
+// Addr returns the address the server listens on, with the real port.
+func (s *Server) Addr() string { return s.addr }
+
+// Done is closed when the server has stopped.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Stop stops accepting, writes out what is queued, closes every connection
+// and returns when the server has stopped or ctx ends.
+func (s *Server) Stop(ctx context.Context) error {
+	if l := s.loop.Load(); l != nil {
+		flushed := make(chan struct{})
+		if (*l).Execute(ctx, gnet.RunnableFunc(func(context.Context) error {
+			s.flush()
+			close(flushed)
+			return nil
+		})) == nil {
+			select {
+			case <-flushed:
+			case <-ctx.Done():
+			}
+		}
+	}
+	// gnet's Stop polls every 500 ms unless its context is already done.
+	stopCtx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = s.eng.Stop(stopCtx)
+	select {
+	case <-s.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// OnBoot learns the real listening address.
+func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
+	s.eng = eng
+	fd, err := eng.Dup()
+	if err == nil {
+		f := os.NewFile(uintptr(fd), "listener")
+		var ln net.Listener
+		if ln, err = net.FileListener(f); err == nil {
+			s.addr = ln.Addr().String()
+			ln.Close()
+		}
+		f.Close()
+	}
+	if err != nil {
+		s.ready <- fmt.Errorf("server: reading the listening address: %w", err)
+		return gnet.Shutdown
+	}
+	s.log.Info("tickwheel listening", "addr", s.addr, "tick", s.cfg.Tick, "now", s.st.wheel.Now(), "frozen", s.cfg.Frozen)
+	s.ready <- nil
+	return gnet.None
+}
+
+// OnOpen registers a client session, or learns the event loop from the clock connection.
+func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	if _, ok := c.Context().(clockMarker); ok {
+		l := c.EventLoop()
+		s.loop.Store(&l)
+		return nil, gnet.None
+	}
+	loopback := false
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		loopback = a.IP.IsLoopback()
+	}
+	c.SetContext(s.st.open(c, loopback))
+	return nil, gnet.None
+}
+
+// OnClose forgets the session of a closed connection.
+func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
+	if sess, ok := c.Context().(*session); ok {
+		s.st.closeSession(sess)
+		s.log.Debug("connection closed", "session", sess.id, "err", err)
+		s.flush()
+	}
+	return gnet.None
+}
+
+// OnTraffic decodes and applies every complete frame, then writes replies
+// and events with one write per connection.
+func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
+	sess, ok := c.Context().(*session)
+	if !ok {
+		_, _ = c.Discard(-1) // the clock connection never speaks
+		return gnet.None
+	}
+	s.readFrames(c, sess)
+	s.flush()
+	return gnet.None
+}
+
+func (s *Server) readFrames(c gnet.Conn, sess *session) {
+	buf, _ := c.Peek(-1)
+	off := 0
+	for !sess.waiting && !sess.kill && !sess.closed {
+		payload, n, err := protocol.SplitFrame(buf[off:], s.cfg.Limits.MaxFrame)
+		if errors.Is(err, protocol.ErrIncomplete) {
+			break
+		}
+		if err != nil {
+			s.st.malformed(sess, 0, fmt.Errorf("%w (limit max_frame is %d bytes)", err, s.cfg.Limits.MaxFrame))
+			off = len(buf)
+			break
+		}
+		s.st.handle(sess, payload)
+		off += n
+	}
+	_, _ = c.Discard(off)
+	if len(sess.out) > 0 {
+		s.st.markDirty(sess)
+	}
+	if sess.waiting && c.InboundBuffered() > s.cfg.Limits.MaxOutbound {
+		s.st.malformed(sess, 0, errors.New("too many requests pipelined behind a fast-forward"))
+		s.st.markDirty(sess)
+	}
+}
+
+// flush writes each dirty session's output with one write, closes the
+// sessions marked for closing, and resumes reading sessions whose
+// fast-forward has been answered.
+func (s *Server) flush() {
+	for _, sess := range s.st.dirty {
+		sess.dirty = false
+		c, _ := sess.conn.(gnet.Conn)
+		if c == nil {
+			sess.out = sess.out[:0]
+			continue
+		}
+		if len(sess.out) > 0 {
+			_, _ = c.Write(sess.out)
+			sess.out = sess.out[:0]
+		}
+		if sess.kill {
+			_ = c.Close()
+		} else if !sess.waiting && !sess.closed && c.InboundBuffered() > 0 {
+			_ = c.Wake(nil) // frames queued behind a fast-forward
+		}
+	}
+	clear(s.st.dirty)
+	s.st.dirty = s.st.dirty[:0]
+}
+
+// OnTick runs on gnet's ticker goroutine, never on the loop: it only posts
+// an advance to the loop and returns the delay to the next tick boundary.
+func (s *Server) OnTick() (time.Duration, gnet.Action) {
+	l := s.loop.Load()
+	if l == nil {
+		s.clockReg.Do(s.registerClock)
+		return 5 * time.Millisecond, gnet.None
+	}
+	if !s.posted.Swap(true) {
+		s.post(*l)
+	}
+	period := time.Duration(s.period.Load())
+	if s.tickBase.IsZero() {
+		s.tickBase = time.Now()
+	}
+	s.tickN++
+	next := s.tickBase.Add(time.Duration(s.tickN) * period)
+	d := time.Until(next)
+	if d <= 0 { // fell behind (or the period changed): restart the schedule
+		s.tickBase, s.tickN = time.Now(), 0
+		d = period
+	}
+	return d, gnet.None
+}
+
+// post queues one advance turn on the loop; a turn that leaves work queues
+// the next, so a catch-up proceeds in bounded steps between I/O.
+func (s *Server) post(l gnet.EventLoop) {
+	err := l.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+		more := s.st.advance()
+		s.flush()
+		if more {
+			s.post(l)
+		} else {
+			s.posted.Store(false)
+		}
+		return nil
+	}))
+	if err != nil {
+		s.posted.Store(false) // shutting down
+	}
+}
+
+// registerClock creates the internal connection that hands the ticker the
+// event loop: a TCP pair on a private loopback listener, one end enrolled in
+// gnet with a marker context.
+func (s *Server) registerClock() {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		s.log.Error("clock connection: listen", "err", err)
+		return
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			c = nil
+		}
+		accepted <- c
+	}()
+	dialed, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		s.log.Error("clock connection: dial", "err", err)
+		return
+	}
+	s.clockEnd = <-accepted
+	res, err := s.eng.Register(gnet.NewNetConnContext(gnet.NewContext(context.Background(), clockMarker{}), dialed))
+	if err != nil {
+		s.log.Error("clock connection: register", "err", err)
+		return
+	}
+	if r := <-res; r.Err != nil {
+		s.log.Error("clock connection: register", "err", r.Err)
+	}
+}
+
+// setPeriod sets how often the ticker posts an advance: one tick of tw-time,
+// but at least every 1 ms and at most every 50 ms of real time.
+func (s *Server) setPeriod(speed float64, frozen bool) {
+	p := time.Duration(float64(s.cfg.Tick) / speed)
+	if frozen {
+		p = 50 * time.Millisecond
+	}
+	p = min(max(p, time.Millisecond), 50*time.Millisecond)
+	s.period.Store(int64(p))
+}

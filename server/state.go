@@ -1,0 +1,271 @@
+package server
+
+import (
+	"log/slog"
+
+	"github.com/tickwheel/tickwheel/protocol"
+	"github.com/tickwheel/tickwheel/wheel"
+)
+
+// state is everything the server knows: the wheel, the clock, sessions and
+// receivers. It is owned by the event loop: every method runs there, so it
+// needs no locks. It knows nothing of gnet; the glue in gnet.go feeds it
+// frames and writes out what it appends to session.out.
+type state struct {
+	cfg   Config
+	log   *slog.Logger
+	wheel *wheel.Wheel
+	clock *wheel.Clock
+
+	sessions    map[uint64]*session
+	nextSession uint64
+	receivers   map[uint64]*receiver
+
+	dirty    []*session // sessions with output to flush at the end of this turn
+	waiters  []waiter   // fast-forwards waiting for the wheel to reach their target
+	onSpeed  func(speed float64, frozen bool)
+	fireBuf  protocol.Fire
+	listBuf  []wheel.Info
+	timerBuf []protocol.Timer
+
+	firedTotal    uint64
+	droppedTotal  uint64
+	backlogEvents uint64
+}
+
+// outConn is what state needs of a connection: how many bytes it has queued
+// but not yet written to the socket.
+type outConn interface {
+	OutboundBuffered() int
+}
+
+// session is one client connection.
+type session struct {
+	id       uint64
+	conn     outConn
+	loopback bool
+	name     string
+	hello    bool
+	admin    bool
+	// receivers bound by this session, with their ephemeral flag.
+	receivers map[uint64]bool
+	// out collects replies and events during a turn; the glue writes it with
+	// one call per connection per turn.
+	out   []byte
+	dirty bool
+	// waiting is set while a fast-forward of this session is in progress:
+	// its next requests are not read until the reply is out, so replies keep
+	// request order.
+	waiting bool
+	// kill asks the glue to close the connection after flushing out:
+	// a malformed frame, or a connection that does not read its events.
+	kill   bool
+	closed bool
+}
+
+// receiver is a destination of events: bound to at most one session, and
+// otherwise keeping its events in a bounded backlog.
+type receiver struct {
+	id        uint64
+	owner     *session
+	ephemeral bool
+	seq       uint64   // sequence number of the last event
+	backlog   [][]byte // encoded fire frames, oldest first (a ring from head)
+	head      int
+	n         int
+	dropped   uint64 // events dropped since it was last bound
+}
+
+// waiter is a fast-forward whose reply is due once the wheel reaches target.
+type waiter struct {
+	s      *session
+	id     uint64
+	target uint64
+	fired  uint64 // firedTotal when the fast-forward started
+}
+
+func newState(cfg Config, log *slog.Logger, w *wheel.Wheel, c *wheel.Clock) *state {
+	return &state{
+		cfg:       cfg,
+		log:       log,
+		wheel:     w,
+		clock:     c,
+		sessions:  make(map[uint64]*session),
+		receivers: make(map[uint64]*receiver),
+	}
+}
+
+// open registers a new connection.
+func (st *state) open(c outConn, loopback bool) *session {
+	st.nextSession++
+	s := &session{id: st.nextSession, conn: c, loopback: loopback, receivers: make(map[uint64]bool)}
+	st.sessions[s.id] = s
+	return s
+}
+
+// closeSession forgets s: its receivers become unbound (ephemeral ones lose
+// their timers) and a fast-forward it waited for no longer replies.
+func (st *state) closeSession(s *session) {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	delete(st.sessions, s.id)
+	for id, ephemeral := range s.receivers {
+		r := st.receivers[id]
+		r.owner = nil
+		if ephemeral {
+			n := st.wheel.CancelAll(id)
+			st.log.Debug("ephemeral receiver released", "session", s.id, "receiver", id, "cancelled", n)
+		}
+		st.forgetIfIdle(r)
+	}
+	s.receivers = nil
+	for i := range st.waiters {
+		if st.waiters[i].s == s {
+			st.waiters[i].s = nil
+		}
+	}
+}
+
+// markDirty queues s for the end-of-turn flush.
+func (st *state) markDirty(s *session) {
+	if !s.dirty {
+		s.dirty = true
+		st.dirty = append(st.dirty, s)
+	}
+}
+
+// receiver returns r's record, creating it.
+func (st *state) receiver(id uint64) *receiver {
+	r := st.receivers[id]
+	if r == nil {
+		r = &receiver{id: id}
+		st.receivers[id] = r
+	}
+	return r
+}
+
+// forgetIfIdle drops the record of a receiver that is unbound and has no
+// backlog; its sequence numbers start again at 1 next time.
+func (st *state) forgetIfIdle(r *receiver) {
+	if r.owner == nil && r.n == 0 {
+		delete(st.receivers, r.id)
+	}
+}
+
+// advance moves the wheel toward the clock's target, firing at most
+// MaxFiresPerTurn timers. It reports whether work is left for another turn.
+func (st *state) advance() (more bool) {
+	_, done := st.wheel.Advance(st.clock.Now(), st.cfg.MaxFiresPerTurn, st.onFire)
+	st.answerWaiters()
+	return !done
+}
+
+// onFire routes one firing to its receiver's session, or to its backlog.
+func (st *state) onFire(f wheel.Fire) {
+	st.firedTotal++
+	r := st.receiver(f.Receiver)
+	r.seq++
+	ev := &st.fireBuf
+	*ev = protocol.Fire{Receiver: f.Receiver, Tid: f.Tid, Tick: f.Tick, Fired: f.Fired,
+		Repeat: uint64(f.Repeat), Last: f.Last, Data: f.Data, Seq: r.seq}
+	if s := r.owner; s != nil {
+		start := len(s.out)
+		s.out = protocol.AppendFire(s.out, ev)
+		if st.overOutbound(s) {
+			frame := append([]byte(nil), s.out[start:]...)
+			s.out = s.out[:start]
+			st.dropSlowSession(s)
+			st.pushBacklog(r, frame)
+			return
+		}
+		st.markDirty(s)
+		return
+	}
+	st.pushBacklog(r, protocol.AppendFire(nil, ev))
+}
+
+// overOutbound reports whether s has more bytes queued than MaxOutbound.
+func (st *state) overOutbound(s *session) bool {
+	queued := len(s.out)
+	if s.conn != nil {
+		queued += s.conn.OutboundBuffered()
+	}
+	return queued > st.cfg.Limits.MaxOutbound
+}
+
+// dropSlowSession closes a session that does not read what it is sent: its
+// receivers become unbound, so their next events wait in their backlogs.
+func (st *state) dropSlowSession(s *session) {
+	st.log.Warn("closing a connection that does not read its events",
+		"session", s.id, "name", s.name, "limit", "max_outbound", "max_outbound", st.cfg.Limits.MaxOutbound)
+	s.kill = true
+	st.markDirty(s)
+	st.closeSession(s)
+}
+
+// pushBacklog keeps frame for unbound receiver r, dropping its oldest event
+// when the backlog is full.
+func (st *state) pushBacklog(r *receiver, frame []byte) {
+	max := st.cfg.Limits.MaxBacklog
+	if max == 0 {
+		r.dropped++
+		st.droppedTotal++
+		st.forgetIfIdle(r)
+		return
+	}
+	if r.n == max {
+		r.backlog[r.head] = nil
+		r.head = (r.head + 1) % len(r.backlog)
+		r.n--
+		r.dropped++
+		st.droppedTotal++
+		st.backlogEvents--
+	}
+	if r.n == len(r.backlog) { // grow the ring, oldest first
+		grown := make([][]byte, 0, min(max, 2*len(r.backlog)+4))
+		for i := range r.n {
+			grown = append(grown, r.backlog[(r.head+i)%len(r.backlog)])
+		}
+		r.backlog, r.head = grown[:cap(grown)], 0
+	}
+	r.backlog[(r.head+r.n)%len(r.backlog)] = frame
+	r.n++
+	st.backlogEvents++
+}
+
+// drainBacklog appends r's backlog to s.out in order and empties it.
+func (st *state) drainBacklog(r *receiver, s *session) (delivered int) {
+	for i := range r.n {
+		j := (r.head + i) % len(r.backlog)
+		s.out = append(s.out, r.backlog[j]...)
+		r.backlog[j] = nil
+	}
+	delivered = r.n
+	st.backlogEvents -= uint64(r.n)
+	r.backlog, r.head, r.n = nil, 0, 0
+	return delivered
+}
+
+// answerWaiters replies to the fast-forwards whose target the wheel reached.
+func (st *state) answerWaiters() {
+	if len(st.waiters) == 0 {
+		return
+	}
+	now := st.wheel.Now()
+	kept := st.waiters[:0]
+	for _, w := range st.waiters {
+		switch {
+		case w.s == nil: // its session closed
+		case now >= w.target:
+			w.s.out = protocol.AppendOK(w.s.out, w.id, now, st.firedTotal-w.fired)
+			w.s.waiting = false
+			st.markDirty(w.s)
+		default:
+			kept = append(kept, w)
+		}
+	}
+	clear(st.waiters[len(kept):])
+	st.waiters = kept
+}
