@@ -80,10 +80,10 @@ func TestRequestToStockLibrary(t *testing.T) {
 	require.NoError(t, msgpack.Unmarshal(payloadOf(t, AppendRequest(nil, &r)), &v))
 	require.Len(t, v, 10)
 	var got struct {
-		_msgpack                                       struct{} `msgpack:",as_array"`
+		_msgpack                                        struct{} `msgpack:",as_array"`
 		Op, ID, Receiver, Tid, After, At, Every, Repeat uint64
-		Data                                           []byte
-		Replace                                        bool
+		Data                                            []byte
+		Replace                                         bool
 	}
 	require.NoError(t, msgpack.Unmarshal(payloadOf(t, AppendRequest(nil, &r)), &got))
 	assert.Equal(t, uint64(4), got.Op)
@@ -100,6 +100,11 @@ func TestRequestToStockLibrary(t *testing.T) {
 
 func TestRequestOmittedArgs(t *testing.T) {
 	var r Request
+	// The signed-int ping quoted in docs/PROTOCOL.md.
+	p, _, err := SplitFrame(unhex(t, "00 00 00 05 92 d0 0b d0 0c"), 0)
+	require.NoError(t, err)
+	require.NoError(t, DecodeRequest(p, &r))
+	assert.Equal(t, Request{Op: OpPing, ID: 12}, r)
 	require.NoError(t, DecodeRequest([]byte{0x93, 0x04, 0x07, 0x2a}, &r))
 	assert.Equal(t, Request{Op: OpAdd, ID: 7, Receiver: 42}, r)
 	// r is reset by the next decode.

@@ -111,7 +111,7 @@ func TestServerMessagesToStockLibrary(t *testing.T) {
 		require.NoError(t, msgpack.Unmarshal(payloadOf(t, frame), v))
 	}
 	type timerT struct {
-		_msgpack                                              struct{} `msgpack:",as_array"`
+		_msgpack                                            struct{} `msgpack:",as_array"`
 		Receiver, Tid, Due, Remaining, Every, Fired, Repeat uint64
 		Paused                                              bool
 		Data                                                []byte
@@ -135,7 +135,7 @@ func TestServerMessagesToStockLibrary(t *testing.T) {
 			_msgpack struct{} `msgpack:",as_array"`
 			Kind, ID uint64
 			Result   struct {
-				_msgpack              struct{} `msgpack:",as_array"`
+				_msgpack             struct{} `msgpack:",as_array"`
 				Session, Now, TickNs uint64
 				ServerVersion        string
 				Limits               map[string]uint64
