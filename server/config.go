@@ -52,6 +52,7 @@ type Limits struct {
 	MaxTimers              int `yaml:"max_timers"`                // timers in the server. Default 10000000.
 	MaxReceiversPerSession int `yaml:"max_receivers_per_session"` // bound at once. Default 100000.
 	MaxBacklog             int `yaml:"max_backlog"`               // events kept per unbound receiver; the oldest are dropped. Default 10000.
+	MaxBacklogTotal        int `yaml:"max_backlog_total"`         // events kept in all backlogs together; past it new events are dropped. Default 1000000.
 	MaxOutbound            int `yaml:"max_outbound"`              // bytes queued to one connection before it is closed as not reading. Default 8 MiB.
 }
 
@@ -87,6 +88,7 @@ func (c Config) withDefaults() (Config, error) {
 	def(&l.MaxTimers, 10_000_000)
 	def(&l.MaxReceiversPerSession, 100_000)
 	def(&l.MaxBacklog, 10_000)
+	def(&l.MaxBacklogTotal, 1_000_000)
 	def(&l.MaxOutbound, 8<<20)
 	switch {
 	case c.Tick < time.Microsecond:
@@ -97,7 +99,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("config: limits.max_frame %d out of range 64..64MiB", l.MaxFrame)
 	case l.MaxData < 0 || l.MaxData > l.MaxFrame-64:
 		return c, fmt.Errorf("config: limits.max_data %d must fit in a frame (max_frame - 64)", l.MaxData)
-	case l.MaxTimersPerReceiver < 0 || l.MaxTimers < 0 || l.MaxReceiversPerSession < 0 || l.MaxBacklog < 0:
+	case l.MaxTimersPerReceiver < 0 || l.MaxTimers < 0 || l.MaxReceiversPerSession < 0 || l.MaxBacklog < 0 || l.MaxBacklogTotal < 0:
 		return c, errors.New("config: limits must not be negative")
 	case l.MaxOutbound < 2*l.MaxFrame:
 		return c, fmt.Errorf("config: limits.max_outbound %d must be at least twice max_frame", l.MaxOutbound)

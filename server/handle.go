@@ -194,13 +194,18 @@ func (st *state) add(s *session, req *protocol.Request) {
 	}
 	k := wheel.Key{Receiver: req.Receiver, Tid: req.Tid}
 	if st.wheel.Len() >= l.MaxTimers || st.wheel.ReceiverLen(req.Receiver) >= l.MaxTimersPerReceiver {
-		// Only a replace of an existing timer keeps the count as it is.
-		if _, err := st.wheel.Get(k); err != nil || !req.Replace {
-			if st.wheel.Len() >= l.MaxTimers {
-				st.fail(s, req.ID, protocol.CodeLimitExceeded, fmt.Sprintf("limit max_timers (%d) reached", l.MaxTimers))
-			} else {
-				st.fail(s, req.ID, protocol.CodeLimitExceeded, fmt.Sprintf("limit max_timers_per_receiver (%d) reached for receiver %d", l.MaxTimersPerReceiver, req.Receiver))
-			}
+		// At a limit only a replace of an existing timer, which keeps the
+		// count as it is, goes through; a duplicate is still "exists".
+		_, err := st.wheel.Get(k)
+		switch {
+		case err == nil && !req.Replace:
+			st.reply(s, req.ID, wheel.ErrExists)
+			return
+		case err != nil && st.wheel.Len() >= l.MaxTimers:
+			st.fail(s, req.ID, protocol.CodeLimitExceeded, fmt.Sprintf("limit max_timers (%d) reached", l.MaxTimers))
+			return
+		case err != nil:
+			st.fail(s, req.ID, protocol.CodeLimitExceeded, fmt.Sprintf("limit max_timers_per_receiver (%d) reached for receiver %d", l.MaxTimersPerReceiver, req.Receiver))
 			return
 		}
 	}
@@ -226,7 +231,7 @@ func (st *state) fastForward(s *session, req *protocol.Request) {
 	}
 	st.waiters = append(st.waiters, waiter{s: s, id: req.ID, target: st.clock.Now(), fired: st.firedTotal})
 	s.waiting = true
-	st.advance()
+	st.more = st.advance()
 }
 
 func (st *state) speedChanged() {

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
-	"github.com/panjf2000/gnet/v2/pkg/logging"
 
 	"github.com/tickwheel/tickwheel/protocol"
 	"github.com/tickwheel/tickwheel/wheel"
@@ -38,7 +37,6 @@ type Server struct {
 	// nil until it is registered. Safe from any goroutine.
 	loop     atomic.Pointer[gnet.EventLoop]
 	clockReg sync.Once
-	clockEnd net.Conn // our end of the clock connection, never written
 
 	posted   atomic.Bool  // an advance is queued on the loop
 	period   atomic.Int64 // ticker period in ns, set on the loop when the speed changes
@@ -89,14 +87,11 @@ func (s *Server) Start() error {
 			gnet.WithMulticore(false), gnet.WithNumEventLoop(1),
 			gnet.WithTicker(true), gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 			gnet.WithLoadBalancing(gnet.SourceAddrHash),
-			gnet.WithLogLevel(logging.ErrorLevel)) // gnet's own logger: errors only
+			gnet.WithLogger(gnetLogger{s.log})) // gnet's own messages, through slog
 		s.err = err
 		select {
 		case s.ready <- err:
 		default:
-		}
-		if s.clockEnd != nil {
-			s.clockEnd.Close()
 		}
 		close(s.done)
 	}()
@@ -137,6 +132,74 @@ func (s *Server) Stop(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// Tick returns the duration of one tick.
+func (s *Server) Tick() time.Duration { return s.cfg.Tick }
+
+// onLoop runs fn on the event loop and waits for it, or for ctx.
+func (s *Server) onLoop(ctx context.Context, fn func()) error {
+	l := s.loop.Load()
+	for l == nil { // the loop handle arrives a few milliseconds after Start
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.done:
+			return errors.New("server: stopped")
+		case <-time.After(time.Millisecond):
+		}
+		l = s.loop.Load()
+	}
+	ran := make(chan struct{})
+	err := (*l).Execute(ctx, gnet.RunnableFunc(func(context.Context) error {
+		fn()
+		close(ran)
+		return nil
+	}))
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ran:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Now returns the wheel's tw-time.
+func (s *Server) Now(ctx context.Context) (now uint64, err error) {
+	err = s.onLoop(ctx, func() { now = s.st.wheel.Now() })
+	return now, err
+}
+
+// FastForward moves tw-time on by ticks, as the admin op does, and returns
+// once every timer in between has fired and its event has been written to
+// its connection (or backlog). It reports the new time and the firings.
+func (s *Server) FastForward(ctx context.Context, ticks uint64) (now, fired uint64, err error) {
+	done := make(chan [2]uint64, 1)
+	var ffErr error
+	err = s.onLoop(ctx, func() {
+		if ffErr = s.st.clock.FastForward(ticks); ffErr != nil {
+			return
+		}
+		s.st.waiters = append(s.st.waiters, waiter{done: done, target: s.st.clock.Now(), fired: s.st.firedTotal})
+		s.st.more = s.st.advance()
+		s.flush()
+		s.postIfMore()
+	})
+	if err == nil {
+		err = ffErr
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	select {
+	case r := <-done:
+		return r[0], r[1], nil
+	case <-ctx.Done():
+		return 0, 0, ctx.Err()
 	}
 }
 
@@ -197,7 +260,20 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	}
 	s.readFrames(c, sess)
 	s.flush()
+	s.postIfMore()
 	return gnet.None
+}
+
+// postIfMore queues another advance turn when one run by a request (a
+// fast-forward) stopped at max_fires_per_turn with work left.
+func (s *Server) postIfMore() {
+	if !s.st.more {
+		return
+	}
+	s.st.more = false
+	if l := s.loop.Load(); l != nil && !s.posted.Swap(true) {
+		s.post(*l)
+	}
 }
 
 func (s *Server) readFrames(c gnet.Conn, sess *session) {
@@ -216,7 +292,12 @@ func (s *Server) readFrames(c gnet.Conn, sess *session) {
 		s.st.handle(sess, payload)
 		off += n
 	}
-	_, _ = c.Discard(off)
+	// gnet's Discard(n) with n <= 0 discards everything buffered, so a
+	// partial frame (or frames held back behind a fast-forward) would be
+	// lost: discard only what was consumed.
+	if off > 0 {
+		_, _ = c.Discard(off)
+	}
 	if len(sess.out) > 0 {
 		s.st.markDirty(sess)
 	}
@@ -256,7 +337,10 @@ func (s *Server) flush() {
 func (s *Server) OnTick() (time.Duration, gnet.Action) {
 	l := s.loop.Load()
 	if l == nil {
-		s.clockReg.Do(s.registerClock)
+		// Register off the ticker goroutine: registering waits for the loop,
+		// and a Stop in the meantime makes that wait endless (gnet's
+		// shutdown would then wait for this goroutine forever).
+		s.clockReg.Do(func() { go s.registerClock() })
 		return 5 * time.Millisecond, gnet.None
 	}
 	if !s.posted.Swap(true) {
@@ -282,6 +366,7 @@ func (s *Server) post(l gnet.EventLoop) {
 	err := l.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
 		more := s.st.advance()
 		s.flush()
+		s.st.more = false
 		if more {
 			s.post(l)
 		} else {
@@ -317,14 +402,26 @@ func (s *Server) registerClock() {
 		s.log.Error("clock connection: dial", "err", err)
 		return
 	}
-	s.clockEnd = <-accepted
+	// Our end of the clock connection, never written; closed when the server stops.
+	if clockEnd := <-accepted; clockEnd != nil {
+		go func() {
+			<-s.done
+			clockEnd.Close()
+		}()
+	}
 	res, err := s.eng.Register(gnet.NewNetConnContext(gnet.NewContext(context.Background(), clockMarker{}), dialed))
 	if err != nil {
 		s.log.Error("clock connection: register", "err", err)
 		return
 	}
-	if r := <-res; r.Err != nil {
-		s.log.Error("clock connection: register", "err", r.Err)
+	// If the server stops before the loop takes the connection, gnet never
+	// answers: give up then.
+	select {
+	case r := <-res:
+		if r.Err != nil {
+			s.log.Error("clock connection: register", "err", r.Err)
+		}
+	case <-s.done:
 	}
 }
 
@@ -338,3 +435,12 @@ func (s *Server) setPeriod(speed float64, frozen bool) {
 	p = min(max(p, time.Millisecond), 50*time.Millisecond)
 	s.period.Store(int64(p))
 }
+
+// gnetLogger passes gnet's own log messages to slog, its info as debug.
+type gnetLogger struct{ log *slog.Logger }
+
+func (g gnetLogger) Debugf(format string, args ...any) { g.log.Debug(fmt.Sprintf(format, args...)) }
+func (g gnetLogger) Infof(format string, args ...any)  { g.log.Debug(fmt.Sprintf(format, args...)) }
+func (g gnetLogger) Warnf(format string, args ...any)  { g.log.Warn(fmt.Sprintf(format, args...)) }
+func (g gnetLogger) Errorf(format string, args ...any) { g.log.Error(fmt.Sprintf(format, args...)) }
+func (g gnetLogger) Fatalf(format string, args ...any) { g.log.Error(fmt.Sprintf(format, args...)) }

@@ -22,6 +22,7 @@ type state struct {
 	receivers   map[uint64]*receiver
 
 	dirty    []*session // sessions with output to flush at the end of this turn
+	more     bool       // an advance left work: the glue must post another turn
 	waiters  []waiter   // fast-forwards waiting for the wheel to reach their target
 	onSpeed  func(speed float64, frozen bool)
 	fireBuf  protocol.Fire
@@ -76,10 +77,12 @@ type receiver struct {
 	dropped   uint64 // events dropped since it was last bound
 }
 
-// waiter is a fast-forward whose reply is due once the wheel reaches target.
+// waiter is a fast-forward whose reply is due once the wheel reaches target:
+// to session s as the reply to request id, or, for Server.FastForward, on done.
 type waiter struct {
 	s      *session
 	id     uint64
+	done   chan [2]uint64 // now, fired
 	target uint64
 	fired  uint64 // firedTotal when the fast-forward started
 }
@@ -158,7 +161,7 @@ func (st *state) forgetIfIdle(r *receiver) {
 // MaxFiresPerTurn timers. It reports whether work is left for another turn.
 func (st *state) advance() (more bool) {
 	_, done := st.wheel.Advance(st.clock.Now(), st.cfg.MaxFiresPerTurn, st.onFire)
-	st.answerWaiters()
+	st.answerWaiters(done)
 	return !done
 }
 
@@ -177,6 +180,11 @@ func (st *state) onFire(f wheel.Fire) {
 			frame := append([]byte(nil), s.out[start:]...)
 			s.out = s.out[:start]
 			st.dropSlowSession(s)
+			// closeSession just unbound r with an empty backlog, so
+			// forgetIfIdle dropped its record: put it back, or this event
+			// would go to an orphaned record (lost) and the receiver's next
+			// event would restart at seq 1.
+			st.receivers[r.id] = r
 			st.pushBacklog(r, frame)
 			return
 		}
@@ -206,13 +214,13 @@ func (st *state) dropSlowSession(s *session) {
 }
 
 // pushBacklog keeps frame for unbound receiver r, dropping its oldest event
-// when the backlog is full.
+// when its backlog is full, or the new event when all backlogs together hold
+// max_backlog_total events.
 func (st *state) pushBacklog(r *receiver, frame []byte) {
 	max := st.cfg.Limits.MaxBacklog
-	if max == 0 {
-		r.dropped++
+	if max == 0 || (st.backlogEvents >= uint64(st.cfg.Limits.MaxBacklogTotal) && r.n < max) {
+		r.dropped++ // the record stays, so the next bind reports the drop
 		st.droppedTotal++
-		st.forgetIfIdle(r)
 		return
 	}
 	if r.n == max {
@@ -249,7 +257,9 @@ func (st *state) drainBacklog(r *receiver, s *session) (delivered int) {
 }
 
 // answerWaiters replies to the fast-forwards whose target the wheel reached.
-func (st *state) answerWaiters() {
+// done is the last Advance's: when it stopped at its max, Now is the tick of
+// timers still due, so only targets before Now are reached.
+func (st *state) answerWaiters(done bool) {
 	if len(st.waiters) == 0 {
 		return
 	}
@@ -257,8 +267,14 @@ func (st *state) answerWaiters() {
 	kept := st.waiters[:0]
 	for _, w := range st.waiters {
 		switch {
-		case w.s == nil: // its session closed
-		case now >= w.target:
+		case w.done != nil && (done || now > w.target):
+			w.done <- [2]uint64{now, st.firedTotal - w.fired}
+		case w.s == nil && w.done == nil: // its session closed
+		case done || now > w.target:
+			// (done means now is the clock's target, >= w.target. A bounded
+			// Advance that stopped with timers left at w.target leaves
+			// now == w.target: answering then would put the reply before
+			// some of the events it covers.)
 			w.s.out = protocol.AppendOK(w.s.out, w.id, now, st.firedTotal-w.fired)
 			w.s.waiting = false
 			st.markDirty(w.s)

@@ -1,0 +1,216 @@
+package server
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickwheel/tickwheel/protocol"
+)
+
+// pipeline encodes reqs into one buffer, numbering them from c.id+1.
+func (c *rawClient) pipeline(reqs ...protocol.Request) (buf []byte, ids []uint64) {
+	for _, r := range reqs {
+		c.id++
+		r.ID = c.id
+		ids = append(ids, r.ID)
+		buf = protocol.AppendRequest(buf, &r)
+	}
+	return buf, ids
+}
+
+// TestPipelining: many requests written at once are answered in order.
+func TestPipelining(t *testing.T) {
+	srv := startServer(t, nil)
+	c := dial(t, srv)
+	const n = 500
+	reqs := []protocol.Request{{Op: protocol.OpHello, Version: protocol.Version, Name: "pipe"}, {Op: protocol.OpBind, Receiver: 1}}
+	for i := range uint64(n) {
+		switch i % 5 {
+		case 0:
+			reqs = append(reqs, protocol.Request{Op: protocol.OpAdd, Receiver: 1, Tid: i, After: 1 + i})
+		case 1:
+			reqs = append(reqs, protocol.Request{Op: protocol.OpGet, Receiver: 1, Tid: i - 1})
+		case 2:
+			reqs = append(reqs, protocol.Request{Op: protocol.OpAdd, Receiver: 1, Tid: i - 2, After: 1}) // exists
+		case 3:
+			reqs = append(reqs, protocol.Request{Op: protocol.OpPing})
+		case 4:
+			reqs = append(reqs, protocol.Request{Op: 99}) // unknown op
+		}
+	}
+	buf, ids := c.pipeline(reqs...)
+	c.write(buf)
+	for i, id := range ids {
+		m := c.reply(id)
+		if i < 2 {
+			require.Equal(t, protocol.KindOK, m.Kind)
+			continue
+		}
+		k := uint64(i - 2)
+		switch k % 5 {
+		case 0:
+			assert.Equal(t, []uint64{start + 1 + k}, okUints(t, protocol.OpAdd, m))
+		case 1:
+			require.Equal(t, protocol.KindOK, m.Kind)
+			var tm protocol.Timer
+			require.NoError(t, protocol.DecodeTimer(m.Result, &tm))
+			assert.Equal(t, k-1, tm.Tid)
+		case 2:
+			assert.Equal(t, protocol.CodeExists, m.Code)
+		case 3:
+			assert.Equal(t, []uint64{start}, okUints(t, protocol.OpPing, m))
+		case 4:
+			assert.Equal(t, protocol.CodeUnknownOp, m.Code)
+		}
+	}
+	assert.Len(t, c.list(1), n/5)
+
+}
+
+// TestSplitFrames: requests written one byte per write are reassembled, and
+// so are frames cut at every position. (Whether the server reads a given cut
+// on its own depends on timing; the test passes either way when the server
+// is right, and with dozens of cuts it catches one that drops a partial frame.)
+func TestSplitFrames(t *testing.T) {
+	srv := startServer(t, nil)
+	c := helloClient(t, srv, "split")
+	c.add(protocol.Request{Receiver: 1, Tid: 1, After: 5, Data: []byte("some data")})
+	for range 10 {
+		buf, ids := c.pipeline(protocol.Request{Op: protocol.OpPing}, protocol.Request{Op: protocol.OpGet, Receiver: 1, Tid: 1})
+		for _, b := range buf {
+			c.write([]byte{b})
+		}
+		assert.Equal(t, []uint64{start}, okUints(t, protocol.OpPing, c.reply(ids[0])))
+		assert.Equal(t, protocol.KindOK, c.reply(ids[1]).Kind)
+	}
+	c.id = 1000 // ids 1001.. all take 3 bytes: every frame has the same length
+	n := len(protocol.AppendRequest(nil, &protocol.Request{Op: protocol.OpAdd, ID: c.id, Receiver: 2, Tid: 1, After: 1, Data: make([]byte, 300), Replace: true}))
+	var add []byte
+	for cut := 1; cut < n; cut++ {
+		c.id++
+		req := protocol.Request{Op: protocol.OpAdd, ID: c.id, Receiver: 2, Tid: 1, After: 1, Data: make([]byte, 300), Replace: true}
+		add = protocol.AppendRequest(add[:0], &req)
+		require.Len(t, add, n)
+		c.write(add[:cut])
+		c.write(add[cut:])
+		assert.Equal(t, []uint64{start + 1}, okUints(t, protocol.OpAdd, c.reply(c.id)))
+	}
+}
+
+// TestRequestsArrivingDuringFastForward: requests that arrive in later
+// writes while a fast-forward spanning several loop turns is in progress are
+// kept, and answered after it in order.
+func TestRequestsArrivingDuringFastForward(t *testing.T) {
+	srv := startServer(t, func(c *Config) { c.MaxFiresPerTurn = 1 })
+	c := helloClient(t, srv, "ff")
+	c.bind(1, false)
+	c.add(protocol.Request{Receiver: 1, Tid: 1, After: 1}) // every tick, forever
+	ffID := c.send(protocol.Request{Op: protocol.OpFastForward, Ticks: 300})
+	pingID := c.send(protocol.Request{Op: protocol.OpPing})
+	addID := c.send(protocol.Request{Op: protocol.OpAdd, Receiver: 1, Tid: 2, After: 1, Repeat: 1})
+	getID := c.send(protocol.Request{Op: protocol.OpGet, Receiver: 1, Tid: 2})
+	assert.Equal(t, []uint64{start + 300, 300}, okUints(t, protocol.OpFastForward, c.reply(ffID)))
+	assert.Len(t, c.fires(), 300, "every event before the fast-forward's reply")
+	assert.Equal(t, []uint64{start + 300}, okUints(t, protocol.OpPing, c.reply(pingID)))
+	assert.Equal(t, []uint64{start + 301}, okUints(t, protocol.OpAdd, c.reply(addID)))
+	assert.Equal(t, protocol.KindOK, c.reply(getID).Kind)
+	assert.Empty(t, c.events)
+}
+
+// TestPipelineAfterFastForward: requests pipelined behind a fast_forward are
+// answered after it, in order, and see tw-time after it; every event it
+// caused comes before its reply. max_fires_per_turn is small so that the
+// fast-forward spans several loop turns.
+func TestPipelineAfterFastForward(t *testing.T) {
+	for _, maxFires := range []int{0, 7} {
+		t.Run("max_fires_per_turn="+strconv.Itoa(maxFires), func(t *testing.T) {
+			srv := startServer(t, func(c *Config) { c.MaxFiresPerTurn = maxFires })
+			c := helloClient(t, srv, "ff")
+			other := helloClient(t, srv, "other")
+			c.bind(1, false)
+			other.bind(2, false)
+			for tid := range uint64(10) {
+				c.add(protocol.Request{Receiver: 1, Tid: tid, After: 1}) // 10 per tick, forever
+			}
+			other.add(protocol.Request{Receiver: 2, Tid: 1, After: 3})
+
+			buf, ids := c.pipeline(
+				protocol.Request{Op: protocol.OpFastForward, Ticks: 10},
+				protocol.Request{Op: protocol.OpPing},
+				protocol.Request{Op: protocol.OpAdd, Receiver: 1, Tid: 100, After: 5},
+				protocol.Request{Op: protocol.OpFastForward, Ticks: 2},
+				protocol.Request{Op: protocol.OpGet, Receiver: 1, Tid: 100},
+				protocol.Request{Op: protocol.OpPing},
+			)
+			c.write(buf)
+
+			// Read everything in arrival order.
+			type item struct {
+				kind protocol.Kind
+				id   uint64
+				tick uint64
+			}
+			var got []item
+			var replies []protocol.Message
+			for len(replies) < len(ids) {
+				m, err := c.read()
+				require.NoError(t, err)
+				if m.Kind == protocol.KindFire {
+					got = append(got, item{m.Kind, 0, m.Fire.Tick})
+					continue
+				}
+				got = append(got, item{m.Kind, m.ID, 0})
+				replies = append(replies, m)
+			}
+			for i, m := range replies {
+				require.Equal(t, ids[i], m.ID, "replies in request order")
+				require.Equal(t, protocol.KindOK, m.Kind, "%s %s", m.Code, m.Text)
+			}
+			assert.Equal(t, []uint64{start + 10, 100 + 3}, okUints(t, protocol.OpFastForward, replies[0]), "ff fired c's 100 and other's 3")
+			assert.Equal(t, []uint64{start + 10}, okUints(t, protocol.OpPing, replies[1]))
+			assert.Equal(t, []uint64{start + 15}, okUints(t, protocol.OpAdd, replies[2]))
+			assert.Equal(t, []uint64{start + 12, 21}, okUints(t, protocol.OpFastForward, replies[3]))
+			var tm protocol.Timer
+			require.NoError(t, protocol.DecodeTimer(replies[4].Result, &tm))
+			assert.Equal(t, uint64(start+15), tm.Due)
+			assert.Equal(t, uint64(3), tm.Remaining)
+			assert.Equal(t, []uint64{start + 12}, okUints(t, protocol.OpPing, replies[5]))
+
+			// Events: 100 (ticks 1..10, in order) before the first reply; 20
+			// (ticks 11, 12) between the second fast-forward's request and
+			// its reply.
+			pos := func(id uint64) int {
+				for i, it := range got {
+					if it.kind != protocol.KindFire && it.id == id {
+						return i
+					}
+				}
+				t.Fatalf("no reply %d", id)
+				return -1
+			}
+			require.Equal(t, 100, pos(ids[0]))
+			last := uint64(0)
+			for _, it := range got[:100] {
+				require.Equal(t, protocol.KindFire, it.kind)
+				require.GreaterOrEqual(t, it.tick, last)
+				require.LessOrEqual(t, it.tick, uint64(start+10))
+				last = it.tick
+			}
+			require.Equal(t, 103, pos(ids[2])+1, "ping and add follow the first ff reply directly")
+			require.Equal(t, 123, pos(ids[3]))
+			for _, it := range got[103:123] {
+				require.Equal(t, protocol.KindFire, it.kind)
+				require.Greater(t, it.tick, uint64(start+10))
+			}
+
+			// The other session was served as usual.
+			other.ping()
+			fs := other.fires()
+			require.Len(t, fs, 4)
+			assert.Equal(t, uint64(start+12), fs[3].Tick)
+		})
+	}
+}

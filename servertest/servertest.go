@@ -1,0 +1,115 @@
+// Package servertest runs an in-process tickwheel server for tests, so that
+// tests of timer-driven game logic never sleep.
+//
+// RunT starts a server on 127.0.0.1 with a free port and tw-time frozen: it
+// moves only when the test calls Advance. Advance fires every timer in
+// between, in order, and returns once their events have been written to the
+// connections, so the test then simply reads its client's events:
+//
+//	func TestPoison(t *testing.T) {
+//		srv := servertest.RunT(t)                  // stopped by t.Cleanup
+//		c, _ := client.Dial(ctx, srv.Addr())
+//		c.Bind(ctx, player, false)
+//		c.AddAfter(ctx, player, poisonTick, time.Second, &client.AddOptions{Repeat: 10})
+//		srv.Advance(10 * time.Second)              // ten ticks of poison, in milliseconds
+//		for range 10 { <-c.Events() }
+//	}
+//
+// This is the tickwheel counterpart of miniredis's FastForward.
+package servertest
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/tickwheel/tickwheel/server"
+)
+
+// Server is a running in-process server.
+type Server struct {
+	t   testing.TB
+	srv *server.Server
+	cfg server.Config
+}
+
+// Option adjusts the server's config before it starts.
+type Option func(*server.Config)
+
+// WithConfig lets a test change any server setting (limits, tokens, tick).
+func WithConfig(fn func(*server.Config)) Option { return Option(fn) }
+
+// WithStartTick sets tw-time at start (default 1,000,000).
+func WithStartTick(tick uint64) Option { return func(c *server.Config) { c.StartTick = tick } }
+
+// RunT starts a frozen server on 127.0.0.1:0 with a 10 ms tick and stops it
+// when the test ends. It fails the test if the server cannot start.
+func RunT(t testing.TB, opts ...Option) *Server {
+	t.Helper()
+	cfg := server.Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1_000_000}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatalf("servertest: %v", err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatalf("servertest: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Stop(ctx); err != nil {
+			t.Errorf("servertest: stop: %v", err)
+		}
+	})
+	return &Server{t: t, srv: srv, cfg: cfg}
+}
+
+// Addr returns the server's address, for client.Dial.
+func (s *Server) Addr() string { return s.srv.Addr() }
+
+// Tick returns the duration of one tick.
+func (s *Server) Tick() time.Duration { return s.srv.Tick() }
+
+// Server returns the underlying server.
+func (s *Server) Server() *server.Server { return s.srv }
+
+// Advance moves tw-time on by d, rounded up to whole ticks, and returns once
+// every timer due in between has fired and its event is written. It returns
+// the number of firings.
+func (s *Server) Advance(d time.Duration) int {
+	s.t.Helper()
+	if d <= 0 {
+		return 0
+	}
+	tick := s.Tick()
+	return s.AdvanceTicks(uint64((d + tick - 1) / tick))
+}
+
+// AdvanceTicks moves tw-time on by n ticks; see Advance.
+func (s *Server) AdvanceTicks(n uint64) int {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, fired, err := s.srv.FastForward(ctx, n)
+	if err != nil {
+		s.t.Fatalf("servertest: advance %d ticks: %v", n, err)
+	}
+	return int(fired)
+}
+
+// Now returns the server's tw-time.
+func (s *Server) Now() uint64 {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	now, err := s.srv.Now(ctx)
+	if err != nil {
+		s.t.Fatalf("servertest: now: %v", err)
+	}
+	return now
+}
