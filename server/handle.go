@@ -56,6 +56,7 @@ func (st *state) handle(s *session, payload []byte) {
 	case protocol.OpCancel:
 		if st.mayTouch(s, &req) {
 			st.reply(s, req.ID, st.wheel.Cancel(k))
+			st.tidy(req.Receiver)
 		}
 	case protocol.OpGet:
 		in, err := st.wheel.Get(k)
@@ -76,6 +77,7 @@ func (st *state) handle(s *session, payload []byte) {
 	case protocol.OpCancelAll:
 		if st.mayTouch(s, &req) {
 			s.out = protocol.AppendOK(s.out, req.ID, uint64(st.wheel.CancelAll(req.Receiver)))
+			st.tidy(req.Receiver)
 		}
 	case protocol.OpPause:
 		if st.mayTouch(s, &req) {

@@ -87,6 +87,7 @@ func (s *Server) Start() error {
 			gnet.WithMulticore(false), gnet.WithNumEventLoop(1),
 			gnet.WithTicker(true), gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 			gnet.WithLoadBalancing(gnet.SourceAddrHash),
+			gnet.WithReuseAddr(true),           // a restart can listen again despite TIME_WAIT
 			gnet.WithLogger(gnetLogger{s.log})) // gnet's own messages, through slog
 		s.err = err
 		select {

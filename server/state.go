@@ -149,11 +149,20 @@ func (st *state) receiver(id uint64) *receiver {
 	return r
 }
 
-// forgetIfIdle drops the record of a receiver that is unbound and has no
-// backlog; its sequence numbers start again at 1 next time.
+// forgetIfIdle drops the record of a receiver that is unbound, has no
+// backlog and no timers: no event of it can be pending or lost any more.
+// Its sequence numbers start again at 1 if it is used again. While it has
+// timers the record stays, so a connection loss leaves a visible seq gap.
 func (st *state) forgetIfIdle(r *receiver) {
-	if r.owner == nil && r.n == 0 {
+	if r.owner == nil && r.n == 0 && st.wheel.ReceiverLen(r.id) == 0 {
 		delete(st.receivers, r.id)
+	}
+}
+
+// tidy forgets receiver id's record if it has become idle (after a cancel).
+func (st *state) tidy(id uint64) {
+	if r := st.receivers[id]; r != nil {
+		st.forgetIfIdle(r)
 	}
 }
 
@@ -180,10 +189,9 @@ func (st *state) onFire(f wheel.Fire) {
 			frame := append([]byte(nil), s.out[start:]...)
 			s.out = s.out[:start]
 			st.dropSlowSession(s)
-			// closeSession just unbound r with an empty backlog, so
-			// forgetIfIdle dropped its record: put it back, or this event
-			// would go to an orphaned record (lost) and the receiver's next
-			// event would restart at seq 1.
+			// closeSession may just have forgotten r (unbound, empty
+			// backlog, this was its last timer): put it back, or this event
+			// would go to an orphaned record and be lost.
 			st.receivers[r.id] = r
 			st.pushBacklog(r, frame)
 			return

@@ -35,11 +35,14 @@ type Server struct {
 	cfg server.Config
 }
 
+// Config is the server configuration, for WithConfig.
+type Config = server.Config
+
 // Option adjusts the server's config before it starts.
 type Option func(*server.Config)
 
 // WithConfig lets a test change any server setting (limits, tokens, tick).
-func WithConfig(fn func(*server.Config)) Option { return Option(fn) }
+func WithConfig(fn func(*Config)) Option { return Option(fn) }
 
 // WithStartTick sets tw-time at start (default 1,000,000).
 func WithStartTick(tick uint64) Option { return func(c *server.Config) { c.StartTick = tick } }

@@ -1,18 +1,23 @@
-// Command tickwheel runs the tickwheel timer server.
+// Command tickwheel runs the tickwheel timer server, and pokes a running one.
 //
-//	tickwheel [-config FILE] [-addr HOST:PORT] [-tick DURATION] [-admin-token T] [-frozen]
+//	tickwheel [serve] [-config FILE] [-addr HOST:PORT] [-tick DURATION] [-admin-token T] [-frozen]
+//	tickwheel COMMAND [-addr HOST:PORT] [-token T] [-json] ARGS...
 //
-// With no flags it serves on 127.0.0.1:7420 with embedded defaults. Flags
-// override the config file. SIGINT or SIGTERM shut it down gracefully.
+// With no command it serves on 127.0.0.1:7420 with embedded defaults; flags
+// override the config file, and SIGINT or SIGTERM shut it down gracefully.
+// The commands (add, cancel, get, list, watch, ff, freeze, resume, speed,
+// stats, ping) talk to a running server: `tickwheel help` lists them.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,13 +25,25 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "tickwheel:", err)
-		os.Exit(1)
-	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string) error {
+// run dispatches to the server or a command and returns the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") && args[0] != "serve" {
+		return runCommand(args[0], args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "serve" {
+		args = args[1:]
+	}
+	if err := serve(args, stdout); err != nil {
+		fmt.Fprintln(stderr, "tickwheel:", err)
+		return 1
+	}
+	return 0
+}
+
+func serve(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("tickwheel", flag.ContinueOnError)
 	configPath := fs.String("config", "", "YAML config file (see configs/tickwheel.yaml)")
 	addr := fs.String("addr", "", "listen address (default 127.0.0.1:7420)")
@@ -69,7 +86,7 @@ func run(args []string) error {
 	if err := srv.Start(); err != nil {
 		return err
 	}
-	fmt.Printf("tickwheel listening on %s\n", srv.Addr())
+	fmt.Fprintf(stdout, "tickwheel listening on %s\n", srv.Addr())
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)

@@ -1,0 +1,386 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tickwheel/tickwheel/protocol"
+)
+
+// dialTimeout bounds each reconnection attempt (dial, hello, re-binds).
+const dialTimeout = 10 * time.Second
+
+// Client is a connection to a tickwheel server that reconnects by itself.
+// All its methods are safe for concurrent use; calls are pipelined on one
+// connection and answered by id.
+type Client struct {
+	o    options
+	addr string
+
+	ctx    context.Context // cancelled by Close: ends dials and reconnects
+	cancel context.CancelFunc
+	done   chan struct{} // closed by Close
+	wg     sync.WaitGroup
+	nextID atomic.Uint64
+
+	// evq carries events to the consumer: it is the Events channel, or the
+	// handler's queue. Readers send to it; it is closed once no reader can.
+	evq       chan Event
+	closeEvq  sync.Once
+	closeOnce sync.Once
+
+	mu     sync.Mutex
+	cn     *conn           // current connection; nil while reconnecting
+	ready  chan struct{}   // closed when cn is set (or lost is set)
+	closed bool            // Close was called
+	lost   error           // the connection dropped and reconnection is off
+	hello  protocol.Hello  // the current connection's hello result
+	bound  map[uint64]bool // receivers to re-bind after a reconnect, with their ephemeral flag
+}
+
+// Dial connects to the server at addr (host:port) and says hello. It
+// returns once the hello succeeded; ctx bounds the dial and the hello, not
+// the Client's life. A hello refused by the server returns its *Error
+// (ErrUnauthorized for a bad token, ErrUnsupportedVersion). Dial does not
+// retry: reconnection (WithReconnect) starts only after a first success.
+func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
+	c := &Client{
+		o:     defaultOptions(),
+		addr:  addr,
+		done:  make(chan struct{}),
+		ready: make(chan struct{}),
+		bound: make(map[uint64]bool),
+	}
+	for _, opt := range opts {
+		opt(&c.o)
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.evq = make(chan Event, c.o.eventBuffer)
+	if c.o.handler != nil {
+		c.wg.Go(c.dispatchLoop)
+	}
+	if err := c.connect(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// dispatchLoop calls the handler for each event, in order, until Close
+// (events still queued then are dropped) or until the queue is closed after
+// a final connection loss (they are delivered first).
+func (c *Client) dispatchLoop() {
+	for {
+		select {
+		case <-c.done:
+			return
+		default:
+		}
+		select {
+		case ev, ok := <-c.evq:
+			if !ok {
+				return
+			}
+			c.o.handler(ev)
+		case <-c.done:
+			return
+		}
+	}
+}
+
+// connect dials, says hello, queues the re-binds, makes the connection the
+// current one, and waits for the re-bind replies.
+func (c *Client) connect(ctx context.Context) error {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", c.addr)
+	if err != nil {
+		return err
+	}
+	cn := newConn(nc)
+	c.wg.Go(func() { c.readLoop(cn) })
+	c.wg.Go(cn.writeLoop)
+	stop := context.AfterFunc(ctx, func() { nc.Close() }) // a cancelled dial+hello drops the connection
+	defer stop()
+
+	res, err := c.roundTrip(ctx, cn, &protocol.Request{Op: protocol.OpHello, Version: protocol.Version, Name: c.o.name, Token: c.o.token}, nil)
+	if err != nil {
+		nc.Close()
+		if ctx.Err() != nil && !errors.As(err, new(*Error)) {
+			return ctx.Err()
+		}
+		return err
+	}
+	var h protocol.Hello
+	if err := protocol.DecodeHello(res, &h); err != nil {
+		nc.Close()
+		return badReply(protocol.OpHello, err)
+	}
+
+	// Re-bind before publishing, so that the binds precede every call made
+	// on the new connection.
+	type rebind struct {
+		receiver  uint64
+		ephemeral bool
+		cl        *call
+	}
+	c.mu.Lock()
+	rebinds := make([]rebind, 0, len(c.bound))
+	for r, eph := range c.bound {
+		rebinds = append(rebinds, rebind{receiver: r, ephemeral: eph})
+	}
+	c.mu.Unlock()
+	cn.mu.Lock()
+	if h.Limits.MaxFrame > 0 && h.Limits.MaxFrame < uint64(maxServerFrame) {
+		cn.maxFrame = int(h.Limits.MaxFrame)
+	}
+	cn.mu.Unlock()
+	for i := range rebinds {
+		rb := &rebinds[i]
+		rb.cl = &call{op: protocol.OpBind, ch: make(chan reply, 1)}
+		req := protocol.Request{Op: protocol.OpBind, ID: c.nextID.Add(1), Receiver: rb.receiver, Ephemeral: rb.ephemeral}
+		if err := cn.send(&req, rb.cl); err != nil {
+			rb.cl.ch <- reply{err: err}
+		}
+	}
+
+	c.mu.Lock()
+	cn.mu.Lock()
+	dead := cn.dead
+	cn.mu.Unlock()
+	switch {
+	case c.closed:
+		c.mu.Unlock()
+		nc.Close()
+		return ErrClosed
+	case dead:
+		c.mu.Unlock()
+		return disconnected(errors.New("connection lost during hello"))
+	}
+	cn.published = true
+	c.cn, c.hello = cn, h
+	close(c.ready)
+	c.mu.Unlock()
+	stop()
+	c.o.log.Info("tickwheel: connected", "addr", c.addr, "session", h.Session, "rebinds", len(rebinds))
+
+	for _, rb := range rebinds {
+		var r reply
+		select {
+		case r = <-rb.cl.ch:
+		case <-ctx.Done():
+			return nil // the connection is up; a later loss will retry
+		}
+		if r.err != nil {
+			c.o.log.Warn("tickwheel: re-bind failed", "receiver", rb.receiver, "err", r.err)
+			var e *Error
+			if errors.As(r.err, &e) {
+				c.mu.Lock()
+				delete(c.bound, rb.receiver)
+				c.mu.Unlock()
+			}
+		}
+	}
+	return nil
+}
+
+// lose handles the end of cn, reported by its reader with the cause: fails
+// its pending calls and, for the current connection, starts reconnecting.
+func (c *Client) lose(cn *conn, cause error) {
+	cn.nc.Close()
+	close(cn.quit)
+	c.mu.Lock()
+	cn.mu.Lock()
+	cn.dead = true
+	pending := cn.pending
+	cn.pending = nil
+	cn.mu.Unlock()
+	closing := c.closed
+	if cn.published && c.cn == cn {
+		c.cn = nil
+		c.ready = make(chan struct{})
+		switch {
+		case closing:
+		case c.o.reconnectMin > 0:
+			c.o.log.Warn("tickwheel: connection lost; reconnecting", "addr", c.addr, "err", cause)
+			c.wg.Go(c.reconnect)
+		default:
+			c.o.log.Warn("tickwheel: connection lost", "addr", c.addr, "err", cause)
+			c.lost = cause
+			close(c.ready)
+			// This reader was the last sender: no event can follow.
+			c.closeEvq.Do(func() { close(c.evq) })
+		}
+	}
+	c.mu.Unlock()
+	err := ErrClosed
+	if !closing {
+		err = disconnected(cause)
+	}
+	for _, cl := range pending {
+		cl.ch <- reply{err: err}
+	}
+}
+
+// reconnect redials with exponential backoff and jitter until it succeeds
+// or the Client is closed.
+func (c *Client) reconnect() {
+	d := c.o.reconnectMin
+	for {
+		wait := d/2 + rand.N(d/2+1)
+		t := time.NewTimer(wait)
+		select {
+		case <-c.done:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(c.ctx, dialTimeout)
+		err := c.connect(ctx)
+		cancel()
+		if err == nil || c.ctx.Err() != nil {
+			return
+		}
+		c.o.log.Warn("tickwheel: reconnect failed", "addr", c.addr, "err", err, "retry_in", min(2*d, c.o.reconnectMax))
+		d = min(2*d, c.o.reconnectMax)
+	}
+}
+
+// Close closes the connection and stops the Client. Calls in flight or
+// waiting for a connection return ErrClosed, and so do later calls. Close
+// returns once every goroutine of the Client has exited, the handler's
+// included (so it must not be called from the handler); the Events channel
+// is then closed, after the events still buffered in it. Close is
+// idempotent and always returns nil.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		cn := c.cn
+		c.mu.Unlock()
+		close(c.done)
+		c.cancel()
+		if cn != nil {
+			cn.nc.Close()
+		}
+		c.wg.Wait()
+		c.closeEvq.Do(func() { close(c.evq) })
+	})
+	return nil
+}
+
+// Events returns the channel of events (fires and takeovers), in order.
+// It is closed when the Client is closed (or its connection lost for good
+// with reconnection disabled). It returns nil when a handler was set with
+// WithHandler. See the package doc on backpressure: a consumer that falls
+// behind stalls the whole Client.
+func (c *Client) Events() <-chan Event {
+	if c.o.handler != nil {
+		return nil
+	}
+	return c.evq
+}
+
+// Session returns the server's id for the current session, as named in
+// other clients' Takeover events. Each reconnect gets a new session (a
+// restarted server may hand out the same ids again).
+func (c *Client) Session() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hello.Session
+}
+
+// TickDuration returns the nominal length of a server tick.
+func (c *Client) TickDuration() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Duration(c.hello.TickNs)
+}
+
+// Limits returns the limits the server reported in its hello.
+func (c *Client) Limits() protocol.Limits {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hello.Limits
+}
+
+// waitConn returns the current connection, waiting while reconnecting.
+func (c *Client) waitConn(ctx context.Context) (*conn, error) {
+	for {
+		c.mu.Lock()
+		cn, ready, closed, lost := c.cn, c.ready, c.closed, c.lost
+		c.mu.Unlock()
+		switch {
+		case closed:
+			return nil, ErrClosed
+		case cn != nil:
+			return cn, nil
+		case lost != nil:
+			return nil, disconnected(lost)
+		}
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-c.done:
+			return nil, ErrClosed
+		}
+	}
+}
+
+// do sends req on the current connection (waiting for one if need be) and
+// returns the ok result, a private copy. onOK, if set, runs on the reader
+// goroutine when the ok reply arrives, before any later message is handled.
+func (c *Client) do(ctx context.Context, req *protocol.Request, onOK func()) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for {
+		cn, err := c.waitConn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		res, err := c.roundTrip(ctx, cn, req, onOK)
+		if errors.Is(err, errConnDead) {
+			continue // not sent: try the next connection
+		}
+		return res, err
+	}
+}
+
+// roundTrip sends req on cn and waits for its reply or ctx.
+func (c *Client) roundTrip(ctx context.Context, cn *conn, req *protocol.Request, onOK func()) ([]byte, error) {
+	req.ID = c.nextID.Add(1)
+	cl := &call{op: req.Op, ch: make(chan reply, 1), onOK: onOK}
+	if err := cn.send(req, cl); err != nil {
+		return nil, err
+	}
+	select {
+	case r := <-cl.ch:
+		return r.result, r.err
+	case <-ctx.Done():
+		cn.forget(req.ID)
+		return nil, ctx.Err()
+	}
+}
+
+// uints does req and decodes its result as at least n uints.
+func (c *Client) uints(ctx context.Context, req *protocol.Request, n int, onOK func()) ([]uint64, error) {
+	res, err := c.do(ctx, req, onOK)
+	if err != nil {
+		return nil, err
+	}
+	v, err := protocol.DecodeUints(res, make([]uint64, 0, 2))
+	if err == nil && len(v) < n {
+		err = fmt.Errorf("%w: want %d values, got %d", protocol.ErrMalformed, n, len(v))
+	}
+	if err != nil {
+		return nil, badReply(req.Op, err)
+	}
+	return v, nil
+}

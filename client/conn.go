@@ -1,0 +1,231 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+
+	"github.com/tickwheel/tickwheel/protocol"
+)
+
+// Buffer sizes.
+const (
+	// maxServerFrame is the largest server→client frame accepted: list
+	// replies grow with the timers listed.
+	maxServerFrame = 64 << 20
+	readBufSize    = 64 << 10
+	// keepBuf is the largest buffer kept for reuse once it has drained.
+	keepBuf = 1 << 20
+)
+
+// conn is one TCP connection with its reader and writer goroutines.
+type conn struct {
+	nc   net.Conn
+	bell chan struct{} // doorbell: frames were queued in wbuf (capacity 1)
+	quit chan struct{} // closed by the reader when it exits: stops the writer
+
+	mu       sync.Mutex
+	wbuf     []byte           // frames queued for the writer
+	pending  map[uint64]*call // calls sent (or queued) and not answered
+	dead     bool             // the reader exited: nothing more is sent or answered
+	maxFrame int              // largest request payload the server accepts
+
+	// published is set once the connection is the Client's current one.
+	// Guarded by Client.mu.
+	published bool
+}
+
+// call is a request waiting for its reply.
+type call struct {
+	op   protocol.Op
+	ch   chan reply // capacity 1: the reader never blocks on it
+	onOK func()     // run by the reader on an ok reply, before ch is sent to
+}
+
+type reply struct {
+	result []byte // ok result, a private copy
+	err    error
+}
+
+// errConnDead is returned by send when the connection is gone: the request
+// was not sent, so it may be retried on the next connection.
+var errConnDead = errors.New("connection dead")
+
+func newConn(nc net.Conn) *conn {
+	return &conn{
+		nc:       nc,
+		bell:     make(chan struct{}, 1),
+		quit:     make(chan struct{}),
+		pending:  make(map[uint64]*call),
+		maxFrame: protocol.DefaultMaxFrame,
+	}
+}
+
+// send queues req for the writer and registers cl for its reply.
+// Safe from any goroutine.
+func (cn *conn) send(req *protocol.Request, cl *call) error {
+	cn.mu.Lock()
+	if cn.dead {
+		cn.mu.Unlock()
+		return errConnDead
+	}
+	start := len(cn.wbuf)
+	cn.wbuf = protocol.AppendRequest(cn.wbuf, req)
+	if n := len(cn.wbuf) - start - protocol.HeaderSize; n > cn.maxFrame {
+		cn.wbuf = cn.wbuf[:start]
+		limit := cn.maxFrame
+		cn.mu.Unlock()
+		// The server would close the connection on such a frame.
+		return &Error{Op: req.Op, Code: protocol.CodeLimitExceeded,
+			Message: fmt.Sprintf("request of %d bytes exceeds the server's max_frame (%d bytes)", n, limit)}
+	}
+	cn.pending[req.ID] = cl
+	cn.mu.Unlock()
+	select {
+	case cn.bell <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// forget drops the waiter of id (its caller gave up); a later reply is
+// discarded.
+func (cn *conn) forget(id uint64) {
+	cn.mu.Lock()
+	delete(cn.pending, id)
+	cn.mu.Unlock()
+}
+
+// writeLoop writes whatever is queued with one Write per wake-up, so
+// requests issued together go out together. It exits when quit is closed,
+// or after a write error, which it turns into a connection loss by closing
+// the socket (the reader then sees the error).
+func (cn *conn) writeLoop() {
+	var spare []byte
+	for {
+		select {
+		case <-cn.bell:
+		case <-cn.quit:
+			return
+		}
+		cn.mu.Lock()
+		out := cn.wbuf
+		cn.wbuf = spare[:0]
+		cn.mu.Unlock()
+		if len(out) == 0 {
+			spare = out
+			continue
+		}
+		if _, err := cn.nc.Write(out); err != nil {
+			cn.nc.Close()
+			return
+		}
+		if cap(out) > keepBuf {
+			out = nil
+		}
+		spare = out
+	}
+}
+
+// readLoop reads frames until the connection fails, dispatching replies to
+// their calls and events to the Client, then hands the loss to the Client.
+func (c *Client) readLoop(cn *conn) {
+	c.lose(cn, c.readFrames(cn))
+}
+
+func (c *Client) readFrames(cn *conn) error {
+	buf := make([]byte, 0, readBufSize)
+	var m protocol.Message
+	for {
+		off := 0
+		for {
+			payload, n, err := protocol.SplitFrame(buf[off:], maxServerFrame)
+			if errors.Is(err, protocol.ErrIncomplete) {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("tickwheel: reading from the server: %w", err)
+			}
+			if err := protocol.DecodeMessage(payload, &m); err != nil {
+				return fmt.Errorf("tickwheel: reading from the server: %w", err)
+			}
+			if !c.dispatch(cn, &m) {
+				return ErrClosed
+			}
+			off += n
+		}
+		// Keep the incomplete tail at the front of buf, and make room for it.
+		rest := len(buf) - off
+		switch {
+		case rest == 0 && cap(buf) > keepBuf:
+			buf = make([]byte, 0, readBufSize)
+		case off > 0:
+			buf = buf[:copy(buf, buf[off:])]
+		}
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), 2*cap(buf))
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := cn.nc.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err != nil && n == 0 {
+			return err
+		}
+	}
+}
+
+// dispatch hands one server message to its call or to the event consumer.
+// It returns false when the Client was closed while it waited for the
+// consumer.
+func (c *Client) dispatch(cn *conn, m *protocol.Message) bool {
+	switch m.Kind {
+	case protocol.KindOK, protocol.KindError:
+		cn.mu.Lock()
+		cl := cn.pending[m.ID]
+		delete(cn.pending, m.ID)
+		cn.mu.Unlock()
+		if cl == nil {
+			if m.Kind == protocol.KindError {
+				c.o.log.Warn("tickwheel: error reply to no pending call", "id", m.ID, "code", m.Code, "message", m.Text)
+			}
+			return true // its caller gave up
+		}
+		if m.Kind == protocol.KindError {
+			cl.ch <- reply{err: &Error{Op: cl.op, Code: m.Code, Message: m.Text}}
+			return true
+		}
+		if cl.onOK != nil {
+			cl.onOK()
+		}
+		cl.ch <- reply{result: append([]byte(nil), m.Result...)}
+		return true
+	case protocol.KindFire:
+		f := &m.Fire
+		ev := Event{Kind: Fire, Receiver: f.Receiver, Tid: f.Tid, Tick: f.Tick, Fired: f.Fired,
+			Repeat: f.Repeat, Last: f.Last, Seq: f.Seq}
+		if len(f.Data) > 0 {
+			ev.Data = append([]byte(nil), f.Data...)
+		}
+		return c.deliver(ev)
+	case protocol.KindTakeover:
+		c.mu.Lock()
+		delete(c.bound, m.Receiver)
+		c.mu.Unlock()
+		return c.deliver(Event{Kind: Takeover, Receiver: m.Receiver, NewSession: m.Session})
+	}
+	return true // a kind this version does not know: ignored
+}
+
+// deliver queues ev for the consumer, waiting while the queue is full: this
+// is the backpressure that stops reading the socket. It returns false when
+// the Client is closed meanwhile.
+func (c *Client) deliver(ev Event) bool {
+	select {
+	case c.evq <- ev:
+		return true
+	case <-c.done:
+		return false
+	}
+}

@@ -1,0 +1,232 @@
+package client
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickwheel/tickwheel/protocol"
+	"github.com/tickwheel/tickwheel/server"
+)
+
+const start = 1000 // StartTick of the test servers
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// startServer runs a frozen in-process server at tick 1000 on 127.0.0.1:0
+// (or cfg.Addr as set by mutate) and stops it when the test ends.
+func startServer(t *testing.T, mutate func(*server.Config)) *server.Server {
+	t.Helper()
+	cfg := server.Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: start}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	srv, err := server.New(cfg, discardLogger())
+	require.NoError(t, err)
+	require.NoError(t, srv.Start())
+	t.Cleanup(func() { stopServer(t, srv) })
+	return srv
+}
+
+func stopServer(t *testing.T, srv *server.Server) {
+	select {
+	case <-srv.Done():
+		return
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, srv.Stop(ctx))
+}
+
+// dial connects a Client to addr and closes it when the test ends.
+func dial(t *testing.T, addr string, opts ...Option) *Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, addr, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// tctx is a context for one call in a test.
+func tctx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// nextEvent waits for the next event on ch.
+func nextEvent(t *testing.T, ch <-chan Event) Event {
+	t.Helper()
+	select {
+	case ev, ok := <-ch:
+		require.True(t, ok, "events channel closed")
+		return ev
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event within 5s")
+		return Event{}
+	}
+}
+
+// noEvent checks that no event is waiting on ch.
+func noEvent(t *testing.T, ch <-chan Event) {
+	t.Helper()
+	select {
+	case ev := <-ch:
+		t.Fatalf("unexpected event %+v", ev)
+	default:
+	}
+}
+
+// eventually polls cond every 5ms for up to 5s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// noLeak checks that the goroutine count comes back to at most before.
+func noLeak(t *testing.T, before int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n := runtime.NumGoroutine()
+		if n <= before {
+			return
+		}
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			t.Fatalf("goroutine leak: %d goroutines, %d before\n%s", n, before, buf)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// dropConn closes the Client's current connection, as a network failure
+// would: the Client sees the loss and reconnects.
+func (c *Client) dropConn() {
+	c.mu.Lock()
+	cn := c.cn
+	c.mu.Unlock()
+	if cn != nil {
+		cn.nc.Close()
+	}
+}
+
+// pendingCalls returns the number of calls in flight on the current connection.
+func (c *Client) pendingCalls() int {
+	c.mu.Lock()
+	cn := c.cn
+	c.mu.Unlock()
+	if cn == nil {
+		return 0
+	}
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	return len(cn.pending)
+}
+
+func (c *Client) isBound(receiver uint64) (ephemeral, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ephemeral, ok = c.bound[receiver]
+	return
+}
+
+// fakeServer answers hello and hands every other request to onRequest,
+// which may write a reply to w and returns false to have the connection
+// closed. It never replies on its own: unanswered calls stay in flight.
+type fakeServer struct {
+	ln    net.Listener
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns map[net.Conn]bool
+}
+
+func startFake(t *testing.T, onRequest func(w io.Writer, req protocol.Request) bool) *fakeServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	f := &fakeServer{ln: ln, conns: make(map[net.Conn]bool)}
+	f.wg.Go(func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			f.mu.Lock()
+			f.conns[nc] = true
+			f.mu.Unlock()
+			f.wg.Go(func() { f.serve(nc, onRequest) })
+		}
+	})
+	t.Cleanup(f.stop)
+	return f
+}
+
+func (f *fakeServer) addr() string { return f.ln.Addr().String() }
+
+func (f *fakeServer) stop() {
+	f.ln.Close()
+	f.mu.Lock()
+	for nc := range f.conns {
+		nc.Close()
+	}
+	f.mu.Unlock()
+	f.wg.Wait()
+}
+
+func (f *fakeServer) serve(nc net.Conn, onRequest func(w io.Writer, req protocol.Request) bool) {
+	defer func() {
+		nc.Close()
+		f.mu.Lock()
+		delete(f.conns, nc)
+		f.mu.Unlock()
+	}()
+	var buf []byte
+	tmp := make([]byte, 4096)
+	for {
+		n, err := nc.Read(tmp)
+		if err != nil {
+			return
+		}
+		buf = append(buf, tmp[:n]...)
+		for {
+			payload, n, err := protocol.SplitFrame(buf, 0)
+			if err != nil {
+				break
+			}
+			var req protocol.Request
+			if protocol.DecodeRequest(payload, &req) != nil {
+				return
+			}
+			buf = buf[n:]
+			if req.Op == protocol.OpHello {
+				h := protocol.Hello{Session: 1, Now: start, TickNs: uint64(10 * time.Millisecond), ServerVersion: "fake",
+					Limits: protocol.Limits{MaxFrame: protocol.DefaultMaxFrame}}
+				if _, err := nc.Write(protocol.AppendHelloOK(nil, req.ID, &h)); err != nil {
+					return
+				}
+				continue
+			}
+			if !onRequest(nc, req) {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,232 @@
+package client
+
+import (
+	"context"
+	"time"
+
+	"github.com/tickwheel/tickwheel/protocol"
+)
+
+// Every call below takes a ctx. When ctx ends first the call returns
+// ctx.Err() at once; a request already sent may still be applied by the
+// server, and its reply is then discarded. A call made while the Client is
+// reconnecting waits for the new connection (bounded by ctx). A call whose
+// connection drops while it is in flight returns an error wrapping
+// ErrDisconnected: it may or may not have been applied. Error replies are
+// *Error values wrapping the sentinel of their code (ErrNotFound, ...).
+
+// Timer describes a live timer, as returned by Get and List. Its Data is a
+// copy the caller owns.
+type Timer = protocol.Timer
+
+// AddOptions are the optional parts of a timer. A nil *AddOptions is the
+// zero value: every firing `after` ticks apart, FOREVER (Repeat 0, as in the
+// protocol), no data, ErrExists if the timer exists. For a one-shot timer,
+// pass &AddOptions{Repeat: 1}.
+type AddOptions struct {
+	// Every is the interval between firings in ticks; 0 means the first
+	// delay (after, or at minus now). Use Client.Ticks to convert a
+	// duration, rounding up.
+	Every uint64
+	// Repeat is the number of firings; 0 means forever, 1 a one-shot timer.
+	Repeat uint32
+	// Data is delivered with every firing (at most Limits().MaxData bytes,
+	// else ErrLimitExceeded). It is copied into the request; empty means none.
+	Data []byte
+	// Replace replaces an existing timer with the same (receiver, tid):
+	// new schedule, fired count back to 0. Without it that is ErrExists.
+	Replace bool
+}
+
+func (c *Client) add(ctx context.Context, receiver, tid, after, at uint64, o *AddOptions) (uint64, error) {
+	req := protocol.Request{Op: protocol.OpAdd, Receiver: receiver, Tid: tid, After: after, At: at}
+	if o != nil {
+		req.Every, req.Repeat, req.Data, req.Replace = o.Every, uint64(o.Repeat), o.Data, o.Replace
+	}
+	v, err := c.uints(ctx, &req, 1, nil)
+	if err != nil {
+		return 0, err
+	}
+	return v[0], nil
+}
+
+// Add schedules timer tid of receiver to fire after the given number of
+// ticks from the server's now, and returns the tick it is due at. after 0
+// is ErrInvalidArgument; a due tick past 2^64-1 too.
+func (c *Client) Add(ctx context.Context, receiver, tid, after uint64, o *AddOptions) (due uint64, err error) {
+	return c.add(ctx, receiver, tid, after, 0, o)
+}
+
+// AddAt schedules timer tid of receiver to fire at absolute tick at, which
+// must be after the server's now (else ErrInvalidArgument), and returns at.
+func (c *Client) AddAt(ctx context.Context, receiver, tid, at uint64, o *AddOptions) (due uint64, err error) {
+	if at == 0 {
+		return 0, &Error{Op: protocol.OpAdd, Code: protocol.CodeInvalidArgument, Message: "at 0 is in the past"}
+	}
+	return c.add(ctx, receiver, tid, 0, at, o)
+}
+
+// AddAfter is Add with the delay as a duration, converted to ticks of the
+// server's tick length rounding up, so the timer never fires early:
+// 25ms with 10ms ticks is 3 ticks, 1ns is 1 tick. d <= 0 is
+// ErrInvalidArgument, returned without a round trip. o.Every stays in ticks.
+func (c *Client) AddAfter(ctx context.Context, receiver, tid uint64, d time.Duration, o *AddOptions) (due uint64, err error) {
+	after, err := c.durationTicks(protocol.OpAdd, "after", d)
+	if err != nil {
+		return 0, err
+	}
+	return c.add(ctx, receiver, tid, after, 0, o)
+}
+
+// Cancel removes a timer. A timer that is not there (never added, fired
+// for the last time, cancelled) is ErrNotFound.
+func (c *Client) Cancel(ctx context.Context, receiver, tid uint64) error {
+	_, err := c.do(ctx, &protocol.Request{Op: protocol.OpCancel, Receiver: receiver, Tid: tid}, nil)
+	return err
+}
+
+// Get returns a live timer, or ErrNotFound.
+func (c *Client) Get(ctx context.Context, receiver, tid uint64) (Timer, error) {
+	var t Timer
+	res, err := c.do(ctx, &protocol.Request{Op: protocol.OpGet, Receiver: receiver, Tid: tid}, nil)
+	if err != nil {
+		return t, err
+	}
+	if err := protocol.DecodeTimer(res, &t); err != nil {
+		return Timer{}, badReply(protocol.OpGet, err)
+	}
+	return t, nil
+}
+
+// List returns the live timers of receiver (none: an empty slice, no error).
+func (c *Client) List(ctx context.Context, receiver uint64) ([]Timer, error) {
+	res, err := c.do(ctx, &protocol.Request{Op: protocol.OpList, Receiver: receiver}, nil)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := protocol.DecodeList(res, []Timer{})
+	if err != nil {
+		return nil, badReply(protocol.OpList, err)
+	}
+	return ts, nil
+}
+
+// CancelAll removes every timer of receiver and returns how many it removed.
+func (c *Client) CancelAll(ctx context.Context, receiver uint64) (int, error) {
+	v, err := c.uints(ctx, &protocol.Request{Op: protocol.OpCancelAll, Receiver: receiver}, 1, nil)
+	if err != nil {
+		return 0, err
+	}
+	return int(v[0]), nil
+}
+
+// Pause stops a timer's countdown, keeping its remaining ticks.
+// ErrNotFound, or ErrBadState if it is already paused.
+func (c *Client) Pause(ctx context.Context, receiver, tid uint64) error {
+	_, err := c.do(ctx, &protocol.Request{Op: protocol.OpPause, Receiver: receiver, Tid: tid}, nil)
+	return err
+}
+
+// Resume restarts a paused timer with the ticks it had left.
+// ErrNotFound, or ErrBadState if it is not paused.
+func (c *Client) Resume(ctx context.Context, receiver, tid uint64) error {
+	_, err := c.do(ctx, &protocol.Request{Op: protocol.OpResume, Receiver: receiver, Tid: tid}, nil)
+	return err
+}
+
+// Bind makes this Client the receiver's destination: its events come to
+// Events (or the handler), taking it over from any other session, which is
+// sent a Takeover event. delivered is how many backlog events the server
+// kept while the receiver was unbound (they follow at once, before any
+// later reply), dropped how many it had to drop (the sequence numbers show
+// the gap). With ephemeral, the server cancels the receiver's timers when
+// this session ends — on a connection loss too, before the re-bind.
+//
+// The Client remembers bound receivers and binds them again, with the same
+// ephemeral flag, after each reconnect; Unbind and a Takeover make it forget.
+func (c *Client) Bind(ctx context.Context, receiver uint64, ephemeral bool) (delivered, dropped uint64, err error) {
+	v, err := c.uints(ctx, &protocol.Request{Op: protocol.OpBind, Receiver: receiver, Ephemeral: ephemeral}, 2, func() {
+		c.mu.Lock()
+		c.bound[receiver] = ephemeral
+		c.mu.Unlock()
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return v[0], v[1], nil
+}
+
+// Unbind stops the receiver's events coming to this Client; the server
+// keeps them in its backlog until the next Bind. Its timers stay (even for
+// an ephemeral bind). ErrNotFound if this session has not bound it.
+func (c *Client) Unbind(ctx context.Context, receiver uint64) error {
+	_, err := c.do(ctx, &protocol.Request{Op: protocol.OpUnbind, Receiver: receiver}, func() {
+		c.mu.Lock()
+		delete(c.bound, receiver)
+		c.mu.Unlock()
+	})
+	return err
+}
+
+// Ping returns the server's current tick.
+func (c *Client) Ping(ctx context.Context) (now uint64, err error) {
+	return c.one(ctx, &protocol.Request{Op: protocol.OpPing})
+}
+
+func (c *Client) one(ctx context.Context, req *protocol.Request) (uint64, error) {
+	v, err := c.uints(ctx, req, 1, nil)
+	if err != nil {
+		return 0, err
+	}
+	return v[0], nil
+}
+
+// Admin ops need admin rights: the server's admin token (WithToken), or,
+// on a server without one, a loopback connection. Otherwise they return
+// ErrUnauthorized.
+
+// FastForward moves tw-time on by ticks and returns once every timer due
+// in between has fired: the events of those firings that go to this
+// Client are queued to Events (or the handler) before it returns — which
+// needs room in the event buffer, or a consumer reading meanwhile. It returns the new now and the
+// number of firings (all receivers). The Client's other calls wait behind
+// it on the connection.
+func (c *Client) FastForward(ctx context.Context, ticks uint64) (now, fired uint64, err error) {
+	v, err := c.uints(ctx, &protocol.Request{Op: protocol.OpFastForward, Ticks: ticks}, 2, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	return v[0], v[1], nil
+}
+
+// Freeze stops tw-time following the wall clock (FastForward still moves
+// it) and returns now.
+func (c *Client) Freeze(ctx context.Context) (now uint64, err error) {
+	return c.one(ctx, &protocol.Request{Op: protocol.OpFreeze})
+}
+
+// ResumeSync makes a frozen tw-time follow the wall clock again, without a
+// jump, and returns now.
+func (c *Client) ResumeSync(ctx context.Context) (now uint64, err error) {
+	return c.one(ctx, &protocol.Request{Op: protocol.OpResumeSync})
+}
+
+// SetSpeed sets tw-time's speed relative to the wall clock (1 = real time)
+// and returns now. A speed that is not finite or out of the server's range
+// is ErrInvalidArgument.
+func (c *Client) SetSpeed(ctx context.Context, speed float64) (now uint64, err error) {
+	return c.one(ctx, &protocol.Request{Op: protocol.OpSetSpeed, Speed: speed})
+}
+
+// Stats returns the server's counters.
+func (c *Client) Stats(ctx context.Context) (protocol.Stats, error) {
+	var s protocol.Stats
+	res, err := c.do(ctx, &protocol.Request{Op: protocol.OpStats}, nil)
+	if err != nil {
+		return s, err
+	}
+	if err := protocol.DecodeStats(res, &s); err != nil {
+		return protocol.Stats{}, badReply(protocol.OpStats, err)
+	}
+	return s, nil
+}

@@ -1,0 +1,98 @@
+package client
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Option configures a Client; pass options to Dial.
+type Option func(*options)
+
+type options struct {
+	token        string
+	name         string
+	handler      func(Event)
+	eventBuffer  int
+	reconnectMin time.Duration
+	reconnectMax time.Duration
+	log          *slog.Logger
+}
+
+// Defaults.
+const (
+	DefaultEventBuffer  = 1024
+	DefaultReconnectMin = 100 * time.Millisecond
+	DefaultReconnectMax = 5 * time.Second
+)
+
+func defaultOptions() options {
+	return options{
+		name:         filepath.Base(os.Args[0]),
+		eventBuffer:  DefaultEventBuffer,
+		reconnectMin: DefaultReconnectMin,
+		reconnectMax: DefaultReconnectMax,
+		log:          slog.New(slog.DiscardHandler),
+	}
+}
+
+// WithToken sets the hello token: the server's client token, or its admin
+// token for admin ops (FastForward, Freeze, ResumeSync, SetSpeed, Stats).
+func WithToken(tok string) Option { return func(o *options) { o.token = tok } }
+
+// WithName sets the client name the server shows in its logs and stats.
+// Default: the program's base name.
+func WithName(name string) Option { return func(o *options) { o.name = name } }
+
+// WithHandler has events delivered by calling fn, in order, from one
+// goroutine the Client owns; Events then returns nil.
+//
+// fn must not block for long: while it runs, the next events wait in a
+// buffer of WithEventBuffer's size, and when that is full the Client stops
+// reading its connection — replies to calls included — until fn returns
+// (see the package doc on backpressure). For the same reason, calls made
+// from fn must have a deadline, and fn must not call Close (Close waits for
+// fn to return); use `go c.Close()`.
+func WithHandler(fn func(Event)) Option { return func(o *options) { o.handler = fn } }
+
+// WithEventBuffer sets how many events may wait for the consumer: the
+// capacity of the Events channel, or of the handler's queue. n <= 0 means
+// the default, 1024.
+func WithEventBuffer(n int) Option {
+	return func(o *options) {
+		if n <= 0 {
+			n = DefaultEventBuffer
+		}
+		o.eventBuffer = n
+	}
+}
+
+// WithReconnect sets the backoff between reconnection attempts after the
+// connection drops: the first attempt waits about min, each further one
+// twice as long up to max, each wait drawn at random from [d/2, d]
+// (jitter). The default is on, 100ms..5s. min <= 0 disables reconnection:
+// the first connection loss then ends the Client (calls return
+// ErrDisconnected, the Events channel is closed). max < min means max = min.
+func WithReconnect(min, max time.Duration) Option {
+	return func(o *options) {
+		if min <= 0 {
+			min, max = 0, 0
+		}
+		if max < min {
+			max = min
+		}
+		o.reconnectMin, o.reconnectMax = min, max
+	}
+}
+
+// WithLogger sets where the Client logs connection losses and reconnects.
+// Default: nowhere. nil means the default.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) {
+		if l == nil {
+			l = slog.New(slog.DiscardHandler)
+		}
+		o.log = l
+	}
+}

@@ -1,0 +1,394 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tickwheel/tickwheel/client"
+)
+
+const usage = `usage: tickwheel [serve] [server flags]        run the server (the default)
+       tickwheel COMMAND [flags] ARGS...         talk to a running server
+
+commands:
+  add RECEIVER TID AFTER   add a timer firing after AFTER (ticks, or a duration such as 1.5s,
+                           rounded up to whole ticks); -every, -repeat (0 = forever), -data, -replace,
+                           -at TICK (absolute first firing instead of AFTER; pass AFTER as 0)
+  cancel RECEIVER TID      cancel a timer
+  get RECEIVER TID         show a timer
+  list RECEIVER            show the timers of a receiver
+  watch RECEIVER...        bind receivers and print their events until interrupted;
+                           -n N stops after N events, -ephemeral binds ephemerally
+  ff TICKS|DURATION        fast-forward tw-time (admin)
+  freeze                   stop tw-time following the clock (admin)
+  resume                   make tw-time follow the clock again (admin)
+  speed X                  set the speed of tw-time, e.g. 60 (admin)
+  stats                    show server statistics (admin)
+  ping                     show the server's tw-time
+
+common flags: -addr HOST:PORT (default 127.0.0.1:7420), -token T, -json, -timeout D
+`
+
+// command is one CLI command: its flags are added to fs, run does the work.
+type command struct {
+	args  string // positional arguments, for the usage line
+	nargs int    // exact number of positional args, or -1 for "at least one"
+	flags func(fs *flag.FlagSet) func(*env) error
+}
+
+// env is what a command runs with.
+type env struct {
+	ctx    context.Context
+	c      *client.Client
+	args   []string
+	json   bool
+	stdout io.Writer
+}
+
+var commands = map[string]command{
+	"add":    {args: "RECEIVER TID AFTER", nargs: 3, flags: addCmd},
+	"cancel": {args: "RECEIVER TID", nargs: 2, flags: simple(cancelCmd)},
+	"get":    {args: "RECEIVER TID", nargs: 2, flags: simple(getCmd)},
+	"list":   {args: "RECEIVER", nargs: 1, flags: simple(listCmd)},
+	"watch":  {args: "RECEIVER...", nargs: -1, flags: watchCmd},
+	"ff":     {args: "TICKS|DURATION", nargs: 1, flags: simple(ffCmd)},
+	"freeze": {nargs: 0, flags: simple(freezeCmd)},
+	"resume": {nargs: 0, flags: simple(resumeCmd)},
+	"speed":  {args: "X", nargs: 1, flags: simple(speedCmd)},
+	"stats":  {nargs: 0, flags: simple(statsCmd)},
+	"ping":   {nargs: 0, flags: simple(pingCmd)},
+}
+
+func simple(fn func(*env) error) func(*flag.FlagSet) func(*env) error {
+	return func(*flag.FlagSet) func(*env) error { return fn }
+}
+
+// runCommand runs CLI command name and returns the exit code: 0, 1 for a
+// failed request or connection, 2 for bad usage.
+func runCommand(name string, args []string, stdout, stderr io.Writer) int {
+	if name == "help" || name == "-h" || name == "--help" {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	cmd, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(stderr, "tickwheel: unknown command %q\n%s", name, usage)
+		return 2
+	}
+	fs := flag.NewFlagSet("tickwheel "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:7420", "server address")
+	token := fs.String("token", "", "hello token (admin or client token)")
+	asJSON := fs.Bool("json", false, "print JSON, one object per line")
+	timeout := fs.Duration("timeout", 10*time.Second, "time limit for connecting and each request")
+	run := cmd.flags(fs)
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return 2
+	}
+	if (cmd.nargs >= 0 && len(pos) != cmd.nargs) || (cmd.nargs < 0 && len(pos) == 0) {
+		fmt.Fprintf(stderr, "usage: tickwheel %s [flags] %s\n", name, cmd.args)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	c, err := client.Dial(ctx, *addr, client.WithToken(*token), client.WithName("tickwheel-cli"), client.WithReconnect(0, 0))
+	if err != nil {
+		fmt.Fprintf(stderr, "tickwheel %s: %v\n", name, err)
+		return 1
+	}
+	defer c.Close()
+	e := &env{ctx: ctx, c: c, args: pos, json: *asJSON, stdout: stdout}
+	if name == "watch" {
+		e.ctx = context.Background() // watch runs until interrupted or -n events
+	}
+	if err := run(e); err != nil {
+		var usageErr usageError
+		if errors.As(err, &usageErr) {
+			fmt.Fprintf(stderr, "tickwheel %s: %v\n", name, err)
+			return 2
+		}
+		fmt.Fprintf(stderr, "tickwheel %s: %v\n", name, err)
+		return 1
+	}
+	return 0
+}
+
+// usageError is a bad argument, reported with exit code 2.
+type usageError struct{ error }
+
+// parseInterleaved parses flags that may come before, between or after the
+// positional arguments, and returns the positional ones.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func uintArg(s, what string) (uint64, error) {
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, usageError{fmt.Errorf("%s %q: want a non-negative integer", what, s)}
+	}
+	return v, nil
+}
+
+// ticksArg reads a number of ticks, or a duration converted to ticks with the
+// server's tick, rounded up.
+func (e *env) ticksArg(s, what string) (uint64, error) {
+	if v, err := strconv.ParseUint(s, 10, 64); err == nil {
+		return v, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, usageError{fmt.Errorf("%s %q: want ticks (an integer) or a duration such as 1.5s", what, s)}
+	}
+	return client.Ticks(d, e.c.TickDuration()), nil
+}
+
+func (e *env) key() (receiver, tid uint64, err error) {
+	if receiver, err = uintArg(e.args[0], "receiver"); err != nil {
+		return
+	}
+	tid, err = uintArg(e.args[1], "tid")
+	return
+}
+
+// print writes v as JSON with -json, else the text.
+func (e *env) print(v any, text string) {
+	if e.json {
+		b, _ := json.Marshal(v)
+		fmt.Fprintf(e.stdout, "%s\n", b)
+		return
+	}
+	fmt.Fprintln(e.stdout, text)
+}
+
+func addCmd(fs *flag.FlagSet) func(*env) error {
+	every := fs.String("every", "", "interval between firings (ticks or a duration); default AFTER")
+	repeat := fs.Uint("repeat", 1, "number of firings, 0 = forever")
+	data := fs.String("data", "", "data delivered with every firing")
+	replace := fs.Bool("replace", false, "replace an existing timer of the same key")
+	at := fs.Uint64("at", 0, "absolute tick of the first firing (instead of AFTER)")
+	return func(e *env) error {
+		receiver, tid, err := e.key()
+		if err != nil {
+			return err
+		}
+		after, err := e.ticksArg(e.args[2], "after")
+		if err != nil {
+			return err
+		}
+		o := &client.AddOptions{Repeat: uint32(*repeat), Data: []byte(*data), Replace: *replace}
+		if *every != "" {
+			if o.Every, err = e.ticksArg(*every, "every"); err != nil {
+				return err
+			}
+		}
+		var due uint64
+		if *at != 0 {
+			due, err = e.c.AddAt(e.ctx, receiver, tid, *at, o)
+		} else {
+			due, err = e.c.Add(e.ctx, receiver, tid, after, o)
+		}
+		if err != nil {
+			return err
+		}
+		e.print(map[string]any{"receiver": receiver, "tid": tid, "due": due},
+			fmt.Sprintf("added %d/%d: first firing at tick %d", receiver, tid, due))
+		return nil
+	}
+}
+
+func cancelCmd(e *env) error {
+	receiver, tid, err := e.key()
+	if err != nil {
+		return err
+	}
+	if err := e.c.Cancel(e.ctx, receiver, tid); err != nil {
+		return err
+	}
+	e.print(map[string]any{"receiver": receiver, "tid": tid, "cancelled": true}, fmt.Sprintf("cancelled %d/%d", receiver, tid))
+	return nil
+}
+
+func timerJSON(t client.Timer) map[string]any {
+	return map[string]any{"receiver": t.Receiver, "tid": t.Tid, "due": t.Due, "remaining": t.Remaining,
+		"every": t.Every, "fired": t.Fired, "repeat": t.Repeat, "paused": t.Paused, "data": string(t.Data)}
+}
+
+func timerText(t client.Timer) string {
+	times := "forever"
+	if t.Repeat != 0 {
+		times = fmt.Sprintf("%d/%d", t.Fired, t.Repeat)
+	} else {
+		times = fmt.Sprintf("%d/forever", t.Fired)
+	}
+	state := fmt.Sprintf("due at tick %d (in %d)", t.Due, t.Remaining)
+	if t.Paused {
+		state = fmt.Sprintf("paused with %d ticks left", t.Remaining)
+	}
+	line := fmt.Sprintf("%d/%d  %s  every %d  fired %s", t.Receiver, t.Tid, state, t.Every, times)
+	if len(t.Data) > 0 {
+		line += fmt.Sprintf("  data %q", t.Data)
+	}
+	return line
+}
+
+func getCmd(e *env) error {
+	receiver, tid, err := e.key()
+	if err != nil {
+		return err
+	}
+	t, err := e.c.Get(e.ctx, receiver, tid)
+	if err != nil {
+		return err
+	}
+	e.print(timerJSON(t), timerText(t))
+	return nil
+}
+
+func listCmd(e *env) error {
+	receiver, err := uintArg(e.args[0], "receiver")
+	if err != nil {
+		return err
+	}
+	ts, err := e.c.List(e.ctx, receiver)
+	if err != nil {
+		return err
+	}
+	if !e.json && len(ts) == 0 {
+		fmt.Fprintf(e.stdout, "receiver %d has no timers\n", receiver)
+	}
+	for _, t := range ts {
+		e.print(timerJSON(t), timerText(t))
+	}
+	return nil
+}
+
+func watchCmd(fs *flag.FlagSet) func(*env) error {
+	n := fs.Int("n", 0, "exit after this many events (0 = until interrupted)")
+	ephemeral := fs.Bool("ephemeral", false, "bind ephemerally: the receivers' timers are cancelled when watch exits")
+	return func(e *env) error {
+		ctx, stop := signal.NotifyContext(e.ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		for _, a := range e.args {
+			receiver, err := uintArg(a, "receiver")
+			if err != nil {
+				return err
+			}
+			delivered, dropped, err := e.c.Bind(ctx, receiver, *ephemeral)
+			if err != nil {
+				return err
+			}
+			e.print(map[string]any{"bound": receiver, "backlog": delivered, "dropped": dropped},
+				fmt.Sprintf("watching receiver %d (%d waiting events, %d dropped)", receiver, delivered, dropped))
+		}
+		for seen := 0; *n == 0 || seen < *n; seen++ {
+			select {
+			case <-ctx.Done():
+				return nil
+			case ev, ok := <-e.c.Events():
+				if !ok {
+					return errors.New("connection closed")
+				}
+				e.printEvent(ev)
+			}
+		}
+		return nil
+	}
+}
+
+func (e *env) printEvent(ev client.Event) {
+	if ev.Kind == client.Takeover {
+		e.print(map[string]any{"event": "takeover", "receiver": ev.Receiver, "session": ev.NewSession},
+			fmt.Sprintf("receiver %d was taken over by session %d", ev.Receiver, ev.NewSession))
+		return
+	}
+	times := fmt.Sprintf("%d/%d", ev.Fired, ev.Repeat)
+	if ev.Repeat == 0 {
+		times = fmt.Sprintf("%d/forever", ev.Fired)
+	}
+	text := fmt.Sprintf("tick %d  %d/%d  fired %s", ev.Tick, ev.Receiver, ev.Tid, times)
+	if ev.Last {
+		text += "  last"
+	}
+	if len(ev.Data) > 0 {
+		text += fmt.Sprintf("  data %q", ev.Data)
+	}
+	e.print(map[string]any{"event": "fire", "receiver": ev.Receiver, "tid": ev.Tid, "tick": ev.Tick,
+		"fired": ev.Fired, "repeat": ev.Repeat, "last": ev.Last, "seq": ev.Seq, "data": string(ev.Data)}, text)
+}
+
+func ffCmd(e *env) error {
+	ticks, err := e.ticksArg(e.args[0], "ticks")
+	if err != nil {
+		return err
+	}
+	now, fired, err := e.c.FastForward(e.ctx, ticks)
+	if err != nil {
+		return err
+	}
+	e.print(map[string]any{"now": now, "fired": fired}, fmt.Sprintf("fast-forwarded %d ticks to tick %d: %d timers fired", ticks, now, fired))
+	return nil
+}
+
+func nowCmd(name string, fn func(context.Context) (uint64, error)) func(*env) error {
+	return func(e *env) error {
+		now, err := fn(e.ctx)
+		if err != nil {
+			return err
+		}
+		e.print(map[string]any{"now": now}, fmt.Sprintf("%s: tw-time is tick %d", name, now))
+		return nil
+	}
+}
+
+func freezeCmd(e *env) error { return nowCmd("frozen", e.c.Freeze)(e) }
+func resumeCmd(e *env) error { return nowCmd("following the clock again", e.c.ResumeSync)(e) }
+func pingCmd(e *env) error   { return nowCmd("pong", e.c.Ping)(e) }
+
+func speedCmd(e *env) error {
+	x, err := strconv.ParseFloat(strings.TrimSuffix(e.args[0], "x"), 64)
+	if err != nil {
+		return usageError{fmt.Errorf("speed %q: want a number such as 60", e.args[0])}
+	}
+	return nowCmd(fmt.Sprintf("speed %gx", x), func(ctx context.Context) (uint64, error) { return e.c.SetSpeed(ctx, x) })(e)
+}
+
+func statsCmd(e *env) error {
+	s, err := e.c.Stats(e.ctx)
+	if err != nil {
+		return err
+	}
+	if e.json {
+		e.print(s, "")
+		return nil
+	}
+	fmt.Fprintf(e.stdout, "tw-time     %d (target %d, lag %d ticks, tick %v, speed %gx, frozen %v)\n",
+		s.Now, s.Target, s.Lag, time.Duration(s.TickNs), s.Speed, s.Frozen)
+	fmt.Fprintf(e.stdout, "timers      %d\n", s.Timers)
+	fmt.Fprintf(e.stdout, "sessions    %d\n", s.Sessions)
+	fmt.Fprintf(e.stdout, "receivers   %d (backlog %d events)\n", s.Receivers, s.BacklogEvents)
+	fmt.Fprintf(e.stdout, "fired       %d (dropped %d)\n", s.FiredTotal, s.DroppedTotal)
+	return nil
+}

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickwheel/tickwheel/servertest"
+)
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// cli runs one command against addr and returns its exit code and output.
+func cli(t *testing.T, addr string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut syncBuffer
+	code = run(append([]string{args[0], "-addr", addr}, args[1:]...), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestCommands(t *testing.T) {
+	srv := servertest.RunT(t, servertest.WithStartTick(1000))
+	addr := srv.Addr()
+
+	code, out, errOut := cli(t, addr, "add", "7", "11", "3", "-repeat", "4", "-data", "poison")
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, "added 7/11: first firing at tick 1003\n", out)
+
+	code, out, _ = cli(t, addr, "add", "7", "12", "20ms", "-every", "1", "-repeat", "0") // 20ms = 2 ticks of 10ms
+	require.Equal(t, 0, code)
+	assert.Equal(t, "added 7/12: first firing at tick 1002\n", out)
+
+	code, out, _ = cli(t, addr, "get", "7", "11")
+	require.Equal(t, 0, code)
+	assert.Equal(t, "7/11  due at tick 1003 (in 3)  every 3  fired 0/4  data \"poison\"\n", out)
+
+	code, out, _ = cli(t, addr, "list", "7")
+	require.Equal(t, 0, code)
+	assert.Equal(t, "7/11  due at tick 1003 (in 3)  every 3  fired 0/4  data \"poison\"\n"+
+		"7/12  due at tick 1002 (in 2)  every 1  fired 0/forever\n", out)
+
+	code, out, _ = cli(t, addr, "list", "8")
+	require.Equal(t, 0, code)
+	assert.Equal(t, "receiver 8 has no timers\n", out)
+
+	// watch in the background, fast-forward, see the events.
+	var wout, werr syncBuffer
+	done := make(chan int)
+	go func() { done <- run([]string{"watch", "-addr", addr, "-n", "3", "7"}, &wout, &werr) }()
+	require.Eventually(t, func() bool { return strings.Contains(wout.String(), "watching receiver 7") }, 5*time.Second, time.Millisecond)
+	code, out, _ = cli(t, addr, "ff", "3")
+	require.Equal(t, 0, code)
+	assert.Equal(t, "fast-forwarded 3 ticks to tick 1003: 3 timers fired\n", out)
+	select {
+	case code = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("watch did not exit after 3 events")
+	}
+	require.Equal(t, 0, code, werr.String())
+	assert.Equal(t, "watching receiver 7 (0 waiting events, 0 dropped)\n"+
+		"tick 1002  7/12  fired 1/forever\n"+
+		"tick 1003  7/11  fired 1/4  data \"poison\"\n"+
+		"tick 1003  7/12  fired 2/forever\n", wout.String())
+
+	code, out, _ = cli(t, addr, "cancel", "7", "12")
+	require.Equal(t, 0, code)
+	assert.Equal(t, "cancelled 7/12\n", out)
+
+	code, out, _ = cli(t, addr, "ping")
+	require.Equal(t, 0, code)
+	assert.Equal(t, "pong: tw-time is tick 1003\n", out)
+
+	code, out, _ = cli(t, addr, "speed", "60")
+	require.Equal(t, 0, code)
+	assert.Equal(t, "speed 60x: tw-time is tick 1003\n", out)
+
+	code, out, _ = cli(t, addr, "stats")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "timers      1\n")
+	assert.Contains(t, out, "fired       3 (dropped 0)\n")
+	assert.Contains(t, out, "speed 60x, frozen true")
+
+	code, out, _ = cli(t, addr, "resume")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "following the clock again: tw-time is tick ")
+	code, out, _ = cli(t, addr, "freeze")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "frozen: tw-time is tick ")
+}
+
+func TestCommandsJSON(t *testing.T) {
+	srv := servertest.RunT(t, servertest.WithStartTick(500))
+	code, out, _ := cli(t, srv.Addr(), "add", "-json", "1", "2", "5", "-data", "x")
+	require.Equal(t, 0, code)
+	var added map[string]uint64
+	require.NoError(t, json.Unmarshal([]byte(out), &added))
+	assert.Equal(t, map[string]uint64{"receiver": 1, "tid": 2, "due": 505}, added)
+
+	code, out, _ = cli(t, srv.Addr(), "get", "-json", "1", "2")
+	require.Equal(t, 0, code)
+	var timer map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &timer))
+	assert.Equal(t, float64(505), timer["due"])
+	assert.Equal(t, "x", timer["data"])
+
+	code, out, _ = cli(t, srv.Addr(), "ff", "-json", "5")
+	require.Equal(t, 0, code)
+	assert.JSONEq(t, `{"now":505,"fired":1}`, out)
+
+	code, out, _ = cli(t, srv.Addr(), "stats", "-json")
+	require.Equal(t, 0, code)
+	var stats map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &stats))
+	assert.Equal(t, float64(505), stats["Now"])
+}
+
+func TestCommandErrors(t *testing.T) {
+	srv := servertest.RunT(t)
+	addr := srv.Addr()
+	for _, tc := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"get", "1", "2"}, 1, "tickwheel get: "},
+		{[]string{"cancel", "1", "2"}, 1, "not_found"},
+		{[]string{"add", "1", "2", "0"}, 1, "invalid_argument"},
+		{[]string{"add", "1", "2"}, 2, "usage: tickwheel add [flags] RECEIVER TID AFTER"},
+		{[]string{"add", "x", "2", "3"}, 2, `receiver "x": want a non-negative integer`},
+		{[]string{"add", "1", "2", "soon"}, 2, `after "soon": want ticks`},
+		{[]string{"speed", "fast"}, 2, `speed "fast"`},
+		{[]string{"speed", "0"}, 1, "invalid_argument"},
+		{[]string{"bogus"}, 2, `unknown command "bogus"`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, _, errOut := cli(t, addr, tc.args...)
+			assert.Equal(t, tc.code, code, errOut)
+			assert.Contains(t, errOut, tc.stderr)
+		})
+	}
+	// No server there.
+	code, _, errOut := cli(t, "127.0.0.1:1", "ping")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "tickwheel ping: ")
+	// help
+	var out bytes.Buffer
+	assert.Equal(t, 0, run([]string{"help"}, &out, &out))
+	assert.Contains(t, out.String(), "watch RECEIVER...")
+
+}
