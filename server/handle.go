@@ -138,7 +138,7 @@ func (st *state) hello(s *session, req *protocol.Request) {
 		},
 	}
 	s.out = protocol.AppendHelloOK(s.out, req.ID, &h)
-	st.log.Info("hello", "session", s.id, "name", req.Name, "admin", isAdmin)
+	st.log.Debug("hello", "session", s.id, "name", req.Name, "admin", isAdmin)
 }
 
 func tokenEqual(a, b string) bool {

@@ -1,6 +1,6 @@
 // Command tickwheel runs the tickwheel timer server, and pokes a running one.
 //
-//	tickwheel [serve] [-config FILE] [-addr HOST:PORT] [-tick DURATION] [-admin-token T] [-frozen]
+//	tickwheel [serve] [-config FILE] [-addr HOST:PORT] [-tick DURATION] [-admin-token T] [-frozen] [-start-tick N]
 //	tickwheel COMMAND [-addr HOST:PORT] [-token T] [-json] ARGS...
 //
 // With no command it serves on 127.0.0.1:7420 with embedded defaults; flags
@@ -50,6 +50,7 @@ func serve(args []string, stdout io.Writer) error {
 	tick := fs.Duration("tick", 0, "tw-time tick duration (default 10ms)")
 	adminToken := fs.String("admin-token", "", "token that grants admin ops (default: admin only from loopback)")
 	frozen := fs.Bool("frozen", false, "start with tw-time frozen (moved only by admin fast-forward)")
+	startTick := fs.Uint64("start-tick", 0, "tw-time at start (default: the current Unix time in ticks)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -71,6 +72,8 @@ func serve(args []string, stdout io.Writer) error {
 			cfg.AdminToken = *adminToken
 		case "frozen":
 			cfg.Frozen = *frozen
+		case "start-tick":
+			cfg.StartTick = *startTick
 		}
 	})
 	var level slog.Level
