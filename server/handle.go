@@ -41,8 +41,9 @@ func (st *state) handle(s *session, payload []byte) {
 	case protocol.OpBind:
 		st.bind(s, &req)
 	case protocol.OpUnbind:
-		if ephemeral, ok := s.receivers[req.Receiver]; ok {
-			_ = ephemeral // unbinding keeps the timers; only a closing session releases ephemeral ones
+		// Unbinding keeps the timers, even of an ephemeral bind: only a
+		// closing session releases those.
+		if _, ok := s.receivers[req.Receiver]; ok {
 			delete(s.receivers, req.Receiver)
 			r := st.receivers[req.Receiver]
 			r.owner = nil
