@@ -38,10 +38,14 @@ type Server struct {
 	loop     atomic.Pointer[gnet.EventLoop]
 	clockReg sync.Once
 
-	posted   atomic.Bool  // an advance is queued on the loop
-	period   atomic.Int64 // ticker period in ns, set on the loop when the speed changes
-	tickBase time.Time    // ticker schedule origin (ticker goroutine only)
-	tickN    int64
+	posted atomic.Bool // an advance is queued on the loop
+	// The ticker wakes just after each tw-time tick boundary: period is the
+	// real duration of a tick at the current speed (0 while frozen), anchor
+	// the time of one boundary, in ns since origin (the clock's monotonic
+	// origin). Both are set on the loop and read by the ticker.
+	origin time.Time
+	period atomic.Int64
+	anchor atomic.Int64
 }
 
 // clockMarker tags the internal connection that gives the ticker a handle on
@@ -73,10 +77,10 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if cfg.Frozen {
 		clock.Freeze()
 	}
-	s := &Server{cfg: cfg, log: log, ready: make(chan error, 1), done: make(chan struct{})}
+	s := &Server{cfg: cfg, log: log, ready: make(chan error, 1), done: make(chan struct{}), origin: origin}
 	s.st = newState(cfg, log, w, clock)
-	s.st.onSpeed = s.setPeriod
-	s.setPeriod(cfg.Speed, cfg.Frozen)
+	s.st.onSpeed = func(float64, bool) { s.retime() }
+	s.retime()
 	return s, nil
 }
 
@@ -347,19 +351,23 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 	if !s.posted.Swap(true) {
 		s.post(*l)
 	}
-	period := time.Duration(s.period.Load())
-	if s.tickBase.IsZero() {
-		s.tickBase = time.Now()
+	p := s.period.Load()
+	switch {
+	case p == 0: // frozen: only fast-forwards move tw-time, and they advance at once
+		return 50 * time.Millisecond, gnet.None
+	case p < int64(time.Millisecond): // sped up: every 1 ms, each advance catching up several ticks
+		return time.Millisecond, gnet.None
 	}
-	s.tickN++
-	next := s.tickBase.Add(time.Duration(s.tickN) * period)
-	d := time.Until(next)
-	if d <= 0 { // fell behind (or the period changed): restart the schedule
-		s.tickBase, s.tickN = time.Now(), 0
-		d = period
+	now := int64(time.Since(s.origin))
+	next := s.anchor.Load()
+	if now >= next {
+		next += ((now-next)/p + 1) * p
 	}
-	return d, gnet.None
+	return time.Duration(next-now) + tickSlack, gnet.None
 }
+
+// tickSlack makes the ticker wake just after a tick boundary, not just before.
+const tickSlack = 50 * time.Microsecond
 
 // post queues one advance turn on the loop; a turn that leaves work queues
 // the next, so a catch-up proceeds in bounded steps between I/O.
@@ -368,6 +376,7 @@ func (s *Server) post(l gnet.EventLoop) {
 		more := s.st.advance()
 		s.flush()
 		s.st.more = false
+		s.retime()
 		if more {
 			s.post(l)
 		} else {
@@ -426,15 +435,19 @@ func (s *Server) registerClock() {
 	}
 }
 
-// setPeriod sets how often the ticker posts an advance: one tick of tw-time,
-// but at least every 1 ms and at most every 50 ms of real time.
-func (s *Server) setPeriod(speed float64, frozen bool) {
-	p := time.Duration(float64(s.cfg.Tick) / speed)
-	if frozen {
-		p = 50 * time.Millisecond
+// retime tells the ticker where tw-time's tick boundaries fall in real
+// time, from the clock. It runs on the loop (and in New), after each advance
+// and whenever the speed changes or the clock is frozen or resumed.
+func (s *Server) retime() {
+	c := s.st.clock
+	if c.Frozen() {
+		s.period.Store(0)
+		return
 	}
-	p = min(max(p, time.Millisecond), 50*time.Millisecond)
-	s.period.Store(int64(p))
+	s.period.Store(int64(float64(s.cfg.Tick) / c.Speed()))
+	if d, ok := c.Until(c.Now() + 1); ok {
+		s.anchor.Store(int64(time.Since(s.origin) + d))
+	}
 }
 
 // gnetLogger passes gnet's own log messages to slog, its info as debug.

@@ -1,0 +1,146 @@
+// Command loadtest runs tickwheel's load scenarios against a tickwheel
+// server (an address, or one it spawns) and against time.AfterFunc in
+// process, and prints a table (or JSON). It exits 1 when a run FAILED.
+//
+//	loadtest -spawn /tmp/tickwheel -targets tickwheel,afterfunc -scenarios add,lateness
+//	loadtest -addr 127.0.0.1:7420 -scenarios fire -n 200000 -json
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tickwheel/tickwheel/loadtest"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	d := loadtest.DefaultParams()
+	p := d
+	addr := flag.String("addr", "", "address of a running tickwheel server (its admin ops must be allowed: loopback or -token)")
+	spawn := flag.String("spawn", "", "path of a tickwheel binary to start (pinned to CPU 0 with taskset; the generator pins itself to CPU 1)")
+	tick := flag.Duration("tick", 10*time.Millisecond, "tick of a spawned server (and of afterfunc's tick-based periods)")
+	token := flag.String("token", "", "hello token (the admin token when the server has one)")
+	targets := flag.String("targets", "tickwheel,afterfunc", "comma-separated targets: tickwheel, afterfunc")
+	scenarios := flag.String("scenarios", "add,cancel,repeat,fire,lateness,idle,ff", "comma-separated scenarios, in order")
+	jsonOut := flag.Bool("json", false, "print the results as JSON instead of a table")
+	noPin := flag.Bool("no-pin", false, "do not pin with taskset")
+	flag.IntVar(&p.N, "n", d.N, "timers (add, cancel, fire, ff)")
+	flag.IntVar(&p.Conns, "c", d.Conns, "connections (workers)")
+	flag.DurationVar(&p.Lead, "lead", d.Lead, "add a timer this long before its due (lateness); first due this far ahead (cancel, repeat, fire)")
+	flag.DurationVar(&p.Grace, "grace", d.Grace, "wait this long after the last due for missing deliveries")
+	flag.DurationVar(&p.Tolerance, "tolerance", d.Tolerance, "a delivery earlier than due - tolerance counts as early")
+	flag.IntVar(&p.K, "k", d.K, "repeat: timers")
+	flag.IntVar(&p.P, "p", d.P, "repeat: period in ticks")
+	flag.IntVar(&p.R, "r", d.R, "repeat: firings per timer (1..64)")
+	flag.IntVar(&p.Rate, "rate", d.Rate, "lateness: fires per second")
+	flag.DurationVar(&p.Duration, "duration", d.Duration, "lateness: length of the plan")
+	flag.IntVar(&p.Idle, "idle", d.Idle, "idle: connections")
+	flag.DurationVar(&p.Hold, "hold", d.Hold, "idle: how long to hold them while measuring")
+	flag.Uint64Var(&p.Span, "span", d.Span, "ff: ticks the timers are spread over and fast-forwarded (8640000 = one day of 10 ms ticks)")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "loadtest: "+format+"\n", args...) }
+
+	// Raise the open-files limit first: a spawned server inherits it.
+	if soft, hard, err := loadtest.RaiseNoFile(uint64(p.Idle) + 4096); err != nil {
+		logf("raising RLIMIT_NOFILE: %v (soft %d, hard %d)", err, soft, hard)
+	}
+
+	tw := &loadtest.TickwheelTarget{Addr: *addr, Token: *token}
+	if *spawn != "" {
+		cpu := 0
+		if *noPin {
+			cpu = -1
+		}
+		s, err := loadtest.Spawn(ctx, *spawn, cpu, "-tick", tick.String())
+		if err != nil {
+			logf("spawn: %v", err)
+			return 2
+		}
+		defer s.Stop()
+		tw.Addr, tw.Pid = s.Addr, s.PID()
+		logf("spawned %s pid %d on %s (%s)", *spawn, s.PID(), s.Addr, s.Pinned)
+		if !*noPin {
+			logf("generator: %s", loadtest.PinSelf(1))
+		}
+	}
+	var tgs []loadtest.Target
+	for _, name := range strings.Split(*targets, ",") {
+		switch name {
+		case "tickwheel":
+			if tw.Addr == "" {
+				logf("tickwheel needs -addr or -spawn")
+				return 2
+			}
+			tgs = append(tgs, tw)
+		case "afterfunc":
+			tgs = append(tgs, &loadtest.AfterFuncTarget{TickDur: *tick})
+		default:
+			logf("unknown target %q", name)
+			return 2
+		}
+	}
+	var scs []loadtest.Scenario
+	for _, name := range strings.Split(*scenarios, ",") {
+		sc, ok := loadtest.ScenarioByName(name)
+		if !ok {
+			logf("unknown scenario %q", name)
+			return 2
+		}
+		scs = append(scs, sc)
+	}
+
+	var results []*loadtest.Result
+	failed := false
+	for _, sc := range scs {
+		for _, tg := range tgs {
+			if ctx.Err() != nil {
+				break
+			}
+			logf("%s / %s ...", sc.Name, tg.Name())
+			t0 := time.Now()
+			res, err := sc.Run(ctx, tg, p)
+			switch {
+			case errors.Is(err, loadtest.ErrUnsupported):
+				logf("%s / %s: skipped (%v)", sc.Name, tg.Name(), err)
+				continue
+			case err != nil && res == nil:
+				logf("%s / %s: %v", sc.Name, tg.Name(), err)
+				failed = true
+				continue
+			case err != nil:
+				res.Problems = append(res.Problems, err.Error())
+				res.Failed = true
+			}
+			logf("%s / %s: done in %v", sc.Name, tg.Name(), time.Since(t0).Round(time.Millisecond))
+			failed = failed || res.Failed
+			results = append(results, res)
+		}
+	}
+	if *jsonOut {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(results)
+	} else {
+		loadtest.WriteTable(os.Stdout, results)
+	}
+	if failed {
+		fmt.Fprintln(os.Stderr, "loadtest: FAILED")
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,114 @@
+package loadtest
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tickwheel/tickwheel/server"
+)
+
+// tinyParams keep every scenario to a fraction of a second.
+func tinyParams() Params {
+	return Params{N: 2000, Conns: 4, Lead: 150 * time.Millisecond, Grace: 2 * time.Second, Tolerance: time.Millisecond,
+		K: 50, P: 2, R: 3, Rate: 2000, Duration: 300 * time.Millisecond, Idle: 200, Hold: 50 * time.Millisecond, Span: 1000}
+}
+
+func startServer(t *testing.T) string {
+	t.Helper()
+	srv, err := server.New(server.Config{Addr: "127.0.0.1:0", Tick: 10 * time.Millisecond}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Stop(ctx)
+	})
+	return srv.Addr()
+}
+
+// TestScenarios runs every scenario with tiny sizes against an in-process
+// tickwheel server and against time.AfterFunc, and checks the invariants.
+func TestScenarios(t *testing.T) {
+	addr := startServer(t)
+	targets := []func() Target{
+		func() Target { return &TickwheelTarget{Addr: addr} },
+		func() Target { return &AfterFuncTarget{} },
+	}
+	var all []*Result
+	for _, mk := range targets {
+		for _, sc := range Scenarios {
+			tg := mk()
+			t.Run(tg.Name()+"/"+sc.Name, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				res, err := sc.Run(ctx, tg, tinyParams())
+				if errors.Is(err, ErrUnsupported) {
+					if tg.Name() == "tickwheel" {
+						t.Fatalf("tickwheel must support %s", sc.Name)
+					}
+					t.Skipf("%s: %v", tg.Name(), err)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				all = append(all, res)
+				if res.Failed {
+					t.Errorf("FAILED: %v", res.Problems)
+				}
+				if res.Rate <= 0 && sc.Name != "idle" {
+					t.Errorf("no throughput measured: %+v", res)
+				}
+				switch sc.Name {
+				case "add":
+					if res.Scheduled != int64(tinyParams().N) || res.Delivered != 0 {
+						t.Errorf("add: scheduled %d delivered %d", res.Scheduled, res.Delivered)
+					}
+				case "cancel":
+					if res.Cancelled != int64(tinyParams().N/2) {
+						t.Errorf("cancel: %d cancelled, want %d", res.Cancelled, tinyParams().N/2)
+					}
+				case "repeat":
+					p := tinyParams()
+					if res.Delivered != int64(p.K*p.R) {
+						t.Errorf("repeat: delivered %d, want %d", res.Delivered, p.K*p.R)
+					}
+				case "lateness":
+					if res.Lateness == nil || res.Lateness.Count != res.Delivered {
+						t.Errorf("lateness: histogram %+v for %d deliveries", res.Lateness, res.Delivered)
+					}
+				case "idle":
+					if tg.Name() == "tickwheel" && res.Params["server_sessions"] == nil {
+						t.Errorf("idle: server sessions not checked: %+v", res)
+					}
+				}
+			})
+		}
+	}
+	var b strings.Builder
+	WriteTable(&b, all)
+	t.Log("\n" + b.String())
+}
+
+// TestInvariantFails: the checker marks a run with a missing or duplicate
+// delivery FAILED (the checks are not vacuous).
+func TestInvariantFails(t *testing.T) {
+	c := newCollector(2, 0, time.Millisecond, &AfterFuncTarget{})
+	d := Delivery{Tid: 1, Fired: 1, Recv: Now(), Data: dueData(Now() + int64(time.Second))}
+	c.sink(0, &d)
+	c.sink(0, &d)
+	r := &Result{Expected: 2, Delivered: c.delivered.Load(), Duplicates: c.dups.Load(), Early: c.early.Load(),
+		Missing: c.missing(func(int) int { return 1 })}
+	r.check()
+	if !r.Failed || r.Duplicates != 1 || r.Early != 1 || r.Missing != 1 || r.Delivered != 1 {
+		t.Fatalf("want FAILED with 1 duplicate, 1 early, 1 missing: %+v", r)
+	}
+}

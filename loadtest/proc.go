@@ -1,0 +1,158 @@
+package loadtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// clkTck is USER_HZ, the unit of utime and stime in /proc/PID/stat; it is
+// 100 on every Linux architecture Go supports.
+const clkTck = 100
+
+// ProcStats is a process's CPU time and resident memory at one instant.
+type ProcStats struct {
+	CPUSeconds float64 // utime + stime
+	RSSKiB     int64   // VmRSS
+	NoFile     int64   `json:",omitempty"` // soft RLIMIT_NOFILE (Max open files)
+}
+
+// ReadProc reads /proc/PID/stat, status and limits.
+func ReadProc(pid int) (ProcStats, error) {
+	var p ProcStats
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return p, err
+	}
+	// Fields after the command (which is in parentheses and may hold spaces).
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return p, fmt.Errorf("/proc/%d/stat: no ')'", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 { // f[0] is field 3 (state); utime is field 14, stime 15
+		return p, fmt.Errorf("/proc/%d/stat: short", pid)
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	p.CPUSeconds = float64(ut+st) / clkTck
+	if s, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+		sc := bufio.NewScanner(bytes.NewReader(s))
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+				p.RSSKiB, _ = strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			}
+		}
+	}
+	if s, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pid)); err == nil {
+		for _, line := range strings.Split(string(s), "\n") {
+			if v, ok := strings.CutPrefix(line, "Max open files"); ok {
+				if f := strings.Fields(v); len(f) > 0 {
+					p.NoFile, _ = strconv.ParseInt(f[0], 10, 64)
+				}
+			}
+		}
+	}
+	return p, nil
+}
+
+// RaiseNoFile raises this process's soft RLIMIT_NOFILE to want (or the hard
+// limit, if lower) and returns the soft and hard limits in force after.
+func RaiseNoFile(want uint64) (soft, hard uint64, err error) {
+	var r syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
+		return 0, 0, err
+	}
+	if r.Cur < want {
+		r.Cur = min(want, r.Max)
+		err = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &r)
+		_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r)
+	}
+	return r.Cur, r.Max, err
+}
+
+// Spawned is a tickwheel server started as a subprocess.
+type Spawned struct {
+	Cmd    *exec.Cmd
+	Addr   string
+	Pinned string // how it was pinned, or why not
+}
+
+// Spawn starts the tickwheel binary at path, serving on a free loopback
+// port with the given extra flags, pinned to CPU cpu with taskset when
+// taskset exists (cpu < 0: not pinned). The child inherits this process's
+// RLIMIT_NOFILE. It returns once the server accepts connections.
+func Spawn(ctx context.Context, path string, cpu int, args ...string) (*Spawned, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	argv := append([]string{path, "-addr", addr}, args...)
+	s := &Spawned{Addr: addr, Pinned: "not pinned"}
+	if cpu >= 0 {
+		if ts, err := exec.LookPath("taskset"); err == nil {
+			argv = append([]string{ts, "-c", strconv.Itoa(cpu)}, argv...)
+			s.Pinned = fmt.Sprintf("taskset -c %d", cpu)
+		} else {
+			s.Pinned = "not pinned: taskset not found"
+		}
+	}
+	s.Cmd = exec.Command(argv[0], argv[1:]...)
+	s.Cmd.Stderr = os.Stderr
+	if err := s.Cmd.Start(); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return s, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			s.Stop()
+			return nil, fmt.Errorf("spawned server never listened on %s: %v", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// PID is the server's pid (taskset execs the server in its own process).
+func (s *Spawned) PID() int { return s.Cmd.Process.Pid }
+
+// Stop sends SIGTERM, waits up to 5 s, then kills.
+func (s *Spawned) Stop() error {
+	_ = s.Cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- s.Cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(5 * time.Second):
+		_ = s.Cmd.Process.Kill()
+		return <-done
+	}
+}
+
+// PinSelf pins every thread of this process to CPU cpu with taskset.
+func PinSelf(cpu int) string {
+	ts, err := exec.LookPath("taskset")
+	if err != nil {
+		return "not pinned: taskset not found"
+	}
+	out, err := exec.Command(ts, "-a", "-p", "-c", strconv.Itoa(cpu), strconv.Itoa(os.Getpid())).CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("not pinned: %v: %s", err, bytes.TrimSpace(out))
+	}
+	return fmt.Sprintf("taskset -a -p -c %d", cpu)
+}

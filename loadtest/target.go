@@ -1,0 +1,136 @@
+// Package loadtest is tickwheel's load generator: scenarios that drive a
+// timer service (a Target) and check what comes back.
+//
+// A scenario decides every timer in advance on the generator's monotonic
+// clock (Now), hands timers to the Target in batches, and records every
+// delivery: its receipt time against the intended due instant (lateness, in
+// an HdrHistogram), and its identity (receiver, tid, fired) to count
+// duplicates, early, missing and cancelled-but-fired deliveries. A run whose
+// counts break the invariant (delivered == scheduled − cancelled, everything
+// else 0) is marked FAILED.
+//
+// # Targets
+//
+// Two Targets exist: TickwheelTarget (the server over TCP, raw protocol,
+// pipelined over many connections) and AfterFuncTarget (time.AfterFunc in
+// this process: the "hand-rolled in-process" peer). The interface is shaped
+// so that the next adapters slot in without touching the scenarios:
+//
+//   - Redis sorted set: Open dials Conns go-redis clients; Add is a
+//     pipelined ZADD of member "receiver:tid:due" with score = due (ms or
+//     µs); Cancel is ZREM; delivery is a poller (a Lua script ZRANGEBYSCORE
+//   - ZREM every millisecond per worker) that calls the sink for each
+//     member it pops. Repeat is done by the poller re-adding the member;
+//     Virtual is not implemented (Redis has no virtual time).
+//   - beanstalkd: Open dials Conns connections; Add is put with
+//     delay = ceil((due−now)/1s) (whole seconds only, so lateness up to 1 s
+//     is expected and its Tick() reports 1 s); Cancel is delete by job id
+//     (the adapter keeps tid → job id); delivery is reserve/delete workers.
+//
+// Capabilities beyond Target are optional interfaces, checked by type
+// assertion: Virtual (freeze and fast-forward, tickwheel only), Idler (open
+// many idle connections), Process (a pid whose CPU and RSS to report).
+package loadtest
+
+import (
+	"context"
+	"time"
+)
+
+// epoch is the origin of the generator's monotonic clock.
+var epoch = time.Now()
+
+// Now returns the generator's monotonic clock: nanoseconds since the
+// process started using this package. Intended due instants and receipt
+// times are both read from it.
+func Now() int64 { return int64(time.Since(epoch)) }
+
+// Timer is one timer a scenario schedules.
+type Timer struct {
+	Receiver, Tid uint64
+	// Due is the intended instant of the first firing, ns on Now's clock.
+	// The target fires it at that instant or as soon after as it can (a
+	// ticked target at the first tick boundary at or after it).
+	Due int64
+	// AtTick, when non-zero, schedules the first firing at this absolute
+	// tick of a Virtual target instead of at Due (frozen-clock scenarios).
+	AtTick uint64
+	// Every is the interval between firings (a whole number of ticks for a
+	// ticked target); 0 for a one-shot timer.
+	Every time.Duration
+	// Repeat is the total number of firings, at least 1.
+	Repeat uint32
+	// Data is carried opaquely and returned in every Delivery. Scenarios
+	// put the intended due instant there (8 bytes, big-endian).
+	Data []byte
+}
+
+// Key names a timer.
+type Key struct{ Receiver, Tid uint64 }
+
+// Delivery is one firing received by the generator.
+type Delivery struct {
+	Receiver, Tid uint64
+	Fired         uint32 // 1-based firing number
+	Last          bool
+	Recv          int64  // receipt instant on Now's clock
+	Data          []byte // valid only during the sink call
+}
+
+// Sink receives deliveries. It is called concurrently (from one goroutine
+// per connection, or from timer goroutines) and must not keep d.Data.
+type Sink func(worker int, d *Delivery)
+
+// AddResult counts the outcome of an Add.
+type AddResult struct {
+	OK     int
+	Errors map[string]int // by error code or message
+}
+
+// Target is a timer service under test.
+type Target interface {
+	// Name identifies the target in reports ("tickwheel", "afterfunc").
+	Name() string
+	// Tick is the target's time quantum: a timer fires at the first tick
+	// boundary at or after its due instant (0 for an unticked target).
+	Tick() time.Duration
+	// Open prepares conns workers (connections) whose deliveries go to sink.
+	// Every receiver is owned by the worker that first adds a timer for it:
+	// its firings are delivered to that worker. A Target may be opened again
+	// after Close.
+	Open(ctx context.Context, conns int, sink Sink) error
+	// Add schedules ts through worker w, pipelined, and returns when every
+	// add was acknowledged. Add may be called concurrently for different
+	// workers, never for the same one.
+	Add(ctx context.Context, w int, ts []Timer) (AddResult, error)
+	// Cancel cancels ks through worker w and returns the keys whose cancel
+	// succeeded (the timer existed and will not fire again).
+	Cancel(ctx context.Context, w int, ks []Key) ([]Key, error)
+	// Clear removes every timer added since Open, without delivering them.
+	Clear(ctx context.Context) error
+	// Close closes the workers (not the service itself).
+	Close() error
+}
+
+// Virtual is a Target whose clock can be frozen and fast-forwarded.
+type Virtual interface {
+	// Freeze stops the target's clock and returns the current tick.
+	Freeze(ctx context.Context) (now uint64, err error)
+	// Resume makes the clock follow real time again.
+	Resume(ctx context.Context) error
+	// FastForward advances the clock by ticks and returns, once every
+	// firing on the way has been sent, how many fired.
+	FastForward(ctx context.Context, ticks uint64) (fired uint64, err error)
+}
+
+// Idler is a Target reached over connections that can hold many idle ones.
+type Idler interface {
+	// OpenIdle opens n connections that say hello and then stay idle; close
+	// releases them.
+	OpenIdle(ctx context.Context, n int) (close func(), err error)
+}
+
+// Process is a Target running in its own process.
+type Process interface {
+	PID() int
+}

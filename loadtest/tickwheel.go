@@ -1,0 +1,620 @@
+package loadtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/tickwheel/tickwheel/protocol"
+)
+
+// Request id layout: the top byte says what the reply belongs to, the rest
+// is the tid (add, cancel) or receiver (bind, cancel_all) or a sequence
+// number (single calls).
+const (
+	idAdd uint64 = iota + 1
+	idCancel
+	idBind
+	idClear
+	idCall
+	idShift = 56
+	idMask  = 1<<idShift - 1
+)
+
+// TickwheelTarget drives a tickwheel server over TCP with the raw protocol:
+// each worker is one connection, requests are pipelined on it (at most
+// Window unanswered), and every receiver a worker adds timers for is bound
+// (ephemeral) on that worker first, so its firings come back there.
+//
+// Due instants become absolute ticks through a calibration (see
+// calibrate): a timer due at instant d gets the first tick whose boundary
+// is at or after d.
+type TickwheelTarget struct {
+	Addr   string
+	Token  string // hello token (admin ops need the admin token unless on loopback)
+	Window int    // unanswered requests per connection; default 4096
+	Pid    int    // the server's pid when known (spawned), for Process
+
+	tick  time.Duration
+	sink  Sink
+	conns []*twConn
+	ctl   *twConn // admin and calibration calls
+
+	calMu   sync.Mutex
+	refTick uint64 // a tick and the earliest instant it was seen processed
+	refTime int64
+	calErr  time.Duration
+}
+
+// Name implements Target.
+func (t *TickwheelTarget) Name() string { return "tickwheel" }
+
+// Tick implements Target; valid after Open.
+func (t *TickwheelTarget) Tick() time.Duration { return t.tick }
+
+// PID implements Process.
+func (t *TickwheelTarget) PID() int { return t.Pid }
+
+// Open implements Target.
+func (t *TickwheelTarget) Open(ctx context.Context, conns int, sink Sink) error {
+	if t.Window <= 0 {
+		t.Window = 4096
+	}
+	t.sink = sink
+	ctl, h, err := t.dial(ctx, -1)
+	if err != nil {
+		return err
+	}
+	t.ctl, t.tick = ctl, time.Duration(h.TickNs)
+	for w := range conns {
+		c, _, err := t.dial(ctx, w)
+		if err != nil {
+			t.Close()
+			return err
+		}
+		t.conns = append(t.conns, c)
+	}
+	return t.calibrate(ctx)
+}
+
+// Close implements Target. Receivers were bound ephemeral, so closing the
+// connections also cancels whatever timers are left.
+func (t *TickwheelTarget) Close() error {
+	for _, c := range t.conns {
+		c.close()
+	}
+	if t.ctl != nil {
+		t.ctl.close()
+	}
+	t.conns, t.ctl = nil, nil
+	return nil
+}
+
+func (t *TickwheelTarget) dial(ctx context.Context, w int) (*twConn, protocol.Hello, error) {
+	var h protocol.Hello
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", t.Addr)
+	if err != nil {
+		return nil, h, err
+	}
+	c := &twConn{nc: nc, w: w, sink: t.sink, window: t.Window, bound: map[uint64]bool{}, waiters: map[uint64]chan reply{}}
+	c.cond = sync.NewCond(&c.mu)
+	go c.readLoop()
+	m, err := c.call(ctx, &protocol.Request{Op: protocol.OpHello, Version: protocol.Version, Name: "loadtest", Token: t.Token})
+	if err == nil {
+		err = protocol.DecodeHello(m.Result, &h)
+	}
+	if err != nil {
+		c.close()
+		return nil, h, fmt.Errorf("hello: %w", err)
+	}
+	return c, h, nil
+}
+
+// calibrate finds the server clock's tick boundaries on Now's clock. It
+// asks for stats (admin) for a few ticks: the clock's target tick T read
+// between instants g1 and g2 says boundary(T) <= g2 and boundary(T+1) > g1.
+// The latest lower bound is kept, so that a timer put on the first tick
+// whose boundary is at or after its due can never be processed before its
+// due. (The server processes a tick when its ticker next wakes after the
+// boundary: that delay is part of the measured lateness.)
+func (t *TickwheelTarget) calibrate(ctx context.Context) error {
+	tick := int64(t.tick)
+	span := max(5*tick, int64(30*time.Millisecond))
+	end := Now() + span
+	var lo, hi int64
+	var ref uint64
+	for n := 0; Now() < end || n < 20; n++ {
+		g1 := Now()
+		m, err := t.ctl.call(ctx, &protocol.Request{Op: protocol.OpStats})
+		if err != nil {
+			return fmt.Errorf("calibrate (needs admin stats): %w", err)
+		}
+		g2 := Now()
+		var st protocol.Stats
+		if err := protocol.DecodeStats(m.Result, &st); err != nil {
+			return fmt.Errorf("calibrate: %w", err)
+		}
+		if st.Frozen || st.Speed != 1 {
+			return fmt.Errorf("calibrate: the server clock must run at speed 1, unfrozen (frozen %v, speed %v)", st.Frozen, st.Speed)
+		}
+		if n == 0 {
+			ref, lo, hi = st.Target, g1-tick, g2
+			continue
+		}
+		d := int64(st.Target-ref) * tick // boundary(T) - boundary(ref)
+		lo = max(lo, g1-d-tick)
+		hi = min(hi, g2-d)
+	}
+	if hi < lo {
+		return fmt.Errorf("calibrate: inconsistent clock readings (%d > %d)", lo, hi)
+	}
+	t.calMu.Lock()
+	t.refTick, t.refTime, t.calErr = ref, lo, time.Duration(hi-lo)
+	t.calMu.Unlock()
+	return nil
+}
+
+// CalibrationError is the width of the interval the tick boundaries are
+// known to lie in.
+func (t *TickwheelTarget) CalibrationError() time.Duration {
+	t.calMu.Lock()
+	defer t.calMu.Unlock()
+	return t.calErr
+}
+
+// tickFor returns the first tick whose boundary is at or after instant due, and
+// whether it is still in the future (else the add uses after=1).
+func (t *TickwheelTarget) tickFor(due int64) (uint64, bool) {
+	t.calMu.Lock()
+	rt, rtime := t.refTick, t.refTime
+	t.calMu.Unlock()
+	tick := int64(t.tick)
+	d := due - rtime
+	var at uint64
+	if d <= 0 {
+		at = rt - uint64(-d/tick) // the tick at or after due
+	} else {
+		at = rt + uint64((d+tick-1)/tick)
+	}
+	now := rt + uint64(max(0, Now()-rtime)/tick)
+	return at, at > now+1
+}
+
+// Add implements Target.
+func (t *TickwheelTarget) Add(ctx context.Context, w int, ts []Timer) (AddResult, error) {
+	c := t.conns[w]
+	c.begin()
+	buf := c.wbuf[:0]
+	n := 0
+	flush := func() error {
+		if err := c.acquire(n); err != nil {
+			return err
+		}
+		if _, err := c.nc.Write(buf); err != nil {
+			return err
+		}
+		buf, n = buf[:0], 0
+		return ctx.Err()
+	}
+	var err error
+	for i := range ts {
+		tm := &ts[i]
+		if !c.bound[tm.Receiver] {
+			c.bound[tm.Receiver] = true
+			buf = protocol.AppendRequest(buf, &protocol.Request{Op: protocol.OpBind, ID: idBind<<idShift | tm.Receiver, Receiver: tm.Receiver, Ephemeral: true})
+			n++
+		}
+		req := protocol.Request{Op: protocol.OpAdd, ID: idAdd<<idShift | tm.Tid&idMask, Receiver: tm.Receiver, Tid: tm.Tid, Repeat: uint64(tm.Repeat), Data: tm.Data}
+		if tm.AtTick != 0 {
+			req.At = tm.AtTick
+		} else if at, ok := t.tickFor(tm.Due); ok {
+			req.At = at
+		} else {
+			req.After = 1
+		}
+		if tm.Every > 0 {
+			req.Every = uint64((tm.Every + t.tick - 1) / t.tick)
+		}
+		buf = protocol.AppendRequest(buf, &req)
+		n++
+		if n >= 256 {
+			if err = flush(); err != nil {
+				break
+			}
+		}
+	}
+	if err == nil && n > 0 {
+		err = flush()
+	}
+	c.wbuf = buf[:0]
+	if werr := c.drain(); err == nil {
+		err = werr
+	}
+	return AddResult{OK: c.okN, Errors: c.errs}, err
+}
+
+// Cancel implements Target.
+func (t *TickwheelTarget) Cancel(ctx context.Context, w int, ks []Key) ([]Key, error) {
+	c := t.conns[w]
+	c.begin()
+	buf := c.wbuf[:0]
+	var err error
+	// Send in chunks of 256 requests with flow control.
+	for lo := 0; lo < len(ks) && err == nil; lo += 256 {
+		hi := min(lo+256, len(ks))
+		for _, k := range ks[lo:hi] {
+			buf = protocol.AppendRequest(buf, &protocol.Request{Op: protocol.OpCancel, ID: idCancel<<idShift | k.Tid&idMask, Receiver: k.Receiver, Tid: k.Tid})
+		}
+		if err = c.acquire(hi - lo); err == nil {
+			_, err = c.nc.Write(buf)
+		}
+		buf = buf[:0]
+		if err == nil {
+			err = ctx.Err()
+		}
+	}
+	c.wbuf = buf
+	if werr := c.drain(); err == nil {
+		err = werr
+	}
+	// Receivers are unique per worker, so the tid identifies the key.
+	out := make([]Key, 0, len(c.cancelled))
+	recv := make(map[uint64]uint64, len(ks))
+	for _, k := range ks {
+		recv[k.Tid&idMask] = k.Receiver
+	}
+	for _, tid := range c.cancelled {
+		out = append(out, Key{Receiver: recv[tid], Tid: tid})
+	}
+	return out, err
+}
+
+// Clear implements Target: cancel_all on every receiver bound.
+func (t *TickwheelTarget) Clear(ctx context.Context) error {
+	for _, c := range t.conns {
+		c.begin()
+		buf := c.wbuf[:0]
+		n := 0
+		for r := range c.bound {
+			buf = protocol.AppendRequest(buf, &protocol.Request{Op: protocol.OpCancelAll, ID: idClear<<idShift | r, Receiver: r})
+			n++
+		}
+		if n > 0 {
+			if err := c.acquire(n); err != nil {
+				return err
+			}
+			if _, err := c.nc.Write(buf); err != nil {
+				return err
+			}
+		}
+		c.wbuf = buf[:0]
+		if err := c.drain(); err != nil {
+			return err
+		}
+		if len(c.errs) > 0 {
+			return fmt.Errorf("cancel_all: %v", c.errs)
+		}
+	}
+	return nil
+}
+
+// Freeze implements Virtual: it returns the tick the frozen clock stays at.
+func (t *TickwheelTarget) Freeze(ctx context.Context) (uint64, error) {
+	m, err := t.ctl.call(ctx, &protocol.Request{Op: protocol.OpFreeze})
+	if err != nil {
+		return 0, err
+	}
+	v, err := protocol.DecodeUints(m.Result, nil)
+	if err != nil || len(v) < 1 {
+		return 0, fmt.Errorf("freeze: bad reply: %v", err)
+	}
+	// The reply holds the wheel's tick; the frozen clock's target may be a
+	// tick or two ahead (an advance turn still queued), and timers up to
+	// there will still fire without a fast-forward: report the target.
+	st, err := t.Stats(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return max(v[0], st.Target), nil
+}
+
+// Resume implements Virtual, and recalibrates (resuming moves the phase).
+func (t *TickwheelTarget) Resume(ctx context.Context) error {
+	if _, err := t.ctl.call(ctx, &protocol.Request{Op: protocol.OpResumeSync}); err != nil {
+		return err
+	}
+	return t.calibrate(ctx)
+}
+
+// FastForward implements Virtual.
+func (t *TickwheelTarget) FastForward(ctx context.Context, ticks uint64) (uint64, error) {
+	m, err := t.ctl.call(ctx, &protocol.Request{Op: protocol.OpFastForward, Ticks: ticks})
+	if err != nil {
+		return 0, err
+	}
+	v, err := protocol.DecodeUints(m.Result, nil)
+	if err != nil || len(v) < 2 {
+		return 0, fmt.Errorf("fast_forward: bad reply: %v", err)
+	}
+	return v[1], nil
+}
+
+// Stats returns the server's stats (admin).
+func (t *TickwheelTarget) Stats(ctx context.Context) (protocol.Stats, error) {
+	var s protocol.Stats
+	m, err := t.ctl.call(ctx, &protocol.Request{Op: protocol.OpStats})
+	if err == nil {
+		err = protocol.DecodeStats(m.Result, &s)
+	}
+	return s, err
+}
+
+// OpenIdle implements Idler: n connections that say hello and stay idle.
+func (t *TickwheelTarget) OpenIdle(ctx context.Context, n int) (func(), error) {
+	hello := protocol.AppendRequest(nil, &protocol.Request{Op: protocol.OpHello, ID: 1, Version: protocol.Version, Name: "idle", Token: t.Token})
+	conns := make([]net.Conn, n)
+	errs := make(chan error, 64)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range 64 {
+		wg.Go(func() {
+			buf := make([]byte, 4096)
+			for i := range next {
+				var d net.Dialer
+				nc, err := d.DialContext(ctx, "tcp", t.Addr)
+				if err == nil {
+					_, err = nc.Write(hello)
+				}
+				if err == nil { // read the hello reply: the session exists
+					have := 0
+					for err == nil {
+						var k int
+						k, err = nc.Read(buf[have:])
+						have += k
+						if _, _, ferr := protocol.SplitFrame(buf[:have], len(buf)); ferr == nil {
+							break
+						}
+					}
+				}
+				if err != nil {
+					if nc != nil {
+						nc.Close()
+					}
+					select {
+					case errs <- fmt.Errorf("idle connection %d: %w", i, err):
+					default:
+					}
+					continue
+				}
+				conns[i] = nc
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	closeAll := func() {
+		for _, c := range conns {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}
+	select {
+	case err := <-errs:
+		closeAll()
+		return nil, err
+	default:
+	}
+	return closeAll, nil
+}
+
+// twConn is one connection: a reader goroutine handles replies and fires;
+// one caller at a time runs a bulk operation (begin … drain) on it, and
+// single calls (call) may run alongside.
+type twConn struct {
+	nc     net.Conn
+	w      int
+	sink   Sink
+	window int
+	wbuf   []byte
+	bound  map[uint64]bool // receivers bound here; owned by the bulk caller
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	inflight int
+	err      error // the reader's end
+
+	// Bulk results, written by the reader, read by the bulk caller after
+	// drain (synchronised through mu).
+	okN       int
+	errs      map[string]int
+	cancelled []uint64
+
+	wmu     sync.Mutex // serialises single calls' writes with each other
+	seq     uint64
+	waiters map[uint64]chan reply // under mu
+}
+
+type reply struct {
+	m   protocol.Message
+	err error
+}
+
+func (c *twConn) close() { c.nc.Close() }
+
+func (c *twConn) begin() {
+	c.okN, c.errs, c.cancelled = 0, map[string]int{}, c.cancelled[:0]
+}
+
+// acquire waits until n more requests fit in the window.
+func (c *twConn) acquire(n int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.inflight > 0 && c.inflight+n > c.window && c.err == nil {
+		c.cond.Wait()
+	}
+	if c.err != nil {
+		return c.err
+	}
+	c.inflight += n
+	return nil
+}
+
+// drain waits until every bulk request was answered.
+func (c *twConn) drain() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.inflight > 0 && c.err == nil {
+		c.cond.Wait()
+	}
+	if c.inflight > 0 {
+		return c.err
+	}
+	return nil
+}
+
+// call sends one request and waits for its reply.
+func (c *twConn) call(ctx context.Context, req *protocol.Request) (protocol.Message, error) {
+	ch := make(chan reply, 1)
+	c.wmu.Lock()
+	c.seq++
+	req.ID = idCall<<idShift | c.seq
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		c.wmu.Unlock()
+		return protocol.Message{}, c.err
+	}
+	c.waiters[req.ID] = ch
+	c.mu.Unlock()
+	_, err := c.nc.Write(protocol.AppendRequest(nil, req))
+	c.wmu.Unlock()
+	if err != nil {
+		return protocol.Message{}, err
+	}
+	select {
+	case r := <-ch:
+		if r.err == nil && r.m.Kind == protocol.KindError {
+			r.err = fmt.Errorf("%s: %s: %s", req.Op, r.m.Code, r.m.Text)
+		}
+		return r.m, r.err
+	case <-ctx.Done():
+		return protocol.Message{}, ctx.Err()
+	}
+}
+
+func (c *twConn) readLoop() {
+	buf := make([]byte, 256<<10)
+	have := 0
+	var m protocol.Message
+	var d Delivery
+	var err error
+	for {
+		var n int
+		n, err = c.nc.Read(buf[have:])
+		if n == 0 && err != nil {
+			break
+		}
+		have += n
+		recv := Now()
+		done := 0
+		p := buf[:have]
+		for {
+			payload, k, ferr := protocol.SplitFrame(p, 1<<30)
+			if ferr != nil {
+				if !errors.Is(ferr, protocol.ErrIncomplete) {
+					err = ferr
+				}
+				break
+			}
+			p = p[k:]
+			if derr := protocol.DecodeMessage(payload, &m); derr != nil {
+				err = derr
+				break
+			}
+			switch m.Kind {
+			case protocol.KindFire:
+				f := &m.Fire
+				d = Delivery{Receiver: f.Receiver, Tid: f.Tid, Fired: uint32(f.Fired), Last: f.Last, Recv: recv, Data: f.Data}
+				c.sink(c.w, &d)
+			case protocol.KindOK, protocol.KindError:
+				switch m.ID >> idShift {
+				case idCall:
+					m.Result = append([]byte(nil), m.Result...)
+					c.mu.Lock()
+					ch := c.waiters[m.ID]
+					delete(c.waiters, m.ID)
+					c.mu.Unlock()
+					if ch != nil {
+						ch <- reply{m: m}
+					}
+					continue
+				case idCancel:
+					if m.Kind == protocol.KindOK {
+						c.cancelled = append(c.cancelled, m.ID&idMask)
+					}
+				case idAdd:
+					if m.Kind == protocol.KindOK {
+						c.okN++
+					}
+				}
+				if m.Kind == protocol.KindError {
+					c.errs[m.Code.String()]++
+				}
+				done++
+			}
+		}
+		if err != nil {
+			break
+		}
+		// Keep the partial frame at the front; grow for a large one.
+		rest := len(p)
+		copy(buf, p)
+		have = rest
+		if have == len(buf) {
+			buf = append(buf, make([]byte, len(buf))...)
+		}
+		if done > 0 {
+			c.mu.Lock()
+			c.inflight -= done
+			c.cond.Broadcast()
+			c.mu.Unlock()
+		}
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	c.nc.Close()
+	c.mu.Lock()
+	c.err = fmt.Errorf("connection %d: %w", c.w, err)
+	for id, ch := range c.waiters {
+		ch <- reply{err: c.err}
+		delete(c.waiters, id)
+	}
+	c.cond.Broadcast()
+	c.mu.Unlock()
+}
+
+// DueInstant returns the boundary (on Now's clock) of the tick a timer
+// intended for due is put on: the quantised due. Lateness after it is the
+// server's own delay (its ticker's wake-up after the boundary included).
+func (t *TickwheelTarget) DueInstant(due int64) int64 {
+	t.calMu.Lock()
+	rt, rtime := t.refTick, t.refTime
+	t.calMu.Unlock()
+	at, _ := t.tickFor(due)
+	return rtime + int64(at-rt)*int64(t.tick)
+}
+
+func (t *TickwheelTarget) sessions(ctx context.Context) (uint64, error) {
+	s, err := t.Stats(ctx)
+	return s.Sessions, err
+}
