@@ -59,20 +59,17 @@ func (w *Wheel) fire(i uint32, fn func(Fire)) {
 	every := uint64(n.every)
 	n.fired++
 	ev := Fire{Key: Key{n.receiver, n.tid}, Tick: t, Fired: uint64(n.fired), Repeat: n.repeat}
-	if w.nodes.at(i).hasExtra() {
-		x := w.extra.get(i)
+	if n.hasExtra() {
+		x := w.extra.at(n.every)
 		if n.fired == 0 {
 			x.firedHi++
-			w.extra.set(i, x)
 		}
-		if every == 0 {
-			every = x.every
-		}
+		every = x.every
 		ev.Fired |= uint64(x.firedHi) << 32
 		ev.Data = x.data
 	} else if n.fired == 0 { // the count passed 2^32: keep its high bits apart
-		w.extra.set(i, extra{firedHi: 1})
-		w.nodes.at(i).seq |= flagExtra
+		n.every = w.extra.alloc(extra{every: every, firedHi: 1})
+		n.seq |= flagExtra
 		ev.Fired = 1 << 32
 	}
 	ev.Last = uint64(n.repeat) != 0 && ev.Fired >= uint64(n.repeat) || every > math.MaxUint64-t

@@ -3,11 +3,12 @@ package wheel
 import "math/bits"
 
 // extra holds what most timers do not need, so that they do not pay for it:
-// the data payload, an interval of 2^32 ticks or more, and the high bits of a
-// firing count past 2^32. A node has an entry iff its flagExtra bit is set.
+// the data payload, the interval, and the high bits of a firing count past
+// 2^32. A node has one iff its flagExtra bit is set; its every field then
+// holds the extra's index in extras.items, and the interval is extra.every.
 type extra struct {
 	data    []byte
-	every   uint64 // the interval when node.every is 0
+	every   uint64
 	firedHi uint32
 }
 
@@ -20,33 +21,38 @@ const (
 )
 
 type extras struct {
-	m    map[uint32]extra
-	pool [maxClassShift - minClassShift + 1][][]byte
+	items []extra  // a slab: indices are stable while in use
+	free  []uint32 // free indices in items
+	pool  [maxClassShift - minClassShift + 1][][]byte
 	// hold keeps buffers released during Advance until it returns, so the
 	// Data of a Fire stays intact for the whole callback.
 	hold    [][]byte
 	holding bool
 }
 
-func (e *extras) get(i uint32) extra { return e.m[i] }
+// at returns extra j for reading or update.
+func (e *extras) at(j uint32) *extra { return &e.items[j] }
 
-func (e *extras) set(i uint32, x extra) {
-	if e.m == nil {
-		e.m = make(map[uint32]extra)
+// alloc stores x and returns its index.
+func (e *extras) alloc(x extra) uint32 {
+	if l := len(e.free); l > 0 {
+		j := e.free[l-1]
+		e.free = e.free[:l-1]
+		e.items[j] = x
+		return j
 	}
-	e.m[i] = x
+	e.items = append(e.items, x)
+	return uint32(len(e.items) - 1)
 }
 
-// drop removes i's entry and recycles its payload buffer.
-func (e *extras) drop(i uint32) {
-	x, ok := e.m[i]
-	if !ok {
-		return
-	}
-	delete(e.m, i)
+// drop frees extra j and recycles its payload buffer.
+func (e *extras) drop(j uint32) {
+	x := &e.items[j]
 	if x.data != nil {
 		e.recycle(x.data)
 	}
+	*x = extra{}
+	e.free = append(e.free, j)
 }
 
 // copyData returns a pooled buffer holding a copy of p.

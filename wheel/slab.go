@@ -18,8 +18,8 @@ type node struct {
 	// due is the absolute tick of the next firing; for a paused timer, the
 	// ticks that were left when it was paused.
 	due uint64
-	// every is the interval, or 0 when it does not fit in 32 bits and lives in
-	// the extras table (flagBig).
+	// every is the interval, or, when flagExtra is set, the index of the
+	// node's extra, which holds the interval with the rarer fields.
 	every  uint32
 	seq    uint32 // add sequence number (same-tick firing order), and flagExtra
 	fired  uint32 // low 32 bits of the firing count (high bits in extras)

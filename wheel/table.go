@@ -49,16 +49,11 @@ func (w *Wheel) Add(k Key, s Spec) error {
 	if every <= math.MaxUint32 && len(s.Data) == 0 {
 		n.every = uint32(every)
 	} else {
-		var x extra
-		if every <= math.MaxUint32 {
-			n.every = uint32(every)
-		} else {
-			n.every, x.every = 0, every // 0: see extras
-		}
+		x := extra{every: every}
 		if len(s.Data) > 0 {
 			x.data = w.extra.copyData(s.Data)
 		}
-		w.extra.set(i, x)
+		n.every = w.extra.alloc(x)
 		n.seq |= flagExtra
 	}
 	w.index.insertAt(pos, h, i)
@@ -176,11 +171,9 @@ func (w *Wheel) info(i uint32) Info {
 	} else {
 		in.Remaining = n.due - w.now
 	}
-	if w.nodes.at(i).hasExtra() {
-		x := w.extra.get(i)
-		if n.every == 0 {
-			in.Every = x.every
-		}
+	if n.hasExtra() {
+		x := w.extra.at(n.every)
+		in.Every = x.every
 		in.Fired |= uint64(x.firedHi) << 32
 		in.Data = x.data
 	}
@@ -195,8 +188,8 @@ func (w *Wheel) remove(i uint32, pos uint64) {
 	}
 	w.index.deleteAt(pos)
 	w.recvRemove(n.receiver, i)
-	if w.nodes.at(i).hasExtra() {
-		w.extra.drop(i)
+	if n.hasExtra() {
+		w.extra.drop(n.every)
 	}
 	w.nodes.release(i)
 }

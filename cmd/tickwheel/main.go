@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -52,6 +53,7 @@ func serve(args []string, stdout io.Writer) error {
 	frozen := fs.Bool("frozen", false, "start with tw-time frozen (moved only by admin fast-forward)")
 	startTick := fs.Uint64("start-tick", 0, "tw-time at start (default: the current Unix time in ticks)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof) to this file until shutdown")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -85,6 +87,19 @@ func serve(args []string, stdout io.Writer) error {
 	srv, err := server.New(cfg, log)
 	if err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
 	}
 	if err := srv.Start(); err != nil {
 		return err
