@@ -169,6 +169,9 @@ func (r *run) finish(ctx context.Context, expected int64, want func(i int) int) 
 	if !r.c.virtual {
 		res.Lateness, res.TickLateness = r.c.latencies(target)
 	}
+	if n, ok := r.tg.(Noter); ok {
+		res.Notes = append(res.Notes, n.Notes()...)
+	}
 	if r.pid > 0 {
 		after, _ := ReadProc(r.pid)
 		res.Server = &ServerStats{PID: r.pid, Before: r.before, After: after, CPUSeconds: after.CPUSeconds - r.before.CPUSeconds}

@@ -11,25 +11,27 @@
 //
 // # Targets
 //
-// Two Targets exist: TickwheelTarget (the server over TCP, raw protocol,
-// pipelined over many connections) and AfterFuncTarget (time.AfterFunc in
-// this process: the "hand-rolled in-process" peer). The interface is shaped
-// so that the next adapters slot in without touching the scenarios:
+// Four Targets exist: TickwheelTarget (the server over TCP, raw protocol,
+// pipelined over many connections), AfterFuncTarget (time.AfterFunc in this
+// process: the "hand-rolled in-process" peer), and two external peers that
+// need their servers running (loadtest/peers.sh):
 //
-//   - Redis sorted set: Open dials Conns go-redis clients; Add is a
-//     pipelined ZADD of member "receiver:tid:due" with score = due (ms or
-//     µs); Cancel is ZREM; delivery is a poller (a Lua script ZRANGEBYSCORE
-//   - ZREM every millisecond per worker) that calls the sink for each
-//     member it pops. Repeat is done by the poller re-adding the member;
-//     Virtual is not implemented (Redis has no virtual time).
-//   - beanstalkd: Open dials Conns connections; Add is put with
-//     delay = ceil((due−now)/1s) (whole seconds only, so lateness up to 1 s
-//     is expected and its Tick() reports 1 s); Cancel is delete by job id
-//     (the adapter keeps tid → job id); delivery is reserve/delete workers.
+//   - RedisTarget: the sorted-set delay queue. Add is a pipelined ZADD with
+//     score = due (µs on the generator's clock since an epoch taken at
+//     Open) and a member that carries the timer; Cancel is ZREM; delivery
+//     is a poller running a Lua script every millisecond that pops the due
+//     members (ZRANGEBYSCORE … LIMIT + ZREMRANGEBYRANK, looping while the
+//     batch is full) and re-adds repeating ones from their scheduled time.
+//     No virtual time.
+//   - BeanstalkdTarget: Add is put with delay = ceil((due−now)/1s) (whole
+//     seconds only, so lateness up to 1 s is expected and its Tick() reports
+//     1 s; every result carries that note); Cancel is delete by job id (the
+//     adapter keeps key → job id); delivery is reserve/delete consumers.
 //
 // Capabilities beyond Target are optional interfaces, checked by type
 // assertion: Virtual (freeze and fast-forward, tickwheel only), Idler (open
-// many idle connections), Process (a pid whose CPU and RSS to report).
+// many idle connections), Process (a pid whose CPU and RSS to report),
+// Noter (notes added to every result).
 package loadtest
 
 import (
@@ -133,4 +135,10 @@ type Idler interface {
 // Process is a Target running in its own process.
 type Process interface {
 	PID() int
+}
+
+// Noter is a Target with notes for every result (a capability limit that
+// shapes its numbers, e.g. beanstalkd's whole-second delays).
+type Noter interface {
+	Notes() []string
 }

@@ -4,6 +4,7 @@
 //
 //	loadtest -spawn /tmp/tickwheel -targets tickwheel,afterfunc -scenarios add,lateness
 //	loadtest -addr 127.0.0.1:7420 -scenarios fire -n 200000 -json
+//	loadtest -spawn /tmp/tickwheel -redis 127.0.0.1:6390 -beanstalkd 127.0.0.1:11390 -targets tickwheel,redis,beanstalkd,afterfunc
 package main
 
 import (
@@ -32,7 +33,10 @@ func run() int {
 	spawn := flag.String("spawn", "", "path of a tickwheel binary to start (pinned to CPU 0 with taskset; the generator pins itself to CPU 1)")
 	tick := flag.Duration("tick", 10*time.Millisecond, "tick of a spawned server (and of afterfunc's tick-based periods)")
 	token := flag.String("token", "", "hello token (the admin token when the server has one)")
-	targets := flag.String("targets", "tickwheel,afterfunc", "comma-separated targets: tickwheel, afterfunc")
+	targets := flag.String("targets", "tickwheel,afterfunc", "comma-separated targets: tickwheel, afterfunc, redis, beanstalkd")
+	redisAddr := flag.String("redis", loadtest.DefaultRedisAddr, "address of the Redis server for the redis target (loadtest/peers.sh start)")
+	bsAddr := flag.String("beanstalkd", loadtest.DefaultBeanstalkdAddr, "address of the beanstalkd server for the beanstalkd target (loadtest/peers.sh start)")
+	bsConsumers := flag.Int("beanstalkd-consumers", 16, "beanstalkd: reserve/delete connections")
 	scenarios := flag.String("scenarios", "add,cancel,repeat,fire,lateness,idle,ff", "comma-separated scenarios, in order")
 	jsonOut := flag.Bool("json", false, "print the results as JSON instead of a table")
 	noPin := flag.Bool("no-pin", false, "do not pin with taskset")
@@ -89,6 +93,12 @@ func run() int {
 			tgs = append(tgs, tw)
 		case "afterfunc":
 			tgs = append(tgs, &loadtest.AfterFuncTarget{TickDur: *tick})
+		case "redis":
+			pid := peerPID(logf, *redisAddr, "redis")
+			tgs = append(tgs, &loadtest.RedisTarget{Addr: *redisAddr, Pid: pid, TickDur: *tick})
+		case "beanstalkd":
+			pid := peerPID(logf, *bsAddr, "beanstalkd")
+			tgs = append(tgs, &loadtest.BeanstalkdTarget{Addr: *bsAddr, Pid: pid, Consumers: *bsConsumers})
 		default:
 			logf("unknown target %q", name)
 			return 2
@@ -143,4 +153,24 @@ func run() int {
 		return 1
 	}
 	return 0
+}
+
+// peerPID finds an external peer's pid for the CPU/RSS report; 0 (no
+// report) when it cannot.
+func peerPID(logf func(string, ...any), addr, name string) int {
+	pid, how, err := loadtest.PeerPID(addr, name)
+	if err != nil {
+		logf("%s at %s: no pid for the CPU/RSS report: %v", name, addr, err)
+		return 0
+	}
+	pin := ""
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok {
+				pin = ", cpus " + strings.TrimSpace(v)
+			}
+		}
+	}
+	logf("%s at %s: pid %d (from the %s%s)", name, addr, pid, how, pin)
+	return pid
 }
