@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"sync"
@@ -39,13 +40,13 @@ type Server struct {
 	clockReg sync.Once
 
 	posted atomic.Bool // an advance is queued on the loop
-	// The ticker wakes just after each tw-time tick boundary: period is the
-	// real duration of a tick at the current speed (0 while frozen), anchor
-	// the time of one boundary, in ns since origin (the clock's monotonic
-	// origin). Both are set on the loop and read by the ticker.
-	origin time.Time
-	period atomic.Int64
-	anchor atomic.Int64
+	// The ticker sleeps until the tick of the wheel's next event: wakeAt is
+	// that instant in ns since origin (the clock's monotonic origin), set on
+	// the loop; rearm tells the ticker it moved earlier.
+	origin     time.Time
+	wakeAt     atomic.Int64
+	rearm      chan struct{}
+	tickerOnce sync.Once
 }
 
 // clockMarker tags the internal connection that gives the ticker a handle on
@@ -77,7 +78,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if cfg.Frozen {
 		clock.Freeze()
 	}
-	s := &Server{cfg: cfg, log: log, ready: make(chan error, 1), done: make(chan struct{}), origin: origin}
+	s := &Server{cfg: cfg, log: log, ready: make(chan error, 1), done: make(chan struct{}), origin: origin, rearm: make(chan struct{}, 1)}
 	s.st = newState(cfg, log, w, clock)
 	s.st.onSpeed = func(float64, bool) { s.retime() }
 	s.retime()
@@ -193,6 +194,7 @@ func (s *Server) FastForward(ctx context.Context, ticks uint64) (now, fired uint
 		s.st.more = s.st.advance()
 		s.flush()
 		s.postIfMore()
+		s.retime()
 	})
 	if err == nil {
 		err = ffErr
@@ -263,9 +265,14 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 		_, _ = c.Discard(-1) // the clock connection never speaks
 		return gnet.None
 	}
+	// Requests see the current tw-time: the ticker sleeps while nothing is due.
+	if s.st.advance() {
+		s.st.more = true
+	}
 	s.readFrames(c, sess)
 	s.flush()
 	s.postIfMore()
+	s.retime()
 	return gnet.None
 }
 
@@ -348,26 +355,38 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 		s.clockReg.Do(func() { go s.registerClock() })
 		return 5 * time.Millisecond, gnet.None
 	}
-	if !s.posted.Swap(true) {
-		s.post(*l)
-	}
-	p := s.period.Load()
-	switch {
-	case p == 0: // frozen: only fast-forwards move tw-time, and they advance at once
-		return 50 * time.Millisecond, gnet.None
-	case p < int64(time.Millisecond): // sped up: every 1 ms, each advance catching up several ticks
-		return time.Millisecond, gnet.None
-	}
-	now := int64(time.Since(s.origin))
-	next := s.anchor.Load()
-	if now >= next {
-		next += ((now-next)/p + 1) * p
-	}
-	return time.Duration(next-now) + tickSlack, gnet.None
+	s.tickerOnce.Do(func() { go s.runTicker(*l) })
+	return time.Second, gnet.None
 }
 
-// tickSlack makes the ticker wake just after a tick boundary, not just before.
-const tickSlack = 50 * time.Microsecond
+// Bounds of the ticker's sleep: at least minSleep (a catch-up re-posts
+// itself anyway), at most maxSleep (tw-time keeps moving in an idle wheel).
+const (
+	minSleep  = 200 * time.Microsecond
+	maxSleep  = time.Second
+	tickSlack = 50 * time.Microsecond // wake just after a tick boundary, not just before
+)
+
+// runTicker posts an advance to the loop when the wheel's next event is
+// due in real time, or when the loop re-arms it for an earlier one.
+// Waking only for events, not on every tick, keeps an idle server idle.
+func (s *Server) runTicker(l gnet.EventLoop) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.rearm:
+		case <-timer.C:
+			if !s.posted.Swap(true) {
+				s.post(l)
+			}
+		}
+		d := time.Duration(s.wakeAt.Load() - int64(time.Since(s.origin)))
+		timer.Reset(min(max(d, minSleep), maxSleep))
+	}
+}
 
 // post queues one advance turn on the loop; a turn that leaves work queues
 // the next, so a catch-up proceeds in bounded steps between I/O.
@@ -376,7 +395,9 @@ func (s *Server) post(l gnet.EventLoop) {
 		more := s.st.advance()
 		s.flush()
 		s.st.more = false
-		s.retime()
+		if !more {
+			s.retime()
+		}
 		if more {
 			s.post(l)
 		} else {
@@ -435,18 +456,24 @@ func (s *Server) registerClock() {
 	}
 }
 
-// retime tells the ticker where tw-time's tick boundaries fall in real
-// time, from the clock. It runs on the loop (and in New), after each advance
-// and whenever the speed changes or the clock is frozen or resumed.
+// retime tells the ticker when to wake: at the real time the clock reaches
+// the tick of the wheel's next event (never while frozen: fast-forwards
+// advance at once). It runs on the loop after every advance and request.
 func (s *Server) retime() {
 	c := s.st.clock
-	if c.Frozen() {
-		s.period.Store(0)
-		return
+	wake := int64(math.MaxInt64)
+	if !c.Frozen() {
+		if next, ok := s.st.wheel.NextEvent(); ok {
+			if d, ok := c.Until(next); ok {
+				wake = int64(time.Since(s.origin) + d + tickSlack)
+			}
+		}
 	}
-	s.period.Store(int64(float64(s.cfg.Tick) / c.Speed()))
-	if d, ok := c.Until(c.Now() + 1); ok {
-		s.anchor.Store(int64(time.Since(s.origin) + d))
+	if old := s.wakeAt.Swap(wake); wake < old {
+		select {
+		case s.rearm <- struct{}{}:
+		default:
+		}
 	}
 }
 

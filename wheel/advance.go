@@ -84,3 +84,17 @@ func (w *Wheel) fire(i uint32, fn func(Fire)) {
 		fn(ev)
 	}
 }
+
+// NextEvent returns the first tick at or after Now() at which Advance has
+// work: timers due at Now() not yet fired (a bounded Advance stopped), or a
+// slot to fire or move down. ok is false when the wheel has no timer to run.
+// An Advance to a tick before it only moves time; a driver can sleep until
+// it (and must look again after Add or Resume).
+func (w *Wheel) NextEvent() (tick uint64, ok bool) {
+	for _, e := range w.pending[w.pendPos:] {
+		if e != 0 {
+			return w.now, true
+		}
+	}
+	return w.nextEvent()
+}

@@ -380,3 +380,38 @@ func TestOverflowJump(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Equal(t, uint64(math.MaxUint64-3), got[0].Tick)
 }
+
+func TestNextEvent(t *testing.T) {
+	w := newWheel(t, 1000, Config{})
+	_, ok := w.NextEvent()
+	assert.False(t, ok, "empty wheel")
+	require.NoError(t, w.Add(Key{1, 1}, Spec{After: 50, Repeat: 1}))
+	require.NoError(t, w.Add(Key{1, 2}, Spec{After: 50, Repeat: 1}))
+	tick, ok := w.NextEvent()
+	assert.True(t, ok)
+	assert.Equal(t, uint64(1050), tick)
+	collect(w, 1049)
+	tick, _ = w.NextEvent()
+	assert.Equal(t, uint64(1050), tick, "nothing fired before it")
+	n, done := w.Advance(2000, 1, nil)
+	assert.Equal(t, 1, n)
+	assert.False(t, done)
+	tick, ok = w.NextEvent()
+	assert.True(t, ok)
+	assert.Equal(t, uint64(1050), tick, "the second timer is still due at Now()")
+	collect(w, 2000)
+	_, ok = w.NextEvent()
+	assert.False(t, ok)
+
+	// A far timer: the next event may be a cascade before its due tick, never after.
+	require.NoError(t, w.Add(Key{1, 3}, Spec{After: 123456, Repeat: 1}))
+	for {
+		tick, ok := w.NextEvent()
+		require.True(t, ok)
+		require.LessOrEqual(t, tick, uint64(2000+123456))
+		if fired := collect(w, tick); len(fired) == 1 {
+			assert.Equal(t, uint64(2000+123456), fired[0].Tick)
+			break
+		}
+	}
+}
