@@ -115,6 +115,11 @@ func (s *Server) Done() <-chan struct{} { return s.done }
 
 // Stop stops accepting, writes out what is queued, closes every connection
 // and returns when the server has stopped or ctx ends.
+//
+// A connection accepted in the very moment Stop begins may escape: gnet's
+// acceptor hands new connections to the event loop asynchronously, and one
+// still in flight when the loop exits is neither opened nor closed. The
+// process exiting closes it; an in-process server (servertest) leaves it open.
 func (s *Server) Stop(ctx context.Context) error {
 	if l := s.loop.Load(); l != nil {
 		flushed := make(chan struct{})
