@@ -85,6 +85,14 @@ func TestScenarios(t *testing.T) {
 					if res.Lateness == nil || res.Lateness.Count != res.Delivered {
 						t.Errorf("lateness: histogram %+v for %d deliveries", res.Lateness, res.Delivered)
 					}
+				case "hold":
+					if res.Scheduled != int64(tinyParams().N) || res.Delivered != 0 {
+						t.Errorf("hold: scheduled %d delivered %d", res.Scheduled, res.Delivered)
+					}
+					// afterfunc measures this process; the in-process server has no pid.
+					if _, ok := res.Extra["cpu_percent_during_hold"]; tg.Name() == "afterfunc" && !ok {
+						t.Errorf("hold: no process measured: %+v", res)
+					}
 				case "idle":
 					if tg.Name() == "tickwheel" && res.Params["server_sessions"] == nil {
 						t.Errorf("idle: server sessions not checked: %+v", res)

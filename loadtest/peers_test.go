@@ -56,9 +56,9 @@ func runPeerScenarios(t *testing.T, mk func() Target, p Params) {
 				t.Errorf("no server stats")
 			}
 			switch sc.Name {
-			case "add":
+			case "add", "hold":
 				if res.Scheduled != int64(p.N) || res.Delivered != 0 {
-					t.Errorf("add: scheduled %d delivered %d", res.Scheduled, res.Delivered)
+					t.Errorf("%s: scheduled %d delivered %d", sc.Name, res.Scheduled, res.Delivered)
 				}
 			case "cancel":
 				if res.Cancelled != int64(p.N/2) {

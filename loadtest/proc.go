@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,6 +23,7 @@ const clkTck = 100
 type ProcStats struct {
 	CPUSeconds float64 // utime + stime
 	RSSKiB     int64   // VmRSS
+	HWMKiB     int64   `json:",omitempty"` // VmHWM: the peak RSS
 	NoFile     int64   `json:",omitempty"` // soft RLIMIT_NOFILE (Max open files)
 }
 
@@ -49,6 +51,9 @@ func ReadProc(pid int) (ProcStats, error) {
 		for sc.Scan() {
 			if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
 				p.RSSKiB, _ = strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			}
+			if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+				p.HWMKiB, _ = strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			}
 		}
 	}
@@ -144,7 +149,9 @@ func (s *Spawned) Stop() error {
 	}
 }
 
-// PinSelf pins every thread of this process to CPU cpu with taskset.
+// PinSelf pins every thread of this process to CPU cpu with taskset, and
+// sets GOMAXPROCS to 1 at once (the runtime would only notice the new
+// affinity at its next periodic check).
 func PinSelf(cpu int) string {
 	ts, err := exec.LookPath("taskset")
 	if err != nil {
@@ -154,5 +161,6 @@ func PinSelf(cpu int) string {
 	if err != nil {
 		return fmt.Sprintf("not pinned: %v: %s", err, bytes.TrimSpace(out))
 	}
-	return fmt.Sprintf("taskset -a -p -c %d", cpu)
+	runtime.GOMAXPROCS(1)
+	return fmt.Sprintf("taskset -a -p -c %d, GOMAXPROCS=1", cpu)
 }

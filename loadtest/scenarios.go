@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 )
@@ -23,7 +24,7 @@ type Params struct {
 	Duration time.Duration // lateness: how long
 
 	Idle int           // idle: connections
-	Hold time.Duration // idle: how long to hold them idle while measuring
+	Hold time.Duration // idle, hold: how long to hold the connections or timers while measuring
 
 	Span uint64 // ff: ticks the timers are spread over (1 = all due on the same tick)
 }
@@ -49,6 +50,7 @@ var Scenarios = []Scenario{
 	{"fire", "N timers due at the same instant (real time): events/s delivered", FireThroughput},
 	{"lateness", "a fixed plan of Rate fires/s for Duration, each added Lead ahead: lateness", Lateness},
 	{"idle", "Idle connections held idle: server RSS and CPU", IdleConns},
+	{"hold", "N timers due 1 hour to 1 week away, held for Hold: server RSS per timer and idle CPU", HoldTimers},
 	{"ff", "N timers over Span ticks on a frozen clock, one fast-forward across them: time and fires/s", FastForwardCost},
 }
 
@@ -440,6 +442,63 @@ func IdleConns(ctx context.Context, tg Target, p Params) (*Result, error) {
 	}
 	closeIdle()
 	return r.finish(ctx, 0, nil), nil
+}
+
+// HoldTimers adds N one-shot timers without data, due uniformly between
+// one hour and one week from now (so none fires during the run), holds them
+// for Hold, and reports the server's memory with them (RSS and its peak,
+// per timer) and its CPU while it only holds them: an idle server must cost
+// next to nothing however many timers it keeps. The timers are cleared at
+// the end; any delivery fails the run.
+//
+// For an in-process target (afterfunc) the process measured is the
+// generator's own, idle during the hold.
+func HoldTimers(ctx context.Context, tg Target, p Params) (*Result, error) {
+	r, err := start(ctx, "hold", tg, p, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	res := r.res
+	pid, before := r.pid, r.before
+	if _, ok := tg.(*AfterFuncTarget); ok {
+		pid = os.Getpid()
+		before, _ = ReadProc(pid)
+		res.Notes = append(res.Notes, "in-process target: RSS and CPU are the generator process's own")
+	}
+	const hour, week = int64(time.Hour), int64(7 * 24 * time.Hour)
+	now := Now()
+	per := make([][]Timer, p.Conns)
+	for i := range p.N {
+		w := i % p.Conns
+		due := now + hour + (week-hour)/int64(max(p.N, 1))*int64(i)
+		per[w] = append(per[w], Timer{Receiver: receiverOf(i, p.Conns), Tid: uint64(i + 1), Due: due, Repeat: 1})
+	}
+	t0 := Now()
+	ar, err := addAll(ctx, tg, per)
+	res.setRate("adds/s", ar.OK, Now()-t0)
+	res.Scheduled, res.AddErrors = int64(ar.OK), ar.Errors
+	if ar.OK != p.N {
+		res.Problems = append(res.Problems, fmt.Sprintf("%d of %d timers added", ar.OK, p.N))
+	}
+	per = nil
+	res.Params["n"], res.Params["conns"], res.Params["hold"] = p.N, p.Conns, p.Hold.String()
+	if err == nil && pid > 0 {
+		time.Sleep(time.Second) // let the adds' own work settle
+		with, _ := ReadProc(pid)
+		time.Sleep(p.Hold)
+		end, _ := ReadProc(pid)
+		res.Extra = map[string]float64{
+			"rss_mib_with_timers":     float64(with.RSSKiB) / 1024,
+			"peak_rss_mib":            float64(end.HWMKiB) / 1024,
+			"rss_bytes_per_timer":     float64(with.RSSKiB-before.RSSKiB) * 1024 / float64(max(p.N, 1)),
+			"cpu_seconds_during_hold": end.CPUSeconds - with.CPUSeconds,
+			"cpu_percent_during_hold": 100 * (end.CPUSeconds - with.CPUSeconds) / p.Hold.Seconds(),
+			"cpu_seconds_adding":      with.CPUSeconds - before.CPUSeconds,
+		}
+	} else if err == nil {
+		time.Sleep(p.Hold)
+	}
+	return r.finish(ctx, 0, nil), err
 }
 
 // FastForwardCost: freeze the clock, add N timers spread over Span ticks,

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net"
 	"os"
 	"sync"
@@ -364,57 +363,6 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 	return time.Second, gnet.None
 }
 
-// Bounds of the ticker's sleep: at least minSleep (a catch-up re-posts
-// itself anyway), at most maxSleep (tw-time keeps moving in an idle wheel).
-const (
-	minSleep  = 200 * time.Microsecond
-	maxSleep  = time.Second
-	tickSlack = 50 * time.Microsecond // wake just after a tick boundary, not just before
-)
-
-// runTicker posts an advance to the loop when the wheel's next event is
-// due in real time, or when the loop re-arms it for an earlier one.
-// Waking only for events, not on every tick, keeps an idle server idle.
-func (s *Server) runTicker(l gnet.EventLoop) {
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-s.done:
-			return
-		case <-s.rearm:
-		case <-timer.C:
-			if !s.posted.Swap(true) {
-				s.post(l)
-			}
-		}
-		d := time.Duration(s.wakeAt.Load() - int64(time.Since(s.origin)))
-		timer.Reset(min(max(d, minSleep), maxSleep))
-	}
-}
-
-// post queues one advance turn on the loop; a turn that leaves work queues
-// the next, so a catch-up proceeds in bounded steps between I/O.
-func (s *Server) post(l gnet.EventLoop) {
-	err := l.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
-		more := s.st.advance()
-		s.flush()
-		s.st.more = false
-		if !more {
-			s.retime()
-		}
-		if more {
-			s.post(l)
-		} else {
-			s.posted.Store(false)
-		}
-		return nil
-	}))
-	if err != nil {
-		s.posted.Store(false) // shutting down
-	}
-}
-
 // registerClock creates the internal connection that hands the ticker the
 // event loop: a TCP pair on a private loopback listener, one end enrolled in
 // gnet with a marker context.
@@ -458,27 +406,6 @@ func (s *Server) registerClock() {
 			s.log.Error("clock connection: register", "err", r.Err)
 		}
 	case <-s.done:
-	}
-}
-
-// retime tells the ticker when to wake: at the real time the clock reaches
-// the tick of the wheel's next event (never while frozen: fast-forwards
-// advance at once). It runs on the loop after every advance and request.
-func (s *Server) retime() {
-	c := s.st.clock
-	wake := int64(math.MaxInt64)
-	if !c.Frozen() {
-		if next, ok := s.st.wheel.NextEvent(); ok {
-			if d, ok := c.Until(next); ok {
-				wake = int64(time.Since(s.origin) + d + tickSlack)
-			}
-		}
-	}
-	if old := s.wakeAt.Swap(wake); wake < old {
-		select {
-		case s.rearm <- struct{}{}:
-		default:
-		}
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -37,9 +38,10 @@ func run() int {
 	redisAddr := flag.String("redis", loadtest.DefaultRedisAddr, "address of the Redis server for the redis target (loadtest/peers.sh start)")
 	bsAddr := flag.String("beanstalkd", loadtest.DefaultBeanstalkdAddr, "address of the beanstalkd server for the beanstalkd target (loadtest/peers.sh start)")
 	bsConsumers := flag.Int("beanstalkd-consumers", 16, "beanstalkd: reserve/delete connections")
-	scenarios := flag.String("scenarios", "add,cancel,repeat,fire,lateness,idle,ff", "comma-separated scenarios, in order")
+	scenarios := flag.String("scenarios", "add,cancel,repeat,fire,lateness,idle,hold,ff", "comma-separated scenarios, in order")
 	jsonOut := flag.Bool("json", false, "print the results as JSON instead of a table")
 	noPin := flag.Bool("no-pin", false, "do not pin with taskset")
+	cpuProfile := flag.String("cpuprofile", "", "write the generator's CPU profile to this file")
 	flag.IntVar(&p.N, "n", d.N, "timers (add, cancel, fire, ff)")
 	flag.IntVar(&p.Conns, "c", d.Conns, "connections (workers)")
 	flag.DurationVar(&p.Lead, "lead", d.Lead, "add a timer this long before its due (lateness); first due this far ahead (cancel, repeat, fire)")
@@ -58,6 +60,17 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "loadtest: "+format+"\n", args...) }
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			logf("cpuprofile: %v", err)
+			return 2
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 
 	// Raise the open-files limit first: a spawned server inherits it.
 	if soft, hard, err := loadtest.RaiseNoFile(uint64(p.Idle) + 4096); err != nil {

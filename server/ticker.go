@@ -1,0 +1,115 @@
+package server
+
+import (
+	"context"
+	"math"
+	"syscall"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+)
+
+// The ticker's sleeps. A Go timer on an idle process wakes through
+// epoll_wait, whose timeout is in whole milliseconds: the runtime rounds the
+// last sub-millisecond down and then waits one more millisecond, so a timer
+// fires up to 1 ms late. The ticker therefore sleeps on a Go timer only
+// until finalApproach before its wake instant, and covers the rest with
+// nanosleep(2), which the kernel times in microseconds, in slices of at most
+// nanoSlice so that an earlier wake published meanwhile is noticed.
+const (
+	maxSleep      = time.Second // tw-time keeps moving in an idle wheel
+	finalApproach = 1500 * time.Microsecond
+	nanoSlice     = 500 * time.Microsecond
+	tickSlack     = 50 * time.Microsecond // wake just after a tick boundary, not just before
+)
+
+// runTicker posts an advance to the loop when the wheel's next event is due
+// in real time. Waking only for events, not on every tick, keeps an idle
+// server idle. wakeAt is published by retime on the loop; rearm wakes the
+// ticker when wakeAt moved earlier or a posted advance chain has finished.
+func (s *Server) runTicker(l gnet.EventLoop) {
+	timer := time.NewTimer(maxSleep)
+	defer timer.Stop()
+	wait := func(d time.Duration) bool {
+		timer.Reset(d)
+		select {
+		case <-s.done:
+			return false
+		case <-s.rearm:
+		case <-timer.C:
+		}
+		return true
+	}
+	for {
+		d := time.Duration(s.wakeAt.Load() - int64(time.Since(s.origin)))
+		switch {
+		case d <= 0:
+			if !s.posted.Swap(true) {
+				s.post(l)
+			}
+			// The chain of advance turns signals rearm when it is done.
+			if !wait(maxSleep) {
+				return
+			}
+		case d > finalApproach:
+			if !wait(min(d-finalApproach, maxSleep)) {
+				return
+			}
+		default:
+			ts := syscall.NsecToTimespec(int64(min(d, nanoSlice)))
+			_ = syscall.Nanosleep(&ts, nil) // EINTR: recompute and sleep again
+			select {
+			case <-s.done:
+				return
+			default:
+			}
+		}
+	}
+}
+
+// post queues one advance turn on the loop; a turn that leaves work queues
+// the next, so a catch-up proceeds in bounded steps between I/O. The last
+// turn of a chain publishes the next wake instant and rearms the ticker.
+func (s *Server) post(l gnet.EventLoop) {
+	err := l.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+		more := s.st.advance()
+		s.flush()
+		s.st.more = false
+		if more {
+			s.post(l)
+			return nil
+		}
+		s.posted.Store(false)
+		s.retime()
+		s.signalRearm()
+		return nil
+	}))
+	if err != nil {
+		s.posted.Store(false) // shutting down
+	}
+}
+
+// retime tells the ticker when to wake: at the real time the clock reaches
+// the tick of the wheel's next event (never while frozen: fast-forwards
+// advance at once). It runs on the loop after every advance and request.
+func (s *Server) retime() {
+	c := s.st.clock
+	wake := int64(math.MaxInt64)
+	if !c.Frozen() {
+		if next, ok := s.st.wheel.NextEvent(); ok {
+			if d, ok := c.Until(next); ok {
+				wake = int64(time.Since(s.origin) + d + tickSlack)
+			}
+		}
+	}
+	if old := s.wakeAt.Swap(wake); wake < old {
+		s.signalRearm()
+	}
+}
+
+func (s *Server) signalRearm() {
+	select {
+	case s.rearm <- struct{}{}:
+	default:
+	}
+}
