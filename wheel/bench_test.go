@@ -293,3 +293,43 @@ func BenchmarkMemory(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkFireBurst: n one-shot timers all due on the same tick, the load
+// test's "fire" scenario inside the engine. One op is one firing, which
+// removes its timer (and its key from the index). Adding them is not timed.
+func BenchmarkFireBurst(b *testing.B) {
+	for _, n := range []int{10_000, 1_000_000} {
+		b.Run(fmt.Sprintf("impl=wheel/live=%d", n), func(b *testing.B) {
+			w := newWheel(b, 0, Config{})
+			b.ReportAllocs()
+			for fired := 0; fired < b.N; {
+				b.StopTimer()
+				for i := range n {
+					k := Key{uint64(i%8+1)<<24 | uint64(i/8%64), uint64(i + 1)}
+					if err := w.Add(k, Spec{After: 1, Repeat: 1}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				k, _ := w.Advance(w.Now()+1, 0, nil)
+				if k != n {
+					b.Fatalf("fired %d, want %d", k, n)
+				}
+				fired += k
+			}
+		})
+		b.Run(fmt.Sprintf("impl=heap/live=%d", n), func(b *testing.B) {
+			q := make(heapQueue, 0, n)
+			b.ReportAllocs()
+			for fired, now := 0, uint64(0); fired < b.N; {
+				b.StopTimer()
+				for i := range n {
+					heap.Push(&q, &heapTimer{due: now + 1, seq: uint64(i), tid: uint64(i + 1)})
+				}
+				b.StartTimer()
+				now++
+				fired += q.advance(now)
+			}
+		})
+	}
+}

@@ -38,13 +38,18 @@ func (q *heapQueue) Pop() any {
 	return t
 }
 
-// advance pops and re-arms every timer due at or before to, returning the count.
+// advance fires every timer due at or before to, re-arming a repeating one
+// and removing a one-shot one (every == 0), and returns the count.
 func (q *heapQueue) advance(to uint64) int {
 	n := 0
 	for len(*q) > 0 && (*q)[0].due <= to {
 		t := (*q)[0]
-		t.due += t.every
-		heap.Fix(q, 0)
+		if t.every == 0 {
+			heap.Pop(q)
+		} else {
+			t.due += t.every
+			heap.Fix(q, 0)
+		}
 		n++
 	}
 	return n

@@ -415,3 +415,51 @@ func TestNextEvent(t *testing.T) {
 		}
 	}
 }
+
+// TestLargeBurst: a burst of one-shot timers due on one tick, in a wheel
+// whose index is large enough for Advance to prefetch (prefetchMin), fires
+// every live timer once, in add order, and empties the index. The callback
+// cancels some timers still pending and re-adds others, and a repeating
+// timer is mixed in, so prefetching stale or non-last entries is exercised.
+func TestLargeBurst(t *testing.T) {
+	const n = prefetchMin // > 3/4 of prefetchMin entries: the index has grown past it
+	w := newWheel(t, 0, Config{})
+	for i := range uint64(n) {
+		spec := Spec{After: 1, Repeat: 1}
+		if i%1000 == 0 {
+			spec = Spec{After: 1, Every: 5, Repeat: 2}
+		}
+		require.NoError(t, w.Add(Key{i % 97, i}, spec))
+	}
+	require.GreaterOrEqual(t, len(w.index.table), prefetchMin)
+	var next uint64
+	cancelled := map[uint64]bool{}
+	fired, done := w.Advance(1, 0, func(f Fire) {
+		for next < f.Tid && cancelled[next] {
+			next++
+		}
+		require.Equal(t, next, f.Tid, "add order")
+		next++
+		if f.Tid%10 == 3 && f.Tid+5 < n {
+			k := Key{(f.Tid + 5) % 97, f.Tid + 5}
+			require.NoError(t, w.Cancel(k))
+			cancelled[k.Tid] = true
+		}
+		if f.Tid%10 == 4 { // re-add the key that just fired, for later
+			require.NoError(t, w.Add(f.Key, Spec{After: 3, Repeat: 1}))
+		}
+	})
+	require.True(t, done)
+	assert.Equal(t, n-len(cancelled), fired)
+	wantLeft := 0 // the repeating ones, and the re-added
+	for i := range n {
+		if i%1000 == 0 || i%10 == 4 {
+			wantLeft++
+		}
+	}
+	assert.Equal(t, wantLeft, w.Len())
+	left, _ := w.Advance(10, 0, nil)
+	assert.Equal(t, 0, w.Len())
+	assert.Equal(t, wantLeft, left)
+	assert.Zero(t, w.index.count)
+}
