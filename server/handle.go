@@ -89,24 +89,24 @@ func (st *state) handle(s *session, payload []byte) {
 			st.reply(s, req.ID, st.wheel.Resume(k))
 		}
 	case protocol.OpPing:
-		s.out = protocol.AppendOK(s.out, req.ID, st.wheel.Now())
+		s.out = protocol.AppendOK(s.out, req.ID, st.now())
 	case protocol.OpFastForward:
 		st.fastForward(s, &req)
 	case protocol.OpFreeze:
 		st.clock.Freeze()
 		st.speedChanged()
-		s.out = protocol.AppendOK(s.out, req.ID, st.wheel.Now())
+		s.out = protocol.AppendOK(s.out, req.ID, st.now())
 	case protocol.OpResumeSync:
 		st.clock.Resume()
 		st.speedChanged()
-		s.out = protocol.AppendOK(s.out, req.ID, st.wheel.Now())
+		s.out = protocol.AppendOK(s.out, req.ID, st.now())
 	case protocol.OpSetSpeed:
 		if err := st.clock.SetSpeed(req.Speed); err != nil {
 			st.fail(s, req.ID, protocol.CodeInvalidArgument, fmt.Sprintf("speed %v: must be finite and in [%v, %v]", req.Speed, wheel.MinSpeed, wheel.MaxSpeed))
 			return
 		}
 		st.speedChanged()
-		s.out = protocol.AppendOK(s.out, req.ID, st.wheel.Now())
+		s.out = protocol.AppendOK(s.out, req.ID, st.now())
 	case protocol.OpStats:
 		stats := st.stats()
 		s.out = protocol.AppendStatsOK(s.out, req.ID, &stats)
@@ -131,7 +131,7 @@ func (st *state) hello(s *session, req *protocol.Request) {
 	s.hello, s.admin, s.name = true, isAdmin, req.Name
 	l := st.cfg.Limits
 	h := protocol.Hello{
-		Session: s.id, Now: st.wheel.Now(), TickNs: uint64(st.cfg.Tick.Nanoseconds()), ServerVersion: Version,
+		Session: s.id, Now: st.now(), TickNs: uint64(st.cfg.Tick.Nanoseconds()), ServerVersion: Version,
 		Limits: protocol.Limits{
 			MaxFrame: uint64(l.MaxFrame), MaxData: uint64(l.MaxData), MaxTimersPerReceiver: uint64(l.MaxTimersPerReceiver),
 			MaxTimers: uint64(l.MaxTimers), MaxReceiversPerSession: uint64(l.MaxReceiversPerSession),
@@ -212,17 +212,45 @@ func (st *state) add(s *session, req *protocol.Request) {
 			return
 		}
 	}
-	now := st.wheel.Now()
-	err := st.wheel.Add(k, wheel.Spec{After: req.After, At: req.At, Every: req.Every, Repeat: uint32(req.Repeat), Data: req.Data, Replace: req.Replace})
-	if err != nil {
+	spec := wheel.Spec{After: req.After, At: req.At, Every: req.Every, Repeat: uint32(req.Repeat), Data: req.Data, Replace: req.Replace}
+	now := st.now()
+	if now > st.wheel.Now() && !st.behind(s, req, &spec, now) {
+		return
+	}
+	if err := st.wheel.Add(k, spec); err != nil {
 		st.reply(s, req.ID, err)
 		return
 	}
-	due := req.At
+	due := spec.At
 	if due == 0 {
 		due = now + req.After
 	}
 	s.out = protocol.AppendOK(s.out, req.ID, due)
+}
+
+// behind rewrites spec to absolute ticks when the wheel trails tw-time, so
+// that after and at count from tw-time (now), not from the wheel's position;
+// it replies with the error and returns false for a spec invalid at now.
+func (st *state) behind(s *session, req *protocol.Request, spec *wheel.Spec, now uint64) bool {
+	first := req.At
+	switch {
+	case req.At != 0 && req.At <= now:
+		st.reply(s, req.ID, wheel.ErrPast)
+		return false
+	case req.At == 0 && req.After == 0:
+		st.reply(s, req.ID, wheel.ErrZeroAfter)
+		return false
+	case req.At == 0 && req.After > math.MaxUint64-now:
+		st.reply(s, req.ID, wheel.ErrOverflow)
+		return false
+	case req.At == 0:
+		first = now + req.After
+	}
+	if spec.Every == 0 {
+		spec.Every = first - now // the first delay, as the wheel would take it
+	}
+	spec.At, spec.After = first, 0
+	return true
 }
 
 // fastForward moves tw-time on by req.Ticks; the reply waits until every
@@ -232,12 +260,14 @@ func (st *state) fastForward(s *session, req *protocol.Request) {
 		st.fail(s, req.ID, protocol.CodeInvalidArgument, fmt.Sprintf("fast-forward by %d ticks: tw-time would pass 2^64-1", req.Ticks))
 		return
 	}
+	st.clockChanged()
 	st.waiters = append(st.waiters, waiter{s: s, id: req.ID, target: st.clock.Now(), fired: st.firedTotal})
 	s.waiting = true
 	st.more = st.advance()
 }
 
 func (st *state) speedChanged() {
+	st.clockChanged()
 	if st.onSpeed != nil {
 		st.onSpeed(st.clock.Speed(), st.clock.Frozen())
 	}

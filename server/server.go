@@ -180,7 +180,7 @@ func (s *Server) onLoop(ctx context.Context, fn func()) error {
 
 // Now returns the wheel's tw-time.
 func (s *Server) Now(ctx context.Context) (now uint64, err error) {
-	err = s.onLoop(ctx, func() { now = s.st.wheel.Now() })
+	err = s.onLoop(ctx, func() { now = s.st.now() })
 	return now, err
 }
 

@@ -16,6 +16,10 @@ type state struct {
 	log   *slog.Logger
 	wheel *wheel.Wheel
 	clock *wheel.Clock
+	// target is tw-time as of the last advance or clock change: the clock's
+	// tick, which the wheel may trail while it catches up in bounded turns.
+	// Requests are relative to it (see now).
+	target uint64
 
 	sessions    map[uint64]*session
 	nextSession uint64
@@ -93,6 +97,7 @@ func newState(cfg Config, log *slog.Logger, w *wheel.Wheel, c *wheel.Clock) *sta
 		log:       log,
 		wheel:     w,
 		clock:     c,
+		target:    c.Now(),
 		sessions:  make(map[uint64]*session),
 		receivers: make(map[uint64]*receiver),
 	}
@@ -169,10 +174,21 @@ func (st *state) tidy(id uint64) {
 // advance moves the wheel toward the clock's target, firing at most
 // MaxFiresPerTurn timers. It reports whether work is left for another turn.
 func (st *state) advance() (more bool) {
-	_, done := st.wheel.Advance(st.clock.Now(), st.cfg.MaxFiresPerTurn, st.onFire)
+	st.target = st.clock.Now()
+	_, done := st.wheel.Advance(st.target, st.cfg.MaxFiresPerTurn, st.onFire)
 	st.answerWaiters(done)
 	return !done
 }
+
+// now is tw-time for requests: the tick "after" counts from, before which
+// "at" is in the past, and that replies report. It is the clock's tick, not
+// the wheel's: while the wheel catches up after a burst, a timer added
+// "after 1" must not fire with the ticks already gone by.
+func (st *state) now() uint64 { return max(st.target, st.wheel.Now()) }
+
+// clockChanged takes tw-time from the clock at once after an admin changed
+// it (freeze, resume, speed, fast-forward).
+func (st *state) clockChanged() { st.target = max(st.target, st.clock.Now()) }
 
 // onFire routes one firing to its receiver's session, or to its backlog.
 func (st *state) onFire(f wheel.Fire) {
