@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"math"
-	"syscall"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -12,10 +11,11 @@ import (
 // The ticker's sleeps. A Go timer on an idle process wakes through
 // epoll_wait, whose timeout is in whole milliseconds: the runtime rounds the
 // last sub-millisecond down and then waits one more millisecond, so a timer
-// fires up to 1 ms late. The ticker therefore sleeps on a Go timer only
-// until finalApproach before its wake instant, and covers the rest with
-// nanosleep(2), which the kernel times in microseconds, in slices of at most
-// nanoSlice so that an earlier wake published meanwhile is noticed.
+// fires up to 1 ms late (on Linux). The ticker therefore sleeps on a Go timer
+// only until finalApproach before its wake instant, and covers the rest with
+// preciseSleep (nanosleep(2) on Linux, which the kernel times in
+// microseconds), in slices of at most nanoSlice so that an earlier wake
+// published meanwhile is noticed.
 const (
 	maxSleep      = time.Second // tw-time keeps moving in an idle wheel
 	finalApproach = 1500 * time.Microsecond
@@ -56,8 +56,7 @@ func (s *Server) runTicker(l gnet.EventLoop) {
 				return
 			}
 		default:
-			ts := syscall.NsecToTimespec(int64(min(d, nanoSlice)))
-			_ = syscall.Nanosleep(&ts, nil) // EINTR: recompute and sleep again
+			preciseSleep(min(d, nanoSlice))
 			select {
 			case <-s.done:
 				return
