@@ -102,7 +102,7 @@ func (c *collector) sink(w int, d *Delivery) {
 	if c.quant != nil {
 		onTick = d.Recv - c.quant.DueInstant(due)
 	}
-	s := &c.shards[i%uint64(len(c.shards))]
+	s := &c.shards[w%len(c.shards)] // a worker's deliveries come from one goroutine: its shard stays warm
 	s.mu.Lock()
 	s.raw.RecordValue(max(histMin, late/1000))
 	s.onTick.RecordValue(max(histMin, onTick/1000))

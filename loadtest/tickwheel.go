@@ -173,16 +173,19 @@ func (t *TickwheelTarget) tickFor(due int64) (uint64, bool) {
 	t.calMu.Lock()
 	rt, rtime := t.refTick, t.refTime
 	t.calMu.Unlock()
-	tick := int64(t.tick)
-	d := due - rtime
-	var at uint64
-	if d <= 0 {
-		at = rt - uint64(-d/tick) // the tick at or after due
-	} else {
-		at = rt + uint64((d+tick-1)/tick)
-	}
-	now := rt + uint64(max(0, Now()-rtime)/tick)
+	at := t.tickAt(due, rt, rtime)
+	now := rt + uint64(max(0, Now()-rtime)/int64(t.tick))
 	return at, at > now+1
+}
+
+// tickAt is the first tick at or after instant due, given the calibration
+// (tick rt was seen processed at rtime).
+func (t *TickwheelTarget) tickAt(due int64, rt uint64, rtime int64) uint64 {
+	tick := int64(t.tick)
+	if d := due - rtime; d > 0 {
+		return rt + uint64((d+tick-1)/tick)
+	}
+	return rt - uint64((rtime-due)/tick)
 }
 
 // Add implements Target.
@@ -610,8 +613,7 @@ func (t *TickwheelTarget) DueInstant(due int64) int64 {
 	t.calMu.Lock()
 	rt, rtime := t.refTick, t.refTime
 	t.calMu.Unlock()
-	at, _ := t.tickFor(due)
-	return rtime + int64(at-rt)*int64(t.tick)
+	return rtime + int64(t.tickAt(due, rt, rtime)-rt)*int64(t.tick)
 }
 
 func (t *TickwheelTarget) sessions(ctx context.Context) (uint64, error) {
