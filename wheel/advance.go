@@ -128,6 +128,7 @@ func (w *Wheel) fire(i uint32, fn func(Fire)) {
 	if fn != nil {
 		fn(ev)
 	}
+	w.extra.release()
 }
 
 // NextEvent returns the first tick at or after Now() at which Advance has

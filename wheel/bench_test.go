@@ -298,7 +298,7 @@ func BenchmarkMemory(b *testing.B) {
 // test's "fire" scenario inside the engine. One op is one firing, which
 // removes its timer (and its key from the index). Adding them is not timed.
 func BenchmarkFireBurst(b *testing.B) {
-	for _, n := range []int{10_000, 1_000_000} {
+	for _, n := range []int{10_000, 1_000_000, 3_000_000} {
 		b.Run(fmt.Sprintf("impl=wheel/live=%d", n), func(b *testing.B) {
 			w := newWheel(b, 0, Config{})
 			b.ReportAllocs()

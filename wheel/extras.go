@@ -6,6 +6,8 @@ import "math/bits"
 // the data payload, the interval, and the high bits of a firing count past
 // 2^32. A node has one iff its flagExtra bit is set; its every field then
 // holds the extra's index in extras.items, and the interval is extra.every.
+// A free extra holds the index of the next free one in every (a free list
+// threaded through the slab, so freeing a million costs no extra memory).
 type extra struct {
 	data    []byte
 	every   uint64
@@ -21,11 +23,12 @@ const (
 )
 
 type extras struct {
-	items []extra  // a slab: indices are stable while in use
-	free  []uint32 // free indices in items
+	items []extra // a slab: indices are stable while in use
+	free  uint32  // first free index in items + 1; 0: none
 	pool  [maxClassShift - minClassShift + 1][][]byte
-	// hold keeps buffers released during Advance until it returns, so the
-	// Data of a Fire stays intact for the whole callback.
+	// While holding (during Advance), buffers released are kept in hold
+	// until the firing's callback returns (release), so the Data of a Fire
+	// stays intact for the whole callback even if it adds timers.
 	hold    [][]byte
 	holding bool
 }
@@ -35,9 +38,9 @@ func (e *extras) at(j uint32) *extra { return &e.items[j] }
 
 // alloc stores x and returns its index.
 func (e *extras) alloc(x extra) uint32 {
-	if l := len(e.free); l > 0 {
-		j := e.free[l-1]
-		e.free = e.free[:l-1]
+	if e.free != 0 {
+		j := e.free - 1
+		e.free = uint32(e.items[j].every)
 		e.items[j] = x
 		return j
 	}
@@ -51,8 +54,8 @@ func (e *extras) drop(j uint32) {
 	if x.data != nil {
 		e.recycle(x.data)
 	}
-	*x = extra{}
-	e.free = append(e.free, j)
+	*x = extra{every: uint64(e.free)}
+	e.free = j + 1
 }
 
 // copyData returns a pooled buffer holding a copy of p.
@@ -84,14 +87,25 @@ func (e *extras) recycle(b []byte) {
 	e.pool[c] = append(e.pool[c], b)
 }
 
-// endHold recycles the buffers held during an Advance.
+// endHold stops holding at the end of an Advance.
 func (e *extras) endHold() {
+	e.holding = false
+	e.release()
+}
+
+// release recycles the buffers held during a firing's callback.
+func (e *extras) release() {
+	if len(e.hold) == 0 {
+		return
+	}
+	holding := e.holding
 	e.holding = false
 	for j, b := range e.hold {
 		e.recycle(b)
 		e.hold[j] = nil
 	}
 	e.hold = e.hold[:0]
+	e.holding = holding
 }
 
 // sizeClass returns the pool class of an n-byte payload, or -1 if it is not pooled.
