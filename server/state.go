@@ -24,6 +24,9 @@ type state struct {
 	sessions    map[uint64]*session
 	nextSession uint64
 	receivers   map[uint64]*receiver
+	// recvCache is a direct-mapped cache in front of receivers, for the
+	// lookup of every firing; forgetting a receiver clears its entry.
+	recvCache [recvCacheSize]*receiver
 
 	dirty    []*session // sessions with output to flush at the end of this turn
 	more     bool       // an advance left work: the glue must post another turn
@@ -146,13 +149,27 @@ func (st *state) markDirty(s *session) {
 
 // receiver returns r's record, creating it.
 func (st *state) receiver(id uint64) *receiver {
+	slot := &st.recvCache[recvSlot(id)]
+	if r := *slot; r != nil && r.id == id {
+		return r
+	}
 	r := st.receivers[id]
 	if r == nil {
 		r = &receiver{id: id}
 		st.receivers[id] = r
 	}
+	*slot = r
 	return r
 }
+
+const (
+	recvCacheBits = 10
+	recvCacheSize = 1 << recvCacheBits
+)
+
+// recvSlot spreads receiver ids over the cache (Fibonacci hashing: ids that
+// differ only in high bits land apart too).
+func recvSlot(id uint64) uint64 { return id * 0x9E3779B97F4A7C15 >> (64 - recvCacheBits) }
 
 // forgetIfIdle drops the record of a receiver that is unbound, has no
 // backlog and no timers: no event of it can be pending or lost any more.
@@ -161,6 +178,9 @@ func (st *state) receiver(id uint64) *receiver {
 func (st *state) forgetIfIdle(r *receiver) {
 	if r.owner == nil && r.n == 0 && st.wheel.ReceiverLen(r.id) == 0 {
 		delete(st.receivers, r.id)
+		if slot := &st.recvCache[recvSlot(r.id)]; *slot == r {
+			*slot = nil
+		}
 	}
 }
 
