@@ -150,15 +150,29 @@ func (w *Wheel) turn() {
 	w.occupied[0][s>>6] &^= 1 << (s & 63)
 	head := w.sentinel(0, s)
 	h := w.nodes.at(head)
+	// One pass over the nodes collects and marks them; only a slot not
+	// already in add order (timers that came down from different slots) is
+	// sorted and marked again.
 	pend := w.pending[:0]
-	for i := h.wnext; i != head; i = w.nodes.at(i).wnext {
-		pend = append(pend, uint64(w.nodes.at(i).order())<<32|uint64(i))
+	sorted := true
+	for i := h.wnext; i != head; {
+		n := w.nodes.at(i)
+		e := uint64(n.order())<<32 | uint64(i)
+		if len(pend) > 0 && e < pend[len(pend)-1] {
+			sorted = false
+		}
+		next := n.wnext
+		n.wprev, n.wnext = markPending, uint32(len(pend))
+		pend = append(pend, e)
+		i = next
 	}
 	h.wnext, h.wprev = head, head
-	pend = w.sortBySeq(pend)
-	for p, e := range pend {
-		n := w.nodes.at(uint32(e))
-		n.wprev, n.wnext = markPending, uint32(p)
+	if !sorted {
+		pend = w.sortBySeq(pend)
+		for p, e := range pend {
+			n := w.nodes.at(uint32(e))
+			n.wprev, n.wnext = markPending, uint32(p)
+		}
 	}
 	w.pending, w.pendPos = pend, 0
 }
