@@ -120,14 +120,15 @@ func (b *BeanstalkdTarget) Open(ctx context.Context, conns int, sink Sink) error
 
 // Job body: worker u16 | receiver u64 | tid u64 | first i64 (ns, Now's
 // clock) | every i64 (ns) | repeat u32 | fired u32 (firings before this
-// one) | data.
-const bsHeader = 2 + 8 + 8 + 8 + 8 + 4 + 4
+// one) | ready i64 (the instant the put's whole-second delay ends) | data.
+const bsHeader = 2 + 8 + 8 + 8 + 8 + 4 + 4 + 8
 
 type bsJob struct {
 	w             int
 	receiver, tid uint64
 	first, every  int64
 	repeat, fired uint32
+	ready         int64
 	data          []byte
 }
 
@@ -140,6 +141,7 @@ func (j *bsJob) encode() []byte {
 	binary.BigEndian.PutUint64(b[26:], uint64(j.every))
 	binary.BigEndian.PutUint32(b[34:], j.repeat)
 	binary.BigEndian.PutUint32(b[38:], j.fired)
+	binary.BigEndian.PutUint64(b[42:], uint64(j.ready))
 	return append(b, j.data...)
 }
 
@@ -149,20 +151,26 @@ func (j *bsJob) decode(b []byte) bool {
 	}
 	*j = bsJob{w: int(binary.BigEndian.Uint16(b[0:])), receiver: binary.BigEndian.Uint64(b[2:]), tid: binary.BigEndian.Uint64(b[10:]),
 		first: int64(binary.BigEndian.Uint64(b[18:])), every: int64(binary.BigEndian.Uint64(b[26:])),
-		repeat: binary.BigEndian.Uint32(b[34:]), fired: binary.BigEndian.Uint32(b[38:]), data: b[bsHeader:]}
+		repeat: binary.BigEndian.Uint32(b[34:]), fired: binary.BigEndian.Uint32(b[38:]),
+		ready: int64(binary.BigEndian.Uint64(b[42:])), data: b[bsHeader:]}
 	return true
 }
 
 // due is the intended instant of the job's next firing.
 func (j *bsJob) due() int64 { return j.first + int64(j.fired)*j.every }
 
-// delayFor rounds the time until due up to whole seconds.
-func delayFor(due int64) time.Duration {
-	d := due - Now()
+// delayFor rounds the time until due up to whole seconds, and returns the
+// instant that delay ends if the put is made now: the instant beanstalkd is
+// asked to fire at (the rounding removed from lateness, as a ticked
+// target's tick is).
+func delayFor(due int64) (time.Duration, int64) {
+	now := Now()
+	d := due - now
 	if d <= 0 {
-		return 0
+		return 0, now
 	}
-	return time.Duration((d + int64(time.Second) - 1) / int64(time.Second) * int64(time.Second))
+	delay := time.Duration((d + int64(time.Second) - 1) / int64(time.Second) * int64(time.Second))
+	return delay, now + int64(delay)
 }
 
 func (b *BeanstalkdTarget) fail(err error) {
@@ -204,7 +212,7 @@ func (b *BeanstalkdTarget) consume(c *beanstalk.Conn) {
 		}
 		j.fired++
 		last := j.fired >= max(j.repeat, 1)
-		d = Delivery{Receiver: j.receiver, Tid: j.tid, Fired: j.fired, Last: last, Recv: recv, Data: j.data}
+		d = Delivery{Receiver: j.receiver, Tid: j.tid, Fired: j.fired, Last: last, Recv: recv, Sched: j.ready, Data: j.data}
 		b.sink(j.w, &d)
 		wk, k := b.workers[j.w], Key{j.receiver, j.tid}
 		if last {
@@ -214,7 +222,9 @@ func (b *BeanstalkdTarget) consume(c *beanstalk.Conn) {
 			}
 			wk.mu.Unlock()
 		} else {
-			nid, err := put.Put(j.encode(), 1024, delayFor(j.due()), bsTTR)
+			var delay time.Duration
+			delay, j.ready = delayFor(j.due())
+			nid, err := put.Put(j.encode(), 1024, delay, bsTTR)
 			if err != nil {
 				b.fail(fmt.Errorf("beanstalkd re-put: %w", err))
 			} else {
@@ -277,7 +287,9 @@ func (b *BeanstalkdTarget) Add(ctx context.Context, w int, ts []Timer) (AddResul
 			return
 		}
 		j := bsJob{w: w, receiver: tm.Receiver, tid: tm.Tid, first: tm.Due, every: int64(tm.Every), repeat: max(tm.Repeat, 1), data: tm.Data}
-		id, err := wk.tube.Put(j.encode(), 1024, delayFor(tm.Due), bsTTR)
+		delay, ready := delayFor(tm.Due)
+		j.ready = ready
+		id, err := wk.tube.Put(j.encode(), 1024, delay, bsTTR)
 		k := Key{tm.Receiver, tm.Tid}
 		wk.mu.Lock()
 		if err == nil {

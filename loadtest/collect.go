@@ -30,6 +30,7 @@ type collector struct {
 	tolerance int64 // a delivery earlier than due - tolerance is early
 	virtual   bool  // frozen-clock scenario: no lateness, no early check
 	quant     quantizer
+	sched     atomic.Bool // some delivery carried its Sched instant
 
 	seen      []atomic.Uint64 // per timer: bit k-1 set when firing k was received
 	delivered atomic.Int64
@@ -99,7 +100,11 @@ func (c *collector) sink(w int, d *Delivery) {
 		c.early.Add(1)
 	}
 	onTick := late
-	if c.quant != nil {
+	switch {
+	case d.Sched != 0:
+		onTick = d.Recv - d.Sched
+		c.sched.Store(true)
+	case c.quant != nil:
 		onTick = d.Recv - c.quant.DueInstant(due)
 	}
 	s := &c.shards[w%len(c.shards)] // a worker's deliveries come from one goroutine: its shard stays warm
@@ -154,7 +159,8 @@ func summarize(h *hdrhistogram.Histogram, minRaw int64, target int64) *Latency {
 }
 
 // latencies merges the shards: raw lateness (receipt − intended due) and,
-// for a ticked target, lateness after the tick the timer was scheduled on.
+// for a ticked target, lateness after the tick the timer was scheduled on
+// (for beanstalkd: after the instant its rounded delay ended).
 func (c *collector) latencies(targetUs int64) (raw, onTick *Latency) {
 	r := hdrhistogram.New(histMin, histMax, histSig)
 	t := hdrhistogram.New(histMin, histMax, histSig)
@@ -168,7 +174,7 @@ func (c *collector) latencies(targetUs int64) (raw, onTick *Latency) {
 		s.mu.Unlock()
 	}
 	raw = summarize(r, minRaw, targetUs)
-	if c.quant != nil {
+	if c.quant != nil || c.sched.Load() {
 		onTick = summarize(t, 0, 0)
 		if onTick != nil {
 			onTick.Min = 0

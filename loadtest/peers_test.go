@@ -138,19 +138,21 @@ func TestRedisCodec(t *testing.T) {
 // TestBeanstalkdCodec: a job body round-trips and delays round up to whole
 // seconds.
 func TestBeanstalkdCodec(t *testing.T) {
-	j := bsJob{w: 3, receiver: 9, tid: 11, first: -5, every: int64(time.Second), repeat: 4, fired: 2, data: []byte{1, 2, 3}}
+	j := bsJob{w: 3, receiver: 9, tid: 11, first: -5, every: int64(time.Second), repeat: 4, fired: 2, ready: 77, data: []byte{1, 2, 3}}
 	var k bsJob
-	if !k.decode(j.encode()) || k.w != 3 || k.receiver != 9 || k.tid != 11 || k.first != -5 || k.every != j.every || k.repeat != 4 || k.fired != 2 || string(k.data) != "\x01\x02\x03" {
+	if !k.decode(j.encode()) || k.w != 3 || k.receiver != 9 || k.tid != 11 || k.first != -5 || k.every != j.every || k.repeat != 4 || k.fired != 2 || k.ready != 77 || string(k.data) != "\x01\x02\x03" {
 		t.Fatalf("round trip: %+v", k)
 	}
 	if k.due() != -5+2*int64(time.Second) {
 		t.Fatalf("due %d", k.due())
 	}
-	if d := delayFor(Now() + int64(1500*time.Millisecond)); d != 2*time.Second {
-		t.Fatalf("delay %v, want 2s", d)
+	before := Now()
+	d, ready := delayFor(before + int64(1500*time.Millisecond))
+	if d != 2*time.Second || ready < before+int64(2*time.Second) || ready > Now()+int64(2*time.Second) {
+		t.Fatalf("delay %v ready %d (put at %d), want 2s and put + 2s", d, ready, before)
 	}
-	if d := delayFor(Now() - 1); d != 0 {
-		t.Fatalf("delay %v for a past due, want 0", d)
+	if d, ready := delayFor(Now() - 1); d != 0 || ready > Now() {
+		t.Fatalf("delay %v, ready %d for a past due, want 0 and now", d, ready)
 	}
 }
 

@@ -29,7 +29,8 @@ type Result struct {
 	AddErrors                      map[string]int `json:",omitempty"`
 
 	// Lateness: receipt − intended due, µs. TickLateness, for a ticked
-	// target: receipt − the instant its tick is processed (quantisation
+	// target: receipt − the instant its tick is processed; for beanstalkd:
+	// receipt − the instant its whole-second delay ends (quantisation
 	// removed: the server's own delay).
 	Lateness     *Latency `json:",omitempty"`
 	TickLateness *Latency `json:",omitempty"`
@@ -111,7 +112,7 @@ func WriteTable(w io.Writer, rs []*Result) {
 				ms(l.P50), ms(l.P99), ms(l.Max), ms(l.Min), 100*l.WithinTarget, ms(l.TargetUs))
 		}
 		if l := r.TickLateness; l != nil {
-			fmt.Fprintf(w, "  lateness vs its tick (quantisation removed): p50 %s p90 %s p99 %s p99.9 %s max %s ms\n", ms(l.P50), ms(l.P90), ms(l.P99), ms(l.P999), ms(l.Max))
+			fmt.Fprintf(w, "  lateness vs its tick or rounded delay (quantisation removed): p50 %s p90 %s p99 %s p99.9 %s max %s ms\n", ms(l.P50), ms(l.P90), ms(l.P99), ms(l.P999), ms(l.Max))
 		}
 		if len(r.Extra) > 0 {
 			keys := make([]string, 0, len(r.Extra))

@@ -75,8 +75,13 @@ type Delivery struct {
 	Receiver, Tid uint64
 	Fired         uint32 // 1-based firing number
 	Last          bool
-	Recv          int64  // receipt instant on Now's clock
-	Data          []byte // valid only during the sink call
+	Recv          int64 // receipt instant on Now's clock
+	// Sched, when not 0, is the instant the target itself was asked to fire
+	// at, when it differs from the intended due by a quantisation the target
+	// cannot avoid and the adapter knows per firing (beanstalkd's
+	// whole-second delays). Ticked targets implement DueInstant instead.
+	Sched int64
+	Data  []byte // valid only during the sink call
 }
 
 // Sink receives deliveries. It is called concurrently (from one goroutine
