@@ -22,7 +22,7 @@ func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // startServer runs a frozen in-process server at tick 1000 on 127.0.0.1:0
 // (or cfg.Addr as set by mutate) and stops it when the test ends.
-func startServer(t *testing.T, mutate func(*server.Config)) *server.Server {
+func startServer(t testing.TB, mutate func(*server.Config)) *server.Server {
 	t.Helper()
 	cfg := server.Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: start}
 	if mutate != nil {
@@ -35,7 +35,7 @@ func startServer(t *testing.T, mutate func(*server.Config)) *server.Server {
 	return srv
 }
 
-func stopServer(t *testing.T, srv *server.Server) {
+func stopServer(t testing.TB, srv *server.Server) {
 	select {
 	case <-srv.Done():
 		return

@@ -1,0 +1,41 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+)
+
+// BenchmarkAdd: synchronous Add calls from many goroutines sharing one
+// Client (one connection; concurrent calls are batched into shared writes),
+// against an in-process frozen server on the same machine. One op is one
+// Add round trip. callers is the number of calling goroutines.
+func BenchmarkAdd(b *testing.B) {
+	for _, per := range []int{1, 8, 64} {
+		callers := per * runtime.GOMAXPROCS(0)
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			srv := startServer(b, nil)
+			ctx := context.Background()
+			c, err := Dial(ctx, srv.Addr(), WithLogger(discardLogger()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			var tid atomic.Uint64
+			once := &AddOptions{Repeat: 1}
+			b.ReportAllocs()
+			b.SetParallelism(per)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					id := tid.Add(1)
+					if _, err := c.Add(ctx, id%1024, id, 1_000_000, once); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
