@@ -64,6 +64,9 @@ func TestScenarios(t *testing.T) {
 				if res.Failed {
 					t.Errorf("FAILED: %v", res.Problems)
 				}
+				if tg.Name() == "tickwheel" && (res.Counted == nil || res.Counted.Fired != uint64(res.Delivered)) {
+					t.Errorf("server counters not cross-checked: %+v for %d deliveries", res.Counted, res.Delivered)
+				}
 				if res.Rate <= 0 && sc.Name != "idle" {
 					t.Errorf("no throughput measured: %+v", res)
 				}
@@ -118,5 +121,35 @@ func TestInvariantFails(t *testing.T) {
 	r.check()
 	if !r.Failed || r.Duplicates != 1 || r.Early != 1 || r.Missing != 1 || r.Delivered != 1 {
 		t.Fatalf("want FAILED with 1 duplicate, 1 early, 1 missing: %+v", r)
+	}
+}
+
+// TestCountersMismatchFails: a server that fired more than the generator
+// received, or dropped events, fails the run.
+func TestCountersMismatchFails(t *testing.T) {
+	for _, c := range []Counters{{Fired: 3}, {Fired: 2, Dropped: 1}} {
+		r := &Result{Expected: 2, Delivered: 2, Counted: &c}
+		r.check()
+		if !r.Failed {
+			t.Errorf("counters %+v with 2 delivered: want FAILED", c)
+		}
+	}
+	r := &Result{Expected: 2, Delivered: 2, Counted: &Counters{Fired: 2}}
+	r.check()
+	if r.Failed {
+		t.Errorf("matching counters failed: %v", r.Problems)
+	}
+}
+
+func TestCPUCount(t *testing.T) {
+	for list, want := range map[string]int{"0": 1, "1": 1, "0,2": 2, "2-3": 2, "0-3,6": 5} {
+		if n, err := CPUCount(list); err != nil || n != want {
+			t.Errorf("CPUCount(%q) = %d, %v; want %d", list, n, err, want)
+		}
+	}
+	for _, bad := range []string{"", "a", "3-1", "-1", "0,0", "1-2,2", "0,"} {
+		if n, err := CPUCount(bad); err == nil {
+			t.Errorf("CPUCount(%q) = %d, want an error", bad, n)
+		}
 	}
 }

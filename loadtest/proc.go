@@ -92,10 +92,11 @@ type Spawned struct {
 }
 
 // Spawn starts the tickwheel binary at path, serving on a free loopback
-// port with the given extra flags, pinned to CPU cpu with taskset when
-// taskset exists (cpu < 0: not pinned). The child inherits this process's
-// RLIMIT_NOFILE. It returns once the server accepts connections.
-func Spawn(ctx context.Context, path string, cpu int, args ...string) (*Spawned, error) {
+// port with the given extra flags, pinned to the CPU list cpus (taskset
+// syntax: "0", "0,2", "2-3") with taskset when taskset exists (cpus "": not
+// pinned). The child inherits this process's RLIMIT_NOFILE. It returns once
+// the server accepts connections.
+func Spawn(ctx context.Context, path string, cpus string, args ...string) (*Spawned, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -104,10 +105,13 @@ func Spawn(ctx context.Context, path string, cpu int, args ...string) (*Spawned,
 	ln.Close()
 	argv := append([]string{path, "-addr", addr}, args...)
 	s := &Spawned{Addr: addr, Pinned: "not pinned"}
-	if cpu >= 0 {
+	if cpus != "" {
+		if _, err := CPUCount(cpus); err != nil {
+			return nil, err
+		}
 		if ts, err := exec.LookPath("taskset"); err == nil {
-			argv = append([]string{ts, "-c", strconv.Itoa(cpu)}, argv...)
-			s.Pinned = fmt.Sprintf("taskset -c %d", cpu)
+			argv = append([]string{ts, "-c", cpus}, argv...)
+			s.Pinned = "taskset -c " + cpus
 		} else {
 			s.Pinned = "not pinned: taskset not found"
 		}
@@ -149,18 +153,46 @@ func (s *Spawned) Stop() error {
 	}
 }
 
-// PinSelf pins every thread of this process to CPU cpu with taskset, and
-// sets GOMAXPROCS to 1 at once (the runtime would only notice the new
-// affinity at its next periodic check).
-func PinSelf(cpu int) string {
+// PinSelf pins every thread of this process to the CPU list cpus with
+// taskset, and sets GOMAXPROCS to the number of CPUs in it at once (the
+// runtime would only notice the new affinity at its next periodic check).
+func PinSelf(cpus string) string {
+	n, err := CPUCount(cpus)
+	if err != nil {
+		return fmt.Sprintf("not pinned: %v", err)
+	}
 	ts, err := exec.LookPath("taskset")
 	if err != nil {
 		return "not pinned: taskset not found"
 	}
-	out, err := exec.Command(ts, "-a", "-p", "-c", strconv.Itoa(cpu), strconv.Itoa(os.Getpid())).CombinedOutput()
+	out, err := exec.Command(ts, "-a", "-p", "-c", cpus, strconv.Itoa(os.Getpid())).CombinedOutput()
 	if err != nil {
 		return fmt.Sprintf("not pinned: %v: %s", err, bytes.TrimSpace(out))
 	}
-	runtime.GOMAXPROCS(1)
-	return fmt.Sprintf("taskset -a -p -c %d, GOMAXPROCS=1", cpu)
+	runtime.GOMAXPROCS(n)
+	return fmt.Sprintf("taskset -a -p -c %s, GOMAXPROCS=%d", cpus, n)
+}
+
+// CPUCount returns how many CPUs a taskset CPU list names ("1", "0,2",
+// "2-3,6"), or an error for a malformed list or one naming a CPU twice.
+func CPUCount(cpus string) (int, error) {
+	seen := map[int]bool{}
+	for _, part := range strings.Split(cpus, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err1 := strconv.Atoi(lo)
+		b, err2 := a, error(nil)
+		if isRange {
+			b, err2 = strconv.Atoi(hi)
+		}
+		if err1 != nil || err2 != nil || a < 0 || b < a || b-a >= 4096 {
+			return 0, fmt.Errorf("bad CPU list %q (want e.g. 1, 0,2 or 2-3)", cpus)
+		}
+		for c := a; c <= b; c++ {
+			if seen[c] {
+				return 0, fmt.Errorf("bad CPU list %q: CPU %d named twice", cpus, c)
+			}
+			seen[c] = true
+		}
+	}
+	return len(seen), nil
 }

@@ -36,6 +36,9 @@ type Result struct {
 	TickLateness *Latency `json:",omitempty"`
 
 	Server *ServerStats `json:",omitempty"`
+	// Counted: the target's own firing and drop counts over the scenario
+	// (Counter targets). The invariant: Fired == Delivered, Dropped == 0.
+	Counted *Counters `json:",omitempty"`
 
 	Failed   bool
 	Problems []string `json:",omitempty"` // why it failed
@@ -74,6 +77,10 @@ func (r *Result) check() {
 		n += v
 	}
 	bad(n != 0, "add errors: %v", r.AddErrors)
+	if c := r.Counted; c != nil {
+		bad(c.Fired != uint64(r.Delivered), "the server fired %d, the generator received %d", c.Fired, r.Delivered)
+		bad(c.Dropped != 0, "the server dropped %d events", c.Dropped)
+	}
 	r.Failed = len(r.Problems) > 0
 }
 
@@ -128,6 +135,9 @@ func WriteTable(w io.Writer, rs []*Result) {
 		}
 		if s := r.Server; s != nil {
 			fmt.Fprintf(w, "  server pid %d: cpu %.2fs (%.2f→%.2f), rss %d→%d KiB\n", s.PID, s.CPUSeconds, s.Before.CPUSeconds, s.After.CPUSeconds, s.Before.RSSKiB, s.After.RSSKiB)
+		}
+		if c := r.Counted; c != nil {
+			fmt.Fprintf(w, "  server counters: fired %d, dropped %d\n", c.Fired, c.Dropped)
 		}
 		if r.Cancelled > 0 {
 			fmt.Fprintf(w, "  cancelled %d, expected deliveries %d\n", r.Cancelled, r.Expected)

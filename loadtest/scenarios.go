@@ -120,6 +120,7 @@ type run struct {
 	res    *Result
 	pid    int
 	before ProcStats
+	counts *Counters // the target's totals after Open (Counter targets)
 }
 
 func start(ctx context.Context, name string, tg Target, p Params, n int, every time.Duration) (*run, error) {
@@ -131,6 +132,14 @@ func start(ctx context.Context, name string, tg Target, p Params, n int, every t
 	}
 	if err := tg.Open(ctx, p.Conns, r.c.sink); err != nil {
 		return nil, err
+	}
+	if ct, ok := tg.(Counter); ok {
+		c, err := ct.Counters(ctx)
+		if err != nil {
+			_ = tg.Close()
+			return nil, fmt.Errorf("%s: counters: %w", tg.Name(), err)
+		}
+		r.counts = &c
 	}
 	return r, nil
 }
@@ -150,6 +159,13 @@ func (r *run) wait(want int64, settle, deadline int64) {
 // finish closes the target and checks the invariants.
 func (r *run) finish(ctx context.Context, expected int64, want func(i int) int) *Result {
 	res := r.res
+	if r.counts != nil {
+		if c, err := r.tg.(Counter).Counters(ctx); err != nil {
+			res.Problems = append(res.Problems, fmt.Sprintf("counters: %v", err))
+		} else {
+			res.Counted = &Counters{Fired: c.Fired - r.counts.Fired, Dropped: c.Dropped - r.counts.Dropped}
+		}
+	}
 	_ = r.tg.Clear(ctx)
 	_ = r.tg.Close()
 	res.Expected = expected

@@ -31,7 +31,8 @@
 // Capabilities beyond Target are optional interfaces, checked by type
 // assertion: Virtual (freeze and fast-forward, tickwheel only), Idler (open
 // many idle connections), Process (a pid whose CPU and RSS to report),
-// Noter (notes added to every result).
+// Counter (the target's own firing and drop totals, cross-checked against
+// the generator's counts), Noter (notes added to every result).
 package loadtest
 
 import (
@@ -140,6 +141,19 @@ type Idler interface {
 // Process is a Target running in its own process.
 type Process interface {
 	PID() int
+}
+
+// Counter is a Target that counts what it sends (tickwheel's admin stats).
+// The totals are server-wide: the target must serve only the load test.
+type Counter interface {
+	Counters(ctx context.Context) (Counters, error)
+}
+
+// Counters are a target's running totals (or, in a Result, their change
+// over the scenario).
+type Counters struct {
+	Fired   uint64 // firings sent to receivers
+	Dropped uint64 // events discarded (backlog overflow, lost connections)
 }
 
 // Noter is a Target with notes for every result (a capability limit that

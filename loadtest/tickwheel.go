@@ -347,6 +347,12 @@ func (t *TickwheelTarget) FastForward(ctx context.Context, ticks uint64) (uint64
 	return v[1], nil
 }
 
+// Counters implements Counter from the server's admin stats.
+func (t *TickwheelTarget) Counters(ctx context.Context) (Counters, error) {
+	s, err := t.Stats(ctx)
+	return Counters{Fired: s.FiredTotal, Dropped: s.DroppedTotal}, err
+}
+
 // Stats returns the server's stats (admin).
 func (t *TickwheelTarget) Stats(ctx context.Context) (protocol.Stats, error) {
 	var s protocol.Stats

@@ -31,7 +31,9 @@ func run() int {
 	d := loadtest.DefaultParams()
 	p := d
 	addr := flag.String("addr", "", "address of a running tickwheel server (its admin ops must be allowed: loopback or -token)")
-	spawn := flag.String("spawn", "", "path of a tickwheel binary to start (pinned to CPU 0 with taskset; the generator pins itself to CPU 1)")
+	spawn := flag.String("spawn", "", "path of a tickwheel binary to start (pinned to -server-cpus with taskset; the generator pins itself to -gen-cpus)")
+	serverCPUs := flag.String("server-cpus", "0", "with -spawn: the CPU list (taskset syntax) the server is pinned to")
+	genCPUs := flag.String("gen-cpus", "1", "with -spawn: the CPU list the generator pins itself to (GOMAXPROCS = its size)")
 	tick := flag.Duration("tick", 10*time.Millisecond, "tick of a spawned server (and of afterfunc's tick-based periods)")
 	token := flag.String("token", "", "hello token (the admin token when the server has one)")
 	targets := flag.String("targets", "tickwheel,afterfunc", "comma-separated targets: tickwheel, afterfunc, redis, beanstalkd")
@@ -79,11 +81,11 @@ func run() int {
 
 	tw := &loadtest.TickwheelTarget{Addr: *addr, Token: *token}
 	if *spawn != "" {
-		cpu := 0
+		cpus := *serverCPUs
 		if *noPin {
-			cpu = -1
+			cpus = ""
 		}
-		s, err := loadtest.Spawn(ctx, *spawn, cpu, "-tick", tick.String())
+		s, err := loadtest.Spawn(ctx, *spawn, cpus, "-tick", tick.String())
 		if err != nil {
 			logf("spawn: %v", err)
 			return 2
@@ -92,7 +94,7 @@ func run() int {
 		tw.Addr, tw.Pid = s.Addr, s.PID()
 		logf("spawned %s pid %d on %s (%s)", *spawn, s.PID(), s.Addr, s.Pinned)
 		if !*noPin {
-			logf("generator: %s", loadtest.PinSelf(1))
+			logf("generator: %s", loadtest.PinSelf(*genCPUs))
 		}
 	}
 	var tgs []loadtest.Target
