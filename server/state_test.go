@@ -14,7 +14,7 @@ import (
 // stateHarness drives a state directly, with no event loop or sockets, so a
 // test can stop between two advance turns.
 type stateHarness struct {
-	t  *testing.T
+	t  testing.TB
 	st *state
 }
 
@@ -22,7 +22,7 @@ type noConn struct{}
 
 func (noConn) OutboundBuffered() int { return 0 }
 
-func newStateHarness(t *testing.T, mutate func(*Config)) *stateHarness {
+func newStateHarness(t testing.TB, mutate func(*Config)) *stateHarness {
 	cfg := Config{Frozen: true, StartTick: start}
 	if mutate != nil {
 		mutate(&cfg)

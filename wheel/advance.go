@@ -6,7 +6,9 @@ import (
 )
 
 // Advance moves the wheel's time to tick `to`, firing in order every timer due
-// at or before it and calling fn (if not nil) once per firing.
+// at or before it and calling fn (if not nil) once per firing. The *Fire
+// passed to fn belongs to the wheel and is reused: it is valid only until fn
+// returns (copy what must outlive it, Data included).
 //
 // Firings come in order of due tick; timers due on the same tick fire in the
 // order they were first added. A repeating timer is re-armed from its
@@ -23,31 +25,39 @@ import (
 // due by then has fired. A `to` before Now() is treated as Now(): time never
 // goes back. Empty ticks cost nothing: the work is the firings, plus moving
 // each timer down at most once per level.
-func (w *Wheel) Advance(to uint64, max int, fn func(Fire)) (fired int, done bool) {
+func (w *Wheel) Advance(to uint64, max int, fn func(*Fire)) (fired int, done bool) {
 	if to < w.now {
 		to = w.now
 	}
 	w.extra.holding = true
 	defer w.extra.endHold()
+	d := w.nodes.at(w.due)
 	for {
-		for w.pendPos < len(w.pending) {
-			if j := w.pendPos + lookahead; j < len(w.pending) && len(w.index.table) >= prefetchMin {
-				w.prefetchRemoval(uint32(w.pending[j]), false)
-				w.prefetchRemoval(uint32(w.pending[j-lookahead/2]), true)
+		if d.wnext != w.due {
+			var far, near uint32 // prefetch cursors, lookahead and lookahead/2 ahead
+			prefetching := len(w.index.table) >= prefetchMin
+			if prefetching {
+				far, near = w.ahead(d.wnext, lookahead), w.ahead(d.wnext, lookahead/2)
 			}
-			i := uint32(w.pending[w.pendPos])
-			if i == 0 { // cancelled or paused while pending
-				w.pendPos++
-				continue
+			for i := d.wnext; i != w.due; i = d.wnext {
+				if max > 0 && fired >= max {
+					return fired, false
+				}
+				if prefetching {
+					if far = w.ahead(far, 1); far != w.due {
+						w.prefetchRemoval(far, false)
+					}
+					if near = w.ahead(near, 1); near != w.due {
+						w.prefetchRemoval(near, true)
+					}
+				}
+				n := w.nodes.at(i)
+				d.wnext = n.wnext
+				w.nodes.at(n.wnext).wprev = w.due
+				w.fire(i, fn)
+				fired++
 			}
-			if max > 0 && fired >= max {
-				return fired, false
-			}
-			w.pendPos++
-			w.fire(i, fn)
-			fired++
 		}
-		w.pending, w.pendPos = w.pending[:0], 0
 		t, ok := w.nextEvent()
 		if !ok || t > to {
 			w.setNow(to, false)
@@ -56,6 +66,20 @@ func (w *Wheel) Advance(to uint64, max int, fn func(Fire)) (fired int, done bool
 		w.setNow(t, false)
 		w.turn()
 	}
+}
+
+// ahead returns the node k places after i in the due list, or the due
+// sentinel when the list ends first. It only steers prefetches: a node that
+// left the list meanwhile (cancelled or paused by a callback) ends the walk.
+func (w *Wheel) ahead(i uint32, k int) uint32 {
+	for ; k > 0 && i != w.due; k-- {
+		n := w.nodes.at(i)
+		if n.wprev >= markFiring {
+			return w.due
+		}
+		i = n.wnext
+	}
+	return i
 }
 
 // Removing a timer at its last firing deletes its key from the index: a
@@ -71,12 +95,9 @@ const (
 	prefetchMin = 1 << 18
 )
 
-// prefetchRemoval prefetches, for pending timer i whose next firing is its
-// last, its index entry (near) or the nodes of the entries after it (!near).
+// prefetchRemoval prefetches, for due timer i whose next firing is its
+// last, its index entry (!near) or the nodes of the entries after it (near).
 func (w *Wheel) prefetchRemoval(i uint32, near bool) {
-	if i == 0 {
-		return
-	}
 	n := w.nodes.at(i)
 	if n.repeat == 0 || n.fired+1 < n.repeat {
 		return
@@ -96,14 +117,15 @@ func (w *Wheel) prefetchRemoval(i uint32, near bool) {
 	}
 }
 
-// fire fires timer i, just taken from the pending array.
-func (w *Wheel) fire(i uint32, fn func(Fire)) {
+// fire fires timer i, just taken from the due list.
+func (w *Wheel) fire(i uint32, fn func(*Fire)) {
 	n := w.nodes.at(i)
 	n.wprev = markFiring
 	t := w.now
 	every := uint64(n.every)
 	n.fired++
-	ev := Fire{Key: Key{n.receiver, n.tid}, Tick: t, Fired: uint64(n.fired), Repeat: n.repeat}
+	ev := &w.ev // set field by field: see server's onFire on composite literals
+	ev.Receiver, ev.Tid, ev.Tick, ev.Fired, ev.Repeat = n.receiver, n.tid, t, uint64(n.fired), n.repeat
 	if n.hasExtra() {
 		x := w.extra.at(n.every)
 		if n.fired == 0 {
@@ -128,6 +150,7 @@ func (w *Wheel) fire(i uint32, fn func(Fire)) {
 	if fn != nil {
 		fn(ev)
 	}
+	ev.Data = nil
 	w.extra.release()
 }
 
@@ -137,10 +160,8 @@ func (w *Wheel) fire(i uint32, fn func(Fire)) {
 // An Advance to a tick before it only moves time; a driver can sleep until
 // it (and must look again after Add or Resume).
 func (w *Wheel) NextEvent() (tick uint64, ok bool) {
-	for _, e := range w.pending[w.pendPos:] {
-		if e != 0 {
-			return w.now, true
-		}
+	if w.nodes.at(w.due).wnext != w.due {
+		return w.now, true
 	}
 	return w.nextEvent()
 }

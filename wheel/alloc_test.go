@@ -34,7 +34,7 @@ func TestZeroAllocs(t *testing.T) {
 	for i := range 1000 {
 		_ = w.Add(Key{9, uint64(i)}, Spec{After: 1 + uint64(i)%50, Data: data[:i%len(data)]})
 	}
-	advance := func() { w.Advance(w.Now()+1, 0, func(Fire) {}) }
+	advance := func() { w.Advance(w.Now()+1, 0, func(*Fire) {}) }
 	for range 200 {
 		advance()
 	}

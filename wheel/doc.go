@@ -8,7 +8,7 @@
 //
 //	w, _ := wheel.New(start, wheel.Config{}) // 10 levels × 100 slots
 //	w.Add(wheel.Key{Receiver: 1, Tid: 11}, wheel.Spec{After: 3, Repeat: 4})
-//	w.Advance(start+12, 0, func(f wheel.Fire) {
+//	w.Advance(start+12, 0, func(f *wheel.Fire) {
 //		// f.Tick is start+3, +6, +9, +12; f.Last on the fourth firing
 //	})
 //

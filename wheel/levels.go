@@ -53,20 +53,41 @@ func (w *Wheel) setNow(t uint64, all bool) {
 // relative to now (or the overflow list when it is beyond the top level).
 func (w *Wheel) place(i uint32) {
 	d := w.nodes.at(i).due
-	for k := range w.levels {
+	if rel := d - w.blockStart[0]; w.span[0] == 0 || rel < w.span[0] {
+		w.linkSlot0(rel, i)
+		return
+	}
+	for k := 1; k < w.levels; k++ {
 		rel := d - w.blockStart[k]
 		if sp := w.span[k]; sp != 0 && rel >= sp {
 			continue
 		}
-		if k > 0 {
-			rel = w.digit(rel, k)
-		}
+		rel = w.digit(rel, k)
 		w.linkTail(w.sentinel(k, rel), i)
 		w.occupied[k][rel>>6] |= 1 << (rel & 63)
 		return
 	}
 	w.linkTail(w.overflow, i)
 	w.overflowMin = min(w.overflowMin, d)
+}
+
+// linkSlot0 links node i at the tail of level-0 slot s (whose sentinel is
+// s), and marks the slot unsorted when i was added before the slot's tail.
+func (w *Wheel) linkSlot0(s uint64, i uint32) {
+	h := w.nodes.at(uint32(s))
+	t := h.wprev
+	n := w.nodes.at(i)
+	tn := w.nodes.at(t)
+	bit := uint64(1) << (s & 63)
+	if t == uint32(s) {
+		w.unsorted[s>>6] &^= bit
+	} else if tn.order() > n.order() {
+		w.unsorted[s>>6] |= bit
+	}
+	n.wnext, n.wprev = uint32(s), t
+	tn.wnext = i
+	h.wprev = i
+	w.occupied[0][s>>6] |= bit
 }
 
 func (w *Wheel) linkTail(s, i uint32) {
@@ -78,14 +99,10 @@ func (w *Wheel) linkTail(s, i uint32) {
 	h.wprev = i
 }
 
-// unlink takes armed or pending node i out of the wheel.
+// unlink takes armed or due node i out of the wheel.
 func (w *Wheel) unlink(i uint32) {
 	n := w.nodes.at(i)
 	p, q := n.wprev, n.wnext
-	if p == markPending {
-		w.pending[q] = 0
-		return
-	}
 	w.nodes.at(p).wnext = q
 	w.nodes.at(q).wprev = p
 	if p == q && p < w.overflow { // i was alone in a slot: mark it empty
@@ -123,9 +140,12 @@ func (w *Wheel) nextEvent() (uint64, bool) {
 	return 0, false
 }
 
-// turn does the work of tick now = t, reached by nextEvent: it moves down the
-// slots that start at t, highest level first, then moves the timers due at t
-// into the pending list in add order.
+// turn does the work of tick now = t, reached by nextEvent with the due list
+// empty: it moves down the slots that start at t, highest level first, then
+// makes the timers due at t the due list, in add order. A slot already in
+// add order (the common case: timers added in order and moved down in order)
+// is spliced in whole, without visiting its timers; only an unsorted one is
+// sorted.
 func (w *Wheel) turn() {
 	t := w.now
 	top := w.levels - 1
@@ -144,37 +164,41 @@ func (w *Wheel) turn() {
 		}
 	}
 	s := t - w.blockStart[0]
-	if w.occupied[0][s>>6]&(1<<(s&63)) == 0 {
+	bit := uint64(1) << (s & 63)
+	if w.occupied[0][s>>6]&bit == 0 {
 		return
 	}
-	w.occupied[0][s>>6] &^= 1 << (s & 63)
+	w.occupied[0][s>>6] &^= bit
 	head := w.sentinel(0, s)
 	h := w.nodes.at(head)
-	// One pass over the nodes collects and marks them; only a slot not
-	// already in add order (timers that came down from different slots) is
-	// sorted and marked again.
-	pend := w.pending[:0]
-	sorted := true
-	for i := h.wnext; i != head; {
-		n := w.nodes.at(i)
-		e := uint64(n.order())<<32 | uint64(i)
-		if len(pend) > 0 && e < pend[len(pend)-1] {
-			sorted = false
-		}
-		next := n.wnext
-		n.wprev, n.wnext = markPending, uint32(len(pend))
-		pend = append(pend, e)
-		i = next
-	}
+	first, last := h.wnext, h.wprev
 	h.wnext, h.wprev = head, head
-	if !sorted {
-		pend = w.sortBySeq(pend)
-		for p, e := range pend {
-			n := w.nodes.at(uint32(e))
-			n.wprev, n.wnext = markPending, uint32(p)
-		}
+	if w.unsorted[s>>6]&bit == 0 {
+		w.linkDue(first, last)
+		return
 	}
-	w.pending, w.pendPos = pend, 0
+	w.unsorted[s>>6] &^= bit
+	a := w.dueBuf[:0]
+	for i := first; i != head; i = w.nodes.at(i).wnext {
+		a = append(a, uint64(w.nodes.at(i).order())<<32|uint64(i))
+	}
+	a = w.sortBySeq(a)
+	for j := 1; j < len(a); j++ {
+		p, q := uint32(a[j-1]), uint32(a[j])
+		w.nodes.at(p).wnext = q
+		w.nodes.at(q).wprev = p
+	}
+	w.linkDue(uint32(a[0]), uint32(a[len(a)-1]))
+	w.dueBuf = a[:0]
+}
+
+// linkDue makes the chain first..last (linked by wnext/wprev) the due list,
+// which is empty.
+func (w *Wheel) linkDue(first, last uint32) {
+	d := w.nodes.at(w.due)
+	d.wnext, d.wprev = first, last
+	w.nodes.at(first).wprev = w.due
+	w.nodes.at(last).wnext = w.due
 }
 
 // replace empties the list headed by s and places each of its timers again
@@ -190,22 +214,21 @@ func (w *Wheel) replace(s uint32) {
 	}
 }
 
-// insertPending puts node i, due now, into the pending array at its place in
-// add order. Only a timer paused and resumed while an Advance is stopped part
-// way through a tick gets here.
-func (w *Wheel) insertPending(i uint32) {
+// insertDue puts node i, due now, into the due list at its place in add
+// order. Only a timer paused with no ticks left (while due) and resumed gets
+// here, so the walk is rare.
+func (w *Wheel) insertDue(i uint32) {
 	seq := w.nodes.at(i).order()
-	p := w.pendPos
-	for p < len(w.pending) && (w.pending[p] == 0 || w.nodes.at(uint32(w.pending[p])).order() < seq) {
-		p++
+	q := w.nodes.at(w.due).wnext
+	for q != w.due && w.nodes.at(q).order() < seq {
+		q = w.nodes.at(q).wnext
 	}
-	w.pending = slices.Insert(w.pending, p, uint64(seq)<<32|uint64(i))
-	for q := p; q < len(w.pending); q++ {
-		if j := uint32(w.pending[q]); j != 0 {
-			n := w.nodes.at(j)
-			n.wprev, n.wnext = markPending, uint32(q)
-		}
-	}
+	qn := w.nodes.at(q)
+	p := qn.wprev
+	n := w.nodes.at(i)
+	n.wprev, n.wnext = p, q
+	w.nodes.at(p).wnext = i
+	qn.wprev = i
 }
 
 // sortBySeq sorts entries of the form seq<<32|index. A slot's timers arrive

@@ -704,7 +704,8 @@ func (r *modelRunner) doAdvance(to uint64, max int) {
 	}
 }
 
-func (r *modelRunner) onFire(f Fire) {
+func (r *modelRunner) onFire(pf *Fire) {
+	f := *pf
 	r.calls++
 	if r.maxFires > 0 && r.calls > r.maxFires {
 		r.failf("Advance fired more than max=%d times: %s", r.maxFires, fireString(f))

@@ -5,10 +5,9 @@ const nilIdx = ^uint32(0)
 
 // Marks kept in node.wprev for nodes that sit in no wheel list.
 const (
-	markFree    = ^uint32(0)     // the node is on the free list
-	markPaused  = ^uint32(0) - 1 // the node is a paused timer; due holds its remaining ticks
-	markPending = ^uint32(0) - 2 // the node is due now; wnext is its position in Wheel.pending
-	markFiring  = ^uint32(0) - 3 // the node is being fired and sits in no list
+	markFree   = ^uint32(0)     // the node is on the free list
+	markPaused = ^uint32(0) - 1 // the node is a paused timer; due holds its remaining ticks
+	markFiring = ^uint32(0) - 2 // the node is being fired and sits in no list
 )
 
 // node is one timer, or a list head (sentinel) for the indices below slab.nsent.
@@ -24,10 +23,9 @@ type node struct {
 	seq    uint32 // add sequence number (same-tick firing order), and flagExtra
 	fired  uint32 // low 32 bits of the firing count (high bits in extras)
 	repeat uint32
-	// wnext, wprev link the node into a slot or the overflow list (circular,
-	// through a sentinel). Otherwise wprev is a mark: markFree (wnext is the
-	// next free node), markPaused, markPending (wnext is the position in the
-	// pending array) or markFiring.
+	// wnext, wprev link the node into a slot, the overflow list or the due
+	// list (circular, through a sentinel). Otherwise wprev is a mark:
+	// markFree (wnext is the next free node), markPaused or markFiring.
 	wnext, wprev uint32
 	// rnext, rprev link the node into its receiver's list, newest first
 	// (nilIdx at either end).

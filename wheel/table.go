@@ -148,7 +148,7 @@ func (w *Wheel) Resume(k Key) error {
 	}
 	n.due += w.now
 	if n.due == w.now {
-		w.insertPending(i)
+		w.insertDue(i)
 	} else {
 		w.place(i)
 	}

@@ -120,12 +120,17 @@ type Wheel struct {
 	seqMax  uint32 // renumber live timers when seq reaches this (tests lower it); at most seqMask
 	scratch []uint64
 
-	// pending holds the timers due at now not yet fired, as seq<<32|index in
-	// seq order, from pendPos on; a cancelled or paused entry becomes 0.
-	pending  []uint64
-	sortBuf  []uint64
-	pendPos  int
-	overflow uint32 // sentinel of the list of timers beyond the top level
+	// due is the sentinel of the list of timers due at now not yet fired, in
+	// add order: turn moves a level-0 slot there when now reaches it.
+	due uint32
+	// unsorted marks the level-0 slots whose list is not in add order (a
+	// timer came down from a higher level, or was re-armed, behind a newer
+	// one), so turn sorts only those.
+	unsorted [maxSlots / 64]uint64
+	ev       Fire     // the firing passed to Advance's callback
+	dueBuf   []uint64 // turn's scratch for sorting a slot
+	sortBuf  []uint64 // sortBySeq's scratch
+	overflow uint32   // sentinel of the list of timers beyond the top level
 	// overflowMin is at most the earliest due tick in the overflow list, so
 	// the list is placed again only when that timer's top-level turn comes.
 	overflowMin uint64
@@ -180,10 +185,11 @@ func New(start uint64, cfg Config) (*Wheel, error) {
 		}
 		w.span[k] = g
 	}
-	// Slab indices below nsent are list heads: one per slot, then overflow.
-	nsent := uint32(cfg.Levels*cfg.Slots) + 1
+	// Slab indices below nsent are list heads: one per slot, then overflow,
+	// then the due list.
+	nsent := uint32(cfg.Levels*cfg.Slots) + 2
 	w.nodes.init(nsent)
-	w.overflow = nsent - 1
+	w.overflow, w.due = nsent-2, nsent-1
 	w.index.init(&w.nodes)
 	w.setNow(start, true)
 	return w, nil

@@ -19,9 +19,10 @@ func newWheel(t testing.TB, start uint64, cfg Config) *Wheel {
 // collect advances w to `to` with no limit and returns the firings.
 func collect(w *Wheel, to uint64) []Fire {
 	var got []Fire
-	_, done := w.Advance(to, 0, func(f Fire) {
-		f.Data = append([]byte(nil), f.Data...)
-		got = append(got, f)
+	_, done := w.Advance(to, 0, func(f *Fire) {
+		c := *f
+		c.Data = append([]byte(nil), f.Data...)
+		got = append(got, c)
 	})
 	if !done {
 		panic("unbounded Advance not done")
@@ -201,7 +202,7 @@ func TestCallbackMutations(t *testing.T) {
 	}
 	var got []uint64
 	collect(w, 0)
-	_, done := w.Advance(5, 0, func(f Fire) {
+	_, done := w.Advance(5, 0, func(f *Fire) {
 		got = append(got, f.Tid)
 		switch f.Tid {
 		case 1: // cancel a timer due on this same tick, not yet fired
@@ -221,7 +222,7 @@ func TestCallbackMutations(t *testing.T) {
 
 	// A timer added in a callback fires in the same Advance when due by `to`.
 	got = got[:0]
-	w.Advance(20, 0, func(f Fire) {
+	w.Advance(20, 0, func(f *Fire) {
 		got = append(got, f.Tid)
 		if f.Tid == 9 && f.Tick == 6 {
 			// 4 was paused while due at tick 5 with 0 ticks left: it is due at once.
@@ -236,7 +237,7 @@ func TestCallbackMutations(t *testing.T) {
 func TestFireDataSurvivesCallbackMutation(t *testing.T) {
 	w := newWheel(t, 0, Config{})
 	require.NoError(t, w.Add(Key{1, 1}, Spec{After: 1, Repeat: 1, Data: []byte("payload-one")}))
-	w.Advance(1, 0, func(f Fire) {
+	w.Advance(1, 0, func(f *Fire) {
 		// Reusing the freed buffer must not change f.Data during the callback.
 		require.NoError(t, w.Add(Key{1, 2}, Spec{After: 1, Data: []byte("XXXXXXXXXXX")}))
 		assert.Equal(t, "payload-one", string(f.Data))
@@ -312,7 +313,7 @@ func TestBoundedAdvance(t *testing.T) {
 		require.NoError(t, w.Add(Key{1, tid}, Spec{After: 5 + tid/4, Repeat: 1}))
 	}
 	var tids []uint64
-	fn := func(f Fire) { tids = append(tids, f.Tid) }
+	fn := func(f *Fire) { tids = append(tids, f.Tid) }
 	n, done := w.Advance(100, 3, fn)
 	assert.Equal(t, 3, n)
 	assert.False(t, done)
@@ -434,7 +435,7 @@ func TestLargeBurst(t *testing.T) {
 	require.GreaterOrEqual(t, len(w.index.table), prefetchMin)
 	var next uint64
 	cancelled := map[uint64]bool{}
-	fired, done := w.Advance(1, 0, func(f Fire) {
+	fired, done := w.Advance(1, 0, func(f *Fire) {
 		for next < f.Tid && cancelled[next] {
 			next++
 		}
