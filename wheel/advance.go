@@ -34,10 +34,10 @@ func (w *Wheel) Advance(to uint64, max int, fn func(*Fire)) (fired int, done boo
 	d := w.nodes.at(w.due)
 	for {
 		if d.wnext != w.due {
-			var far, near uint32 // prefetch cursors, lookahead and lookahead/2 ahead
-			prefetching := len(w.index.table) >= prefetchMin
+			// far runs lookahead timers ahead of the one firing, to prefetch.
+			far, prefetching := w.due, len(w.index.table) >= prefetchMin
 			if prefetching {
-				far, near = w.ahead(d.wnext, lookahead), w.ahead(d.wnext, lookahead/2)
+				far = w.ahead(d.wnext, lookahead)
 			}
 			for i := d.wnext; i != w.due; i = d.wnext {
 				if max > 0 && fired >= max {
@@ -45,10 +45,7 @@ func (w *Wheel) Advance(to uint64, max int, fn func(*Fire)) (fired int, done boo
 				}
 				if prefetching {
 					if far = w.ahead(far, 1); far != w.due {
-						w.prefetchRemoval(far, false)
-					}
-					if near = w.ahead(near, 1); near != w.due {
-						w.prefetchRemoval(near, true)
+						w.prefetchRemoval(far)
 					}
 				}
 				n := w.nodes.at(i)
@@ -83,11 +80,8 @@ func (w *Wheel) ahead(i uint32, k int) uint32 {
 }
 
 // Removing a timer at its last firing deletes its key from the index: a
-// random access into a table far larger than the cache for a big wheel,
-// followed by a read of the node of each entry the deletion shifts back. In
-// a burst of firings Advance prefetches both ahead of time: the index entry
-// lookahead firings ahead, and the nodes after it lookahead/2 ahead, once
-// that entry has arrived.
+// random access into a table far larger than the cache for a big wheel. In a
+// burst of firings Advance prefetches that entry lookahead firings ahead.
 // Below prefetchMin entries (1 MiB) the index stays in cache and
 // prefetching only costs time.
 const (
@@ -95,26 +89,15 @@ const (
 	prefetchMin = 1 << 18
 )
 
-// prefetchRemoval prefetches, for due timer i whose next firing is its
-// last, its index entry (!near) or the nodes of the entries after it (near).
-func (w *Wheel) prefetchRemoval(i uint32, near bool) {
+// prefetchRemoval prefetches the index entry of due timer i if its next
+// firing is its last.
+func (w *Wheel) prefetchRemoval(i uint32) {
 	n := w.nodes.at(i)
 	if n.repeat == 0 || n.fired+1 < n.repeat {
 		return
 	}
 	x := &w.index
-	p := hash(Key{n.receiver, n.tid}) & x.mask
-	if !near {
-		prefetch(unsafe.Pointer(&x.table[p]))
-		return
-	}
-	for k := uint64(1); k <= 2; k++ {
-		e := x.table[(p+k)&x.mask]
-		if e == 0 {
-			return
-		}
-		prefetch(unsafe.Pointer(w.nodes.at(e & idxMask)))
-	}
+	prefetch(unsafe.Pointer(&x.table[hash(Key{n.receiver, n.tid})&x.mask]))
 }
 
 // fire fires timer i, just taken from the due list.

@@ -5,13 +5,19 @@ package wheel
 // so a probe reads the node only on a likely match; 0 is empty (no timer has
 // index 0, a sentinel does). The key itself lives in the node. At most 5/8
 // full, the index costs 6.4–12.8 bytes per timer, against ~40 for a Go map.
-// (At 3/4 a deletion, which reads the node of every entry it may shift back,
-// scanned twice as long a run: firing a burst of 3M one-shot timers took
-// 175 ns each instead of 98.)
+//
+// A deletion leaves a tombstone, unless it ends its probe run, so it reads
+// nothing but its own entry: a backward-shift deletion would read the node of
+// every later entry of the run to find its home, a cache miss each in a big
+// index (firing a burst of 1M one-shot timers spent a fifth of its time
+// there). Tombstones count toward the 5/8 and are reused by insertions; when
+// they fill it, the table is rebuilt without them, at the same size unless
+// the live entries need more.
 type index struct {
 	table []uint32
 	mask  uint64
-	count uint32
+	count uint32 // live entries
+	tombs uint32 // tombstones
 	nodes *slab
 }
 
@@ -19,6 +25,11 @@ const (
 	minIndexSize = 64
 	tagShift     = 28 // entry = tag<<tagShift | node index
 	idxMask      = 1<<tagShift - 1
+	// tomb marks a deleted entry. Node 1 is a sentinel, never a timer, so no
+	// live entry has this value.
+	tomb = 1
+	// noPos is no position.
+	noPos = ^uint64(0)
 )
 
 // tag returns the 4 hash bits stored in an entry, taken from bits the table
@@ -41,15 +52,22 @@ func hash(k Key) uint64 {
 }
 
 // reserve makes room for one more entry, so that a position returned by
-// lookup stays valid for insertAt.
+// lookup stays valid for insertAt: live entries and tombstones together stay
+// at most 5/8 of the table, so every probe run ends at an empty entry.
 func (x *index) reserve() {
-	if uint64(x.count+1)*8 > uint64(len(x.table))*5 {
-		x.resize(len(x.table) * 2)
+	size := uint64(len(x.table))
+	if uint64(x.count+x.tombs+1)*8 <= size*5 {
+		return
 	}
+	if uint64(x.count+1)*16 > size*5 { // live entries above half the limit: grow
+		size *= 2
+	}
+	x.resize(int(size))
 }
 
-// lookup returns k's position and node index, or, when k is absent, the empty
-// position where it would go and 0.
+// lookup returns k's position and node index, or, when k is absent, the
+// position where it would go (the first tombstone or the empty entry that
+// ends its probe run) and 0.
 func (x *index) lookup(k Key) (pos uint64, i uint32) {
 	return x.lookupHash(k, hash(k))
 }
@@ -57,10 +75,20 @@ func (x *index) lookup(k Key) (pos uint64, i uint32) {
 // lookupHash is lookup with h == hash(k) already computed.
 func (x *index) lookupHash(k Key, h uint64) (pos uint64, i uint32) {
 	t := tag(h)
+	free := noPos
 	for p := h & x.mask; ; p = (p + 1) & x.mask {
 		e := x.table[p]
 		if e == 0 {
+			if free != noPos {
+				return free, 0
+			}
 			return p, 0
+		}
+		if e == tomb {
+			if free == noPos {
+				free = p
+			}
+			continue
 		}
 		if e&^idxMask != t {
 			continue
@@ -71,39 +99,40 @@ func (x *index) lookupHash(k Key, h uint64) (pos uint64, i uint32) {
 	}
 }
 
-// insertAt stores node i, whose key hashes to h, at the empty position pos
-// returned by lookup.
+// insertAt stores node i, whose key hashes to h, at the position pos
+// returned by lookup for an absent key.
 func (x *index) insertAt(pos, h uint64, i uint32) {
+	if x.table[pos] == tomb {
+		x.tombs--
+	}
 	x.table[pos] = tag(h) | i
 	x.count++
 }
 
-// deleteAt empties position pos, closing the gap by shifting later entries of
-// the probe run back (no tombstones).
+// deleteAt removes the entry at position p: a tombstone, or, when p ends
+// its probe run, empty, together with the tombstones just before it (no
+// probe needs to pass them any more).
 func (x *index) deleteAt(p uint64) {
 	x.count--
-	for q := (p + 1) & x.mask; ; q = (q + 1) & x.mask {
-		e := x.table[q]
-		if e == 0 {
-			break
-		}
-		n := x.nodes.at(e & idxMask)
-		home := hash(Key{n.receiver, n.tid}) & x.mask
-		// Move entry q into the hole at p unless its home lies cyclically in (p, q].
-		if (q-home)&x.mask >= (q-p)&x.mask {
-			x.table[p] = e
-			p = q
-		}
+	if x.table[(p+1)&x.mask] != 0 {
+		x.table[p] = tomb
+		x.tombs++
+		return
 	}
 	x.table[p] = 0
+	for q := (p - 1) & x.mask; x.table[q] == tomb; q = (q - 1) & x.mask {
+		x.table[q] = 0
+		x.tombs--
+	}
 }
 
 func (x *index) resize(size int) {
 	old := x.table
 	x.table = make([]uint32, size)
 	x.mask = uint64(size - 1)
+	x.tombs = 0
 	for _, e := range old {
-		if e == 0 {
+		if e == 0 || e == tomb {
 			continue
 		}
 		n := x.nodes.at(e & idxMask)
