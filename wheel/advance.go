@@ -116,9 +116,10 @@ func (w *Wheel) fire(i uint32, fn func(*Fire)) {
 		}
 		every = x.every
 		ev.Fired |= uint64(x.firedHi) << 32
-		ev.Data = x.data
+		ev.Data = w.extra.payload(x)
 	} else if n.fired == 0 { // the count passed 2^32: keep its high bits apart
-		n.every = w.extra.alloc(extra{every: every, firedHi: 1})
+		n.every = w.extra.alloc(every, nil)
+		w.extra.at(n.every).firedHi = 1
 		n.seq |= flagExtra
 		ev.Fired = 1 << 32
 	}

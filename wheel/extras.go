@@ -1,60 +1,127 @@
 package wheel
 
-import "math/bits"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // extra holds what most timers do not need, so that they do not pay for it:
 // the data payload, the interval, and the high bits of a firing count past
 // 2^32. A node has one iff its flagExtra bit is set; its every field then
-// holds the extra's index in extras.items, and the interval is extra.every.
-// A free extra holds the index of the next free one in every (a free list
-// threaded through the slab, so freeing a million costs no extra memory).
+// holds the extra's index, and the interval is extra.every. A free extra
+// holds the index of the next free one + 1 in every (a free list threaded
+// through the chunks, so freeing a million costs no memory).
+//
+// It holds no pointers, so the garbage collector never scans the extras: a
+// payload of up to inlineData bytes lives in the extra itself (no allocation
+// per timer); a longer one in a buffer of extras.big, whose index the first
+// 4 bytes of data hold. 32 bytes.
 type extra struct {
-	data    []byte
 	every   uint64
 	firedHi uint32
+	dlen    uint32 // payload length
+	data    [inlineData]byte
 }
 
-// Payload buffers are recycled by power-of-two size class, up to 64 KiB,
-// with at most poolDepth buffers kept per class.
+const inlineData = 16
+
+// Extras live in fixed chunks, like nodes: growing never copies them.
 const (
-	minClassShift = 4  // 16 bytes
+	extraChunkShift = 11 // 2048 extras, 64 KiB
+	extraChunkSize  = 1 << extraChunkShift
+)
+
+type extraChunk [extraChunkSize]extra
+
+// Payload buffers of the big ones are recycled by power-of-two size class,
+// up to 64 KiB, with at most poolDepth buffers kept per class.
+const (
+	minClassShift = 5  // 32 bytes: shorter payloads are inline
 	maxClassShift = 16 // 64 KiB
 	poolDepth     = 1024
 )
 
 type extras struct {
-	items []extra // a slab: indices are stable while in use
-	free  uint32  // first free index in items + 1; 0: none
-	pool  [maxClassShift - minClassShift + 1][][]byte
-	// While holding (during Advance), buffers released are kept in hold
-	// until the firing's callback returns (release), so the Data of a Fire
-	// stays intact for the whole callback even if it adds timers.
-	hold    [][]byte
+	chunks []*extraChunk
+	n      uint32 // extras handed out so far (high-water mark)
+	free   uint32 // first free index + 1; 0: none
+
+	big     [][]byte // payloads longer than inlineData, by index
+	bigFree []uint32 // free indices of big
+	pool    [maxClassShift - minClassShift + 1][][]byte
+
+	// While holding (during Advance), extras dropped are kept in held until
+	// the firing's callback returns (release), so the Data of a Fire stays
+	// intact for the whole callback even if it adds timers.
+	held    []uint32
 	holding bool
 }
 
 // at returns extra j for reading or update.
-func (e *extras) at(j uint32) *extra { return &e.items[j] }
-
-// alloc stores x and returns its index.
-func (e *extras) alloc(x extra) uint32 {
-	if e.free != 0 {
-		j := e.free - 1
-		e.free = uint32(e.items[j].every)
-		e.items[j] = x
-		return j
-	}
-	e.items = append(e.items, x)
-	return uint32(len(e.items) - 1)
+func (e *extras) at(j uint32) *extra {
+	return &e.chunks[j>>extraChunkShift][j&(extraChunkSize-1)]
 }
 
-// drop frees extra j and recycles its payload buffer.
-func (e *extras) drop(j uint32) {
-	x := &e.items[j]
-	if x.data != nil {
-		e.recycle(x.data)
+// alloc stores a new extra with interval every and a copy of data, and
+// returns its index.
+func (e *extras) alloc(every uint64, data []byte) uint32 {
+	var j uint32
+	if e.free != 0 {
+		j = e.free - 1
+		e.free = uint32(e.at(j).every)
+	} else {
+		j = e.n
+		if int(j>>extraChunkShift) == len(e.chunks) {
+			e.chunks = append(e.chunks, new(extraChunk))
+		}
+		e.n++
 	}
-	*x = extra{every: uint64(e.free)}
+	x := e.at(j)
+	x.every, x.firedHi, x.dlen = every, 0, uint32(len(data))
+	if len(data) <= inlineData {
+		copy(x.data[:], data)
+		return j
+	}
+	var b uint32
+	if l := len(e.bigFree); l > 0 {
+		b = e.bigFree[l-1]
+		e.bigFree = e.bigFree[:l-1]
+		e.big[b] = e.copyData(data)
+	} else {
+		b = uint32(len(e.big))
+		e.big = append(e.big, e.copyData(data))
+	}
+	binary.LittleEndian.PutUint32(x.data[:4], b)
+	return j
+}
+
+// payload returns x's data (nil when it has none). An inline payload
+// aliases the extra: it is valid until the extra is freed.
+func (e *extras) payload(x *extra) []byte {
+	switch {
+	case x.dlen == 0:
+		return nil
+	case x.dlen <= inlineData:
+		return x.data[:x.dlen:x.dlen]
+	default:
+		return e.big[binary.LittleEndian.Uint32(x.data[:4])]
+	}
+}
+
+// drop frees extra j, at once or, while holding, when the callback returns.
+func (e *extras) drop(j uint32) {
+	if e.holding {
+		e.held = append(e.held, j)
+		return
+	}
+	x := e.at(j)
+	if x.dlen > inlineData {
+		b := binary.LittleEndian.Uint32(x.data[:4])
+		e.recycle(e.big[b])
+		e.big[b] = nil
+		e.bigFree = append(e.bigFree, b)
+	}
+	x.every, x.dlen = uint64(e.free), 0
 	e.free = j + 1
 }
 
@@ -76,10 +143,6 @@ func (e *extras) copyData(p []byte) []byte {
 }
 
 func (e *extras) recycle(b []byte) {
-	if e.holding {
-		e.hold = append(e.hold, b)
-		return
-	}
 	c := sizeClass(cap(b))
 	if c < 0 || cap(b) != 1<<(c+minClassShift) || len(e.pool[c]) >= poolDepth {
 		return
@@ -93,18 +156,17 @@ func (e *extras) endHold() {
 	e.release()
 }
 
-// release recycles the buffers held during a firing's callback.
+// release frees the extras dropped during a firing's callback.
 func (e *extras) release() {
-	if len(e.hold) == 0 {
+	if len(e.held) == 0 {
 		return
 	}
 	holding := e.holding
 	e.holding = false
-	for j, b := range e.hold {
-		e.recycle(b)
-		e.hold[j] = nil
+	for _, j := range e.held {
+		e.drop(j)
 	}
-	e.hold = e.hold[:0]
+	e.held = e.held[:0]
 	e.holding = holding
 }
 

@@ -126,22 +126,40 @@ func (x *index) deleteAt(p uint64) {
 	}
 }
 
+// resize rebuilds the table at size entries, without tombstones. It reads
+// each timer's key from its node: in slab order when the slab is mostly
+// live timers, a sequential scan, rather than in table order, a cache miss
+// per entry in a big table.
 func (x *index) resize(size int) {
 	old := x.table
 	x.table = make([]uint32, size)
 	x.mask = uint64(size - 1)
 	x.tombs = 0
-	for _, e := range old {
-		if e == 0 || e == tomb {
-			continue
+	s := x.nodes
+	if used := s.n - s.nsent; used <= 2*x.count {
+		for i := s.nsent; i < s.n; i++ {
+			if n := s.at(i); n.wprev != markFree {
+				x.put(n, i)
+			}
 		}
-		n := x.nodes.at(e & idxMask)
-		p := hash(Key{n.receiver, n.tid}) & x.mask
-		for x.table[p] != 0 {
-			p = (p + 1) & x.mask
-		}
-		x.table[p] = e
+		return
 	}
+	for _, e := range old {
+		if e != 0 && e != tomb {
+			x.put(s.at(e&idxMask), e&idxMask)
+		}
+	}
+}
+
+// put stores node i, whose key is absent, in the first empty entry of its
+// probe run (resize: the table has no tombstones).
+func (x *index) put(n *node, i uint32) {
+	h := hash(Key{n.receiver, n.tid})
+	p := h & x.mask
+	for x.table[p] != 0 {
+		p = (p + 1) & x.mask
+	}
+	x.table[p] = tag(h) | i
 }
 
 // find returns the node index of k, or 0 when absent.

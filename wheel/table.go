@@ -49,11 +49,7 @@ func (w *Wheel) Add(k Key, s Spec) error {
 	if every <= math.MaxUint32 && len(s.Data) == 0 {
 		n.every = uint32(every)
 	} else {
-		x := extra{every: every}
-		if len(s.Data) > 0 {
-			x.data = w.extra.copyData(s.Data)
-		}
-		n.every = w.extra.alloc(x)
+		n.every = w.extra.alloc(every, s.Data)
 		n.seq |= flagExtra
 	}
 	w.index.insertAt(pos, h, i)
@@ -175,7 +171,7 @@ func (w *Wheel) info(i uint32) Info {
 		x := w.extra.at(n.every)
 		in.Every = x.every
 		in.Fired |= uint64(x.firedHi) << 32
-		in.Data = x.data
+		in.Data = w.extra.payload(x)
 	}
 	return in
 }
