@@ -214,3 +214,45 @@ func TestPipelineAfterFastForward(t *testing.T) {
 		})
 	}
 }
+
+// TestBurstYieldsToOtherSessions: a burst bounded by max_fires_per_turn
+// proceeds in turns between rounds of I/O, so another session is served
+// while it is in progress, not after it (gnet's task queue, which runs tasks
+// queued by tasks before polling again, once made a burst stall everyone).
+func TestBurstYieldsToOtherSessions(t *testing.T) {
+	const n, perTurn = 50000, 10
+	srv := startServer(t, func(c *Config) { c.MaxFiresPerTurn = perTurn })
+	a := helloClient(t, srv, "burst")
+	b := helloClient(t, srv, "other")
+	a.bind(1, false)
+	var pipe []byte
+	first := a.id + 1
+	for tid := range uint64(n) {
+		a.id++
+		pipe = protocol.AppendRequest(pipe, &protocol.Request{Op: protocol.OpAdd, ID: a.id, Receiver: 1, Tid: tid, After: 1, Repeat: 1})
+	}
+	a.write(pipe)
+	for id := first; id <= a.id; id++ {
+		require.Equal(t, protocol.KindOK, a.reply(id).Kind)
+	}
+	ffID := a.send(protocol.Request{Op: protocol.OpFastForward, Ticks: 1})
+
+	// Once the burst has begun, b's requests are answered while it runs:
+	// b sees it progress, not only its first turn (run with the request)
+	// and then its end.
+	var during []uint64
+	for {
+		s := b.stats()
+		if s.FiredTotal == n {
+			break
+		}
+		if s.FiredTotal > 0 && (len(during) == 0 || s.FiredTotal > during[len(during)-1]) {
+			if during = append(during, s.FiredTotal); len(during) == 3 {
+				break
+			}
+		}
+	}
+	assert.Len(t, during, 3, "b saw the burst progress in fewer than 3 steps (%v of %d): it was not served between turns", during, n)
+	assert.Equal(t, []uint64{start + 1, n}, okUints(t, protocol.OpFastForward, a.reply(ffID)))
+	assert.Len(t, a.fires(), n)
+}

@@ -18,8 +18,8 @@ import (
 )
 
 // Server is a running tickwheel server. One gnet event loop owns all timer
-// and session state; gnet's ticker goroutine only asks that loop to advance
-// the wheel (see docs/ARCHITECTURE.md).
+// and session state; a ticker goroutine only asks that loop, through the
+// doorbell, to advance the wheel (see docs/ARCHITECTURE.md).
 type Server struct {
 	gnet.BuiltinEventEngine
 
@@ -33,24 +33,26 @@ type Server struct {
 	done  chan struct{}
 	err   error
 
-	// loop is the event loop, learnt from the internal clock connection;
-	// nil until it is registered. Safe from any goroutine.
-	loop     atomic.Pointer[gnet.EventLoop]
-	clockReg sync.Once
+	// loop is the event loop, learnt from the doorbell's connection; set
+	// before Start returns. Safe from any goroutine.
+	loop atomic.Pointer[gnet.EventLoop]
+	// started is closed by gnet's first OnTick: its event loop runs, so the
+	// doorbell can be registered.
+	started     chan struct{}
+	startedOnce sync.Once
+	// bell is our end of the doorbell (see bell.go), set before Start
+	// returns; rung says an advance turn has been asked for and not begun.
+	bell atomic.Pointer[net.Conn]
+	rung atomic.Bool
 
-	posted atomic.Bool // an advance is queued on the loop
 	// The ticker sleeps until the tick of the wheel's next event: wakeAt is
 	// that instant in ns since origin (the clock's monotonic origin), set on
-	// the loop; rearm tells the ticker it moved earlier.
-	origin     time.Time
-	wakeAt     atomic.Int64
-	rearm      chan struct{}
-	tickerOnce sync.Once
+	// the loop; rearm tells the ticker it moved earlier, or that a chain of
+	// advance turns has finished.
+	origin time.Time
+	wakeAt atomic.Int64
+	rearm  chan struct{}
 }
-
-// clockMarker tags the internal connection that gives the ticker a handle on
-// the event loop even when no client is connected.
-type clockMarker struct{}
 
 // New validates cfg and builds a server; Start runs it.
 func New(cfg Config, log *slog.Logger) (*Server, error) {
@@ -77,19 +79,22 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if cfg.Frozen {
 		clock.Freeze()
 	}
-	s := &Server{cfg: cfg, log: log, ready: make(chan error, 1), done: make(chan struct{}), origin: origin, rearm: make(chan struct{}, 1)}
+	s := &Server{cfg: cfg, log: log, ready: make(chan error, 1), done: make(chan struct{}), started: make(chan struct{}),
+		origin: origin, rearm: make(chan struct{}, 1)}
 	s.st = newState(cfg, log, w, clock)
 	s.st.onSpeed = func(float64, bool) { s.retime() }
 	s.retime()
 	return s, nil
 }
 
-// Start begins serving and returns once the server listens, or fails.
+// Start begins serving and returns once the server listens and its ticker
+// runs, or fails.
 func (s *Server) Start() error {
 	go func() {
 		err := gnet.Run(s, "tcp://"+s.cfg.Addr,
 			gnet.WithMulticore(false), gnet.WithNumEventLoop(1),
-			gnet.WithTicker(true), gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+			gnet.WithTicker(true), // only to learn that the event loop runs: see OnTick
+			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 			gnet.WithLoadBalancing(gnet.SourceAddrHash),
 			gnet.WithReuseAddr(true),           // a restart can listen again despite TIME_WAIT
 			gnet.WithLogger(gnetLogger{s.log})) // gnet's own messages, through slog
@@ -103,6 +108,19 @@ func (s *Server) Start() error {
 	if err := <-s.ready; err != nil {
 		return err
 	}
+	select {
+	case <-s.started:
+	case <-s.done:
+		return fmt.Errorf("server: stopped while starting: %v", s.err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.openBell(ctx); err != nil {
+		_ = s.Stop(ctx)
+		return err
+	}
+	go s.runTicker()
+	s.ring() // requests served before the doorbell existed may have left work
 	return nil
 }
 
@@ -151,15 +169,8 @@ func (s *Server) Tick() time.Duration { return s.cfg.Tick }
 // onLoop runs fn on the event loop and waits for it, or for ctx.
 func (s *Server) onLoop(ctx context.Context, fn func()) error {
 	l := s.loop.Load()
-	for l == nil { // the loop handle arrives a few milliseconds after Start
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.done:
-			return errors.New("server: stopped")
-		case <-time.After(time.Millisecond):
-		}
-		l = s.loop.Load()
+	if l == nil {
+		return errors.New("server: not started")
 	}
 	ran := make(chan struct{})
 	err := (*l).Execute(ctx, gnet.RunnableFunc(func(context.Context) error {
@@ -236,9 +247,9 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	return gnet.None
 }
 
-// OnOpen registers a client session, or learns the event loop from the clock connection.
+// OnOpen registers a client session, or learns the event loop from the doorbell.
 func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
-	if _, ok := c.Context().(clockMarker); ok {
+	if _, ok := c.Context().(bellMarker); ok {
 		l := c.EventLoop()
 		s.loop.Store(&l)
 		return nil, gnet.None
@@ -266,7 +277,7 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	sess, ok := c.Context().(*session)
 	if !ok {
-		_, _ = c.Discard(-1) // the clock connection never speaks
+		s.onBell(c)
 		return gnet.None
 	}
 	// Requests see the current tw-time: the ticker sleeps while nothing is due.
@@ -280,15 +291,13 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	return gnet.None
 }
 
-// postIfMore queues another advance turn when one run by a request (a
-// fast-forward) stopped at max_fires_per_turn with work left.
+// postIfMore asks for another advance turn when one run by a request (a
+// fast-forward) stopped at max_fires_per_turn with work left. Before the
+// doorbell exists the work stays noted; Start rings once it does.
 func (s *Server) postIfMore() {
-	if !s.st.more {
-		return
-	}
-	s.st.more = false
-	if l := s.loop.Load(); l != nil && !s.posted.Swap(true) {
-		s.post(*l)
+	if s.st.more && s.bell.Load() != nil {
+		s.st.more = false
+		s.ring()
 	}
 }
 
@@ -348,65 +357,11 @@ func (s *Server) flush() {
 	s.st.dirty = s.st.dirty[:0]
 }
 
-// OnTick runs on gnet's ticker goroutine, never on the loop: it only posts
-// an advance to the loop and returns the delay to the next tick boundary.
+// OnTick runs on gnet's ticker goroutine once its event loop runs. It only
+// tells Start so; the server's own ticker (ticker.go) drives the wheel.
 func (s *Server) OnTick() (time.Duration, gnet.Action) {
-	l := s.loop.Load()
-	if l == nil {
-		// Register off the ticker goroutine: registering waits for the loop,
-		// and a Stop in the meantime makes that wait endless (gnet's
-		// shutdown would then wait for this goroutine forever).
-		s.clockReg.Do(func() { go s.registerClock() })
-		return 5 * time.Millisecond, gnet.None
-	}
-	s.tickerOnce.Do(func() { go s.runTicker(*l) })
-	return time.Second, gnet.None
-}
-
-// registerClock creates the internal connection that hands the ticker the
-// event loop: a TCP pair on a private loopback listener, one end enrolled in
-// gnet with a marker context.
-func (s *Server) registerClock() {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		s.log.Error("clock connection: listen", "err", err)
-		return
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			c = nil
-		}
-		accepted <- c
-	}()
-	dialed, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		s.log.Error("clock connection: dial", "err", err)
-		return
-	}
-	// Our end of the clock connection, never written; closed when the server stops.
-	if clockEnd := <-accepted; clockEnd != nil {
-		go func() {
-			<-s.done
-			clockEnd.Close()
-		}()
-	}
-	res, err := s.eng.Register(gnet.NewNetConnContext(gnet.NewContext(context.Background(), clockMarker{}), dialed))
-	if err != nil {
-		s.log.Error("clock connection: register", "err", err)
-		return
-	}
-	// If the server stops before the loop takes the connection, gnet never
-	// answers: give up then.
-	select {
-	case r := <-res:
-		if r.Err != nil {
-			s.log.Error("clock connection: register", "err", r.Err)
-		}
-	case <-s.done:
-	}
+	s.startedOnce.Do(func() { close(s.started) })
+	return time.Hour, gnet.None
 }
 
 // gnetLogger passes gnet's own log messages to slog, its info as debug.

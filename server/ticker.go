@@ -1,11 +1,8 @@
 package server
 
 import (
-	"context"
 	"math"
 	"time"
-
-	"github.com/panjf2000/gnet/v2"
 )
 
 // The ticker's sleeps. A Go timer on an idle process wakes through
@@ -23,11 +20,11 @@ const (
 	tickSlack     = 50 * time.Microsecond // wake just after a tick boundary, not just before
 )
 
-// runTicker posts an advance to the loop when the wheel's next event is due
-// in real time. Waking only for events, not on every tick, keeps an idle
-// server idle. wakeAt is published by retime on the loop; rearm wakes the
-// ticker when wakeAt moved earlier or a posted advance chain has finished.
-func (s *Server) runTicker(l gnet.EventLoop) {
+// runTicker rings the doorbell when the wheel's next event is due in real
+// time. Waking only for events, not on every tick, keeps an idle server
+// idle. wakeAt is published by retime on the loop; rearm wakes the ticker
+// when wakeAt moved earlier or a chain of advance turns has finished.
+func (s *Server) runTicker() {
 	timer := time.NewTimer(maxSleep)
 	defer timer.Stop()
 	wait := func(d time.Duration) bool {
@@ -44,9 +41,7 @@ func (s *Server) runTicker(l gnet.EventLoop) {
 		d := time.Duration(s.wakeAt.Load() - int64(time.Since(s.origin)))
 		switch {
 		case d <= 0:
-			if !s.posted.Swap(true) {
-				s.post(l)
-			}
+			s.ring()
 			// The chain of advance turns signals rearm when it is done.
 			if !wait(maxSleep) {
 				return
@@ -63,28 +58,6 @@ func (s *Server) runTicker(l gnet.EventLoop) {
 			default:
 			}
 		}
-	}
-}
-
-// post queues one advance turn on the loop; a turn that leaves work queues
-// the next, so a catch-up proceeds in bounded steps between I/O. The last
-// turn of a chain publishes the next wake instant and rearms the ticker.
-func (s *Server) post(l gnet.EventLoop) {
-	err := l.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
-		more := s.st.advance()
-		s.flush()
-		s.st.more = false
-		if more {
-			s.post(l)
-			return nil
-		}
-		s.posted.Store(false)
-		s.retime()
-		s.signalRearm()
-		return nil
-	}))
-	if err != nil {
-		s.posted.Store(false) // shutting down
 	}
 }
 

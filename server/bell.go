@@ -1,0 +1,110 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+
+	"github.com/panjf2000/gnet/v2"
+)
+
+// The doorbell. Advance turns run on the event loop between rounds of I/O:
+// the ticker, and a turn that leaves work (a burst bounded by
+// max_fires_per_turn), ring the doorbell, an internal TCP connection whose
+// far end gnet polls like a client's, and the loop runs one turn when it
+// becomes readable, in the same round as the other connections' traffic.
+//
+// gnet's EventLoop.Execute (and Conn.Wake) would not do: its loop runs every
+// queued task, those the tasks queue themselves included, before it polls
+// again, so a chain of turns posted that way stalls every connection until a
+// burst is over.
+
+// bellMarker is the context of gnet's end of the doorbell.
+type bellMarker struct{}
+
+var bellByte = []byte{0}
+
+// openBell creates the doorbell: a TCP pair on a private loopback listener,
+// one end enrolled in gnet (whose OnOpen teaches the server its event loop),
+// the other kept to ring it and closed when the server stops. It returns
+// once the loop has taken its end.
+func (s *Server) openBell(ctx context.Context) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("server: doorbell: %w", err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			c = nil
+		}
+		accepted <- c
+	}()
+	dialed, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		return fmt.Errorf("server: doorbell: %w", err)
+	}
+	ours := <-accepted
+	if ours == nil {
+		dialed.Close()
+		return fmt.Errorf("server: doorbell: accept failed")
+	}
+	go func() {
+		<-s.done
+		ours.Close()
+	}()
+	res, err := s.eng.Register(gnet.NewNetConnContext(gnet.NewContext(context.Background(), bellMarker{}), dialed))
+	if err != nil {
+		return fmt.Errorf("server: doorbell: %w", err)
+	}
+	select {
+	case r := <-res:
+		if r.Err != nil {
+			return fmt.Errorf("server: doorbell: %w", r.Err)
+		}
+	case <-s.done:
+		return fmt.Errorf("server: stopped while starting")
+	case <-ctx.Done():
+		return fmt.Errorf("server: doorbell: %w", ctx.Err())
+	}
+	if s.loop.Load() == nil { // OnOpen runs before Register answers
+		return fmt.Errorf("server: doorbell: the event loop did not open it")
+	}
+	s.bell.Store(&ours)
+	return nil
+}
+
+// ring asks the loop for an advance turn unless one is asked for already.
+// Safe from any goroutine. At most one byte is ever unread, so the write
+// never blocks.
+func (s *Server) ring() {
+	if s.rung.Swap(true) {
+		return
+	}
+	if b := s.bell.Load(); b != nil {
+		if _, err := (*b).Write(bellByte); err == nil {
+			return
+		}
+	}
+	s.rung.Store(false) // not open yet, or closed: the server is stopping
+}
+
+// onBell runs on the loop when the doorbell rang: one advance turn, at most
+// max_fires_per_turn firings, written out at once. A turn that leaves work
+// rings again, to go on after the next round of I/O; the last one tells the
+// ticker when to wake next.
+func (s *Server) onBell(c gnet.Conn) {
+	_, _ = c.Discard(-1)
+	s.rung.Store(false)
+	more := s.st.advance()
+	s.flush()
+	s.st.more = false
+	if more {
+		s.ring()
+		return
+	}
+	s.retime()
+	s.signalRearm()
+}
