@@ -318,6 +318,37 @@ func BenchmarkFireBurst(b *testing.B) {
 				fired += k
 			}
 		})
+		// The same after a cancel-all of n timers over 512 receivers, which
+		// frees their nodes receiver by receiver: the allocator must still
+		// hand the next burst neighbouring nodes (see freeSet).
+		b.Run(fmt.Sprintf("impl=wheel/live=%d/after=cancelall", n), func(b *testing.B) {
+			w := newWheel(b, 0, Config{})
+			b.ReportAllocs()
+			for fired := 0; fired < b.N; {
+				b.StopTimer()
+				for i := range n {
+					k := Key{uint64(i % 512), uint64(i + 1)}
+					if err := w.Add(k, Spec{After: 1000, Repeat: 1}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for r := range uint64(512) {
+					w.CancelAll(r)
+				}
+				for i := range n {
+					k := Key{uint64(i%8+1)<<24 | uint64(i/8%64), uint64(i + 1)}
+					if err := w.Add(k, Spec{After: 1, Repeat: 1}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				k, _ := w.Advance(w.Now()+1, 0, nil)
+				if k != n {
+					b.Fatalf("fired %d, want %d", k, n)
+				}
+				fired += k
+			}
+		})
 		b.Run(fmt.Sprintf("impl=heap/live=%d", n), func(b *testing.B) {
 			q := make(heapQueue, 0, n)
 			b.ReportAllocs()

@@ -8,9 +8,8 @@ import (
 // extra holds what most timers do not need, so that they do not pay for it:
 // the data payload, the interval, and the high bits of a firing count past
 // 2^32. A node has one iff its flagExtra bit is set; its every field then
-// holds the extra's index, and the interval is extra.every. A free extra
-// holds the index of the next free one + 1 in every (a free list threaded
-// through the chunks, so freeing a million costs no memory).
+// holds the extra's index, and the interval is extra.every. Freed extras
+// are reused lowest first, like nodes (see freeSet).
 //
 // It holds no pointers, so the garbage collector never scans the extras: a
 // payload of up to inlineData bytes lives in the extra itself (no allocation
@@ -44,7 +43,7 @@ const (
 type extras struct {
 	chunks []*extraChunk
 	n      uint32 // extras handed out so far (high-water mark)
-	free   uint32 // first free index + 1; 0: none
+	free   freeSet
 
 	big     [][]byte // payloads longer than inlineData, by index
 	bigFree []uint32 // free indices of big
@@ -65,11 +64,8 @@ func (e *extras) at(j uint32) *extra {
 // alloc stores a new extra with interval every and a copy of data, and
 // returns its index.
 func (e *extras) alloc(every uint64, data []byte) uint32 {
-	var j uint32
-	if e.free != 0 {
-		j = e.free - 1
-		e.free = uint32(e.at(j).every)
-	} else {
+	j, ok := e.free.take()
+	if !ok {
 		j = e.n
 		if int(j>>extraChunkShift) == len(e.chunks) {
 			e.chunks = append(e.chunks, new(extraChunk))
@@ -121,8 +117,8 @@ func (e *extras) drop(j uint32) {
 		e.big[b] = nil
 		e.bigFree = append(e.bigFree, b)
 	}
-	x.every, x.dlen = uint64(e.free), 0
-	e.free = j + 1
+	x.dlen = 0
+	e.free.add(j)
 }
 
 // copyData returns a pooled buffer holding a copy of p.

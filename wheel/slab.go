@@ -1,11 +1,11 @@
 package wheel
 
-// nilIdx marks the end of a receiver list and the end of the free list.
+// nilIdx marks the end of a receiver list.
 const nilIdx = ^uint32(0)
 
 // Marks kept in node.wprev for nodes that sit in no wheel list.
 const (
-	markFree   = ^uint32(0)     // the node is on the free list
+	markFree   = ^uint32(0)     // the node is free
 	markPaused = ^uint32(0) - 1 // the node is a paused timer; due holds its remaining ticks
 	markFiring = ^uint32(0) - 2 // the node is being fired and sits in no list
 )
@@ -25,7 +25,7 @@ type node struct {
 	repeat uint32
 	// wnext, wprev link the node into a slot, the overflow list or the due
 	// list (circular, through a sentinel). Otherwise wprev is a mark:
-	// markFree (wnext is the next free node), markPaused or markFiring.
+	// markFree, markPaused or markFiring.
 	wnext, wprev uint32
 	// rnext, rprev link the node into its receiver's list, newest first
 	// (nilIdx at either end).
@@ -61,18 +61,18 @@ func (n *node) hasExtra() bool { return n.seq&flagExtra != 0 }
 // order returns the node's add sequence number.
 func (n *node) order() uint32 { return n.seq & seqMask }
 
-// slab stores nodes by uint32 index with a free list. Indices below nsent are
-// the sentinels of the wheel's lists and are never handed out.
+// slab stores nodes by uint32 index, reusing freed ones lowest first (see
+// freeSet). Indices below nsent are the sentinels of the wheel's lists and
+// are never handed out.
 type slab struct {
 	chunks [maxChunks]*chunk // inline: one load less per node access
 	n      uint32            // indices handed out so far (high-water mark)
-	free   uint32            // head of the free list, nilIdx when empty
+	free   freeSet
 	nsent  uint32
 }
 
 func (s *slab) init(nsent uint32) {
 	s.nsent = nsent
-	s.free = nilIdx
 	s.n = nsent
 	for i := uint32(0); i < nsent; i++ {
 		s.grow(i)
@@ -95,8 +95,7 @@ func (s *slab) at(i uint32) *node {
 // alloc returns the index of an unused node, whose fields the caller must
 // all set, or false when the slab is full.
 func (s *slab) alloc() (uint32, bool) {
-	if i := s.free; i != nilIdx {
-		s.free = s.at(i).wnext
+	if i, ok := s.free.take(); ok {
 		return i, true
 	}
 	if s.n >= maxNodes {
@@ -108,9 +107,8 @@ func (s *slab) alloc() (uint32, bool) {
 	return i, true
 }
 
-// release puts node i on the free list.
+// release frees node i.
 func (s *slab) release(i uint32) {
-	n := s.at(i)
-	n.wnext, n.wprev = s.free, markFree
-	s.free = i
+	s.at(i).wprev = markFree
+	s.free.add(i)
 }
