@@ -69,6 +69,7 @@ func (e *extras) alloc(every uint64, data []byte) uint32 {
 		j = e.n
 		if int(j>>extraChunkShift) == len(e.chunks) {
 			e.chunks = append(e.chunks, new(extraChunk))
+			e.free.grow(uint32(len(e.chunks)) << extraChunkShift)
 		}
 		e.n++
 	}

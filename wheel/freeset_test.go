@@ -6,13 +6,15 @@ import (
 	"testing"
 )
 
-// TestFreeSetLowestFirst: take always returns the lowest free index, across
-// all three bitmap levels (indices past 2^18 and 2^24), against a sorted
-// slice as the model.
+// TestFreeSetLowestFirst: take returns the index added last if it is still
+// free, else the lowest free index, across all three bitmap levels (indices
+// past 2^18 and 2^24), against a sorted slice as the model.
 func TestFreeSetLowestFirst(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	var f freeSet
-	var model []uint32 // sorted
+	f.grow(1 << 26)
+	var model []uint32 // sorted, the hot index excluded
+	hot, hasHot := uint32(0), false
 	free := map[uint32]bool{}
 	for op := range 200_000 {
 		if rng.IntN(2) == 0 || len(model) == 0 {
@@ -30,18 +32,31 @@ func TestFreeSetLowestFirst(t *testing.T) {
 			}
 			free[i] = true
 			f.add(i)
-			p, _ := slices.BinarySearch(model, i)
-			model = slices.Insert(model, p, i)
+			if hasHot {
+				p, _ := slices.BinarySearch(model, hot)
+				model = slices.Insert(model, p, hot)
+			}
+			hot, hasHot = i, true
 		} else {
+			want := hot
+			if hasHot {
+				hasHot = false
+			} else {
+				want, model = model[0], model[1:]
+			}
 			got, ok := f.take()
-			if !ok || got != model[0] {
-				t.Fatalf("op %d: take = %d, %v; want %d", op, got, ok, model[0])
+			if !ok || got != want {
+				t.Fatalf("op %d: take = %d, %v; want %d", op, got, ok, want)
 			}
 			delete(free, got)
-			model = model[1:]
 		}
 		if int(f.n) != len(model) {
 			t.Fatalf("op %d: n = %d, want %d", op, f.n, len(model))
+		}
+	}
+	if hasHot {
+		if got, ok := f.take(); !ok || got != hot {
+			t.Fatalf("draining: take = %d, %v; want the hot %d", got, ok, hot)
 		}
 	}
 	for len(model) > 0 {

@@ -84,6 +84,7 @@ func (s *slab) init(nsent uint32) {
 func (s *slab) grow(i uint32) {
 	if s.chunks[i>>chunkShift&(maxChunks-1)] == nil {
 		s.chunks[i>>chunkShift&(maxChunks-1)] = new(chunk)
+		s.free.grow((i>>chunkShift + 1) << chunkShift)
 	}
 }
 
