@@ -364,7 +364,10 @@ func Lateness(ctx context.Context, tg Target, p Params) (*Result, error) {
 				k++
 			}
 			if k == 0 {
-				time.Sleep(time.Duration(ts[0].Due - int64(p.Lead) - now - int64(sendWindow)))
+				// Wake when the first one must be sent, then send it with
+				// every later one of the next sendWindow. (Waking when it
+				// entered the window sent the timers one or two at a time.)
+				time.Sleep(time.Duration(ts[0].Due - int64(p.Lead) - now))
 				continue
 			}
 			lag = max(lag, now-(ts[k-1].Due-int64(p.Lead)), now-(ts[0].Due-int64(p.Lead)))

@@ -90,6 +90,8 @@ func (w *Wheel) linkSlot0(s uint64, i uint32) {
 	w.occupied[0][s>>6] |= bit
 }
 
+// linkTail links node i just before node s in its circular list: at the
+// tail of the list when s is the list's sentinel.
 func (w *Wheel) linkTail(s, i uint32) {
 	h := w.nodes.at(s)
 	t := h.wprev
@@ -223,12 +225,7 @@ func (w *Wheel) insertDue(i uint32) {
 	for q != w.due && w.nodes.at(q).order() < seq {
 		q = w.nodes.at(q).wnext
 	}
-	qn := w.nodes.at(q)
-	p := qn.wprev
-	n := w.nodes.at(i)
-	n.wprev, n.wnext = p, q
-	w.nodes.at(p).wnext = i
-	qn.wprev = i
+	w.linkTail(q, i) // just before q
 }
 
 // sortBySeq sorts entries of the form seq<<32|index. A slot's timers arrive
