@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench.sh OUTDIR — the load-test runs recorded in docs/BENCHMARKS.md, in
 # order, one file per run in OUTDIR. Run from the repository root as root
-# (peers.sh installs and restarts Redis and beanstalkd). Takes ~25 minutes.
+# (peers.sh installs and restarts Redis and beanstalkd). Takes ~12 minutes.
 #
 # Each run spawns a fresh tickwheel pinned to CPU 0 and pins the generator
 # to CPU 1; the peers are restarted (fresh processes, also on CPU 0) before
