@@ -130,6 +130,9 @@ func (c *Client) connect(ctx context.Context) error {
 		cl        *call
 	}
 	c.mu.Lock()
+	// The new session is current from here: a re-bind delivers its
+	// backlog at once, and whoever reads those events must see it.
+	c.hello = h
 	rebinds := make([]rebind, 0, len(c.bound))
 	for r, eph := range c.bound {
 		rebinds = append(rebinds, rebind{receiver: r, ephemeral: eph})
@@ -163,7 +166,7 @@ func (c *Client) connect(ctx context.Context) error {
 		return disconnected(errors.New("connection lost during hello"))
 	}
 	cn.published = true
-	c.cn, c.hello = cn, h
+	c.cn = cn
 	close(c.ready)
 	c.mu.Unlock()
 	stop()

@@ -120,19 +120,21 @@ func noLeak(t *testing.T, before int) {
 // dropConn closes the Client's current connection, as a network failure
 // would: the Client sees the loss and reconnects.
 func (c *Client) dropConn() {
-	c.mu.Lock()
-	cn := c.cn
-	c.mu.Unlock()
-	if cn != nil {
+	if cn := c.current(); cn != nil {
 		cn.nc.Close()
 	}
 }
 
+// current returns the connection calls go to now (nil while reconnecting).
+func (c *Client) current() *conn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cn
+}
+
 // pendingCalls returns the number of calls in flight on the current connection.
 func (c *Client) pendingCalls() int {
-	c.mu.Lock()
-	cn := c.cn
-	c.mu.Unlock()
+	cn := c.current()
 	if cn == nil {
 		return 0
 	}

@@ -113,7 +113,11 @@ func TestNoGoroutineLeaks(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c1.Add(ctx, 1, 1, 1, &AddOptions{Repeat: 3})
 	require.NoError(t, err)
+	old := c1.current()
 	c1.dropConn()
+	// A call racing the loss may fail with ErrDisconnected (documented):
+	// this test is about leaks, so it waits for the new connection.
+	eventually(t, "the reconnection", func() bool { cn := c1.current(); return cn != nil && cn != old })
 	_, _, err = c1.FastForward(ctx, 3)
 	require.NoError(t, err)
 	for range 3 {
