@@ -84,11 +84,15 @@ func (s *Server) ring() {
 		return
 	}
 	if b := s.bell.Load(); b != nil {
-		if _, err := (*b).Write(bellByte); err == nil {
+		_, err := (*b).Write(bellByte)
+		if err == nil {
 			return
 		}
+		if !s.stopping.Load() {
+			s.log.Error("doorbell: the wheel cannot be advanced", "err", err)
+		}
 	}
-	s.rung.Store(false) // not open yet, or closed: the server is stopping
+	s.rung.Store(false)
 }
 
 // onBell runs on the loop when the doorbell rang: one advance turn, at most

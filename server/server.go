@@ -42,8 +42,9 @@ type Server struct {
 	startedOnce sync.Once
 	// bell is our end of the doorbell (see bell.go), set before Start
 	// returns; rung says an advance turn has been asked for and not begun.
-	bell atomic.Pointer[net.Conn]
-	rung atomic.Bool
+	bell     atomic.Pointer[net.Conn]
+	rung     atomic.Bool
+	stopping atomic.Bool // Stop was called: a failing doorbell is expected
 
 	// The ticker sleeps until the tick of the wheel's next event: wakeAt is
 	// that instant in ns since origin (the clock's monotonic origin), set on
@@ -138,6 +139,7 @@ func (s *Server) Done() <-chan struct{} { return s.done }
 // still in flight when the loop exits is neither opened nor closed. The
 // process exiting closes it; an in-process server (servertest) leaves it open.
 func (s *Server) Stop(ctx context.Context) error {
+	s.stopping.Store(true)
 	if l := s.loop.Load(); l != nil {
 		flushed := make(chan struct{})
 		if (*l).Execute(ctx, gnet.RunnableFunc(func(context.Context) error {
