@@ -64,7 +64,9 @@ func (t *recvTable) entry(r uint64) *recvList {
 	return &t.table[t.pos(r)].recvList
 }
 
-// delete removes r, which must be present, closing the gap as index.deleteAt does.
+// delete removes r, which must be present, shifting the later entries of its
+// probe run back into the gap. (Unlike the timer index, which leaves
+// tombstones, each entry here holds its key, so the shift reads nothing more.)
 func (t *recvTable) delete(r uint64) {
 	p := t.pos(r)
 	t.count--
