@@ -248,29 +248,15 @@ func DecodeHello(result []byte, h *Hello) error {
 	h.Now = d.uint("now")
 	h.TickNs = d.uint("tick_ns")
 	h.ServerVersion = d.str("server_version")
-	l := &h.Limits
+	fields := h.Limits.fields()
 	d.mapEntries("limits", func(key []byte) bool {
-		var p *uint64
-		switch string(key) {
-		case "max_frame":
-			p = &l.MaxFrame
-		case "max_data":
-			p = &l.MaxData
-		case "max_timers_per_receiver":
-			p = &l.MaxTimersPerReceiver
-		case "max_timers":
-			p = &l.MaxTimers
-		case "max_receivers_per_session":
-			p = &l.MaxReceiversPerSession
-		case "max_backlog":
-			p = &l.MaxBacklog
-		case "max_outbound":
-			p = &l.MaxOutbound
-		default:
-			return false
+		for _, f := range fields {
+			if f.key == string(key) {
+				*f.v = d.uint(f.key)
+				return true
+			}
 		}
-		*p = d.uint(string(key))
-		return true
+		return false
 	})
 	d.skip(n-5, 0)
 	return d.end()

@@ -7,15 +7,53 @@ package protocol
 // with max_data). Data fields are encoded as bin, or nil when empty.
 
 // Limits are the server's limits, sent in the hello reply as a map with
-// string keys (max_frame, max_data, ...) and uint values.
+// string keys (max_frame, max_data, ...) and uint values. A key whose value
+// is 0 is left out: the limit or timeout is off, or the server predates it.
 type Limits struct {
 	MaxFrame               uint64 // largest frame payload the server accepts, bytes
 	MaxData                uint64 // largest add data, bytes
 	MaxTimersPerReceiver   uint64
 	MaxTimers              uint64 // timers in the whole server
 	MaxReceiversPerSession uint64 // receivers bound by one session
-	MaxBacklog             uint64 // events kept per unbound receiver
-	MaxOutbound            uint64 // bytes queued to one connection before it is closed as too slow
+	MaxBacklog             uint64 // events queued per receiver
+	MaxOutbound            uint64 // bytes pending to one connection before the server holds events back
+	MaxBacklogBytes        uint64 // bytes of events queued per receiver
+	MaxBacklogTotal        uint64 // events queued in all receivers together
+	MaxBacklogBytesTotal   uint64 // bytes of events queued in all receivers together
+	MaxDataTotal           uint64 // bytes of timer data in the whole server
+	MaxInbound             uint64 // bytes of requests held unread while replies wait
+	MaxConnections         uint64 // open connections
+	MaxName                uint64 // bytes of a hello name or token
+	MaxListPage            uint64 // timers in one list reply
+	MaxListBytes           uint64 // bytes of one list reply
+	HandshakeTimeoutMs     uint64 // ms a connection has to say hello
+	IdleTimeoutMs          uint64 // ms a session may send nothing before it is closed (ping to stay)
+	FrameTimeoutMs         uint64 // ms a started frame has to arrive whole
+}
+
+// numLimits is the number of keys in the limits map.
+const numLimits = 19
+
+// limitField is one key of the limits map and the field it fills.
+type limitField struct {
+	key string
+	v   *uint64
+}
+
+// fields lists l's keys in wire order.
+func (l *Limits) fields() [numLimits]limitField {
+	return [numLimits]limitField{
+		{"max_frame", &l.MaxFrame}, {"max_data", &l.MaxData},
+		{"max_timers_per_receiver", &l.MaxTimersPerReceiver}, {"max_timers", &l.MaxTimers},
+		{"max_receivers_per_session", &l.MaxReceiversPerSession}, {"max_backlog", &l.MaxBacklog},
+		{"max_outbound", &l.MaxOutbound}, {"max_backlog_bytes", &l.MaxBacklogBytes},
+		{"max_backlog_total", &l.MaxBacklogTotal}, {"max_backlog_bytes_total", &l.MaxBacklogBytesTotal},
+		{"max_data_total", &l.MaxDataTotal}, {"max_inbound", &l.MaxInbound},
+		{"max_connections", &l.MaxConnections}, {"max_name", &l.MaxName},
+		{"max_list_page", &l.MaxListPage}, {"max_list_bytes", &l.MaxListBytes},
+		{"handshake_timeout_ms", &l.HandshakeTimeoutMs}, {"idle_timeout_ms", &l.IdleTimeoutMs},
+		{"frame_timeout_ms", &l.FrameTimeoutMs},
+	}
 }
 
 // Hello is the result of a hello: [session, now, tick_ns, server_version, limits].
@@ -88,15 +126,19 @@ func AppendHelloOK(b []byte, id uint64, h *Hello) []byte {
 	b = appendUint(b, h.Now)
 	b = appendUint(b, h.TickNs)
 	b = appendStr(b, h.ServerVersion)
-	l := &h.Limits
-	b = append(b, 0x87)
-	b = appendUint(appendStr(b, "max_frame"), l.MaxFrame)
-	b = appendUint(appendStr(b, "max_data"), l.MaxData)
-	b = appendUint(appendStr(b, "max_timers_per_receiver"), l.MaxTimersPerReceiver)
-	b = appendUint(appendStr(b, "max_timers"), l.MaxTimers)
-	b = appendUint(appendStr(b, "max_receivers_per_session"), l.MaxReceiversPerSession)
-	b = appendUint(appendStr(b, "max_backlog"), l.MaxBacklog)
-	b = appendUint(appendStr(b, "max_outbound"), l.MaxOutbound)
+	fields := h.Limits.fields()
+	n := 0
+	for _, f := range fields {
+		if *f.v != 0 {
+			n++
+		}
+	}
+	b = appendMap(b, n)
+	for _, f := range fields {
+		if *f.v != 0 {
+			b = appendUint(appendStr(b, f.key), *f.v)
+		}
+	}
 	return endFrame(b, start)
 }
 

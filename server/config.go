@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/tickwheel/tickwheel/protocol"
 )
 
 // Config configures a Server. The zero value of every field means its
@@ -38,22 +40,48 @@ type Config struct {
 
 	Limits Limits `yaml:"limits"`
 
+	// Timeouts close connections that hold resources without using them.
+	// Zero means the default; a negative value turns the timeout off.
+	Timeouts Timeouts `yaml:"timeouts"`
+
 	// MaxFiresPerTurn bounds the firings done in one event-loop turn, so a
 	// burst of expiries or a long catch-up cannot stall other sessions.
 	// Default 10000.
 	MaxFiresPerTurn int `yaml:"max_fires_per_turn"`
 }
 
-// Limits protect the server. Each zero field means its default.
+// Limits protect the server. Each zero field means its default. Limits on
+// memory count bytes where bytes are what runs out.
 type Limits struct {
-	MaxFrame               int `yaml:"max_frame"`                 // bytes in one frame, header excluded. Default 65536.
+	MaxFrame               int `yaml:"max_frame"`                 // bytes in one request frame, header excluded. Default 65536.
 	MaxData                int `yaml:"max_data"`                  // bytes of data on one timer. Default 4096.
+	MaxDataTotal           int `yaml:"max_data_total"`            // bytes of timer data in the whole server. Default 1 GiB.
 	MaxTimersPerReceiver   int `yaml:"max_timers_per_receiver"`   // Default 100000.
 	MaxTimers              int `yaml:"max_timers"`                // timers in the server. Default 10000000.
 	MaxReceiversPerSession int `yaml:"max_receivers_per_session"` // bound at once. Default 100000.
-	MaxBacklog             int `yaml:"max_backlog"`               // events kept per unbound receiver; the oldest are dropped. Default 10000.
-	MaxBacklogTotal        int `yaml:"max_backlog_total"`         // events kept in all backlogs together; past it new events are dropped. Default 1000000.
-	MaxOutbound            int `yaml:"max_outbound"`              // bytes queued to one connection before it is closed as not reading. Default 8 MiB.
+	MaxBacklog             int `yaml:"max_backlog"`               // events queued per receiver; the oldest are dropped. Default 10000.
+	MaxBacklogBytes        int `yaml:"max_backlog_bytes"`         // bytes of events queued per receiver; the oldest are dropped. Default 16 MiB.
+	MaxBacklogTotal        int `yaml:"max_backlog_total"`         // events queued in all receivers together. Default 1000000.
+	MaxBacklogBytesTotal   int `yaml:"max_backlog_bytes_total"`   // bytes of events queued in all receivers together. Default 512 MiB.
+	MaxOutbound            int `yaml:"max_outbound"`              // bytes of replies and events pending to one connection before the server stops adding to them. Default 8 MiB.
+	MaxInbound             int `yaml:"max_inbound"`               // bytes of requests held unread for one connection (while its replies wait) before it is closed. Default 4 MiB.
+	MaxConnections         int `yaml:"max_connections"`           // open client connections. Default: the fd limit less a reserve, at most 100000.
+	MaxName                int `yaml:"max_name"`                  // bytes of a hello name or token. Default 256.
+	MaxListPage            int `yaml:"max_list_page"`             // timers in one list reply. Default 1000.
+	MaxListBytes           int `yaml:"max_list_bytes"`            // bytes of one list reply (at least one timer is sent). Default 1 MiB.
+}
+
+// Timeouts bound how long a connection may hold server resources idle.
+type Timeouts struct {
+	// Handshake is how long a new connection may take to say hello.
+	// Default 10s.
+	Handshake time.Duration `yaml:"handshake"`
+	// Idle is how long a session may send nothing (a ping counts) before it
+	// is closed. Default 2m. Clients ping when idle (hello reports it).
+	Idle time.Duration `yaml:"idle"`
+	// Frame is how long a started request frame may take to arrive whole.
+	// Default 10s.
+	Frame time.Duration `yaml:"frame"`
 }
 
 const (
@@ -90,6 +118,26 @@ func (c Config) withDefaults() (Config, error) {
 	def(&l.MaxBacklog, 10_000)
 	def(&l.MaxBacklogTotal, 1_000_000)
 	def(&l.MaxOutbound, 8<<20)
+	def(&l.MaxDataTotal, 1<<30)
+	def(&l.MaxBacklogBytes, 16<<20)
+	def(&l.MaxBacklogBytesTotal, 512<<20)
+	def(&l.MaxInbound, 4<<20)
+	def(&l.MaxName, 256)
+	def(&l.MaxListPage, 1000)
+	def(&l.MaxListBytes, max(min(1<<20, l.MaxOutbound/2), l.MaxData+256))
+	// MaxConnections stays 0 here: Start derives it from the fd limit.
+	t := &c.Timeouts
+	defDur := func(v *time.Duration, d time.Duration) {
+		switch {
+		case *v == 0:
+			*v = d
+		case *v < 0:
+			*v = 0 // off
+		}
+	}
+	defDur(&t.Handshake, 10*time.Second)
+	defDur(&t.Idle, 2*time.Minute)
+	defDur(&t.Frame, 10*time.Second)
 	switch {
 	case c.Tick < time.Microsecond:
 		return c, fmt.Errorf("config: tick %v is below 1µs", c.Tick)
@@ -99,12 +147,34 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("config: limits.max_frame %d out of range 64..64MiB", l.MaxFrame)
 	case l.MaxData < 0 || l.MaxData > l.MaxFrame-64:
 		return c, fmt.Errorf("config: limits.max_data %d must fit in a frame (max_frame - 64)", l.MaxData)
-	case l.MaxTimersPerReceiver < 0 || l.MaxTimers < 0 || l.MaxReceiversPerSession < 0 || l.MaxBacklog < 0 || l.MaxBacklogTotal < 0:
+	case l.MaxTimersPerReceiver < 0 || l.MaxTimers < 0 || l.MaxReceiversPerSession < 0 || l.MaxBacklog < 0 ||
+		l.MaxBacklogTotal < 0 || l.MaxDataTotal < 0 || l.MaxBacklogBytes < 0 || l.MaxBacklogBytesTotal < 0 ||
+		l.MaxConnections < 0 || l.MaxName < 0 || l.MaxListPage < 0:
 		return c, errors.New("config: limits must not be negative")
 	case l.MaxOutbound < 2*l.MaxFrame:
 		return c, fmt.Errorf("config: limits.max_outbound %d must be at least twice max_frame", l.MaxOutbound)
+	case l.MaxInbound < 2*l.MaxFrame:
+		return c, fmt.Errorf("config: limits.max_inbound %d must be at least twice max_frame", l.MaxInbound)
+	case l.MaxListBytes < l.MaxData+256 || l.MaxListBytes > l.MaxOutbound/2:
+		return c, fmt.Errorf("config: limits.max_list_bytes %d must hold one timer (max_data + 256) and be at most max_outbound/2", l.MaxListBytes)
 	}
 	return c, nil
+}
+
+// wireLimits are the limits as hello reports them.
+func (c *Config) wireLimits() protocol.Limits {
+	l, t := &c.Limits, &c.Timeouts
+	return protocol.Limits{
+		MaxFrame: uint64(l.MaxFrame), MaxData: uint64(l.MaxData), MaxTimersPerReceiver: uint64(l.MaxTimersPerReceiver),
+		MaxTimers: uint64(l.MaxTimers), MaxReceiversPerSession: uint64(l.MaxReceiversPerSession),
+		MaxBacklog: uint64(l.MaxBacklog), MaxOutbound: uint64(l.MaxOutbound),
+		MaxBacklogBytes: uint64(l.MaxBacklogBytes), MaxBacklogTotal: uint64(l.MaxBacklogTotal),
+		MaxBacklogBytesTotal: uint64(l.MaxBacklogBytesTotal), MaxDataTotal: uint64(l.MaxDataTotal),
+		MaxInbound: uint64(l.MaxInbound), MaxConnections: uint64(l.MaxConnections), MaxName: uint64(l.MaxName),
+		MaxListPage: uint64(l.MaxListPage), MaxListBytes: uint64(l.MaxListBytes),
+		HandshakeTimeoutMs: uint64(t.Handshake.Milliseconds()), IdleTimeoutMs: uint64(t.Idle.Milliseconds()),
+		FrameTimeoutMs: uint64(t.Frame.Milliseconds()),
+	}
 }
 
 // LoadConfig reads a YAML config file. Unknown keys are an error, so a typo

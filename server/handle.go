@@ -129,14 +129,9 @@ func (st *state) hello(s *session, req *protocol.Request) {
 		isAdmin = s.loopback
 	}
 	s.hello, s.admin, s.name = true, isAdmin, req.Name
-	l := st.cfg.Limits
 	h := protocol.Hello{
 		Session: s.id, Now: st.now(), TickNs: uint64(st.cfg.Tick.Nanoseconds()), ServerVersion: Version,
-		Limits: protocol.Limits{
-			MaxFrame: uint64(l.MaxFrame), MaxData: uint64(l.MaxData), MaxTimersPerReceiver: uint64(l.MaxTimersPerReceiver),
-			MaxTimers: uint64(l.MaxTimers), MaxReceiversPerSession: uint64(l.MaxReceiversPerSession),
-			MaxBacklog: uint64(l.MaxBacklog), MaxOutbound: uint64(l.MaxOutbound),
-		},
+		Limits: st.cfg.wireLimits(),
 	}
 	s.out = protocol.AppendHelloOK(s.out, req.ID, &h)
 	st.log.Debug("hello", "session", s.id, "name", req.Name, "admin", isAdmin)

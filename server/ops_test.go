@@ -24,7 +24,11 @@ func TestHello(t *testing.T) {
 		assert.Equal(t, uint64(defaultTick), h.TickNs)
 		assert.Equal(t, Version, h.ServerVersion)
 		assert.Equal(t, protocol.Limits{MaxFrame: 64 << 10, MaxData: 4096, MaxTimersPerReceiver: 100_000,
-			MaxTimers: 10_000_000, MaxReceiversPerSession: 100_000, MaxBacklog: 10_000, MaxOutbound: 8 << 20}, h.Limits)
+			MaxTimers: 10_000_000, MaxReceiversPerSession: 100_000, MaxBacklog: 10_000, MaxOutbound: 8 << 20,
+			MaxBacklogBytes: 16 << 20, MaxBacklogTotal: 1_000_000, MaxBacklogBytesTotal: 512 << 20,
+			MaxDataTotal: 1 << 30, MaxInbound: 4 << 20, MaxConnections: uint64(srv.cfg.Limits.MaxConnections),
+			MaxName: 256, MaxListPage: 1000, MaxListBytes: 1 << 20,
+			HandshakeTimeoutMs: 10_000, IdleTimeoutMs: 120_000, FrameTimeoutMs: 10_000}, h.Limits)
 		other := helloClient(t, srv, "h2")
 		assert.NotEqual(t, h.Session, other.session, "session ids are distinct")
 	})
