@@ -337,17 +337,29 @@ func (s *Server) readFrames(c gnet.Conn, sess *session) {
 // flush writes each dirty session's output with one write, closes the
 // sessions marked for closing, and resumes reading sessions whose
 // fast-forward has been answered.
+//
+// A write to a peer that has reset the connection makes gnet call OnClose
+// inside Write, and closing a session can mark others dirty: flush is
+// therefore re-entrant by design. A nested call returns at once; the outer
+// loop, which reads the dirty list by index, picks up what it appended.
 func (s *Server) flush() {
-	for _, sess := range s.st.dirty {
+	st := s.st
+	if st.flushing {
+		return
+	}
+	st.flushing = true
+	for i := 0; i < len(st.dirty); i++ {
+		sess := st.dirty[i]
 		sess.dirty = false
 		c, _ := sess.conn.(gnet.Conn)
-		if c == nil {
+		if c == nil || sess.closed && !sess.kill {
 			sess.out = sess.out[:0]
 			continue
 		}
 		if len(sess.out) > 0 {
-			_, _ = c.Write(sess.out)
+			out := sess.out
 			sess.out = sess.out[:0]
+			_, _ = c.Write(out) // may run OnClose for sess
 		}
 		if sess.kill {
 			_ = c.Close()
@@ -355,8 +367,9 @@ func (s *Server) flush() {
 			_ = c.Wake(nil) // frames queued behind a fast-forward
 		}
 	}
-	clear(s.st.dirty)
-	s.st.dirty = s.st.dirty[:0]
+	clear(st.dirty)
+	st.dirty = st.dirty[:0]
+	st.flushing = false
 }
 
 // OnTick runs on gnet's ticker goroutine once its event loop runs. It only

@@ -29,6 +29,7 @@ type state struct {
 	recvCache [recvCacheSize]*receiver
 
 	dirty    []*session // sessions with output to flush at the end of this turn
+	flushing bool       // a flush is running (see Server.flush)
 	more     bool       // an advance left work: the glue must post another turn
 	waiters  []waiter   // fast-forwards waiting for the wheel to reach their target
 	onSpeed  func(speed float64, frozen bool)
