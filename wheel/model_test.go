@@ -842,6 +842,7 @@ func (r *modelRunner) checkReceiver(recv uint64) {
 		}
 		r.failf("%s", b.String())
 	}
+	r.checkListPage(recv, want)
 }
 
 // checkAll compares Now, Len, and Get/ReceiverLen/List of every key and

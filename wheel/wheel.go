@@ -119,6 +119,7 @@ type Wheel struct {
 	seq     uint32 // next add sequence number
 	seqMax  uint32 // renumber live timers when seq reaches this (tests lower it); at most seqMask
 	scratch []uint64
+	pageBuf []tidRef // ListPage's candidates
 
 	// due is the sentinel of the list of timers due at now not yet fired, in
 	// add order: turn moves a level-0 slot there when now reaches it.
