@@ -6,7 +6,7 @@ import "math"
 // their input as hostile: every length is checked against the bytes left
 // before it is used and nothing is allocated in proportion to a declared
 // length. Unlike DecodeRequest they may allocate (error values, Text,
-// ServerVersion, the DecodeList result). Forward compatibility: elements
+// ServerVersion, the DecodeListPage result). Forward compatibility: elements
 // after the documented ones and unknown map keys are skipped.
 
 // Message is a decoded server message. Which fields are meaningful depends
@@ -17,7 +17,7 @@ type Message struct {
 
 	// Result is the raw msgpack of an ok reply's result array. It aliases the
 	// payload; decode it with DecodeUints, DecodeHello, DecodeTimer,
-	// DecodeList or DecodeStats according to the request's op.
+	// DecodeListPage or DecodeStats according to the request's op.
 	Result []byte
 
 	Code Code   // error
@@ -314,9 +314,12 @@ func DecodeTimer(result []byte, t *Timer) error {
 	return d.end()
 }
 
-// DecodeList decodes the result of a list, [[timer, ...]], appending the
-// timers to dst. Their Data alias result.
-func DecodeList(result []byte, dst []Timer) ([]Timer, error) {
+// DecodeListPage decodes the result of a list, one page of timers,
+// [[timer, ...], next], appending the timers to dst; their Data alias
+// result. next is the from_tid of the following page, or 0 when there is
+// none; a result without next (a server that predates paging, which sends
+// every timer at once) reads as 0.
+func DecodeListPage(result []byte, dst []Timer) (ts []Timer, next uint64, err error) {
 	d := dec{rd: reader{b: result}, what: "list result"}
 	n := d.array("result", 1)
 	m := d.array("timers", 0)
@@ -328,8 +331,19 @@ func DecodeList(result []byte, dst []Timer) ([]Timer, error) {
 		}
 		dst = append(dst, t)
 	}
+	if n >= 2 {
+		next = d.uint("next")
+		n--
+	}
 	d.skip(n-1, 0)
-	return dst, d.end()
+	return dst, next, d.end()
+}
+
+// DecodeList is DecodeListPage without next: it decodes the timers of one
+// list page, appending them to dst. Use DecodeListPage to page on.
+func DecodeList(result []byte, dst []Timer) ([]Timer, error) {
+	ts, _, err := DecodeListPage(result, dst)
+	return ts, err
 }
 
 // DecodeStats decodes the result of a stats, [stats], into s, which is reset

@@ -48,7 +48,8 @@
 // AppendRequest encodes a request frame. DecodeMessage decodes a server
 // message; an ok reply's result is left raw in Message.Result, to be decoded
 // according to the request's op with DecodeUints, DecodeHello, DecodeTimer,
-// DecodeList or DecodeStats.
+// DecodeListPage (a list returns one page and the cursor of the next) or
+// DecodeStats.
 //
 // # Hostile input
 //

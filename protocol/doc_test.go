@@ -77,7 +77,7 @@ func docExamples() []docExample {
 		reqExample("add-at", Request{Op: OpAdd, ID: 5, Receiver: 42, Tid: 8, At: 100000, Every: 500, Replace: true}),
 		reqExample("cancel", Request{Op: OpCancel, ID: 6, Receiver: 42, Tid: 7}),
 		reqExample("get", Request{Op: OpGet, ID: 7, Receiver: 42, Tid: 7}),
-		reqExample("list", Request{Op: OpList, ID: 8, Receiver: 42}),
+		reqExample("list", Request{Op: OpList, ID: 8, Receiver: 42, FromTid: 0, Limit: 1}),
 		reqExample("cancel_all", Request{Op: OpCancelAll, ID: 9, Receiver: 42}),
 		reqExample("pause", Request{Op: OpPause, ID: 10, Receiver: 42, Tid: 7}),
 		reqExample("resume", Request{Op: OpResume, ID: 11, Receiver: 42, Tid: 7}),
@@ -102,10 +102,11 @@ func docExamples() []docExample {
 			require.NoError(t, DecodeTimer(r, &tm))
 			assert.Equal(t, docTimer, tm)
 		}),
-		okExample("ok-list", AppendListOK(nil, 8, []Timer{docTimer}), []string{"timers"}, func(t *testing.T, r []byte) {
-			ts, err := DecodeList(r, nil)
+		okExample("ok-list", AppendListOK(nil, 8, []Timer{docTimer}, 8), []string{"timers", "next"}, func(t *testing.T, r []byte) {
+			ts, next, err := DecodeListPage(r, nil)
 			require.NoError(t, err)
 			assert.Equal(t, []Timer{docTimer}, ts)
+			assert.Equal(t, uint64(8), next)
 		}),
 		okExample("ok-fast_forward", AppendOK(nil, 13, 8641000, 0), []string{"now", "fired"}, uintsCheck(13, 8641000, 0)),
 		okExample("ok-stats", AppendStatsOK(nil, 17, &docStats), []string{"stats"}, func(t *testing.T, r []byte) {

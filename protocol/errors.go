@@ -27,6 +27,8 @@ const (
 	fEphemeral
 	fTicks
 	fSpeed
+	fFromTid
+	fLimit
 	numFields
 )
 
@@ -49,6 +51,8 @@ var fieldNames = [numFields]string{
 	fEphemeral: "ephemeral",
 	fTicks:     "ticks",
 	fSpeed:     "speed",
+	fFromTid:   "from_tid",
+	fLimit:     "limit",
 }
 
 // typeText is what a field of each kind accepts, for wrong-type messages.

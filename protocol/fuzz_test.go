@@ -35,7 +35,8 @@ func sampleServerFrames() [][]byte {
 		AppendOK(nil, 2, 3, 1<<40),
 		AppendHelloOK(nil, 1, &sampleHello),
 		AppendTimerOK(nil, 6, &sampleTimer),
-		AppendListOK(nil, 7, []Timer{sampleTimer, {Tid: 2}}),
+		AppendListOK(nil, 7, []Timer{sampleTimer, {Tid: 2}}, 3),
+		AppendListOK(nil, 8, nil, 0),
 		AppendStatsOK(nil, 16, &sampleStats),
 		AppendError(nil, 4, CodeExists, "timer exists"),
 		AppendFire(nil, &sampleFire),
@@ -90,7 +91,7 @@ func checkMessage(t *testing.T, data []byte) {
 		_ = DecodeHello(m.Result, &h)
 		_ = DecodeTimer(m.Result, &tm)
 		_ = DecodeStats(m.Result, &s)
-		_, _ = DecodeList(m.Result, nil)
+		checkListPage(t, m.ID, m.Result)
 		if vals, err := DecodeUints(m.Result, nil); err == nil {
 			enc = AppendOK(nil, m.ID, vals...)
 		}
@@ -126,6 +127,33 @@ func checkMessage(t *testing.T, data []byte) {
 	if !bytes.Equal(enc, enc2) {
 		t.Fatalf("re-encoding is not stable:\n%x\n%x", enc, enc2)
 	}
+}
+
+// checkListPage decodes result as a list page; a valid one must re-encode
+// to a page that decodes the same, within the size TimerSize and
+// ListReplyOverhead promise.
+func checkListPage(t *testing.T, id uint64, result []byte) {
+	ts, next, err := DecodeListPage(result, nil)
+	if err != nil {
+		return
+	}
+	enc := AppendListOK(nil, id, ts, next)
+	size := ListReplyOverhead
+	for i := range ts {
+		size += TimerSize(&ts[i])
+	}
+	if len(enc) > size {
+		t.Fatalf("list reply of %d bytes, more than the %d TimerSize and ListReplyOverhead allow", len(enc), size)
+	}
+	var m Message
+	if err := DecodeMessage(enc[HeaderSize:], &m); err != nil {
+		t.Fatalf("re-encoded list does not decode: %v", err)
+	}
+	ts2, next2, err := DecodeListPage(m.Result, nil)
+	if err != nil || next2 != next || len(ts2) != len(ts) {
+		t.Fatalf("re-encoded list differs: %v, next %d/%d, %d/%d timers", err, next, next2, len(ts), len(ts2))
+	}
+	require.Equal(t, ts, ts2)
 }
 
 func requireSameMessage(t *testing.T, a, b Message) {

@@ -21,6 +21,7 @@ var sampleRequests = []Request{
 	{Op: OpCancel, ID: 5, Receiver: 42, Tid: 11},
 	{Op: OpGet, ID: 6, Receiver: 42, Tid: 12},
 	{Op: OpList, ID: 7, Receiver: 42},
+	{Op: OpList, ID: 70, Receiver: 42, FromTid: 1 << 40, Limit: 500},
 	{Op: OpCancelAll, ID: 8, Receiver: 42},
 	{Op: OpPause, ID: 9, Receiver: 42, Tid: 11},
 	{Op: OpResume, ID: 10, Receiver: 42, Tid: 11},

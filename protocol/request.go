@@ -14,6 +14,15 @@ type Request struct {
 	Receiver uint64 // bind, unbind, add, cancel, get, list, cancel_all, pause, resume
 	Tid      uint64 // add, cancel, get, pause, resume
 
+	// FromTid is list's cursor: the page holds the receiver's timers with
+	// tid >= FromTid (0, the default, starts at the first). Pass the
+	// previous reply's next to get the following page.
+	FromTid uint64
+	// Limit is the most timers list may return in one page; 0 (the
+	// default), or more than the server's max_list_page, means
+	// max_list_page. The server also stops a page at max_list_bytes.
+	Limit uint64
+
 	After  uint64 // add: first firing after this many ticks (when At is 0)
 	At     uint64 // add: first firing at this absolute tick (wins over After when non-zero)
 	Every  uint64 // add: interval between firings; 0 means the first delay
@@ -39,7 +48,7 @@ var opArgs = [len(opNames)][]field{
 	OpAdd:         {fReceiver, fTid, fAfter, fAt, fEvery, fRepeat, fData, fReplace},
 	OpCancel:      {fReceiver, fTid},
 	OpGet:         {fReceiver, fTid},
-	OpList:        {fReceiver},
+	OpList:        {fReceiver, fFromTid, fLimit},
 	OpCancelAll:   {fReceiver},
 	OpPause:       {fReceiver, fTid},
 	OpResume:      {fReceiver, fTid},
@@ -66,6 +75,10 @@ func (r *Request) uintField(f field) *uint64 {
 		return &r.Repeat
 	case fTicks:
 		return &r.Ticks
+	case fFromTid:
+		return &r.FromTid
+	case fLimit:
+		return &r.Limit
 	}
 	return nil
 }

@@ -60,6 +60,9 @@ func TestRequestFromStockLibrary(t *testing.T) {
 		{"set_speed negative int", []any{23, 1, int16(-300)}, Request{Op: OpSetSpeed, ID: 1, Speed: -300}},
 		{"set_speed uint64", []any{23, 1, uint64(1 << 40)}, Request{Op: OpSetSpeed, ID: 1, Speed: 1 << 40}},
 		{"fast_forward", []any{20, 1, uint32(86400)}, Request{Op: OpFastForward, ID: 1, Ticks: 86400}},
+		{"list before paging", []any{7, 1, 42}, Request{Op: OpList, ID: 1, Receiver: 42}},
+		{"list page", []any{7, 1, 42, uint64(math.MaxUint64), int16(300)}, Request{Op: OpList, ID: 1, Receiver: 42, FromTid: math.MaxUint64, Limit: 300}},
+		{"list nil cursor", []any{7, 1, 42, nil, 5}, Request{Op: OpList, ID: 1, Receiver: 42, Limit: 5}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -183,6 +186,8 @@ var malformedRequests = []struct {
 	{"repeat array", "98 04 07 01 01 01 00 00 90", ErrMalformed, 7, 4, "add: repeat: wrong type"},
 	{"version str", "93 01 01 a1 31", ErrMalformed, 1, 1, "hello: version: wrong type"},
 	{"fast_forward ticks negative", "93 14 01 ff", ErrMalformed, 1, 20, "fast_forward: ticks: negative"},
+	{"list from_tid str", "94 07 01 2a a1 31", ErrMalformed, 1, 7, "list: from_tid: wrong type"},
+	{"list limit negative", "95 07 01 2a 00 ff", ErrMalformed, 1, 7, "list: limit: negative"},
 	{"bool field int", "94 02 07 01 01", ErrMalformed, 7, 2, "bind: ephemeral: wrong type"},
 	{"bool field str", "94 02 07 01 a4 74 72 75 65", ErrMalformed, 7, 2, "bind: ephemeral: wrong type"},
 	{"replace int", "9a 04 07 01 01 01 00 00 00 c0 01", ErrMalformed, 7, 4, "add: replace: wrong type"},

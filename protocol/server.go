@@ -3,8 +3,9 @@ package protocol
 // Server-side appenders. Each appends one whole frame (header and payload)
 // to b and returns the extended buffer, allocating nothing beyond growing b.
 // They do not check the result against the maximum frame size: the server
-// bounds what it sends (a list reply grows with the timers listed, and data
-// with max_data). Data fields are encoded as bin, or nil when empty.
+// bounds what it sends (a list page by max_list_bytes with TimerSize and
+// ListReplyOverhead, data by max_data). Data fields are encoded as bin, or
+// nil when empty.
 
 // Limits are the server's limits, sent in the hello reply as a map with
 // string keys (max_frame, max_data, ...) and uint values. A key whose value
@@ -163,15 +164,31 @@ func AppendTimerOK(b []byte, id uint64, t *Timer) []byte {
 	return endFrame(b, start)
 }
 
-// AppendListOK appends the reply to a list: [0, id, [[timer, ...]]].
-func AppendListOK(b []byte, id uint64, ts []Timer) []byte {
+// AppendListOK appends the reply to a list, one page of the receiver's
+// timers: [0, id, [[timer, ...], next]]. next is the from_tid of the
+// following page, or 0 when this page is the last. The frame is
+// ListReplyOverhead bytes at most plus the TimerSize of each timer.
+func AppendListOK(b []byte, id uint64, ts []Timer, next uint64) []byte {
 	b, start := appendOKHead(b, id)
-	b = append(b, 0x91)
+	b = append(b, 0x92)
 	b = appendArray(b, len(ts))
 	for i := range ts {
 		b = appendTimer(b, &ts[i])
 	}
+	b = appendUint(b, next)
 	return endFrame(b, start)
+}
+
+// ListReplyOverhead is the most bytes a list reply frame takes besides its
+// timers: the header, [0, id, [[...], next]] with the largest id, array
+// length and next.
+const ListReplyOverhead = HeaderSize + 1 + 1 + 9 + 1 + 5 + 9
+
+// TimerSize returns the number of bytes t takes in a get or list reply, so
+// a server can cut a list page at a byte budget before encoding it.
+func TimerSize(t *Timer) int {
+	return 1 + uintSize(t.Receiver) + uintSize(t.Tid) + uintSize(t.Due) + uintSize(t.Remaining) +
+		uintSize(t.Every) + uintSize(t.Fired) + uintSize(t.Repeat) + 1 + dataSize(t.Data)
 }
 
 // AppendStatsOK appends the reply to a stats: [0, id, [stats]], where stats

@@ -67,14 +67,31 @@ func TestServerMessagesRoundTrip(t *testing.T) {
 		for i := range 20 {
 			ts = append(ts, Timer{Receiver: 42, Tid: uint64(100 + i), Due: uint64(i)})
 		}
-		m := decodeMsg(t, AppendListOK(nil, 7, ts))
-		got, err := DecodeList(m.Result, nil)
-		require.NoError(t, err)
-		assert.Equal(t, ts, got)
-		m = decodeMsg(t, AppendListOK(nil, 7, nil))
-		got, err = DecodeList(m.Result, nil)
+		for _, next := range []uint64{0, 7, 1 << 40, math.MaxUint64} {
+			m := decodeMsg(t, AppendListOK(nil, 7, ts, next))
+			got, gotNext, err := DecodeListPage(m.Result, nil)
+			require.NoError(t, err)
+			assert.Equal(t, ts, got)
+			assert.Equal(t, next, gotNext)
+			got, err = DecodeList(m.Result, nil)
+			require.NoError(t, err)
+			assert.Equal(t, ts, got)
+		}
+		m := decodeMsg(t, AppendListOK(nil, 7, nil, 0))
+		got, next, err := DecodeListPage(m.Result, nil)
 		require.NoError(t, err)
 		assert.Empty(t, got)
+		assert.Zero(t, next)
+		// A server from before paging sends [[timer, ...]]: next reads as 0.
+		// A later one may add elements after next: they are skipped.
+		got, next, err = DecodeListPage(unhex(t, "91 91 99 2a 07 00 00 00 00 00 c2 c0"), nil)
+		require.NoError(t, err)
+		assert.Equal(t, []Timer{{Receiver: 42, Tid: 7}}, got)
+		assert.Zero(t, next)
+		got, next, err = DecodeListPage(unhex(t, "93 90 05 a1 78"), nil)
+		require.NoError(t, err)
+		assert.Empty(t, got)
+		assert.Equal(t, uint64(5), next)
 	})
 	t.Run("stats", func(t *testing.T) {
 		m := decodeMsg(t, AppendStatsOK(nil, 16, &sampleStats))
@@ -159,13 +176,17 @@ func TestServerMessagesToStockLibrary(t *testing.T) {
 		var l struct {
 			_msgpack struct{} `msgpack:",as_array"`
 			Kind, ID uint64
-			Result   [][]timerT
+			Result   struct {
+				_msgpack struct{} `msgpack:",as_array"`
+				Timers   []timerT
+				Next     uint64
+			}
 		}
-		unmarshal(AppendListOK(nil, 7, []Timer{sampleTimer, {Tid: 2}}), &l)
-		require.Len(t, l.Result, 1)
-		require.Len(t, l.Result[0], 2)
-		assert.Equal(t, uint64(2), l.Result[0][1].Tid)
-		assert.Nil(t, l.Result[0][1].Data)
+		unmarshal(AppendListOK(nil, 7, []Timer{sampleTimer, {Tid: 2}}, 3), &l)
+		require.Len(t, l.Result.Timers, 2)
+		assert.Equal(t, uint64(2), l.Result.Timers[1].Tid)
+		assert.Nil(t, l.Result.Timers[1].Data)
+		assert.Equal(t, uint64(3), l.Result.Next)
 	})
 	t.Run("stats", func(t *testing.T) {
 		var v struct {
@@ -301,6 +322,9 @@ func TestDecodeResultsMalformed(t *testing.T) {
 		{"timer empty result", "90", func(b []byte) error { return DecodeTimer(b, &Timer{}) }},
 		{"list element not a timer", "91 91 01", func(b []byte) error { _, err := DecodeList(b, nil); return err }},
 		{"list array32 4 GB", "91 dd ff ff ff ff 00", func(b []byte) error { _, err := DecodeList(b, nil); return err }},
+		{"list next str", "92 90 a1 31", func(b []byte) error { _, _, err := DecodeListPage(b, nil); return err }},
+		{"list next negative", "92 90 ff", func(b []byte) error { _, _, err := DecodeListPage(b, nil); return err }},
+		{"list empty result", "90", func(b []byte) error { _, _, err := DecodeListPage(b, nil); return err }},
 		{"stats speed str", "91 81 a5 73 70 65 65 64 a0", func(b []byte) error { return DecodeStats(b, &Stats{}) }},
 		{"stats frozen int", "91 81 a6 66 72 6f 7a 65 6e 01", func(b []byte) error { return DecodeStats(b, &Stats{}) }},
 		{"stats key 0xc1", "91 81 c1 00", func(b []byte) error { return DecodeStats(b, &Stats{}) }},
@@ -325,7 +349,7 @@ func TestServerAppendersZeroAllocs(t *testing.T) {
 		"AppendOK(2)":    func() { buf = AppendOK(buf[:0], 1, 5, 1<<40) },
 		"AppendHelloOK":  func() { buf = AppendHelloOK(buf[:0], 1, &sampleHello) },
 		"AppendTimerOK":  func() { buf = AppendTimerOK(buf[:0], 1, &sampleTimer) },
-		"AppendListOK":   func() { buf = AppendListOK(buf[:0], 1, ts) },
+		"AppendListOK":   func() { buf = AppendListOK(buf[:0], 1, ts, 1<<40) },
 		"AppendStatsOK":  func() { buf = AppendStatsOK(buf[:0], 1, &sampleStats) },
 		"AppendError":    func() { buf = AppendError(buf[:0], 1, CodeNotFound, "no such timer") },
 		"AppendTakeover": func() { buf = AppendTakeover(buf[:0], 1, 2) },
@@ -336,4 +360,31 @@ func TestServerAppendersZeroAllocs(t *testing.T) {
 	var m Message
 	p := payloadOf(t, AppendFire(nil, &sampleFire))
 	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = DecodeMessage(p, &m) }), "DecodeMessage(fire)")
+}
+
+// TestListReplySize: TimerSize is exact, and a list reply is at most
+// ListReplyOverhead plus its timers' sizes, reached with the largest id,
+// next and timer count encodings.
+func TestListReplySize(t *testing.T) {
+	timers := []Timer{
+		{},
+		sampleTimer,
+		{Receiver: math.MaxUint64, Tid: math.MaxUint64, Due: math.MaxUint64, Remaining: math.MaxUint64, Every: math.MaxUint64,
+			Fired: math.MaxUint64, Repeat: math.MaxUint32, Paused: true, Data: make([]byte, 70000)},
+		{Tid: 200, Due: 300, Remaining: 70000, Data: make([]byte, 255)},
+		{Tid: 1 << 33, Data: make([]byte, 256)},
+	}
+	for _, tm := range timers {
+		assert.Equal(t, len(appendTimer(nil, &tm)), TimerSize(&tm), "%+v", tm.Tid)
+	}
+	sum := func(ts []Timer) int {
+		n := 0
+		for i := range ts {
+			n += TimerSize(&ts[i])
+		}
+		return n
+	}
+	assert.Equal(t, ListReplyOverhead-8-8-4+sum(timers[:1]), len(AppendListOK(nil, 1, timers[:1], 0)), "small id, count and next")
+	many := make([]Timer, 70000)
+	assert.Equal(t, ListReplyOverhead+sum(many), len(AppendListOK(nil, math.MaxUint64, many, math.MaxUint64)), "the largest encodings")
 }

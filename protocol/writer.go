@@ -106,3 +106,34 @@ func appendData(b []byte, v []byte) []byte {
 	}
 	return append(b, v...)
 }
+
+// uintSize is the length of appendUint(nil, v).
+func uintSize(v uint64) int {
+	switch {
+	case v <= 0x7f:
+		return 1
+	case v <= math.MaxUint8:
+		return 2
+	case v <= math.MaxUint16:
+		return 3
+	case v <= math.MaxUint32:
+		return 5
+	default:
+		return 9
+	}
+}
+
+// dataSize is the length of appendData(nil, v).
+func dataSize(v []byte) int {
+	n := len(v)
+	switch {
+	case n == 0:
+		return 1
+	case n <= math.MaxUint8:
+		return 2 + n
+	case n <= math.MaxUint16:
+		return 3 + n
+	default:
+		return 5 + n
+	}
+}

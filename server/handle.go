@@ -68,13 +68,7 @@ func (st *state) handle(s *session, payload []byte) {
 		t := timerOf(&in)
 		s.out = protocol.AppendTimerOK(s.out, req.ID, &t)
 	case protocol.OpList:
-		st.listBuf = st.wheel.List(req.Receiver, st.listBuf[:0])
-		st.timerBuf = st.timerBuf[:0]
-		for i := range st.listBuf {
-			st.timerBuf = append(st.timerBuf, timerOf(&st.listBuf[i]))
-		}
-		s.out = protocol.AppendListOK(s.out, req.ID, st.timerBuf)
-		clear(st.listBuf)
+		st.list(s, &req)
 	case protocol.OpCancelAll:
 		if st.mayTouch(s, &req) {
 			s.out = protocol.AppendOK(s.out, req.ID, uint64(st.wheel.CancelAll(req.Receiver)))
