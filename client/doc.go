@@ -20,6 +20,10 @@
 // long one is); AddAfter and Ticks convert a duration, rounding up so a
 // timer never fires early.
 //
+// Get returns one timer. List returns all of a receiver's timers in tid
+// order, fetched from the server a page at a time (ListPage fetches one
+// page, for receivers with very many timers); it is not a snapshot.
+//
 // # Errors
 //
 // An error reply is an *Error that wraps the sentinel of its code:

@@ -184,6 +184,51 @@ func ExampleError() {
 	// cancel not_found
 }
 
+// ListPage fetches a receiver's timers a page at a time, in tid order,
+// starting each page at the previous one's next; List does the paging for
+// you and returns them all.
+func ExampleClient_ListPage() {
+	addr, stop := runServer()
+	defer stop()
+	ctx := context.Background()
+	c, err := client.Dial(ctx, addr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	for _, tid := range []uint64{30, 10, 50, 20, 40} {
+		if _, err := c.Add(ctx, 9, tid, 100, nil); err != nil {
+			log.Fatal(err)
+		}
+	}
+	for from := uint64(0); ; {
+		ts, next, err := c.ListPage(ctx, 9, from, 2) // 0 would mean the server's max_list_page
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Print("page:")
+		for _, t := range ts {
+			fmt.Print(" ", t.Tid)
+		}
+		fmt.Println(" | next:", next)
+		if next == 0 {
+			break
+		}
+		from = next
+	}
+	all, err := c.List(ctx, 9)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("List:", len(all), "timers")
+	// Output:
+	// page: 10 20 | next: 30
+	// page: 30 40 | next: 50
+	// page: 50 | next: 0
+	// List: 5 timers
+}
+
 // Ticks converts a duration to ticks, rounding up so timers never fire early.
 func ExampleTicks() {
 	fmt.Println(client.Ticks(25*time.Millisecond, 10*time.Millisecond))

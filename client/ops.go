@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/tickwheel/tickwheel/protocol"
@@ -98,17 +99,63 @@ func (c *Client) Get(ctx context.Context, receiver, tid uint64) (Timer, error) {
 	return t, nil
 }
 
-// List returns the live timers of receiver (none: an empty slice, no error).
+// List returns every live timer of receiver in ascending tid order (none:
+// an empty slice, no error), fetching them a page at a time with ListPage
+// until the last, so that no reply is huge; ctx bounds the whole listing.
+//
+// The result is not a snapshot: a timer added or removed while List pages
+// through may be missing or present, and the others may have fired in
+// between. A timer that lives throughout is returned exactly once. For a
+// receiver with very many timers, consider ListPage, which holds one page
+// at a time.
 func (c *Client) List(ctx context.Context, receiver uint64) ([]Timer, error) {
-	res, err := c.do(ctx, &protocol.Request{Op: protocol.OpList, Receiver: receiver}, nil)
-	if err != nil {
-		return nil, err
+	all := []Timer{}
+	var from uint64
+	for {
+		ts, next, err := c.listPage(ctx, receiver, from, 0, all)
+		if err != nil {
+			return nil, err
+		}
+		all = ts
+		if next == 0 {
+			return all, nil
+		}
+		from = next
 	}
-	ts, err := protocol.DecodeList(res, []Timer{})
+}
+
+// ListPage returns one page of receiver's live timers: those with tid >=
+// fromTid, in ascending tid order, at most limit of them — limit <= 0, or
+// more than the server's max_list_page (Limits().MaxListPage), means
+// max_list_page — and no more than fit in a reply of the server's
+// max_list_bytes, but at least one when any is left. next is the fromTid of
+// the following page, or 0 when this page is the last; it is always past
+// the last tid returned. An empty receiver, or a fromTid past its last tid,
+// gives no timers and next 0.
+//
+// To page through everything: start with fromTid 0 and pass each next back
+// until it is 0. Pages never overlap; see List for what changes in between.
+func (c *Client) ListPage(ctx context.Context, receiver, fromTid uint64, limit int) (timers []Timer, next uint64, err error) {
+	return c.listPage(ctx, receiver, fromTid, limit, []Timer{})
+}
+
+// listPage does one list request, appending the page to dst.
+func (c *Client) listPage(ctx context.Context, receiver, from uint64, limit int, dst []Timer) ([]Timer, uint64, error) {
+	req := protocol.Request{Op: protocol.OpList, Receiver: receiver, FromTid: from, Limit: uint64(max(limit, 0))}
+	res, err := c.do(ctx, &req, nil)
 	if err != nil {
-		return nil, badReply(protocol.OpList, err)
+		return nil, 0, err
 	}
-	return ts, nil
+	n := len(dst)
+	ts, next, err := protocol.DecodeListPage(res, dst)
+	if err == nil && next != 0 && (next <= from || len(ts) > n && next <= ts[len(ts)-1].Tid) {
+		// A next that does not move on would have List loop forever.
+		err = fmt.Errorf("%w: next %d is not past from_tid %d and the page's tids", protocol.ErrMalformed, next, from)
+	}
+	if err != nil {
+		return nil, 0, badReply(protocol.OpList, err)
+	}
+	return ts, next, nil
 }
 
 // CancelAll removes every timer of receiver and returns how many it removed.

@@ -26,7 +26,7 @@ commands:
                            -at TICK (absolute first firing instead of AFTER; pass AFTER as 0)
   cancel RECEIVER TID      cancel a timer
   get RECEIVER TID         show a timer
-  list RECEIVER            show the timers of a receiver
+  list RECEIVER            show the timers of a receiver in tid order, fetched a page at a time
   watch RECEIVER...        bind receivers and print their events until interrupted;
                            -n N stops after N events, -ephemeral binds ephemerally
   ff TICKS|DURATION        fast-forward tw-time (admin)
@@ -267,22 +267,32 @@ func getCmd(e *env) error {
 	return nil
 }
 
+// listCmd prints the receiver's timers in tid order, each page as it comes
+// (the server bounds a page by max_list_page and max_list_bytes), so a
+// receiver with many timers is never held whole.
 func listCmd(e *env) error {
 	receiver, err := uintArg(e.args[0], "receiver")
 	if err != nil {
 		return err
 	}
-	ts, err := e.c.List(e.ctx, receiver)
-	if err != nil {
-		return err
+	var from uint64
+	for n := 0; ; {
+		ts, next, err := e.c.ListPage(e.ctx, receiver, from, 0)
+		if err != nil {
+			return err
+		}
+		for _, t := range ts {
+			e.print(timerJSON(t), timerText(t))
+		}
+		n += len(ts)
+		if next == 0 {
+			if !e.json && n == 0 {
+				fmt.Fprintf(e.stdout, "receiver %d has no timers\n", receiver)
+			}
+			return nil
+		}
+		from = next
 	}
-	if !e.json && len(ts) == 0 {
-		fmt.Fprintf(e.stdout, "receiver %d has no timers\n", receiver)
-	}
-	for _, t := range ts {
-		e.print(timerJSON(t), timerText(t))
-	}
-	return nil
 }
 
 func watchCmd(fs *flag.FlagSet) func(*env) error {
