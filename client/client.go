@@ -102,7 +102,7 @@ func (c *Client) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cn := newConn(nc)
+	cn := newConn(nc, &c.nextID)
 	c.wg.Go(func() { c.readLoop(cn) })
 	c.wg.Go(cn.writeLoop)
 	stop := context.AfterFunc(ctx, func() { nc.Close() }) // a cancelled dial+hello drops the connection
@@ -143,6 +143,7 @@ func (c *Client) connect(ctx context.Context) error {
 		cn.maxFrame = int(h.Limits.MaxFrame)
 	}
 	cn.mu.Unlock()
+	cn.setIdleTimeout(h.Limits.IdleTimeoutMs)
 	for i := range rebinds {
 		rb := &rebinds[i]
 		rb.cl = &call{op: protocol.OpBind, ch: make(chan reply, 1)}

@@ -3,9 +3,12 @@ package client
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/tickwheel/tickwheel/protocol"
 )
@@ -26,14 +29,19 @@ const (
 // conn is one TCP connection with its reader and writer goroutines.
 type conn struct {
 	nc   net.Conn
-	bell chan struct{} // doorbell: frames were queued in wbuf (capacity 1)
-	quit chan struct{} // closed by the reader when it exits: stops the writer
+	bell chan struct{}  // doorbell: frames were queued in wbuf, or pingEvery set (capacity 1)
+	quit chan struct{}  // closed by the reader when it exits: stops the writer
+	ids  *atomic.Uint64 // the Client's request ids, for the writer's pings
 
 	mu       sync.Mutex
 	wbuf     []byte           // frames queued for the writer
 	pending  map[uint64]*call // calls sent (or queued) and not answered
 	dead     bool             // the reader exited: nothing more is sent or answered
 	maxFrame int              // largest request payload the server accepts
+	// pingEvery is how long the writer may send nothing before it sends a
+	// ping: a third of the server's idle timeout, 0 (no pings) when the
+	// server has none. Set once after hello, with a ring of the bell.
+	pingEvery time.Duration
 
 	// published is set once the connection is the Client's current one.
 	// Guarded by Client.mu.
@@ -56,13 +64,37 @@ type reply struct {
 // was not sent, so it may be retried on the next connection.
 var errConnDead = errors.New("connection dead")
 
-func newConn(nc net.Conn) *conn {
+func newConn(nc net.Conn, ids *atomic.Uint64) *conn {
 	return &conn{
 		nc:       nc,
 		bell:     make(chan struct{}, 1),
 		quit:     make(chan struct{}),
+		ids:      ids,
 		pending:  make(map[uint64]*call),
 		maxFrame: protocol.DefaultMaxFrame,
+	}
+}
+
+// setIdleTimeout has the writer ping whenever it has sent nothing for a
+// third of the server's idle timeout (hello's idle_timeout_ms; 0 = none),
+// so that a quiet connection is never closed as idle. Safe from any
+// goroutine; called once, after hello.
+func (cn *conn) setIdleTimeout(ms uint64) {
+	if ms == 0 {
+		return
+	}
+	every := time.Duration(min(ms, math.MaxInt64/uint64(time.Millisecond))) * time.Millisecond / 3
+	cn.mu.Lock()
+	cn.pingEvery = max(every, minPingEvery)
+	cn.mu.Unlock()
+	cn.ring()
+}
+
+// ring wakes the writer.
+func (cn *conn) ring() {
+	select {
+	case cn.bell <- struct{}{}:
+	default:
 	}
 }
 
@@ -86,10 +118,7 @@ func (cn *conn) send(req *protocol.Request, cl *call) error {
 	}
 	cn.pending[req.ID] = cl
 	cn.mu.Unlock()
-	select {
-	case cn.bell <- struct{}{}:
-	default:
-	}
+	cn.ring()
 	return nil
 }
 
@@ -102,14 +131,24 @@ func (cn *conn) forget(id uint64) {
 }
 
 // writeLoop writes whatever is queued with one Write per wake-up, so
-// requests issued together go out together. It exits when quit is closed,
-// or after a write error, which it turns into a connection loss by closing
-// the socket (the reader then sees the error).
+// requests issued together go out together. Once pingEvery is set it also
+// queues a ping whenever nothing was written for that long (one timer, no
+// goroutine; the ping's reply, answering no call, is dropped by the
+// reader). It exits when quit is closed, or after a write error, which it
+// turns into a connection loss by closing the socket (the reader then sees
+// the error).
 func (cn *conn) writeLoop() {
 	var spare []byte
+	var idle idleTimer
+	defer idle.stop()
 	for {
 		select {
 		case <-cn.bell:
+		case <-idle.c:
+			if !idle.due() {
+				continue
+			}
+			cn.queuePing()
 		case <-cn.quit:
 			return
 		}
@@ -129,6 +168,7 @@ func (cn *conn) writeLoop() {
 		cn.mu.Lock()
 		out := cn.wbuf
 		cn.wbuf = spare[:0]
+		idle.start(cn.pingEvery)
 		cn.mu.Unlock()
 		if len(out) == 0 {
 			spare = out
@@ -138,10 +178,73 @@ func (cn *conn) writeLoop() {
 			cn.nc.Close()
 			return
 		}
+		idle.wrote()
 		if cap(out) > keepBuf {
 			out = nil
 		}
 		spare = out
+	}
+}
+
+// queuePing queues a ping for the writer, with an id no call waits for.
+func (cn *conn) queuePing() {
+	req := protocol.Request{Op: protocol.OpPing, ID: cn.ids.Add(1)}
+	cn.mu.Lock()
+	if !cn.dead {
+		cn.wbuf = protocol.AppendRequest(cn.wbuf, &req)
+	}
+	cn.mu.Unlock()
+}
+
+// minPingEvery bounds how often a connection pings, whatever idle timeout
+// the server reports.
+const minPingEvery = time.Millisecond
+
+// idleTimer tells the writer when it has written nothing for a while. It
+// keeps one time.Timer, not reset on every write: when the timer fires
+// early (something was written meanwhile) it is set again for the rest.
+// Owned by the writer goroutine.
+type idleTimer struct {
+	t     *time.Timer
+	c     <-chan time.Time // t.C; nil (never ready) until start
+	every time.Duration
+	last  time.Time // the last write
+}
+
+// start arms the timer the first time every is non-zero.
+func (it *idleTimer) start(every time.Duration) {
+	if it.t != nil || every <= 0 {
+		return
+	}
+	it.every, it.last = every, time.Now()
+	it.t = time.NewTimer(every)
+	it.c = it.t.C
+}
+
+// wrote notes a write.
+func (it *idleTimer) wrote() {
+	if it.t != nil {
+		it.last = time.Now()
+	}
+}
+
+// due is called when the timer fired. It reports whether nothing was
+// written for every, and sets the timer for the next check: every from
+// now when due (the ping is about to be written), else every from the last
+// write.
+func (it *idleTimer) due() bool {
+	quiet := time.Since(it.last)
+	if quiet >= it.every {
+		it.t.Reset(it.every)
+		return true
+	}
+	it.t.Reset(it.every - quiet)
+	return false
+}
+
+func (it *idleTimer) stop() {
+	if it.t != nil {
+		it.t.Stop()
 	}
 }
 

@@ -1,0 +1,134 @@
+package client
+
+import (
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickwheel/tickwheel/protocol"
+	"github.com/tickwheel/tickwheel/servertest"
+)
+
+// TestIdleClientStaysConnected: against a server with a 300 ms idle
+// timeout, a client that makes no call for 1.5 s keeps its session: its
+// pings keep the connection alive, so the next call needs no reconnect.
+func TestIdleClientStaysConnected(t *testing.T) {
+	srv := servertest.RunT(t, servertest.WithConfig(func(c *servertest.Config) { c.Timeouts.Idle = 300 * time.Millisecond }))
+	c := dial(t, srv.Addr())
+	require.Equal(t, uint64(300), c.Limits().IdleTimeoutMs)
+	session, cn := c.Session(), c.current()
+	time.Sleep(1500 * time.Millisecond)
+	assert.Same(t, cn, c.current(), "the same connection")
+	assert.Equal(t, session, c.Session())
+	_, err := c.Ping(tctx(t))
+	require.NoError(t, err)
+	assert.Same(t, cn, c.current(), "no reconnect")
+}
+
+// TestIdlePings: the client pings whenever it has sent nothing for a third
+// of the idle timeout the server reports, and not while it sends requests
+// anyway; without an idle timeout it never pings. Checked with a bare
+// listener that records when each request arrives.
+func TestIdlePings(t *testing.T) {
+	const idle = 600 * time.Millisecond
+	for _, tt := range []struct {
+		name   string
+		idleMs uint64
+	}{{"idle timeout", uint64(idle.Milliseconds())}, {"none", 0}} {
+		t.Run(tt.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			defer ln.Close()
+			var mu sync.Mutex
+			var pings []time.Time
+			served := make(chan struct{})
+			go func() {
+				defer close(served)
+				nc, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer nc.Close()
+				serveRecording(nc, tt.idleMs, func(req protocol.Request) {
+					if req.Op == protocol.OpPing {
+						mu.Lock()
+						pings = append(pings, time.Now())
+						mu.Unlock()
+					}
+				})
+			}()
+			c := dial(t, ln.Addr().String())
+			began := time.Now()
+			time.Sleep(1500 * time.Millisecond)
+			// Busy: calls every 50 ms leave no room for pings.
+			mu.Lock()
+			quiet := len(pings)
+			mu.Unlock()
+			for range 16 {
+				_, err := c.Ping(tctx(t))
+				require.NoError(t, err)
+				time.Sleep(50 * time.Millisecond)
+			}
+			c.Close()
+			ln.Close()
+			<-served
+
+			mu.Lock()
+			defer mu.Unlock()
+			if tt.idleMs == 0 {
+				assert.Equal(t, 16, len(pings), "only the calls' pings")
+				return
+			}
+			assert.GreaterOrEqual(t, quiet, 4, "about one ping per 200 ms while quiet")
+			assert.LessOrEqual(t, quiet, 9)
+			assert.Equal(t, quiet+16, len(pings), "no idle pings while busy")
+			last := began
+			for i, p := range pings[:quiet] {
+				assert.Less(t, p.Sub(last), idle, "gap before ping %d", i)
+				last = p
+			}
+		})
+	}
+}
+
+// serveRecording answers hello (with idle_timeout_ms idleMs) and pings on
+// nc, calling record with every request, until nc fails.
+func serveRecording(nc net.Conn, idleMs uint64, record func(protocol.Request)) {
+	var buf []byte
+	tmp := make([]byte, 4096)
+	for {
+		n, err := nc.Read(tmp)
+		if err != nil {
+			return
+		}
+		buf = append(buf, tmp[:n]...)
+		for {
+			payload, n, err := protocol.SplitFrame(buf, 0)
+			if err != nil {
+				break
+			}
+			var req protocol.Request
+			if protocol.DecodeRequest(payload, &req) != nil {
+				return
+			}
+			buf = buf[n:]
+			record(req)
+			var out []byte
+			switch req.Op {
+			case protocol.OpHello:
+				h := protocol.Hello{Session: 1, Now: start, TickNs: uint64(10 * time.Millisecond), ServerVersion: "fake",
+					Limits: protocol.Limits{MaxFrame: protocol.DefaultMaxFrame, IdleTimeoutMs: idleMs}}
+				out = protocol.AppendHelloOK(nil, req.ID, &h)
+			default:
+				out = protocol.AppendOK(nil, req.ID, start)
+			}
+			if _, err := nc.Write(out); err != nil {
+				return
+			}
+		}
+	}
+}
