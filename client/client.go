@@ -35,6 +35,14 @@ type Client struct {
 	closeEvq  sync.Once
 	closeOnce sync.Once
 
+	// dropped counts the events the server gave up on or that went
+	// missing (see Dropped).
+	dropped atomic.Uint64
+	// seqs holds the last event seq seen of each bound receiver (see
+	// seqGap); a receiver without an entry has none known yet.
+	seqMu sync.Mutex
+	seqs  map[uint64]uint64
+
 	mu     sync.Mutex
 	cn     *conn           // current connection; nil while reconnecting
 	ready  chan struct{}   // closed when cn is set (or lost is set)
@@ -56,6 +64,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		done:  make(chan struct{}),
 		ready: make(chan struct{}),
 		bound: make(map[uint64]bool),
+		seqs:  make(map[uint64]uint64),
 	}
 	for _, opt := range opts {
 		opt(&c.o)
@@ -146,7 +155,7 @@ func (c *Client) connect(ctx context.Context) error {
 	cn.setIdleTimeout(h.Limits.IdleTimeoutMs)
 	for i := range rebinds {
 		rb := &rebinds[i]
-		rb.cl = &call{op: protocol.OpBind, ch: make(chan reply, 1)}
+		rb.cl = &call{op: protocol.OpBind, ch: make(chan reply, 1), onOK: c.bindReplied(rb.receiver)}
 		req := protocol.Request{Op: protocol.OpBind, ID: c.nextID.Add(1), Receiver: rb.receiver, Ephemeral: rb.ephemeral}
 		if err := cn.send(&req, rb.cl); err != nil {
 			rb.cl.ch <- reply{err: err}
@@ -187,6 +196,7 @@ func (c *Client) connect(ctx context.Context) error {
 				c.mu.Lock()
 				delete(c.bound, rb.receiver)
 				c.mu.Unlock()
+				c.forgetSeq(rb.receiver)
 			}
 		}
 	}
@@ -278,7 +288,8 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// Events returns the channel of events (fires and takeovers), in order.
+// Events returns the channel of events (fires, takeovers and reports of
+// dropped events), in order.
 // It is closed when the Client is closed (or its connection lost for good
 // with reconnection disabled). It returns nil when a handler was set with
 // WithHandler. See the package doc on backpressure: a consumer that falls
@@ -340,7 +351,7 @@ func (c *Client) waitConn(ctx context.Context) (*conn, error) {
 // do sends req on the current connection (waiting for one if need be) and
 // returns the ok result, a private copy. onOK, if set, runs on the reader
 // goroutine when the ok reply arrives, before any later message is handled.
-func (c *Client) do(ctx context.Context, req *protocol.Request, onOK func()) ([]byte, error) {
+func (c *Client) do(ctx context.Context, req *protocol.Request, onOK okHook) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -358,7 +369,7 @@ func (c *Client) do(ctx context.Context, req *protocol.Request, onOK func()) ([]
 }
 
 // roundTrip sends req on cn and waits for its reply or ctx.
-func (c *Client) roundTrip(ctx context.Context, cn *conn, req *protocol.Request, onOK func()) ([]byte, error) {
+func (c *Client) roundTrip(ctx context.Context, cn *conn, req *protocol.Request, onOK okHook) ([]byte, error) {
 	req.ID = c.nextID.Add(1)
 	cl := &call{op: req.Op, ch: make(chan reply, 1), onOK: onOK}
 	if err := cn.send(req, cl); err != nil {
@@ -374,7 +385,7 @@ func (c *Client) roundTrip(ctx context.Context, cn *conn, req *protocol.Request,
 }
 
 // uints does req and decodes its result as at least n uints.
-func (c *Client) uints(ctx context.Context, req *protocol.Request, n int, onOK func()) ([]uint64, error) {
+func (c *Client) uints(ctx context.Context, req *protocol.Request, n int, onOK okHook) ([]uint64, error) {
 	res, err := c.do(ctx, req, onOK)
 	if err != nil {
 		return nil, err

@@ -52,8 +52,16 @@ type conn struct {
 type call struct {
 	op   protocol.Op
 	ch   chan reply // capacity 1: the reader never blocks on it
-	onOK func()     // run by the reader on an ok reply, before ch is sent to
+	onOK okHook     // run by the reader on an ok reply, before ch is sent to
 }
+
+// okHook runs on the reader goroutine when a call's ok reply arrives, with
+// its result, before the result is handed to the caller and before any
+// later message is handled. An event it returns (Kind != 0) is delivered
+// right after the reply is handed over: so it precedes the events that
+// follow the reply on the wire, and the caller gets its reply even while
+// the event buffer is full.
+type okHook func(result []byte) Event
 
 type reply struct {
 	result []byte // ok result, a private copy
@@ -316,13 +324,17 @@ func (c *Client) dispatch(cn *conn, m *protocol.Message) bool {
 			cl.ch <- reply{err: &Error{Op: cl.op, Code: m.Code, Message: m.Text}}
 			return true
 		}
+		var ev Event
 		if cl.onOK != nil {
-			cl.onOK()
+			ev = cl.onOK(m.Result)
 		}
 		cl.ch <- reply{result: append([]byte(nil), m.Result...)}
-		return true
+		return ev.Kind == 0 || c.deliver(ev)
 	case protocol.KindFire:
 		f := &m.Fire
+		if gap := c.seqGap(f.Receiver, f.Seq); gap > 0 && !c.reportDropped(f.Receiver, gap) {
+			return false
+		}
 		ev := Event{Kind: Fire, Receiver: f.Receiver, Tid: f.Tid, Tick: f.Tick, Fired: f.Fired,
 			Repeat: f.Repeat, Last: f.Last, Seq: f.Seq}
 		if len(f.Data) > 0 {
@@ -333,6 +345,7 @@ func (c *Client) dispatch(cn *conn, m *protocol.Message) bool {
 		c.mu.Lock()
 		delete(c.bound, m.Receiver)
 		c.mu.Unlock()
+		c.forgetSeq(m.Receiver)
 		return c.deliver(Event{Kind: Takeover, Receiver: m.Receiver, NewSession: m.Session})
 	}
 	return true // a kind this version does not know: ignored

@@ -36,19 +36,35 @@
 //
 // # Events and backpressure
 //
-// Fires and takeover notices are delivered in the order the server sent
-// them, either on the Events channel or, with WithHandler, by calling a
-// function from one goroutine. Between the socket and the consumer there is
-// one bounded buffer (WithEventBuffer, 1024 events by default). When the
-// consumer falls behind and the buffer is full, the Client stops reading
-// its connection: replies wait too, so calls stall, and the server queues
-// its output. Once that queue passes the server's max_outbound limit the
-// server closes the connection; the receivers' next events wait in the
-// server's per-receiver backlog (bounded by max_backlog, the oldest
-// dropped — Event.Seq shows the gap) and are delivered after the Client
-// has reconnected and re-bound them. Events the server had already handed
-// to the closed connection are lost. So: consume events promptly, and give
-// calls made from the consumer a deadline.
+// Fires, takeover notices and Dropped reports (below) are delivered in the
+// order the server sent them, either on the Events channel or, with
+// WithHandler, by calling a function from one goroutine. Between the socket
+// and the consumer there is one bounded buffer (WithEventBuffer, 1024
+// events by default). When the consumer falls behind and the buffer is
+// full, the Client stops reading its connection: replies wait too, so
+// calls stall, and the server queues its output. Once that queue passes the
+// server's max_outbound limit the server closes the connection; the
+// receivers' next events wait in the server's per-receiver backlog
+// (bounded by max_backlog, the oldest dropped — Event.Seq shows the gap)
+// and are delivered after the Client has reconnected and re-bound them.
+// Events the server had already handed to the closed connection are lost,
+// and reported as Dropped (see Lost events). So: consume events promptly,
+// and give calls made from the consumer a deadline.
+//
+// # Lost events
+//
+// Events the server gives up on are never lost silently. Each bind reply
+// says how many of the receiver's events the server dropped since it was
+// last bound; the Client delivers that count as an event of kind Dropped
+// (Receiver, Count) ahead of the backlog events that follow, for Bind and
+// for the automatic re-binds after a reconnect alike (Bind also returns
+// it). The Client also follows each bound receiver's sequence numbers
+// (Event.Seq): a fire whose seq jumps past the last one plus one comes
+// after a Dropped event for the missing count. Client.Dropped totals every
+// reported count. The two sources do not double count: a bind's dropped
+// count moves the expected seq on by as much. The seq is forgotten on
+// Unbind and Takeover, and a seq of 1 (the server forgot the receiver, or
+// restarted) starts it again without a drop.
 //
 // # Reconnection
 //
@@ -60,6 +76,10 @@
 // the events kept meanwhile. Calls made while reconnecting wait for the new
 // connection, bounded by their context. Timers live in the server and
 // survive the loss, except those of receivers bound as ephemeral.
+//
+// When the server reports an idle timeout (Limits().IdleTimeoutMs), the
+// Client sends a ping whenever it has sent nothing for a third of it, so a
+// connected but quiet Client is never closed as idle.
 //
 // Close stops everything: pending calls get ErrClosed, and every goroutine
 // of the Client has exited when it returns.

@@ -185,17 +185,24 @@ func (c *Client) Resume(ctx context.Context, receiver, tid uint64) error {
 // Events (or the handler), taking it over from any other session, which is
 // sent a Takeover event. delivered is how many backlog events the server
 // kept while the receiver was unbound (they follow at once, before any
-// later reply), dropped how many it had to drop (the sequence numbers show
-// the gap). With ephemeral, the server cancels the receiver's timers when
-// this session ends — on a connection loss too, before the re-bind.
+// later reply), dropped how many of the receiver's events it gave up on
+// since it was last bound (the sequence numbers show the gap). A dropped
+// count above 0 also comes as a Dropped event, ahead of the backlog
+// events, and adds to Client.Dropped. With ephemeral, the server cancels
+// the receiver's timers when this session ends — on a connection loss too,
+// before the re-bind.
 //
 // The Client remembers bound receivers and binds them again, with the same
-// ephemeral flag, after each reconnect; Unbind and a Takeover make it forget.
+// ephemeral flag, after each reconnect, where the counts of lost events
+// reach the user only as Dropped events; Unbind and a Takeover make it
+// forget.
 func (c *Client) Bind(ctx context.Context, receiver uint64, ephemeral bool) (delivered, dropped uint64, err error) {
-	v, err := c.uints(ctx, &protocol.Request{Op: protocol.OpBind, Receiver: receiver, Ephemeral: ephemeral}, 2, func() {
+	replied := c.bindReplied(receiver)
+	v, err := c.uints(ctx, &protocol.Request{Op: protocol.OpBind, Receiver: receiver, Ephemeral: ephemeral}, 2, func(res []byte) Event {
 		c.mu.Lock()
 		c.bound[receiver] = ephemeral
 		c.mu.Unlock()
+		return replied(res)
 	})
 	if err != nil {
 		return 0, 0, err
@@ -207,10 +214,12 @@ func (c *Client) Bind(ctx context.Context, receiver uint64, ephemeral bool) (del
 // keeps them in its backlog until the next Bind. Its timers stay (even for
 // an ephemeral bind). ErrNotFound if this session has not bound it.
 func (c *Client) Unbind(ctx context.Context, receiver uint64) error {
-	_, err := c.do(ctx, &protocol.Request{Op: protocol.OpUnbind, Receiver: receiver}, func() {
+	_, err := c.do(ctx, &protocol.Request{Op: protocol.OpUnbind, Receiver: receiver}, func([]byte) Event {
 		c.mu.Lock()
 		delete(c.bound, receiver)
 		c.mu.Unlock()
+		c.forgetSeq(receiver)
+		return Event{}
 	})
 	return err
 }
