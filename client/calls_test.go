@@ -155,7 +155,7 @@ func TestAdminCalls(t *testing.T) {
 
 func TestUnauthorized(t *testing.T) {
 	srv := startServer(t, func(c *server.Config) { c.AdminToken = "s3cret" })
-	user := dial(t, srv.Addr())
+	user := dial(t, srv.Addr(), WithToken(""))
 	admin := dial(t, srv.Addr(), WithToken("s3cret"))
 	ctx := tctx(t)
 

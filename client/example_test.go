@@ -6,24 +6,35 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/tickwheel/tickwheel/client"
 	"github.com/tickwheel/tickwheel/server"
 )
 
+// adminToken is the examples' admin token. A real server reads or makes
+// its own in its data directory (admin.token); admin ops such as
+// FastForward need it in client.WithToken.
+const adminToken = "example-admin-token"
+
 // runServer starts an in-process server whose tw-time is frozen at tick
 // 1000: it moves only when an admin fast-forwards it, so the examples are
 // deterministic. (Against a real server you would just Dial its address.)
 func runServer() (addr string, stop func()) {
-	srv, err := server.New(server.Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1000}, slog.New(slog.DiscardHandler))
+	dir, err := os.MkdirTemp("", "tickwheel-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg := server.Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1000, AdminToken: adminToken, DataDir: dir}
+	srv, err := server.New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		log.Fatal(err)
 	}
 	if err := srv.Start(); err != nil {
 		log.Fatal(err)
 	}
-	return srv.Addr(), func() { _ = srv.Stop(context.Background()) }
+	return srv.Addr(), func() { _ = srv.Stop(context.Background()); os.RemoveAll(dir) }
 }
 
 // The common tasks: dial, bind a receiver, add timers, receive their events.
@@ -32,7 +43,8 @@ func Example() {
 	defer stop()
 	ctx := context.Background()
 
-	c, err := client.Dial(ctx, addr, client.WithName("example"))
+	// The admin token is needed only for FastForward, below.
+	c, err := client.Dial(ctx, addr, client.WithName("example"), client.WithToken(adminToken))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -83,7 +95,7 @@ func Example_seed() {
 	addr, stop := runServer()
 	defer stop()
 	ctx := context.Background()
-	c, err := client.Dial(ctx, addr)
+	c, err := client.Dial(ctx, addr, client.WithToken(adminToken))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -136,7 +148,7 @@ func ExampleWithHandler() {
 	ctx := context.Background()
 
 	fired := make(chan client.Event, 16)
-	c, err := client.Dial(ctx, addr, client.WithHandler(func(ev client.Event) {
+	c, err := client.Dial(ctx, addr, client.WithToken(adminToken), client.WithHandler(func(ev client.Event) {
 		fired <- ev // hand off; do the real work elsewhere
 	}))
 	if err != nil {

@@ -18,13 +18,23 @@ import (
 
 const start = 1000 // StartTick of the test servers
 
+// testAdminToken is the test servers' admin token, which dial sends unless
+// the test gives its own WithToken.
+const testAdminToken = "test-admin-token"
+
+// testConfig is the config of a frozen test server on addr at tick.
+func testConfig(t testing.TB, addr string, tick uint64) server.Config {
+	return server.Config{Addr: addr, Frozen: true, StartTick: tick, AdminToken: testAdminToken, DataDir: t.TempDir()}
+}
+
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // startServer runs a frozen in-process server at tick 1000 on 127.0.0.1:0
-// (or cfg.Addr as set by mutate) and stops it when the test ends.
+// (or cfg.Addr as set by mutate), with admin token testAdminToken, and stops
+// it when the test ends.
 func startServer(t testing.TB, mutate func(*server.Config)) *server.Server {
 	t.Helper()
-	cfg := server.Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: start}
+	cfg := testConfig(t, "127.0.0.1:0", start)
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -46,12 +56,13 @@ func stopServer(t testing.TB, srv *server.Server) {
 	require.NoError(t, srv.Stop(ctx))
 }
 
-// dial connects a Client to addr and closes it when the test ends.
+// dial connects a Client to addr with the admin token (unless opts give
+// another WithToken) and closes it when the test ends.
 func dial(t *testing.T, addr string, opts ...Option) *Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, addr, opts...)
+	c, err := Dial(ctx, addr, append([]Option{WithToken(testAdminToken)}, opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c

@@ -18,7 +18,7 @@ import (
 // pings keep the connection alive, so the next call needs no reconnect.
 func TestIdleClientStaysConnected(t *testing.T) {
 	srv := servertest.RunT(t, servertest.WithConfig(func(c *servertest.Config) { c.Timeouts.Idle = 300 * time.Millisecond }))
-	c := dial(t, srv.Addr())
+	c := dial(t, srv.Addr(), WithToken(srv.AdminToken())) // servertest's own admin token, not testAdminToken
 	require.Equal(t, uint64(300), c.Limits().IdleTimeoutMs)
 	session, cn := c.Session(), c.current()
 	time.Sleep(1500 * time.Millisecond)

@@ -107,7 +107,7 @@ func TestNoGoroutineLeaks(t *testing.T) {
 
 	ctx := tctx(t)
 	got := make(chan Event, 100)
-	c1, err := Dial(ctx, srv.Addr(), WithHandler(func(ev Event) { got <- ev }), WithReconnect(time.Millisecond, time.Millisecond))
+	c1, err := Dial(ctx, srv.Addr(), WithToken(testAdminToken), WithHandler(func(ev Event) { got <- ev }), WithReconnect(time.Millisecond, time.Millisecond))
 	require.NoError(t, err)
 	_, _, err = c1.Bind(ctx, 1, false)
 	require.NoError(t, err)
@@ -125,7 +125,7 @@ func TestNoGoroutineLeaks(t *testing.T) {
 	}
 
 	// A consumer that never reads: the reader blocks on a full buffer.
-	c2, err := Dial(ctx, srv.Addr(), WithEventBuffer(1))
+	c2, err := Dial(ctx, srv.Addr(), WithToken(testAdminToken), WithEventBuffer(1))
 	require.NoError(t, err)
 	_, _, err = c2.Bind(ctx, 2, false)
 	require.NoError(t, err)

@@ -44,7 +44,7 @@ func TestReconnectSamePort(t *testing.T) {
 
 	var srv2 *server.Server
 	eventually(t, "a new server on "+addr, func() bool {
-		s, err := server.New(server.Config{Addr: addr, Frozen: true, StartTick: 5000}, discardLogger())
+		s, err := server.New(testConfig(t, addr, 5000), discardLogger())
 		require.NoError(t, err)
 		if s.Start() != nil {
 			return false // the port may linger in TIME_WAIT: see TestRestartSamePortImmediately
@@ -84,7 +84,7 @@ func TestRestartSamePortImmediately(t *testing.T) {
 	_, err = c.Ping(tctx(t))
 	require.ErrorIs(t, err, ErrDisconnected)
 
-	s, err := server.New(server.Config{Addr: addr, Frozen: true, StartTick: 5000}, discardLogger())
+	s, err := server.New(testConfig(t, addr, 5000), discardLogger())
 	require.NoError(t, err)
 	err = s.Start()
 	if err != nil {

@@ -27,16 +27,37 @@ type Config struct {
 	// Speed is the initial tw-time speed (1 = real time). Default 1.
 	Speed float64 `yaml:"speed"`
 
-	// AdminToken, when set, is the hello token that grants admin ops. When
-	// empty, admin ops are accepted only from loopback connections.
+	// AdminToken is the hello token that grants admin ops. When it and
+	// AdminTokenFile are empty, the server takes it from <DataDir>/admin.token,
+	// creating that file at first start (see Security below).
 	AdminToken string `yaml:"admin_token"`
 	// ClientToken, when set, is required in hello from every client (the
-	// admin token is accepted too).
+	// admin token is accepted too). Without it, hellos without a token are
+	// accepted, which listening beyond loopback needs Insecure for.
 	ClientToken string `yaml:"client_token"`
 	// AddOnlyBound restricts add (and cancel, pause, resume, cancel_all) to
 	// receivers the session has bound. By default any session may schedule
 	// timers for any receiver.
 	AddOnlyBound bool `yaml:"add_only_bound"`
+
+	// Security. The admin token always exists: AdminToken, or the content of
+	// AdminTokenFile, or <DataDir>/admin.token. New refuses a config that
+	// would listen beyond loopback with no client token, unless Insecure.
+
+	// DataDir holds the server's files: admin.token (mode 0600, in a 0700
+	// directory), made at first start when no admin token is configured.
+	// Default $XDG_STATE_HOME/tickwheel, else $HOME/.local/state/tickwheel.
+	DataDir string `yaml:"data_dir"`
+	// AdminTokenFile, when set, names a file holding the admin token (its
+	// content with surrounding white space removed); not with AdminToken.
+	AdminTokenFile string `yaml:"admin_token_file"`
+	// ClientTokenFile, when set, names a file holding the client token; not
+	// with ClientToken.
+	ClientTokenFile string `yaml:"client_token_file"`
+	// Insecure lets the server listen on a non-loopback address (0.0.0.0, a
+	// LAN address, a host name) with no client token: any host that can
+	// connect may then use every receiver and timer. It is logged as a warning.
+	Insecure bool `yaml:"insecure"`
 
 	Limits Limits `yaml:"limits"`
 

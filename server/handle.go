@@ -31,7 +31,7 @@ func (st *state) handle(s *session, payload []byte) {
 		return
 	}
 	if req.Op.Admin() && !s.admin {
-		st.fail(s, req.ID, protocol.CodeUnauthorized, fmt.Sprintf("%s is an admin op: say hello with the admin token (or, when the server has none, connect from loopback)", req.Op))
+		st.fail(s, req.ID, protocol.CodeUnauthorized, fmt.Sprintf("%s is an admin op: say hello with the admin token", req.Op))
 		return
 	}
 	k := wheel.Key{Receiver: req.Receiver, Tid: req.Tid}
@@ -109,18 +109,24 @@ func (st *state) handle(s *session, payload []byte) {
 	}
 }
 
+// hello authenticates session s. The admin token makes an admin session;
+// the client token, or no token when the server requires none, a plain one.
+// Any other token is unauthorized, and a failed hello leaves the session
+// without a hello (so without admin rights): its next requests get
+// hello_required until a hello succeeds; receivers it has bound stay bound.
+// The maxHelloFailures-th failure on a connection, counted over its whole
+// life (a success in between does not reset it), closes it after the reply.
+// An unsupported version is not a failed authentication.
 func (st *state) hello(s *session, req *protocol.Request) {
 	if req.Version != protocol.Version {
 		st.fail(s, req.ID, protocol.CodeUnsupportedVersion, fmt.Sprintf("protocol version %d is not supported; this server speaks %d", req.Version, protocol.Version))
 		return
 	}
 	isAdmin := st.cfg.AdminToken != "" && tokenEqual(req.Token, st.cfg.AdminToken)
-	if st.cfg.ClientToken != "" && !isAdmin && !tokenEqual(req.Token, st.cfg.ClientToken) {
-		st.fail(s, req.ID, protocol.CodeUnauthorized, "bad token")
+	isClient := st.cfg.ClientToken != "" && tokenEqual(req.Token, st.cfg.ClientToken)
+	if !isAdmin && !isClient && (req.Token != "" || st.cfg.ClientToken != "") {
+		st.helloFailed(s, req)
 		return
-	}
-	if st.cfg.AdminToken == "" {
-		isAdmin = s.loopback
 	}
 	s.hello, s.admin, s.name = true, isAdmin, req.Name
 	h := protocol.Hello{
@@ -131,6 +137,8 @@ func (st *state) hello(s *session, req *protocol.Request) {
 	st.log.Debug("hello", "session", s.id, "name", req.Name, "admin", isAdmin)
 }
 
+// tokenEqual compares a presented token with a configured one in time that
+// does not depend on where they differ.
 func tokenEqual(a, b string) bool {
 	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
 }

@@ -29,8 +29,13 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
+// testAdminToken is the admin token of the test servers, unless mutate
+// changes it: helloClient sends the server's admin token.
+const testAdminToken = "test-admin-token"
+
 // startServer runs a server on 127.0.0.1:0, frozen unless cfg says otherwise
-// via mutate, and stops it when the test ends.
+// via mutate, and stops it when the test ends. Its admin token is
+// testAdminToken and its data directory a temporary one.
 func startServer(t *testing.T, mutate func(*Config)) *Server {
 	t.Helper()
 	srv := newServer(t, mutate)
@@ -46,7 +51,7 @@ func startServer(t *testing.T, mutate func(*Config)) *Server {
 // server themselves.
 func newServer(t *testing.T, mutate func(*Config)) *Server {
 	t.Helper()
-	cfg := Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1000}
+	cfg := Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1000, AdminToken: testAdminToken, DataDir: t.TempDir()}
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -81,10 +86,12 @@ func wrapConn(t *testing.T, c net.Conn) *rawClient {
 	return &rawClient{t: t, conn: c, r: bufio.NewReader(c)}
 }
 
-// helloClient dials and says hello (no token).
+// helloClient dials and says hello with the server's admin token, so the
+// session may use admin ops (ff, stats). helloToken(t, srv, name, "") makes
+// a session without admin rights.
 func helloClient(t *testing.T, srv *Server, name string) *rawClient {
 	t.Helper()
-	return helloToken(t, srv, name, "")
+	return helloToken(t, srv, name, srv.AdminToken())
 }
 
 // helloToken dials and says hello with token.

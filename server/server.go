@@ -64,6 +64,9 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
+	if err := cfg.secure(log); err != nil {
+		return nil, err
+	}
 	origin := time.Now()
 	start := cfg.StartTick
 	if start == 0 {
@@ -256,11 +259,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		s.loop.Store(&l)
 		return nil, gnet.None
 	}
-	loopback := false
-	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		loopback = a.IP.IsLoopback()
-	}
-	c.SetContext(s.st.open(c, loopback))
+	c.SetContext(s.st.open(c))
 	return nil, gnet.None
 }
 

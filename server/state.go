@@ -2,6 +2,7 @@ package server
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/tickwheel/tickwheel/protocol"
 	"github.com/tickwheel/tickwheel/wheel"
@@ -14,6 +15,7 @@ import (
 type state struct {
 	cfg   Config
 	log   *slog.Logger
+	rlog  *rateLog // for log lines a peer can cause at will (failed hellos, ...)
 	wheel *wheel.Wheel
 	clock *wheel.Clock
 	// target is tw-time as of the last advance or clock change: the clock's
@@ -50,12 +52,13 @@ type outConn interface {
 
 // session is one client connection.
 type session struct {
-	id       uint64
-	conn     outConn
-	loopback bool
-	name     string
-	hello    bool
-	admin    bool
+	id    uint64
+	conn  outConn
+	name  string
+	hello bool
+	admin bool
+	// authFailures counts the failed hellos on this connection (helloFailed).
+	authFailures int
 	// receivers bound by this session, with their ephemeral flag.
 	receivers map[uint64]bool
 	// out collects replies and events during a turn; the glue writes it with
@@ -99,6 +102,7 @@ func newState(cfg Config, log *slog.Logger, w *wheel.Wheel, c *wheel.Clock) *sta
 	return &state{
 		cfg:       cfg,
 		log:       log,
+		rlog:      newRateLog(log, 10, time.Now),
 		wheel:     w,
 		clock:     c,
 		target:    c.Now(),
@@ -108,9 +112,9 @@ func newState(cfg Config, log *slog.Logger, w *wheel.Wheel, c *wheel.Clock) *sta
 }
 
 // open registers a new connection.
-func (st *state) open(c outConn, loopback bool) *session {
+func (st *state) open(c outConn) *session {
 	st.nextSession++
-	s := &session{id: st.nextSession, conn: c, loopback: loopback, receivers: make(map[uint64]bool)}
+	s := &session{id: st.nextSession, conn: c, receivers: make(map[uint64]bool)}
 	st.sessions[s.id] = s
 	return s
 }

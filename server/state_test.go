@@ -23,7 +23,7 @@ type noConn struct{}
 func (noConn) OutboundBuffered() int { return 0 }
 
 func newStateHarness(t testing.TB, mutate func(*Config)) *stateHarness {
-	cfg := Config{Frozen: true, StartTick: start}
+	cfg := Config{Frozen: true, StartTick: start, AdminToken: testAdminToken}
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -36,10 +36,10 @@ func newStateHarness(t testing.TB, mutate func(*Config)) *stateHarness {
 	return &stateHarness{t: t, st: newState(cfg, testLogger(), w, c)}
 }
 
-// session opens a session that has said hello.
+// session opens a session that has said hello with the admin token.
 func (h *stateHarness) session() *session {
-	s := h.st.open(noConn{}, true)
-	h.do(s, protocol.Request{Op: protocol.OpHello, Version: protocol.Version, Name: "t"})
+	s := h.st.open(noConn{})
+	h.do(s, protocol.Request{Op: protocol.OpHello, Version: protocol.Version, Name: "t", Token: testAdminToken})
 	return s
 }
 
@@ -98,7 +98,7 @@ func TestAddWhileWheelCatchesUp(t *testing.T) {
 	require.Len(t, m, 1)
 	assert.Equal(t, protocol.CodeInvalidArgument, m[0].Code, "after 0 with no at")
 	var hello protocol.Hello
-	c := h.st.open(noConn{}, true)
+	c := h.st.open(noConn{})
 	m = h.do(c, protocol.Request{Op: protocol.OpHello, Version: protocol.Version, Name: "late"})
 	require.Len(t, m, 1)
 	require.NoError(t, protocol.DecodeHello(m[0].Result, &hello))

@@ -16,10 +16,17 @@
 //	}
 //
 // This is the tickwheel counterpart of miniredis's FastForward.
+//
+// Advance needs no token. A client that calls admin ops itself (FastForward,
+// Stats, ...) dials with client.WithToken(srv.AdminToken()): each server has
+// a random admin token, and a temporary data directory, so a test never
+// touches the user's own ($HOME/.local/state/tickwheel).
 package servertest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"io"
 	"log/slog"
 	"testing"
@@ -47,11 +54,15 @@ func WithConfig(fn func(*Config)) Option { return Option(fn) }
 // WithStartTick sets tw-time at start (default 1,000,000).
 func WithStartTick(tick uint64) Option { return func(c *server.Config) { c.StartTick = tick } }
 
-// RunT starts a frozen server on 127.0.0.1:0 with a 10 ms tick and stops it
-// when the test ends. It fails the test if the server cannot start.
+// RunT starts a frozen server on 127.0.0.1:0 with a 10 ms tick, a random
+// admin token and a data directory from t.TempDir, and stops it when the
+// test ends. It fails the test if the server cannot start.
 func RunT(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	cfg := server.Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1_000_000}
+	var tok [16]byte
+	_, _ = rand.Read(tok[:]) // never fails (crypto/rand)
+	cfg := server.Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1_000_000,
+		AdminToken: hex.EncodeToString(tok[:]), DataDir: t.TempDir()}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -77,6 +88,10 @@ func (s *Server) Addr() string { return s.srv.Addr() }
 
 // Tick returns the duration of one tick.
 func (s *Server) Tick() time.Duration { return s.srv.Tick() }
+
+// AdminToken returns the server's admin token, for a client that calls
+// admin ops: client.Dial(ctx, srv.Addr(), client.WithToken(srv.AdminToken())).
+func (s *Server) AdminToken() string { return s.srv.AdminToken() }
 
 // Server returns the underlying server.
 func (s *Server) Server() *server.Server { return s.srv }

@@ -47,3 +47,28 @@ func TestRunTOptions(t *testing.T) {
 	assert.Equal(t, time.Second, srv.Tick())
 	assert.Equal(t, 0, srv.Advance(0))
 }
+
+// TestAdminToken: a client with the server's admin token may call admin ops;
+// one without may not (loopback gives no rights).
+func TestAdminToken(t *testing.T) {
+	srv := servertest.RunT(t)
+	ctx := context.Background()
+	require.Len(t, srv.AdminToken(), 32)
+	assert.NotEqual(t, srv.AdminToken(), servertest.RunT(t).AdminToken(), "each server has its own")
+
+	admin, err := client.Dial(ctx, srv.Addr(), client.WithToken(srv.AdminToken()))
+	require.NoError(t, err)
+	defer admin.Close()
+	now, _, err := admin.FastForward(ctx, 5)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1_000_005), now)
+
+	user, err := client.Dial(ctx, srv.Addr())
+	require.NoError(t, err)
+	defer user.Close()
+	_, err = user.Stats(ctx)
+	require.ErrorIs(t, err, client.ErrUnauthorized)
+
+	fixed := servertest.RunT(t, servertest.WithConfig(func(c *servertest.Config) { c.AdminToken = "mine" }))
+	assert.Equal(t, "mine", fixed.AdminToken())
+}

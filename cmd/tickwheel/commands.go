@@ -36,7 +36,11 @@ commands:
   stats                    show server statistics (admin)
   ping                     show the server's tw-time
 
-common flags: -addr HOST:PORT (default 127.0.0.1:7420), -token T, -json, -timeout D
+common flags: -addr HOST:PORT (default 127.0.0.1:7420), -json, -timeout D,
+  -token T or -token-file FILE (or $TICKWHEEL_TOKEN): the hello token. By default, when
+  -addr is a loopback address, the server's admin token is read from <data dir>/admin.token
+  (-data-dir DIR, default $XDG_STATE_HOME/tickwheel or ~/.local/state/tickwheel), so
+  commands on the server's machine need no token.
 `
 
 // command is one CLI command: its flags are added to fs, run does the work.
@@ -88,7 +92,9 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("tickwheel "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:7420", "server address")
-	token := fs.String("token", "", "hello token (admin or client token)")
+	token := fs.String("token", "", "hello token, admin or client (visible in ps: prefer -token-file or $"+envToken+")")
+	tokenFile := fs.String("token-file", "", "file holding the hello token")
+	dataDir := fs.String("data-dir", "", "the server's data directory, to read its admin.token (default: the server's default)")
 	asJSON := fs.Bool("json", false, "print JSON, one object per line")
 	timeout := fs.Duration("timeout", 10*time.Second, "time limit for connecting and each request")
 	run := cmd.flags(fs)
@@ -100,11 +106,26 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "usage: tickwheel %s [flags] %s\n", name, cmd.args)
 		return 2
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	c, err := client.Dial(ctx, *addr, client.WithToken(*token), client.WithName("tickwheel-cli"), client.WithReconnect(0, 0))
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	tok, tokFrom, err := cliToken(tokenSources{token: *token, tokenFile: *tokenFile, dataDir: *dataDir, dataDirSet: set["data-dir"],
+		tokenSet: set["token"], addr: *addr}, os.Getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "tickwheel %s: %v\n", name, err)
+		if errors.As(err, new(usageError)) {
+			return 2
+		}
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	c, err := client.Dial(ctx, *addr, client.WithToken(tok), client.WithName("tickwheel-cli"), client.WithReconnect(0, 0))
+	if err != nil {
+		fmt.Fprintf(stderr, "tickwheel %s: %v\n", name, err)
+		if tokFrom != "" && errors.Is(err, client.ErrUnauthorized) {
+			fmt.Fprintf(stderr, "tickwheel %s: the server at %s refused the admin token in %s: it uses another data directory "+
+				"(-data-dir) or token (-token-file, $%s)\n", name, *addr, tokFrom, envToken)
+		}
 		return 1
 	}
 	defer c.Close()

@@ -41,7 +41,7 @@ func cli(t *testing.T, addr string, args ...string) (code int, stdout, stderr st
 }
 
 func TestCommands(t *testing.T) {
-	srv := servertest.RunT(t, servertest.WithStartTick(1000))
+	srv := localServer(t, servertest.WithStartTick(1000))
 	addr := srv.Addr()
 
 	code, out, errOut := cli(t, addr, "add", "7", "11", "3", "-repeat", "4", "-data", "poison")
@@ -111,7 +111,7 @@ func TestCommands(t *testing.T) {
 }
 
 func TestCommandsJSON(t *testing.T) {
-	srv := servertest.RunT(t, servertest.WithStartTick(500))
+	srv := localServer(t, servertest.WithStartTick(500))
 	code, out, _ := cli(t, srv.Addr(), "add", "-json", "1", "2", "5", "-data", "x")
 	require.Equal(t, 0, code)
 	var added map[string]uint64
@@ -137,7 +137,7 @@ func TestCommandsJSON(t *testing.T) {
 }
 
 func TestCommandErrors(t *testing.T) {
-	srv := servertest.RunT(t)
+	srv := localServer(t)
 	addr := srv.Addr()
 	for _, tc := range []struct {
 		args   []string

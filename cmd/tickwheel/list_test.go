@@ -14,7 +14,7 @@ import (
 // TestListPages: list prints every timer in tid order across pages of the
 // server's max_list_page, and one JSON object per timer with -json.
 func TestListPages(t *testing.T) {
-	srv := servertest.RunT(t, servertest.WithStartTick(1000), servertest.WithConfig(func(c *servertest.Config) { c.Limits.MaxListPage = 2 }))
+	srv := localServer(t, servertest.WithStartTick(1000), servertest.WithConfig(func(c *servertest.Config) { c.Limits.MaxListPage = 2 }))
 	addr := srv.Addr()
 	var want []string
 	for _, tid := range []int{50, 3, 40, 1, 20} {

@@ -1,16 +1,21 @@
 // Command tickwheel runs the tickwheel timer server, and pokes a running one.
 //
-//	tickwheel [serve] [-config FILE] [-addr HOST:PORT] [-tick DURATION] [-admin-token T] [-frozen] [-start-tick N]
-//	tickwheel COMMAND [-addr HOST:PORT] [-token T] [-json] ARGS...
+//	tickwheel [serve] [-config FILE] [-addr HOST:PORT] [-tick DURATION] [-frozen] [-start-tick N]
+//	          [-data-dir DIR] [-admin-token-file FILE] [-client-token-file FILE] [-insecure]
+//	tickwheel COMMAND [-addr HOST:PORT] [-token T | -token-file FILE] [-data-dir DIR] [-json] ARGS...
 //
 // With no command it serves on 127.0.0.1:7420 with embedded defaults; flags
 // override the config file, and SIGINT or SIGTERM shut it down gracefully.
+// The admin token comes from -admin-token(-file), else $TICKWHEEL_ADMIN_TOKEN,
+// else the config file, else <data dir>/admin.token, made at first start.
 // The commands (add, cancel, get, list, watch, ff, freeze, resume, speed,
-// stats, ping) talk to a running server: `tickwheel help` lists them.
+// stats, ping) talk to a running server: `tickwheel help` lists them. On the
+// server's machine they find its admin token by themselves.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -37,32 +42,68 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "serve" {
 		args = args[1:]
 	}
-	if err := serve(args, stdout); err != nil {
+	if err := serve(args, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "tickwheel:", err)
 		return 1
 	}
 	return 0
 }
 
-func serve(args []string, stdout io.Writer) error {
+// Environment variables that carry tokens, so they do not show in ps.
+const (
+	envAdminToken  = "TICKWHEEL_ADMIN_TOKEN"
+	envClientToken = "TICKWHEEL_CLIENT_TOKEN"
+)
+
+// serveFlags are the serve flags that are not server settings.
+type serveFlags struct {
+	logLevel   string
+	cpuProfile string
+}
+
+// serveConfig builds the server config from the config file, the token
+// environment variables and the flags, in increasing precedence: a flag
+// beats the environment, which beats the config file. Each token is taken
+// from one source as a whole: -admin-token or -admin-token-file, else
+// $TICKWHEEL_ADMIN_TOKEN, else admin_token or admin_token_file (else the
+// server uses <data_dir>/admin.token); likewise -client-token-file, else
+// $TICKWHEEL_CLIENT_TOKEN, else client_token or client_token_file.
+func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (server.Config, serveFlags, error) {
+	var sf serveFlags
 	fs := flag.NewFlagSet("tickwheel", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "YAML config file (see configs/tickwheel.yaml)")
 	addr := fs.String("addr", "", "listen address (default 127.0.0.1:7420)")
 	tick := fs.Duration("tick", 0, "tw-time tick duration (default 10ms)")
-	adminToken := fs.String("admin-token", "", "token that grants admin ops (default: admin only from loopback)")
+	adminToken := fs.String("admin-token", "", "admin token (visible in ps: prefer -admin-token-file or $"+envAdminToken+")")
+	adminTokenFile := fs.String("admin-token-file", "", "file holding the admin token (default: <data dir>/admin.token, made at first start)")
+	clientTokenFile := fs.String("client-token-file", "", "file holding the token every client must give (or $"+envClientToken+")")
+	dataDir := fs.String("data-dir", "", "directory for admin.token (default $XDG_STATE_HOME/tickwheel or ~/.local/state/tickwheel)")
+	insecure := fs.Bool("insecure", false, "allow listening beyond loopback with no client token")
 	frozen := fs.Bool("frozen", false, "start with tw-time frozen (moved only by admin fast-forward)")
 	startTick := fs.Uint64("start-tick", 0, "tw-time at start (default: the current Unix time in ticks)")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof) to this file until shutdown")
+	fs.StringVar(&sf.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&sf.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) to this file until shutdown")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return server.Config{}, sf, err
 	}
 	var cfg server.Config
 	if *configPath != "" {
 		var err error
 		if cfg, err = server.LoadConfig(*configPath); err != nil {
-			return err
+			return cfg, sf, err
 		}
+	}
+	if v := getenv(envAdminToken); v != "" {
+		cfg.AdminToken, cfg.AdminTokenFile = v, ""
+	}
+	if v := getenv(envClientToken); v != "" {
+		cfg.ClientToken, cfg.ClientTokenFile = v, ""
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["admin-token"] && set["admin-token-file"] {
+		return cfg, sf, errors.New("-admin-token and -admin-token-file: give one")
 	}
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
@@ -71,25 +112,41 @@ func serve(args []string, stdout io.Writer) error {
 		case "tick":
 			cfg.Tick = *tick
 		case "admin-token":
-			cfg.AdminToken = *adminToken
+			cfg.AdminToken, cfg.AdminTokenFile = *adminToken, ""
+		case "admin-token-file":
+			cfg.AdminToken, cfg.AdminTokenFile = "", *adminTokenFile
+		case "client-token-file":
+			cfg.ClientToken, cfg.ClientTokenFile = "", *clientTokenFile
+		case "data-dir":
+			cfg.DataDir = *dataDir
+		case "insecure":
+			cfg.Insecure = *insecure
 		case "frozen":
 			cfg.Frozen = *frozen
 		case "start-tick":
 			cfg.StartTick = *startTick
 		}
 	})
+	return cfg, sf, nil
+}
+
+func serve(args []string, stdout, stderr io.Writer) error {
+	cfg, sf, err := serveConfig(args, os.Getenv, stderr)
+	if err != nil {
+		return err
+	}
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+	if err := level.UnmarshalText([]byte(sf.logLevel)); err != nil {
 		return fmt.Errorf("-log-level: %w", err)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
 	srv, err := server.New(cfg, log)
 	if err != nil {
 		return err
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+	if sf.cpuProfile != "" {
+		f, err := os.Create(sf.cpuProfile)
 		if err != nil {
 			return err
 		}

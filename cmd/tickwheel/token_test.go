@@ -1,0 +1,179 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickwheel/tickwheel/server"
+	"github.com/tickwheel/tickwheel/servertest"
+)
+
+// TestMain points the default data directory at a temporary one, so no test
+// reads or writes the user's, and clears the token variables a developer's
+// shell may have set.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "tickwheel-cmd-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("XDG_STATE_HOME", dir)
+	for _, v := range []string{envToken, envAdminToken, envClientToken} {
+		os.Unsetenv(v)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// localServer runs an in-process server as `tickwheel` would on this
+// machine: its admin token in admin.token in the default data directory
+// (a temporary one, see TestMain), where the commands find it.
+func localServer(t *testing.T, opts ...servertest.Option) *servertest.Server {
+	t.Helper()
+	def := servertest.WithConfig(func(c *servertest.Config) { c.AdminToken, c.DataDir = "", "" })
+	srv := servertest.RunT(t, append([]servertest.Option{def}, opts...)...)
+	dir, err := server.DefaultDataDir()
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(dir, os.Getenv("XDG_STATE_HOME")), "the test's data directory")
+	return srv
+}
+
+// TestCLIReadsAdminTokenFile: on the server's machine, admin commands need
+// no flag; an explicit empty -token means no token.
+func TestCLIReadsAdminTokenFile(t *testing.T) {
+	srv := localServer(t)
+	code, out, errOut := cli(t, srv.Addr(), "ff", "100")
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, "fast-forwarded 100 ticks to tick 1000100: 0 timers fired\n", out)
+	code, out, errOut = cli(t, srv.Addr(), "stats")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "tw-time     1000100")
+
+	code, _, errOut = cli(t, srv.Addr(), "stats", "-token", "")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "unauthorized")
+}
+
+// TestCLIDataDir: a server with its own data directory; -data-dir points
+// the commands at it, and must then hold the token file.
+func TestCLIDataDir(t *testing.T) {
+	dir := t.TempDir()
+	srv := servertest.RunT(t, servertest.WithConfig(func(c *servertest.Config) { c.AdminToken, c.DataDir = "", dir }))
+	localServer(t) // another server, whose token is in the default data directory
+	code, _, errOut := cli(t, srv.Addr(), "stats")
+	assert.Equal(t, 1, code, "the default data directory holds another server's token")
+	assert.Contains(t, errOut, "refused the admin token in "+filepath.Join(os.Getenv("XDG_STATE_HOME"), "tickwheel", "admin.token"))
+	code, _, errOut = cli(t, srv.Addr(), "stats", "-data-dir", dir)
+	assert.Equal(t, 0, code, errOut)
+
+	code, _, errOut = cli(t, srv.Addr(), "ping", "-data-dir", t.TempDir())
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "reading the admin token from -data-dir")
+}
+
+// TestCLITokenSources: -token-file and $TICKWHEEL_TOKEN, and -token over both.
+func TestCLITokenSources(t *testing.T) {
+	srv := servertest.RunT(t) // a random admin token, found in no data directory
+	file := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(file, []byte(srv.AdminToken()+"\n"), 0o600))
+
+	code, _, errOut := cli(t, srv.Addr(), "stats", "-token-file", file)
+	assert.Equal(t, 0, code, errOut)
+	code, _, errOut = cli(t, srv.Addr(), "stats", "-token-file", file+".missing")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "token.missing")
+	code, _, errOut = cli(t, srv.Addr(), "stats", "-token-file", file, "-token", "x")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "give one")
+
+	t.Setenv(envToken, srv.AdminToken())
+	code, _, errOut = cli(t, srv.Addr(), "stats")
+	assert.Equal(t, 0, code, errOut)
+	code, _, errOut = cli(t, srv.Addr(), "stats", "-token", "wrong")
+	assert.Equal(t, 1, code, "-token beats the environment")
+	assert.Contains(t, errOut, "unauthorized")
+}
+
+// TestCLITokenNotSentAway: the default data directory's admin token is used
+// only for a loopback -addr, so it never goes to another host.
+func TestCLITokenNotSentAway(t *testing.T) {
+	localServer(t) // makes the default admin.token
+	for addr, want := range map[string]bool{
+		"127.0.0.1:7420": true, "localhost:7420": true, "[::1]:7420": true,
+		"10.1.2.3:7420": false, "game-host:7420": false, ":7420": false,
+	} {
+		tok, _, err := cliToken(tokenSources{addr: addr}, os.Getenv)
+		require.NoError(t, err, addr)
+		assert.Equal(t, want, tok != "", addr)
+	}
+	// Given explicitly, the data directory is used whatever the address.
+	dir, err := server.DefaultDataDir()
+	require.NoError(t, err)
+	tok, _, err := cliToken(tokenSources{addr: "10.1.2.3:7420", dataDir: dir, dataDirSet: true}, os.Getenv)
+	require.NoError(t, err)
+	assert.NotEmpty(t, tok)
+}
+
+// TestServeConfigTokens: flag > environment > config file, each token
+// taken from one source as a whole.
+func TestServeConfigTokens(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "tickwheel.yaml")
+	require.NoError(t, os.WriteFile(conf, []byte("admin_token_file: /from/config\nclient_token: conf-client\ndata_dir: /conf/dir\n"), 0o600))
+	env := map[string]string{}
+	getenv := func(k string) string { return env[k] }
+	config := func(args ...string) server.Config {
+		t.Helper()
+		cfg, _, err := serveConfig(append([]string{"-config", conf}, args...), getenv, new(strings.Builder))
+		require.NoError(t, err)
+		return cfg
+	}
+
+	cfg := config()
+	assert.Equal(t, [4]string{"", "/from/config", "conf-client", ""}, [4]string{cfg.AdminToken, cfg.AdminTokenFile, cfg.ClientToken, cfg.ClientTokenFile})
+	assert.Equal(t, "/conf/dir", cfg.DataDir)
+
+	env[envAdminToken], env[envClientToken] = "env-admin", "env-client"
+	cfg = config()
+	assert.Equal(t, [4]string{"env-admin", "", "env-client", ""}, [4]string{cfg.AdminToken, cfg.AdminTokenFile, cfg.ClientToken, cfg.ClientTokenFile})
+
+	cfg = config("-admin-token-file", "/flag/admin", "-client-token-file", "/flag/client", "-data-dir", "/flag/dir", "-insecure")
+	assert.Equal(t, [4]string{"", "/flag/admin", "", "/flag/client"}, [4]string{cfg.AdminToken, cfg.AdminTokenFile, cfg.ClientToken, cfg.ClientTokenFile})
+	assert.Equal(t, "/flag/dir", cfg.DataDir)
+	assert.True(t, cfg.Insecure)
+
+	cfg = config("-admin-token", "flag-admin")
+	assert.Equal(t, "flag-admin", cfg.AdminToken)
+	assert.Empty(t, cfg.AdminTokenFile)
+
+	_, _, err := serveConfig([]string{"-admin-token", "a", "-admin-token-file", "b"}, getenv, new(strings.Builder))
+	assert.ErrorContains(t, err, "give one")
+}
+
+// TestServeProtectedMode: serving on every interface with no client token
+// is refused with a message that says how to fix it.
+func TestServeProtectedMode(t *testing.T) {
+	var out, errOut syncBuffer
+	code := run([]string{"-addr", "0.0.0.0:0", "-data-dir", t.TempDir()}, &out, &errOut)
+	assert.Equal(t, 1, code)
+	for _, w := range []string{"protected mode", "0.0.0.0:0", "-client-token-file", "-insecure"} {
+		assert.Contains(t, errOut.String(), w)
+	}
+}
+
+// TestSampleConfig: configs/tickwheel.yaml, every key in it, makes a server.
+func TestSampleConfig(t *testing.T) {
+	cfg, _, err := serveConfig([]string{"-config", "../../configs/tickwheel.yaml"}, func(string) string { return "" }, io.Discard)
+	require.NoError(t, err)
+	_, err = server.New(cfg, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+}
