@@ -54,6 +54,8 @@ type extras struct {
 	// intact for the whole callback even if it adds timers.
 	held    []uint32
 	holding bool
+
+	bytes uint64 // payload bytes of the live extras (held ones excluded)
 }
 
 // at returns extra j for reading or update.
@@ -75,6 +77,7 @@ func (e *extras) alloc(every uint64, data []byte) uint32 {
 	}
 	x := e.at(j)
 	x.every, x.firedHi, x.dlen = every, 0, uint32(len(data))
+	e.bytes += uint64(len(data))
 	if len(data) <= inlineData {
 		copy(x.data[:], data)
 		return j
@@ -107,10 +110,15 @@ func (e *extras) payload(x *extra) []byte {
 
 // drop frees extra j, at once or, while holding, when the callback returns.
 func (e *extras) drop(j uint32) {
+	e.bytes -= uint64(e.at(j).dlen)
 	if e.holding {
 		e.held = append(e.held, j)
 		return
 	}
+	e.freeNow(j)
+}
+
+func (e *extras) freeNow(j uint32) {
 	x := e.at(j)
 	if x.dlen > inlineData {
 		b := binary.LittleEndian.Uint32(x.data[:4])
@@ -155,16 +163,10 @@ func (e *extras) endHold() {
 
 // release frees the extras dropped during a firing's callback.
 func (e *extras) release() {
-	if len(e.held) == 0 {
-		return
-	}
-	holding := e.holding
-	e.holding = false
 	for _, j := range e.held {
-		e.drop(j)
+		e.freeNow(j)
 	}
 	e.held = e.held[:0]
-	e.holding = holding
 }
 
 // sizeClass returns the pool class of an n-byte payload, or -1 if it is not pooled.

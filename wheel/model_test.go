@@ -855,6 +855,13 @@ func (r *modelRunner) checkAll() {
 	if got := r.w.Len(); got != len(r.m.timers) {
 		r.failf("Len()=%d, model %d", got, len(r.m.timers))
 	}
+	var bytes uint64
+	for i := range r.m.timers {
+		bytes += uint64(len(r.m.timers[i].data))
+	}
+	if got := r.w.DataBytes(); got != bytes {
+		r.failf("DataBytes()=%d, model %d", got, bytes)
+	}
 	if r.checks++; len(r.recvs)*len(r.tids) > 64 && r.checks%16 != 0 {
 		for _, recv := range r.recvs {
 			if got, want := r.w.ReceiverLen(recv), len(r.m.list(recv)); got != want {

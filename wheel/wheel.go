@@ -201,6 +201,10 @@ func New(start uint64, cfg Config) (*Wheel, error) {
 // they are due at, and they fire first on the next Advance.
 func (w *Wheel) Now() uint64 { return w.now }
 
+// DataBytes returns the bytes of data carried by the live timers (the sum
+// of their Spec.Data lengths).
+func (w *Wheel) DataBytes() uint64 { return w.extra.bytes }
+
 // Len returns the number of live timers, paused ones included.
 func (w *Wheel) Len() int { return int(w.index.count) }
 
