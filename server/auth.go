@@ -60,8 +60,9 @@ func ReadTokenFile(path string) (string, error) {
 func (s *Server) AdminToken() string { return s.cfg.AdminToken }
 
 // secure completes c's security settings, after withDefaults: it reads the
-// token files, takes the admin token from <DataDir>/admin.token when none is
-// configured (creating it at first start), and enforces protected mode. On
+// token files, enforces protected mode (before it makes any file), and takes
+// the admin token from <DataDir>/admin.token when none is configured
+// (creating it at first start). On
 // success c.AdminToken is never empty. It logs where the admin token comes
 // from (never the token), and warns when Insecure exposes the server.
 func (c *Config) secure(log *slog.Logger) error {
@@ -84,6 +85,9 @@ func (c *Config) secure(log *slog.Logger) error {
 			return fmt.Errorf("config: client_token_file: %w", err)
 		}
 		c.ClientToken = tok
+	}
+	if err := c.protectedMode(log); err != nil { // before making any file
+		return err
 	}
 	switch {
 	case c.AdminTokenFile != "":
@@ -109,7 +113,7 @@ func (c *Config) secure(log *slog.Logger) error {
 	case len(c.AdminToken) > c.Limits.MaxName || len(c.ClientToken) > c.Limits.MaxName:
 		return fmt.Errorf("config: tokens must be at most limits.max_name (%d) bytes long", c.Limits.MaxName)
 	}
-	return c.protectedMode(log)
+	return nil
 }
 
 // protectedMode refuses to listen beyond loopback with no client token,

@@ -249,7 +249,9 @@ func TestThirdFailedHelloCloses(t *testing.T) {
 // Insecure, which is then logged as a warning.
 func TestProtectedMode(t *testing.T) {
 	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0", "192.0.2.1:0", "tickwheel.example:0"} {
-		_, err := newUnstarted(t, testLogger(), func(c *Config) { c.Addr = addr })
+		dir := filepath.Join(t.TempDir(), "data")
+		_, err := newUnstarted(t, testLogger(), func(c *Config) { c.Addr, c.AdminToken, c.DataDir = addr, "", dir })
+		assert.NoDirExists(t, dir, "refused before making the admin token")
 		require.Error(t, err, addr)
 		for _, w := range []string{"protected mode", addr, "client token", "-insecure", "insecure: true"} {
 			assert.Contains(t, err.Error(), w)
