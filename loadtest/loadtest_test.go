@@ -18,9 +18,14 @@ func tinyParams() Params {
 		K: 50, P: 2, R: 3, Rate: 2000, Duration: 300 * time.Millisecond, Idle: 200, Hold: 50 * time.Millisecond, Span: 1000}
 }
 
+// testAdminToken is the admin token of the test server (admin stats and
+// fast-forward).
+const testAdminToken = "loadtest-admin-token"
+
 func startServer(t *testing.T) string {
 	t.Helper()
-	srv, err := server.New(server.Config{Addr: "127.0.0.1:0", Tick: 10 * time.Millisecond}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	cfg := server.Config{Addr: "127.0.0.1:0", Tick: 10 * time.Millisecond, AdminToken: testAdminToken, DataDir: t.TempDir()}
+	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +45,7 @@ func startServer(t *testing.T) string {
 func TestScenarios(t *testing.T) {
 	addr := startServer(t)
 	targets := []func() Target{
-		func() Target { return &TickwheelTarget{Addr: addr} },
+		func() Target { return &TickwheelTarget{Addr: addr, Token: testAdminToken} },
 		func() Target { return &AfterFuncTarget{} },
 	}
 	var all []*Result

@@ -3,12 +3,14 @@
 // process, and prints a table (or JSON). It exits 1 when a run FAILED.
 //
 //	loadtest -spawn /tmp/tickwheel -targets tickwheel,afterfunc -scenarios add,lateness
-//	loadtest -addr 127.0.0.1:7420 -scenarios fire -n 200000 -json
+//	loadtest -addr 127.0.0.1:7420 -token "$(cat ~/.local/state/tickwheel/admin.token)" -scenarios fire -n 200000 -json
 //	loadtest -spawn /tmp/tickwheel -redis 127.0.0.1:6390 -beanstalkd 127.0.0.1:11390 -targets tickwheel,redis,beanstalkd,afterfunc
 package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -30,12 +32,12 @@ func main() {
 func run() int {
 	d := loadtest.DefaultParams()
 	p := d
-	addr := flag.String("addr", "", "address of a running tickwheel server (its admin ops must be allowed: loopback or -token)")
+	addr := flag.String("addr", "", "address of a running tickwheel server (give its admin token with -token)")
 	spawn := flag.String("spawn", "", "path of a tickwheel binary to start (pinned to -server-cpus with taskset; the generator pins itself to -gen-cpus)")
 	serverCPUs := flag.String("server-cpus", "0", "with -spawn: the CPU list (taskset syntax) the server is pinned to")
 	genCPUs := flag.String("gen-cpus", "1", "with -spawn: the CPU list the generator pins itself to (GOMAXPROCS = its size)")
 	tick := flag.Duration("tick", 10*time.Millisecond, "tick of a spawned server (and of afterfunc's tick-based periods)")
-	token := flag.String("token", "", "hello token (the admin token when the server has one)")
+	token := flag.String("token", "", "the server's admin token (on its machine: the content of its data dir's admin.token); with -spawn, default a random one")
 	targets := flag.String("targets", "tickwheel,afterfunc", "comma-separated targets: tickwheel, afterfunc, redis, beanstalkd")
 	redisAddr := flag.String("redis", loadtest.DefaultRedisAddr, "address of the Redis server for the redis target (loadtest/peers.sh start)")
 	bsAddr := flag.String("beanstalkd", loadtest.DefaultBeanstalkdAddr, "address of the beanstalkd server for the beanstalkd target (loadtest/peers.sh start)")
@@ -81,6 +83,14 @@ func run() int {
 
 	tw := &loadtest.TickwheelTarget{Addr: *addr, Token: *token}
 	if *spawn != "" {
+		// The spawned server takes its admin token from the environment
+		// (not a flag, which ps shows), so it touches no data directory.
+		if tw.Token == "" {
+			var b [16]byte
+			_, _ = rand.Read(b[:])
+			tw.Token = hex.EncodeToString(b[:])
+		}
+		os.Setenv("TICKWHEEL_ADMIN_TOKEN", tw.Token)
 		cpus := *serverCPUs
 		if *noPin {
 			cpus = ""
