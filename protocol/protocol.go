@@ -116,6 +116,7 @@ const (
 	CodeBadState           Code = 9  // pause of a paused timer, resume of a running one, ...
 	CodeUnsupportedVersion Code = 10 // hello version is not Version
 	CodeInternal           Code = 11 // a server bug
+	CodeTimeout            Code = 12 // a connection timeout ran out; the server closes the connection after it
 )
 
 var codeNames = [...]string{
@@ -130,6 +131,7 @@ var codeNames = [...]string{
 	CodeBadState:           "bad_state",
 	CodeUnsupportedVersion: "unsupported_version",
 	CodeInternal:           "internal",
+	CodeTimeout:            "timeout",
 }
 
 // String returns the code's protocol name ("not_found", ...), or "code(N)"

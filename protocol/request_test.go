@@ -294,7 +294,7 @@ func TestOpCodeKindStrings(t *testing.T) {
 	assert.True(t, OpAdd.Valid())
 	assert.False(t, Op(19).Valid())
 	names := map[string]bool{}
-	for c := CodeMalformed; c <= CodeInternal; c++ {
+	for c := CodeMalformed; c <= CodeTimeout; c++ {
 		s := c.String()
 		assert.NotContains(t, s, "code(")
 		assert.False(t, names[s])

@@ -96,13 +96,17 @@ func (s *Server) ring() {
 }
 
 // onBell runs on the loop when the doorbell rang: one advance turn, at most
-// max_fires_per_turn firings, written out at once. A turn that leaves work
+// max_fires_per_turn firings, and the timeouts' sweep when it is due,
+// written out at once. A turn that leaves work
 // rings again, to go on after the next round of I/O; the last one tells the
 // ticker when to wake next.
 func (s *Server) onBell(c gnet.Conn) {
 	_, _ = c.Discard(-1)
 	s.rung.Store(false)
 	more := s.st.advance()
+	if now := s.nowNs(); now >= s.sweepAt && s.sweepEvery > 0 {
+		s.sweep(now)
+	}
 	s.flush()
 	s.st.more = false
 	if more {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
-	"github.com/tickwheel/tickwheel/protocol"
 	"github.com/tickwheel/tickwheel/wheel"
 )
 
@@ -32,6 +31,26 @@ type Server struct {
 	ready chan error
 	done  chan struct{}
 	err   error
+	rlog  *rateLog // for log lines a peer can cause at will
+
+	// The acceptor (accept.go): ln is the client listener, closed by Stop;
+	// conns counts open client connections (accepted, not yet closed);
+	// refused counts connections turned away. Safe from any goroutine.
+	ln         net.Listener
+	acceptDone chan struct{}
+	conns      atomic.Int64
+	refused    atomic.Uint64
+	maxConns   int
+	accepting  atomic.Bool   // acceptLoop was started: Stop waits for acceptDone
+	refusing   chan struct{} // a slot per connection being refused in the background
+	privDir    string        // holds gnet's private Unix listener
+
+	// links are the client connections by session id, and sweepAt when
+	// their timeouts are next checked (ns since origin). Owned by the event
+	// loop.
+	links      map[uint64]*link
+	sweepAt    int64
+	sweepEvery time.Duration // see Config.sweepEvery
 
 	// loop is the event loop, learnt from the doorbell's connection; set
 	// before Start returns. Safe from any goroutine.
@@ -84,7 +103,8 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		clock.Freeze()
 	}
 	s := &Server{cfg: cfg, log: log, ready: make(chan error, 1), done: make(chan struct{}), started: make(chan struct{}),
-		origin: origin, rearm: make(chan struct{}, 1)}
+		origin: origin, rearm: make(chan struct{}, 1), acceptDone: make(chan struct{}), links: make(map[uint64]*link), refusing: make(chan struct{}, 64), rlog: newRateLog(log, 5, time.Now)}
+	s.sweepEvery = cfg.sweepEvery()
 	s.st = newState(cfg, log, w, clock)
 	s.st.onSpeed = func(float64, bool) { s.retime() }
 	s.retime()
@@ -94,19 +114,35 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 // Start begins serving and returns once the server listens and its ticker
 // runs, or fails.
 func (s *Server) Start() error {
+	maxConns, err := s.connectionLimit()
+	if err != nil {
+		return err
+	}
+	s.maxConns = maxConns
+	s.cfg.Limits.MaxConnections = maxConns // as hello reports it
+	s.st.cfg.Limits.MaxConnections = maxConns
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	s.ln, s.addr = ln, ln.Addr().String()
+	priv, err := s.privateListener()
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	go func() {
-		err := gnet.Run(s, "tcp://"+s.cfg.Addr,
+		err := gnet.Run(s, priv,
 			gnet.WithMulticore(false), gnet.WithNumEventLoop(1),
-			gnet.WithTicker(true), // only to learn that the event loop runs: see OnTick
-			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-			gnet.WithLoadBalancing(gnet.SourceAddrHash),
-			gnet.WithReuseAddr(true),           // a restart can listen again despite TIME_WAIT
+			gnet.WithTicker(true),              // only to learn that the event loop runs: see OnTick
 			gnet.WithLogger(gnetLogger{s.log})) // gnet's own messages, through slog
 		s.err = err
 		select {
 		case s.ready <- err:
 		default:
 		}
+		ln.Close()
+		os.RemoveAll(s.privDir)
 		close(s.done)
 	}()
 	if err := <-s.ready; err != nil {
@@ -124,7 +160,10 @@ func (s *Server) Start() error {
 		return err
 	}
 	go s.runTicker()
+	s.accepting.Store(true)
+	go s.acceptLoop()
 	s.ring() // requests served before the doorbell existed may have left work
+	s.log.Info("tickwheel listening", "addr", s.addr, "tick", s.cfg.Tick, "now", s.st.target, "frozen", s.cfg.Frozen)
 	return nil
 }
 
@@ -143,6 +182,15 @@ func (s *Server) Done() <-chan struct{} { return s.done }
 // process exiting closes it; an in-process server (servertest) leaves it open.
 func (s *Server) Stop(ctx context.Context) error {
 	s.stopping.Store(true)
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	if s.accepting.Load() {
+		select { // no connection is being registered past this point
+		case <-s.acceptDone:
+		case <-ctx.Done():
+		}
+	}
 	if l := s.loop.Load(); l != nil {
 		flushed := make(chan struct{})
 		if (*l).Execute(ctx, gnet.RunnableFunc(func(context.Context) error {
@@ -230,65 +278,10 @@ func (s *Server) FastForward(ctx context.Context, ticks uint64) (now, fired uint
 	}
 }
 
-// OnBoot learns the real listening address.
+// OnBoot keeps the engine, for registering connections.
 func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	s.eng = eng
-	fd, err := eng.Dup()
-	if err == nil {
-		f := os.NewFile(uintptr(fd), "listener")
-		var ln net.Listener
-		if ln, err = net.FileListener(f); err == nil {
-			s.addr = ln.Addr().String()
-			ln.Close()
-		}
-		f.Close()
-	}
-	if err != nil {
-		s.ready <- fmt.Errorf("server: reading the listening address: %w", err)
-		return gnet.Shutdown
-	}
-	s.log.Info("tickwheel listening", "addr", s.addr, "tick", s.cfg.Tick, "now", s.st.wheel.Now(), "frozen", s.cfg.Frozen)
 	s.ready <- nil
-	return gnet.None
-}
-
-// OnOpen registers a client session, or learns the event loop from the doorbell.
-func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
-	if _, ok := c.Context().(bellMarker); ok {
-		l := c.EventLoop()
-		s.loop.Store(&l)
-		return nil, gnet.None
-	}
-	c.SetContext(s.st.open(c))
-	return nil, gnet.None
-}
-
-// OnClose forgets the session of a closed connection.
-func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
-	if sess, ok := c.Context().(*session); ok {
-		s.st.closeSession(sess)
-		s.log.Debug("connection closed", "session", sess.id, "err", err)
-		s.flush()
-	}
-	return gnet.None
-}
-
-// OnTraffic decodes and applies every complete frame, then writes replies
-// and events with one write per connection.
-func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
-	sess, ok := c.Context().(*session)
-	if !ok {
-		s.onBell(c)
-		return gnet.None
-	}
-	// Requests see the current tw-time: the ticker sleeps while nothing is due.
-	if s.st.advance() {
-		s.st.more = true
-	}
-	s.readFrames(c, sess)
-	s.flush()
-	s.postIfMore()
-	s.retime()
 	return gnet.None
 }
 
@@ -300,75 +293,6 @@ func (s *Server) postIfMore() {
 		s.st.more = false
 		s.ring()
 	}
-}
-
-func (s *Server) readFrames(c gnet.Conn, sess *session) {
-	buf, _ := c.Peek(-1)
-	off := 0
-	for !sess.waiting && !sess.kill && !sess.closed {
-		payload, n, err := protocol.SplitFrame(buf[off:], s.cfg.Limits.MaxFrame)
-		if errors.Is(err, protocol.ErrIncomplete) {
-			break
-		}
-		if err != nil {
-			s.st.malformed(sess, 0, fmt.Errorf("%w (limit max_frame is %d bytes)", err, s.cfg.Limits.MaxFrame))
-			off = len(buf)
-			break
-		}
-		s.st.handle(sess, payload)
-		off += n
-	}
-	// gnet's Discard(n) with n <= 0 discards everything buffered, so a
-	// partial frame (or frames held back behind a fast-forward) would be
-	// lost: discard only what was consumed.
-	if off > 0 {
-		_, _ = c.Discard(off)
-	}
-	if len(sess.out) > 0 {
-		s.st.markDirty(sess)
-	}
-	if sess.waiting && c.InboundBuffered() > s.cfg.Limits.MaxOutbound {
-		s.st.malformed(sess, 0, errors.New("too many requests pipelined behind a fast-forward"))
-		s.st.markDirty(sess)
-	}
-}
-
-// flush writes each dirty session's output with one write, closes the
-// sessions marked for closing, and resumes reading sessions whose
-// fast-forward has been answered.
-//
-// A write to a peer that has reset the connection makes gnet call OnClose
-// inside Write, and closing a session can mark others dirty: flush is
-// therefore re-entrant by design. A nested call returns at once; the outer
-// loop, which reads the dirty list by index, picks up what it appended.
-func (s *Server) flush() {
-	st := s.st
-	if st.flushing {
-		return
-	}
-	st.flushing = true
-	for i := 0; i < len(st.dirty); i++ {
-		sess := st.dirty[i]
-		sess.dirty = false
-		c, _ := sess.conn.(gnet.Conn)
-		if c == nil || sess.closed && !sess.kill {
-			sess.out = sess.out[:0]
-			continue
-		}
-		if len(sess.out) > 0 {
-			out := sess.out
-			sess.out = sess.out[:0]
-			_, _ = c.Write(out) // may run OnClose for sess
-		}
-		if sess.kill {
-			_ = c.Close()
-		} else if !sess.waiting && !sess.closed && c.InboundBuffered() > 0 {
-			_ = c.Wake(nil) // frames queued behind a fast-forward
-		}
-	}
-	clear(st.dirty)
-	st.dirty = st.dirty[:0]
-	st.flushing = false
 }
 
 // OnTick runs on gnet's ticker goroutine once its event loop runs. It only

@@ -63,7 +63,8 @@ func (s *Server) runTicker() {
 
 // retime tells the ticker when to wake: at the real time the clock reaches
 // the tick of the wheel's next event (never while frozen: fast-forwards
-// advance at once). It runs on the loop after every advance and request.
+// advance at once), or when the connections' timeouts are next checked,
+// whichever comes first. It runs on the loop after every advance and request.
 func (s *Server) retime() {
 	c := s.st.clock
 	wake := int64(math.MaxInt64)
@@ -73,6 +74,9 @@ func (s *Server) retime() {
 				wake = int64(time.Since(s.origin) + d + tickSlack)
 			}
 		}
+	}
+	if len(s.links) > 0 && s.sweepEvery > 0 {
+		wake = min(wake, s.sweepAt) // the timeouts' sweep
 	}
 	if old := s.wakeAt.Swap(wake); wake < old {
 		s.signalRearm()

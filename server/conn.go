@@ -1,0 +1,217 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/tickwheel/tickwheel/protocol"
+)
+
+// link is a client connection as the glue sees it: its session and the
+// instants (ns since the server's origin) the timeouts are measured from.
+// It is the gnet context of the connection. Owned by the event loop.
+type link struct {
+	sess   *session
+	c      gnet.Conn
+	opened int64 // accepted
+	read   int64 // bytes last arrived
+	// partial is when the bytes of a frame that has not arrived whole began
+	// to wait in the inbound buffer; 0 when none wait.
+	partial int64
+}
+
+// nowNs is the monotonic time in ns since the server's origin.
+func (s *Server) nowNs() int64 { return int64(time.Since(s.origin)) }
+
+// OnOpen registers a client session, or learns the event loop from the
+// doorbell. A connection the acceptor did not hand over (one made to gnet's
+// private listener) is closed.
+func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	switch c.Context().(type) {
+	case bellMarker:
+		l := c.EventLoop()
+		s.loop.Store(&l)
+		return nil, gnet.None
+	case clientMarker:
+	default:
+		return nil, gnet.Close
+	}
+	now := s.nowNs()
+	l := &link{sess: s.st.open(c), c: c, opened: now, read: now}
+	s.links[l.sess.id] = l
+	c.SetContext(l)
+	return nil, gnet.None
+}
+
+// OnClose forgets the session of a closed connection.
+func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
+	if l, ok := c.Context().(*link); ok {
+		s.conns.Add(-1)
+		delete(s.links, l.sess.id)
+		s.st.closeSession(l.sess)
+		s.log.Debug("connection closed", "session", l.sess.id, "err", err)
+		s.flush()
+	}
+	return gnet.None
+}
+
+// OnTraffic decodes and applies every complete frame, then writes replies
+// and events with one write per connection.
+func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
+	l, ok := c.Context().(*link)
+	if !ok {
+		s.onBell(c)
+		return gnet.None
+	}
+	l.read = s.nowNs()
+	// Requests see the current tw-time: the ticker sleeps while nothing is due.
+	if s.st.advance() {
+		s.st.more = true
+	}
+	s.readFrames(l)
+	s.flush()
+	s.postIfMore()
+	s.retime()
+	return gnet.None
+}
+
+// helloFrameMax is the largest frame accepted before hello: a hello with a
+// name and a token of max_name bytes each, so that a connection that has
+// not said hello cannot make the server hold a large partial frame.
+func (s *Server) helloFrameMax() int {
+	return min(s.cfg.Limits.MaxFrame, 2*s.cfg.Limits.MaxName+64)
+}
+
+func (s *Server) readFrames(l *link) {
+	c, sess := l.c, l.sess
+	buf, _ := c.Peek(-1)
+	off := 0
+	incomplete := false
+	for !sess.waiting && !sess.kill && !sess.closed {
+		limit := s.cfg.Limits.MaxFrame
+		if !sess.hello {
+			limit = s.helloFrameMax()
+		}
+		payload, n, err := protocol.SplitFrame(buf[off:], limit)
+		if errors.Is(err, protocol.ErrIncomplete) {
+			incomplete = off < len(buf)
+			break
+		}
+		if err != nil {
+			if !sess.hello {
+				err = fmt.Errorf("%w (limit max_frame is %d bytes, and %d before hello)", err, s.cfg.Limits.MaxFrame, limit)
+			} else {
+				err = fmt.Errorf("%w (limit max_frame is %d bytes)", err, limit)
+			}
+			s.st.malformed(sess, 0, err)
+			off = len(buf)
+			break
+		}
+		s.st.handle(sess, payload)
+		off += n
+	}
+	// gnet's Discard(n) with n <= 0 discards everything buffered, so a
+	// partial frame (or frames held back behind a fast-forward) would be
+	// lost: discard only what was consumed.
+	if off > 0 {
+		_, _ = c.Discard(off)
+	}
+	switch {
+	case !incomplete:
+		l.partial = 0
+	case l.partial == 0:
+		l.partial = l.read
+	}
+	if len(sess.out) > 0 {
+		s.st.markDirty(sess)
+	}
+	if sess.waiting && c.InboundBuffered() > s.cfg.Limits.MaxInbound {
+		s.st.malformed(sess, 0, fmt.Errorf("more than max_inbound (%d bytes) of requests pipelined behind a fast-forward", s.cfg.Limits.MaxInbound))
+		s.st.markDirty(sess)
+	}
+}
+
+// flush writes each dirty session's output with one write, closes the
+// sessions marked for closing, and resumes reading sessions whose
+// fast-forward has been answered.
+//
+// A write to a peer that has reset the connection makes gnet call OnClose
+// inside Write, and closing a session can mark others dirty: flush is
+// therefore re-entrant by design. A nested call returns at once; the outer
+// loop, which reads the dirty list by index, picks up what it appended.
+func (s *Server) flush() {
+	st := s.st
+	if st.flushing {
+		return
+	}
+	st.flushing = true
+	for i := 0; i < len(st.dirty); i++ {
+		sess := st.dirty[i]
+		sess.dirty = false
+		c, _ := sess.conn.(gnet.Conn)
+		if c == nil || sess.closed && !sess.kill {
+			sess.out = sess.out[:0]
+			continue
+		}
+		if len(sess.out) > 0 {
+			out := sess.out
+			sess.out = sess.out[:0]
+			_, _ = c.Write(out) // may run OnClose for sess
+		}
+		if sess.kill {
+			_ = c.Close()
+		} else if !sess.waiting && !sess.closed && c.InboundBuffered() > 0 {
+			_ = c.Wake(nil) // frames queued behind a fast-forward
+		}
+	}
+	clear(st.dirty)
+	st.dirty = st.dirty[:0]
+	st.flushing = false
+}
+
+// sweepEvery is how often the timeouts are checked: a quarter of the
+// shortest one, between 10 ms and 1 s (0 when every timeout is off).
+func (c *Config) sweepEvery() time.Duration {
+	shortest := time.Duration(0)
+	for _, d := range []time.Duration{c.Timeouts.Handshake, c.Timeouts.Idle, c.Timeouts.Frame} {
+		if d > 0 && (shortest == 0 || d < shortest) {
+			shortest = d
+		}
+	}
+	if shortest == 0 {
+		return 0
+	}
+	return min(max(shortest/4, 10*time.Millisecond), time.Second)
+}
+
+// sweep closes the connections whose timeout has run out, each with an
+// error reply (code timeout, id 0) that says which. It runs on the loop when
+// sweepAt has passed.
+func (s *Server) sweep(now int64) {
+	t := &s.cfg.Timeouts
+	for _, l := range s.links {
+		sess := l.sess
+		if sess.kill || sess.closed {
+			continue
+		}
+		var why string
+		switch {
+		case !sess.hello && t.Handshake > 0 && now-l.opened > int64(t.Handshake):
+			why = fmt.Sprintf("no hello within %v (timeouts.handshake)", t.Handshake)
+		case l.partial != 0 && t.Frame > 0 && now-l.partial > int64(t.Frame):
+			why = fmt.Sprintf("a frame started %v ago is still incomplete (timeouts.frame)", t.Frame)
+		case sess.hello && t.Idle > 0 && now-l.read > int64(t.Idle):
+			why = fmt.Sprintf("no request for %v (timeouts.idle): a client pings while it has nothing else to send", t.Idle)
+		default:
+			continue
+		}
+		s.rlog.Info("closing a connection: timeout", "session", sess.id, "name", sess.name, "why", why)
+		sess.out = protocol.AppendError(sess.out, 0, protocol.CodeTimeout, why)
+		sess.kill = true
+		s.st.markDirty(sess)
+	}
+	s.sweepAt = now + int64(s.sweepEvery)
+}
