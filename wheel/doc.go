@@ -33,6 +33,9 @@
 //
 // Advance can stop after a given number of firings and continue later from
 // the same point, which lets a server bound the work of one loop turn.
+// Likewise ListPage returns a receiver's timers a page at a time, in tid
+// order, for one walk of that receiver's timers per page (about 0.6 ms for
+// 100k timers) whatever order they were added in.
 //
 // # The clock
 //
