@@ -237,9 +237,10 @@ func (c *Client) one(ctx context.Context, req *protocol.Request) (uint64, error)
 	return v[0], nil
 }
 
-// Admin ops need admin rights: the server's admin token (WithToken), or,
-// on a server without one, a loopback connection. Otherwise they return
-// ErrUnauthorized.
+// Admin ops need admin rights, which only the server's admin token gives
+// (WithToken; on the server's machine it is in the server's data directory,
+// admin.token, and servertest.Server.AdminToken returns it). Otherwise they
+// return ErrUnauthorized.
 
 // FastForward moves tw-time on by ticks and returns once every timer due
 // in between has fired: the events of those firings that go to this
