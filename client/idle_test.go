@@ -1,7 +1,9 @@
 package client
 
 import (
+	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,7 +20,9 @@ import (
 // pings keep the connection alive, so the next call needs no reconnect.
 func TestIdleClientStaysConnected(t *testing.T) {
 	srv := servertest.RunT(t, servertest.WithConfig(func(c *servertest.Config) { c.Timeouts.Idle = 300 * time.Millisecond }))
-	c := dial(t, srv.Addr(), WithToken(srv.AdminToken())) // servertest's own admin token, not testAdminToken
+	// servertest's own admin token, not testAdminToken; the log shows the
+	// server's reason should it close the connection.
+	c := dial(t, srv.Addr(), WithToken(srv.AdminToken()), WithLogger(slog.New(slog.NewTextHandler(testLog{t}, nil))))
 	require.Equal(t, uint64(300), c.Limits().IdleTimeoutMs)
 	session, cn := c.Session(), c.current()
 	time.Sleep(1500 * time.Millisecond)
@@ -64,14 +68,15 @@ func TestIdlePings(t *testing.T) {
 			c := dial(t, ln.Addr().String())
 			began := time.Now()
 			time.Sleep(1500 * time.Millisecond)
-			// Busy: calls every 50 ms leave no room for pings.
+			// Busy: calls every 20 ms leave no room for pings.
 			mu.Lock()
 			quiet := len(pings)
 			mu.Unlock()
-			for range 16 {
+			const calls = 40
+			for range calls {
 				_, err := c.Ping(tctx(t))
 				require.NoError(t, err)
-				time.Sleep(50 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond)
 			}
 			c.Close()
 			ln.Close()
@@ -80,12 +85,14 @@ func TestIdlePings(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			if tt.idleMs == 0 {
-				assert.Equal(t, 16, len(pings), "only the calls' pings")
+				assert.Equal(t, calls, len(pings), "only the calls' pings")
 				return
 			}
 			assert.GreaterOrEqual(t, quiet, 4, "about one ping per 200 ms while quiet")
 			assert.LessOrEqual(t, quiet, 9)
-			assert.Equal(t, quiet+16, len(pings), "no idle pings while busy")
+			// Pinging regardless of the calls would add about 5; one is
+			// allowed for a stall of the test (a loaded machine).
+			assert.LessOrEqual(t, len(pings)-quiet-calls, 1, "no idle pings while busy")
 			last := began
 			for i, p := range pings[:quiet] {
 				assert.Less(t, p.Sub(last), idle, "gap before ping %d", i)
@@ -93,6 +100,14 @@ func TestIdlePings(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testLog writes log lines to the test's log.
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
 }
 
 // serveRecording answers hello (with idle_timeout_ms idleMs) and pings on
