@@ -107,7 +107,7 @@ func (s *Server) onBell(c gnet.Conn) {
 	if now := s.nowNs(); now >= s.sweepAt && s.sweepEvery > 0 {
 		s.sweep(now)
 	}
-	s.flush()
+	s.endTurn()
 	s.st.more = false
 	if more {
 		s.ring()

@@ -51,7 +51,8 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	if l, ok := c.Context().(*link); ok {
 		s.conns.Add(-1)
 		delete(s.links, l.sess.id)
-		s.st.closeSession(l.sess)
+		// Inside a failed Write the batch being written is not buffered.
+		s.st.closeSession(l.sess, c.OutboundBuffered()+l.sess.writing)
 		s.log.Debug("connection closed", "session", l.sess.id, "err", err)
 		s.flush()
 	}
@@ -72,7 +73,7 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 		s.st.more = true
 	}
 	s.readFrames(l)
-	s.flush()
+	s.endTurn()
 	s.postIfMore()
 	s.retime()
 	return gnet.None
@@ -90,7 +91,7 @@ func (s *Server) readFrames(l *link) {
 	buf, _ := c.Peek(-1)
 	off := 0
 	incomplete := false
-	for !sess.waiting && !sess.kill && !sess.closed {
+	for !sess.waiting && !sess.kill && !sess.closed && s.st.mayRead(sess) {
 		limit := s.cfg.Limits.MaxFrame
 		if !sess.hello {
 			limit = s.helloFrameMax()
@@ -128,10 +129,21 @@ func (s *Server) readFrames(l *link) {
 	if len(sess.out) > 0 {
 		s.st.markDirty(sess)
 	}
-	if sess.waiting && c.InboundBuffered() > s.cfg.Limits.MaxInbound {
-		s.st.malformed(sess, 0, fmt.Errorf("more than max_inbound (%d bytes) of requests pipelined behind a fast-forward", s.cfg.Limits.MaxInbound))
+	if (sess.waiting || sess.blocked) && c.InboundBuffered() > s.cfg.Limits.MaxInbound {
+		why := "behind a fast-forward"
+		if sess.blocked {
+			why = "while max_outbound bytes of replies and events wait unread"
+		}
+		s.st.malformed(sess, 0, fmt.Errorf("more than max_inbound (%d bytes) of requests pipelined %s", s.cfg.Limits.MaxInbound, why))
 		s.st.markDirty(sess)
 	}
+}
+
+// endTurn ends a turn of the loop: the stalled sessions are topped up, then
+// everything is written.
+func (s *Server) endTurn() {
+	s.st.pumpAll()
+	s.flush()
 }
 
 // flush writes each dirty session's output with one write, closes the
@@ -159,12 +171,18 @@ func (s *Server) flush() {
 		if len(sess.out) > 0 {
 			out := sess.out
 			sess.out = sess.out[:0]
+			sess.written += uint64(len(out))
+			sess.writing = len(out)
 			_, _ = c.Write(out) // may run OnClose for sess
+			sess.writing = 0
+			if !sess.closed {
+				st.trimInflight(sess, c.OutboundBuffered())
+			}
 		}
 		if sess.kill {
 			_ = c.Close()
-		} else if !sess.waiting && !sess.closed && c.InboundBuffered() > 0 {
-			_ = c.Wake(nil) // frames queued behind a fast-forward
+		} else if !sess.waiting && !sess.blocked && !sess.closed && c.InboundBuffered() > 0 {
+			_ = c.Wake(nil) // frames held back behind a fast-forward or unread replies
 		}
 	}
 	clear(st.dirty)
@@ -208,7 +226,7 @@ func (s *Server) sweep(now int64) {
 		default:
 			continue
 		}
-		s.rlog.Info("closing a connection: timeout", "session", sess.id, "name", sess.name, "why", why)
+		s.st.rlog.Info("closing a connection: timeout", "session", sess.id, "name", sess.name, "why", why)
 		sess.out = protocol.AppendError(sess.out, 0, protocol.CodeTimeout, why)
 		sess.kill = true
 		s.st.markDirty(sess)

@@ -162,9 +162,13 @@ func (st *state) bind(s *session, req *protocol.Request) {
 	s.receivers[id] = req.Ephemeral
 	dropped := r.dropped
 	r.dropped = 0
-	// The reply announces how many backlog events follow it.
+	// The reply announces how many backlog events follow it; they go out
+	// as the connection drains (outbox.go), before any newer event of r.
 	s.out = protocol.AppendOK(s.out, req.ID, uint64(r.n), dropped)
-	st.drainBacklog(r, s)
+	if r.n > 0 {
+		st.hold(s, r)
+		st.pump(s)
+	}
 }
 
 // mayTouch enforces AddOnlyBound: with it, a session changes only the timers
@@ -193,6 +197,10 @@ func (st *state) add(s *session, req *protocol.Request) {
 		return
 	}
 	k := wheel.Key{Receiver: req.Receiver, Tid: req.Tid}
+	if !st.dataFits(k, req) {
+		st.fail(s, req.ID, protocol.CodeLimitExceeded, fmt.Sprintf("limit max_data_total (%d bytes) reached: the timers hold %d bytes of data", l.MaxDataTotal, st.wheel.DataBytes()))
+		return
+	}
 	if st.wheel.Len() >= l.MaxTimers || st.wheel.ReceiverLen(req.Receiver) >= l.MaxTimersPerReceiver {
 		// At a limit only a replace of an existing timer, which keeps the
 		// count as it is, goes through; a duplicate is still "exists".
@@ -223,6 +231,20 @@ func (st *state) add(s *session, req *protocol.Request) {
 		due = now + req.After
 	}
 	s.out = protocol.AppendOK(s.out, req.ID, due)
+}
+
+// dataFits reports whether the data of add req fits in max_data_total,
+// counting the data a replace would free.
+func (st *state) dataFits(k wheel.Key, req *protocol.Request) bool {
+	room := uint64(st.cfg.Limits.MaxDataTotal) - min(st.wheel.DataBytes(), uint64(st.cfg.Limits.MaxDataTotal))
+	if uint64(len(req.Data)) <= room {
+		return true
+	}
+	if !req.Replace {
+		return false
+	}
+	old, err := st.wheel.Get(k)
+	return err == nil && uint64(len(req.Data)) <= room+uint64(len(old.Data))
 }
 
 // behind rewrites spec to absolute ticks when the wheel trails tw-time, so

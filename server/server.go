@@ -31,7 +31,6 @@ type Server struct {
 	ready chan error
 	done  chan struct{}
 	err   error
-	rlog  *rateLog // for log lines a peer can cause at will
 
 	// The acceptor (accept.go): ln is the client listener, closed by Stop;
 	// conns counts open client connections (accepted, not yet closed);
@@ -103,7 +102,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		clock.Freeze()
 	}
 	s := &Server{cfg: cfg, log: log, ready: make(chan error, 1), done: make(chan struct{}), started: make(chan struct{}),
-		origin: origin, rearm: make(chan struct{}, 1), acceptDone: make(chan struct{}), links: make(map[uint64]*link), refusing: make(chan struct{}, 64), rlog: newRateLog(log, 5, time.Now)}
+		origin: origin, rearm: make(chan struct{}, 1), acceptDone: make(chan struct{}), links: make(map[uint64]*link), refusing: make(chan struct{}, 64)}
 	s.sweepEvery = cfg.sweepEvery()
 	s.st = newState(cfg, log, w, clock)
 	s.st.onSpeed = func(float64, bool) { s.retime() }
@@ -163,7 +162,7 @@ func (s *Server) Start() error {
 	s.accepting.Store(true)
 	go s.acceptLoop()
 	s.ring() // requests served before the doorbell existed may have left work
-	s.log.Info("tickwheel listening", "addr", s.addr, "tick", s.cfg.Tick, "now", s.st.target, "frozen", s.cfg.Frozen)
+	s.log.Info("tickwheel listening", "addr", s.addr, "tick", s.cfg.Tick, "frozen", s.cfg.Frozen)
 	return nil
 }
 
@@ -194,7 +193,7 @@ func (s *Server) Stop(ctx context.Context) error {
 	if l := s.loop.Load(); l != nil {
 		flushed := make(chan struct{})
 		if (*l).Execute(ctx, gnet.RunnableFunc(func(context.Context) error {
-			s.flush()
+			s.endTurn()
 			close(flushed)
 			return nil
 		})) == nil {
@@ -260,7 +259,7 @@ func (s *Server) FastForward(ctx context.Context, ticks uint64) (now, fired uint
 		}
 		s.st.waiters = append(s.st.waiters, waiter{done: done, target: s.st.clock.Now(), fired: s.st.firedTotal})
 		s.st.more = s.st.advance()
-		s.flush()
+		s.endTurn()
 		s.postIfMore()
 		s.retime()
 	})

@@ -40,8 +40,11 @@ type state struct {
 	timerBuf []protocol.Timer
 
 	firedTotal    uint64
-	droppedTotal  uint64
-	backlogEvents uint64
+	droppedTotal  uint64     // events dropped from backlogs, and lost with closed connections
+	lostTotal     uint64     // of droppedTotal, those lost with closed connections
+	backlogEvents uint64     // events in all backlogs (held for bound receivers included)
+	backlogBytes  uint64     // their bytes
+	stalled       []*session // sessions with events held back or requests unread (outbox.go)
 }
 
 // outConn is what state needs of a connection: how many bytes it has queued
@@ -70,9 +73,23 @@ type session struct {
 	// request order.
 	waiting bool
 	// kill asks the glue to close the connection after flushing out:
-	// a malformed frame, or a connection that does not read its events.
+	// a malformed frame, a timeout, failed authentication.
 	kill   bool
 	closed bool
+
+	// Flow control (outbox.go). written counts the bytes the glue has
+	// handed to the connection, writing those of a write in progress;
+	// inflight lists the events handed over and perhaps not yet in the
+	// kernel, oldest first. queue holds the receivers with events held back
+	// for this session while its pending output is at max_outbound; blocked
+	// says its requests are not read for the same reason; stalled says it
+	// is in state.stalled.
+	written  uint64
+	writing  int
+	inflight []inflight
+	queue    []*receiver
+	blocked  bool
+	stalled  bool
 }
 
 // receiver is a destination of events: bound to at most one session, and
@@ -85,7 +102,9 @@ type receiver struct {
 	backlog   [][]byte // encoded fire frames, oldest first (a ring from head)
 	head      int
 	n         int
-	dropped   uint64 // events dropped since it was last bound
+	bytes     int      // bytes of the frames in backlog
+	queuedIn  *session // the session whose queue lists r (see session.queue)
+	dropped   uint64   // events dropped or lost since it was last bound (reported by the next bind)
 }
 
 // waiter is a fast-forward whose reply is due once the wheel reaches target:
@@ -120,23 +139,32 @@ func (st *state) open(c outConn) *session {
 }
 
 // closeSession forgets s: its receivers become unbound (ephemeral ones lose
-// their timers) and a fast-forward it waited for no longer replies.
-func (st *state) closeSession(s *session) {
+// their timers and undelivered events, counted in droppedTotal) and a fast-forward it waited for no longer replies. unsent
+// is how many of the bytes handed to the connection never reached the
+// kernel: the events among them are counted as lost (see lose).
+func (st *state) closeSession(s *session, unsent int) {
 	if s.closed {
 		return
 	}
+	st.loseUnsent(s, unsent)
 	s.closed = true
 	delete(st.sessions, s.id)
 	for id, ephemeral := range s.receivers {
 		r := st.receivers[id]
 		r.owner = nil
-		if ephemeral {
+		if ephemeral { // its timers and undelivered events end with the session
 			n := st.wheel.CancelAll(id)
-			st.log.Debug("ephemeral receiver released", "session", s.id, "receiver", id, "cancelled", n)
+			st.log.Debug("ephemeral receiver released", "session", s.id, "receiver", id, "cancelled", n, "events", r.n)
+			for r.n > 0 {
+				st.popBacklog(r)
+				st.droppedTotal++
+			}
+			r.dropped = 0
 		}
 		st.forgetIfIdle(r)
 	}
 	s.receivers = nil
+	s.queue = nil
 	for i := range st.waiters {
 		if st.waiters[i].s == s {
 			st.waiters[i].s = nil
@@ -177,11 +205,12 @@ const (
 func recvSlot(id uint64) uint64 { return id * 0x9E3779B97F4A7C15 >> (64 - recvCacheBits) }
 
 // forgetIfIdle drops the record of a receiver that is unbound, has no
-// backlog and no timers: no event of it can be pending or lost any more.
-// Its sequence numbers start again at 1 if it is used again. While it has
-// timers the record stays, so a connection loss leaves a visible seq gap.
+// backlog, no timers and no drop to report: no event of it can be pending or
+// lost any more. Its sequence numbers start again at 1 if it is used again.
+// While it has timers the record stays, so a connection loss leaves a
+// visible seq gap; while it has drops to report, the next bind reports them.
 func (st *state) forgetIfIdle(r *receiver) {
-	if r.owner == nil && r.n == 0 && st.wheel.ReceiverLen(r.id) == 0 {
+	if r.owner == nil && r.n == 0 && r.dropped == 0 && st.wheel.ReceiverLen(r.id) == 0 {
 		delete(st.receivers, r.id)
 		if slot := &st.recvCache[recvSlot(r.id)]; *slot == r {
 			*slot = nil
@@ -214,100 +243,6 @@ func (st *state) now() uint64 { return max(st.target, st.wheel.Now()) }
 // clockChanged takes tw-time from the clock at once after an admin changed
 // it (freeze, resume, speed, fast-forward).
 func (st *state) clockChanged() { st.target = max(st.target, st.clock.Now()) }
-
-// onFire routes one firing to its receiver's session, or to its backlog.
-func (st *state) onFire(f *wheel.Fire) {
-	st.firedTotal++
-	r := st.receiver(f.Receiver)
-	r.seq++
-	// Field by field, not a composite literal: the compiler builds a literal
-	// on the stack and copies it with wide loads that cannot be forwarded
-	// from its narrow stores, a stall that waits for the firing's pending
-	// stores to memory (measured: a third of the routing cost in a burst).
-	ev := &st.fireBuf
-	ev.Receiver, ev.Tid, ev.Tick, ev.Fired = f.Receiver, f.Tid, f.Tick, f.Fired
-	ev.Repeat, ev.Last, ev.Data, ev.Seq = uint64(f.Repeat), f.Last, f.Data, r.seq
-	if s := r.owner; s != nil {
-		start := len(s.out)
-		s.out = protocol.AppendFire(s.out, ev)
-		if st.overOutbound(s) {
-			frame := append([]byte(nil), s.out[start:]...)
-			s.out = s.out[:start]
-			st.dropSlowSession(s)
-			// closeSession may just have forgotten r (unbound, empty
-			// backlog, this was its last timer): put it back, or this event
-			// would go to an orphaned record and be lost.
-			st.receivers[r.id] = r
-			st.pushBacklog(r, frame)
-			return
-		}
-		st.markDirty(s)
-		return
-	}
-	st.pushBacklog(r, protocol.AppendFire(nil, ev))
-}
-
-// overOutbound reports whether s has more bytes queued than MaxOutbound.
-func (st *state) overOutbound(s *session) bool {
-	queued := len(s.out)
-	if s.conn != nil {
-		queued += s.conn.OutboundBuffered()
-	}
-	return queued > st.cfg.Limits.MaxOutbound
-}
-
-// dropSlowSession closes a session that does not read what it is sent: its
-// receivers become unbound, so their next events wait in their backlogs.
-func (st *state) dropSlowSession(s *session) {
-	st.log.Warn("closing a connection that does not read its events",
-		"session", s.id, "name", s.name, "limit", "max_outbound", "max_outbound", st.cfg.Limits.MaxOutbound)
-	s.kill = true
-	st.markDirty(s)
-	st.closeSession(s)
-}
-
-// pushBacklog keeps frame for unbound receiver r, dropping its oldest event
-// when its backlog is full, or the new event when all backlogs together hold
-// max_backlog_total events.
-func (st *state) pushBacklog(r *receiver, frame []byte) {
-	max := st.cfg.Limits.MaxBacklog
-	if max == 0 || (st.backlogEvents >= uint64(st.cfg.Limits.MaxBacklogTotal) && r.n < max) {
-		r.dropped++ // the record stays, so the next bind reports the drop
-		st.droppedTotal++
-		return
-	}
-	if r.n == max {
-		r.backlog[r.head] = nil
-		r.head = (r.head + 1) % len(r.backlog)
-		r.n--
-		r.dropped++
-		st.droppedTotal++
-		st.backlogEvents--
-	}
-	if r.n == len(r.backlog) { // grow the ring, oldest first
-		grown := make([][]byte, 0, min(max, 2*len(r.backlog)+4))
-		for i := range r.n {
-			grown = append(grown, r.backlog[(r.head+i)%len(r.backlog)])
-		}
-		r.backlog, r.head = grown[:cap(grown)], 0
-	}
-	r.backlog[(r.head+r.n)%len(r.backlog)] = frame
-	r.n++
-	st.backlogEvents++
-}
-
-// drainBacklog appends r's backlog to s.out in order and empties it.
-func (st *state) drainBacklog(r *receiver, s *session) (delivered int) {
-	for i := range r.n {
-		j := (r.head + i) % len(r.backlog)
-		s.out = append(s.out, r.backlog[j]...)
-		r.backlog[j] = nil
-	}
-	delivered = r.n
-	st.backlogEvents -= uint64(r.n)
-	r.backlog, r.head, r.n = nil, 0, 0
-	return delivered
-}
 
 // answerWaiters replies to the fast-forwards whose target the wheel reached.
 // done is the last Advance's: when it stopped at its max, Now is the tick of

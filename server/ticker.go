@@ -78,6 +78,9 @@ func (s *Server) retime() {
 	if len(s.links) > 0 && s.sweepEvery > 0 {
 		wake = min(wake, s.sweepAt) // the timeouts' sweep
 	}
+	if len(s.st.stalled) > 0 { // top up the stalled sessions as they drain
+		wake = min(wake, int64(time.Since(s.origin))+pumpEvery)
+	}
 	if old := s.wakeAt.Swap(wake); wake < old {
 		s.signalRearm()
 	}
