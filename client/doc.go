@@ -42,14 +42,14 @@
 // and the consumer there is one bounded buffer (WithEventBuffer, 1024
 // events by default). When the consumer falls behind and the buffer is
 // full, the Client stops reading its connection: replies wait too, so
-// calls stall, and the server queues its output. Once that queue passes the
-// server's max_outbound limit the server closes the connection; the
-// receivers' next events wait in the server's per-receiver backlog
-// (bounded by max_backlog, the oldest dropped — Event.Seq shows the gap)
-// and are delivered after the Client has reconnected and re-bound them.
-// Events the server had already handed to the closed connection are lost,
-// and reported as Dropped (see Lost events). So: consume events promptly,
-// and give calls made from the consumer a deadline.
+// calls stall, and the server queues its output. Once that queue reaches the
+// server's max_outbound limit the server stops writing to the connection and
+// keeps the receivers' next events in their per-receiver backlogs (bounded
+// by max_backlog and max_backlog_bytes, the oldest dropped — Event.Seq shows
+// the gap and the Client reports it as Dropped); it sends them, in order, as
+// soon as the Client reads again. The connection is not closed for being
+// slow. So: consume events promptly, and give calls made from the consumer a
+// deadline.
 //
 // # Lost events
 //
