@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
 )
@@ -104,9 +105,11 @@ func (s *Server) onBell(c gnet.Conn) {
 	_, _ = c.Discard(-1)
 	s.rung.Store(false)
 	more := s.st.advance()
-	if now := s.nowNs(); now >= s.sweepAt && s.sweepEvery > 0 {
+	now := s.nowNs()
+	if now >= s.sweepAt && s.sweepEvery > 0 {
 		s.sweep(now)
 	}
+	s.reportFastForward(now, more)
 	s.endTurn()
 	s.st.more = false
 	if more {
@@ -115,4 +118,27 @@ func (s *Server) onBell(c gnet.Conn) {
 	}
 	s.retime()
 	s.signalRearm()
+}
+
+// ffReportEvery is how often a long fast-forward logs its progress.
+var ffReportEvery = int64(5 * time.Second) // a variable for tests
+
+// reportFastForward logs, every ffReportEvery while a fast-forward's
+// firings go on over many turns, how far the wheel has come: an admin's
+// fast-forward of a billion ticks over busy timers can take minutes (other
+// sessions are served meanwhile), and stats' lag shows the rest.
+func (s *Server) reportFastForward(now int64, more bool) {
+	if !more || len(s.st.waiters) == 0 {
+		s.ffSince = 0
+		return
+	}
+	switch {
+	case s.ffSince == 0:
+		s.ffSince, s.ffLogged = now, now
+	case now-s.ffLogged >= ffReportEvery:
+		s.ffLogged = now
+		w := s.st.wheel
+		s.log.Info("fast-forward in progress", "now", w.Now(), "target", s.st.target, "lag", s.st.target-w.Now(),
+			"fired_total", s.st.firedTotal, "running", time.Duration(now-s.ffSince).Round(time.Second))
+	}
 }

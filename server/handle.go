@@ -122,6 +122,10 @@ func (st *state) hello(s *session, req *protocol.Request) {
 		st.fail(s, req.ID, protocol.CodeUnsupportedVersion, fmt.Sprintf("protocol version %d is not supported; this server speaks %d", req.Version, protocol.Version))
 		return
 	}
+	if len(req.Name) > st.cfg.Limits.MaxName {
+		st.fail(s, req.ID, protocol.CodeLimitExceeded, fmt.Sprintf("limit max_name (%d bytes) exceeded: the name has %d bytes", st.cfg.Limits.MaxName, len(req.Name)))
+		return
+	}
 	isAdmin := st.cfg.AdminToken != "" && tokenEqual(req.Token, st.cfg.AdminToken)
 	isClient := st.cfg.ClientToken != "" && tokenEqual(req.Token, st.cfg.ClientToken)
 	if !isAdmin && !isClient && (req.Token != "" || st.cfg.ClientToken != "") {
@@ -156,7 +160,7 @@ func (st *state) bind(s *session, req *protocol.Request) {
 		delete(old.receivers, id)
 		old.out = protocol.AppendTakeover(old.out, id, s.id)
 		st.markDirty(old)
-		st.log.Info("receiver taken over", "receiver", id, "from", old.id, "to", s.id)
+		st.rlog.Info("receiver taken over", "receiver", id, "from", old.id, "to", s.id)
 	}
 	r.owner, r.ephemeral = s, req.Ephemeral
 	s.receivers[id] = req.Ephemeral
@@ -343,5 +347,5 @@ func (st *state) fail(s *session, id uint64, code protocol.Code, msg string) {
 func (st *state) malformed(s *session, id uint64, err error) {
 	st.fail(s, id, protocol.CodeMalformed, err.Error())
 	s.kill = true
-	st.log.Info("closing connection after a malformed frame", "session", s.id, "err", err)
+	st.rlog.Info("closing connection after a malformed frame", "session", s.id, "err", err)
 }

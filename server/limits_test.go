@@ -109,13 +109,14 @@ func TestLimitMaxBacklog(t *testing.T) {
 }
 
 // TestLimitMaxBacklogTotal: once all backlogs together hold max_backlog_total
-// events, new events for unbound receivers are dropped and reported on bind.
+// events, a new event for an unbound receiver replaces that receiver's
+// oldest; the drops are reported on bind.
 func TestLimitMaxBacklogTotal(t *testing.T) {
 	srv := startServer(t, func(c *Config) { c.Limits.MaxBacklogTotal = 4 })
 	a := helloClient(t, srv, "admin")
 	a.add(protocol.Request{Receiver: 1, Tid: 1, After: 1, Repeat: 3})
 	a.add(protocol.Request{Receiver: 2, Tid: 1, After: 1, Repeat: 3})
-	a.ff(3) // 6 events interleaved by tick (r1, r2, r1, r2, ...): the first 4 are kept
+	a.ff(3) // 6 events interleaved by tick (r1, r2, r1, r2, ...): each keeps its 2 newest
 	st := a.stats()
 	assert.Equal(t, uint64(4), st.BacklogEvents)
 	assert.Equal(t, uint64(2), st.DroppedTotal)

@@ -50,6 +50,9 @@ type Server struct {
 	links      map[uint64]*link
 	sweepAt    int64
 	sweepEvery time.Duration // see Config.sweepEvery
+	// ffSince and ffLogged: when the fast-forward running over many turns
+	// began, and last logged its progress (ns since origin; 0 = none runs).
+	ffSince, ffLogged int64
 
 	// loop is the event loop, learnt from the doorbell's connection; set
 	// before Start returns. Safe from any goroutine.

@@ -1,0 +1,72 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickwheel/tickwheel/protocol"
+)
+
+// syncBuffer is a log destination safe from the loop and the test at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A fast-forward over many busy ticks reports its progress in the log while
+// other sessions are served.
+func TestFastForwardProgress(t *testing.T) {
+	old := ffReportEvery
+	ffReportEvery = int64(20 * time.Millisecond)
+	t.Cleanup(func() { ffReportEvery = old })
+	var logs syncBuffer
+	cfg := Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1000, AdminToken: testAdminToken, DataDir: t.TempDir(),
+		MaxFiresPerTurn: 1000}
+	srv, err := New(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	require.NoError(t, err)
+	require.NoError(t, srv.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+		defer cancel()
+		require.NoError(t, srv.Stop(ctx))
+	})
+
+	admin := helloClient(t, srv, "admin")
+	admin.add(protocol.Request{Receiver: 1, Tid: 1, After: 1}) // every tick, into a backlog
+	ticks := uint64(2_000_000)
+	if testing.Short() {
+		ticks = 300_000
+	}
+	id := admin.send(protocol.Request{Op: protocol.OpFastForward, Ticks: ticks})
+	other := helloClient(t, srv, "other")
+	pings := 0
+	for !strings.Contains(logs.String(), "fast-forward in progress") {
+		start := time.Now()
+		other.ping()
+		require.Less(t, time.Since(start), time.Second, "another session waited for the fast-forward")
+		pings++
+		require.Less(t, pings, 100_000, "no progress report")
+	}
+	m := admin.reply(id)
+	require.Equal(t, protocol.KindOK, m.Kind)
+	require.Equal(t, []uint64{1000 + ticks, ticks}, okUints(t, protocol.OpFastForward, m))
+}
