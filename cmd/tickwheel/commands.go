@@ -350,9 +350,14 @@ func watchCmd(fs *flag.FlagSet) func(*env) error {
 }
 
 func (e *env) printEvent(ev client.Event) {
-	if ev.Kind == client.Takeover {
+	switch ev.Kind {
+	case client.Takeover:
 		e.print(map[string]any{"event": "takeover", "receiver": ev.Receiver, "session": ev.NewSession},
 			fmt.Sprintf("receiver %d was taken over by session %d", ev.Receiver, ev.NewSession))
+		return
+	case client.Dropped:
+		e.print(map[string]any{"event": "dropped", "receiver": ev.Receiver, "count": ev.Count},
+			fmt.Sprintf("receiver %d: %d events lost", ev.Receiver, ev.Count))
 		return
 	}
 	times := fmt.Sprintf("%d/%d", ev.Fired, ev.Repeat)

@@ -170,3 +170,19 @@ func TestCommandErrors(t *testing.T) {
 	assert.Contains(t, out.String(), "watch RECEIVER...")
 
 }
+
+// watch prints the events a receiver lost before its backlog.
+func TestWatchDropped(t *testing.T) {
+	srv := localServer(t, servertest.WithStartTick(1000), servertest.WithConfig(func(c *servertest.Config) { c.Limits.MaxBacklog = 2 }))
+	addr := srv.Addr()
+	code, _, errOut := cli(t, addr, "add", "9", "1", "1", "-repeat", "5")
+	require.Equal(t, 0, code, errOut)
+	srv.AdvanceTicks(5) // 5 events, unbound: 2 kept, 3 dropped
+	var wout, werr syncBuffer
+	code = run([]string{"watch", "-addr", addr, "-n", "3", "9"}, &wout, &werr)
+	require.Equal(t, 0, code, werr.String())
+	assert.Equal(t, "watching receiver 9 (2 waiting events, 3 dropped)\n"+
+		"receiver 9: 3 events lost\n"+
+		"tick 1004  9/1  fired 4/5\n"+
+		"tick 1005  9/1  fired 5/5  last\n", wout.String())
+}
