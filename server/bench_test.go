@@ -48,9 +48,11 @@ func BenchmarkFireDelivery(b *testing.B) {
 				st.clockChanged()
 				for more := true; more; {
 					more = st.advance()
-					for _, s := range st.dirty {
+					for _, s := range st.dirty { // as flush does, with an empty socket buffer
 						s.dirty = false
+						s.written += uint64(len(s.out))
 						s.out = s.out[:0]
+						st.trimInflight(s, 0)
 					}
 					st.dirty = st.dirty[:0]
 				}
