@@ -142,7 +142,11 @@ func (s *Server) readFrames(l *link) {
 // endTurn ends a turn of the loop: the stalled sessions are topped up, then
 // everything is written.
 func (s *Server) endTurn() {
-	s.st.pumpAll()
+	if s.st.pumpAll() || s.pumpWait == 0 {
+		s.pumpWait = pumpEvery
+	} else if len(s.st.stalled) > 0 {
+		s.pumpWait = min(2*s.pumpWait, maxPumpWait)
+	}
 	s.flush()
 }
 

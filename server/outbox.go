@@ -13,8 +13,8 @@ import (
 //     session's pending output is under max_outbound and the receiver has no
 //     events held back; otherwise it joins the end of the receiver's backlog,
 //     which then holds it for the session (the session "stalls").
-//   - At the end of every turn, and every pumpEvery while any session is
-//     stalled, each stalled session is topped up from its receivers'
+//   - At the end of every turn, and every pumpEvery (up to maxPumpWait while
+//     nothing moves) while any session is stalled, each stalled session is topped up from its receivers'
 //     backlogs, in order, as its socket drains. So a bind delivers a backlog
 //     of any size to a client that reads, and a burst larger than
 //     max_outbound waits in the backlog instead of closing the connection.
@@ -36,8 +36,13 @@ import (
 // resets the connection are beyond the server's sight.)
 
 // pumpEvery is how often stalled sessions are topped up when nothing else
-// runs the loop: the socket's draining raises no event.
-const pumpEvery = 2_000_000 // ns
+// runs the loop: the socket's draining raises no event. While top-ups move
+// nothing (a client that does not read at all) the wait doubles up to
+// maxPumpWait, so a stuck client costs next to no CPU.
+const (
+	pumpEvery   = 2_000_000  // ns
+	maxPumpWait = 64_000_000 // ns
+)
 
 // inflight is an event handed to a session's connection: its receiver, and
 // where its frame ends in the session's output stream (session.written).
@@ -131,11 +136,12 @@ func (st *state) pump(s *session) {
 
 // pumpAll tops up every stalled session and lets the ones whose replies
 // have drained read again (they are marked dirty: the glue wakes them). It
-// runs at the end of every turn.
-func (st *state) pumpAll() {
+// runs at the end of every turn, and reports whether it moved anything.
+func (st *state) pumpAll() (moved bool) {
 	if len(st.stalled) == 0 {
-		return
+		return false
 	}
+	before := st.backlogEvents
 	limit := st.cfg.Limits.MaxOutbound
 	kept := st.stalled[:0]
 	for _, s := range st.stalled {
@@ -147,6 +153,7 @@ func (st *state) pumpAll() {
 		if s.blocked && st.pending(s) < limit {
 			s.blocked = false
 			st.markDirty(s)
+			moved = true
 		}
 		if len(s.queue) > 0 || s.blocked {
 			kept = append(kept, s)
@@ -156,6 +163,7 @@ func (st *state) pumpAll() {
 	}
 	clear(st.stalled[len(kept):])
 	st.stalled = kept
+	return moved || st.backlogEvents != before
 }
 
 // mayRead reports whether s's next request may be read now, or blocks s

@@ -53,6 +53,9 @@ type Server struct {
 	// ffSince and ffLogged: when the fast-forward running over many turns
 	// began, and last logged its progress (ns since origin; 0 = none runs).
 	ffSince, ffLogged int64
+	// pumpWait is how long the loop waits to top up stalled sessions again
+	// (ns; see pumpEvery).
+	pumpWait int64
 
 	// loop is the event loop, learnt from the doorbell's connection; set
 	// before Start returns. Safe from any goroutine.

@@ -79,7 +79,7 @@ func (s *Server) retime() {
 		wake = min(wake, s.sweepAt) // the timeouts' sweep
 	}
 	if len(s.st.stalled) > 0 { // top up the stalled sessions as they drain
-		wake = min(wake, int64(time.Since(s.origin))+pumpEvery)
+		wake = min(wake, int64(time.Since(s.origin))+s.pumpWait)
 	}
 	if old := s.wakeAt.Swap(wake); wake < old {
 		s.signalRearm()
