@@ -55,7 +55,8 @@ var fieldNames = [numFields]string{
 	fLimit:     "limit",
 }
 
-// typeText is what a field of each kind accepts, for wrong-type messages.
+// The want* texts say what a field of each kind accepts, for wrong-type
+// messages.
 const (
 	wantArray = "want an array"
 	wantUint  = "want a non-negative integer"

@@ -299,9 +299,15 @@ func (st *state) speedChanged() {
 func (st *state) stats() protocol.Stats {
 	target := st.clock.Now()
 	now := st.wheel.Now()
+	sessions := 0 // connections that have said hello
+	for _, s := range st.sessions {
+		if s.hello {
+			sessions++
+		}
+	}
 	return protocol.Stats{
 		Now: now, Target: target, Lag: target - now,
-		Timers: uint64(st.wheel.Len()), Sessions: uint64(len(st.sessions)), Connections: uint64(len(st.sessions)),
+		Timers: uint64(st.wheel.Len()), Sessions: uint64(sessions), Connections: uint64(len(st.sessions)),
 		Receivers: uint64(len(st.receivers)), BacklogEvents: st.backlogEvents,
 		FiredTotal: st.firedTotal, DroppedTotal: st.droppedTotal,
 		TickNs: uint64(st.cfg.Tick.Nanoseconds()), Speed: st.clock.Speed(), Frozen: st.clock.Frozen(),

@@ -10,7 +10,7 @@ import (
 
 // state is everything the server knows: the wheel, the clock, sessions and
 // receivers. It is owned by the event loop: every method runs there, so it
-// needs no locks. It knows nothing of gnet; the glue in gnet.go feeds it
+// needs no locks. It knows nothing of gnet; the glue in conn.go feeds it
 // frames and writes out what it appends to session.out.
 type state struct {
 	cfg   Config

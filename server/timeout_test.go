@@ -100,3 +100,13 @@ func TestLargeFrameBeforeHello(t *testing.T) {
 	m := ok.reply(7)
 	assert.Equal(t, protocol.KindOK, m.Kind)
 }
+
+// stats counts connections that have not said hello as connections, not
+// sessions.
+func TestStatsSessionsAndConnections(t *testing.T) {
+	srv := startServer(t, nil)
+	admin := helloClient(t, srv, "admin")
+	_ = dial(t, srv) // no hello
+	waitUntil(t, "the silent connection to be open", func() bool { return admin.stats().Connections == 2 })
+	assert.Equal(t, uint64(1), admin.stats().Sessions)
+}
