@@ -97,8 +97,8 @@ func (s *Server) ring() {
 }
 
 // onBell runs on the loop when the doorbell rang: one advance turn, at most
-// max_fires_per_turn firings, and the timeouts' sweep when it is due,
-// written out at once. A turn that leaves work
+// max_fires_per_turn firings, the timeouts' sweep when it is due, and the
+// requests deferred by readBudget, written out at once. A turn that leaves work
 // rings again, to go on after the next round of I/O; the last one tells the
 // ticker when to wake next.
 func (s *Server) onBell(c gnet.Conn) {
@@ -110,6 +110,8 @@ func (s *Server) onBell(c gnet.Conn) {
 		s.sweep(now)
 	}
 	s.reportFastForward(now, more)
+	s.readDeferred()
+	more = more || s.st.more // a fast-forward read just now
 	s.endTurn()
 	s.st.more = false
 	if more {

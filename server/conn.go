@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -21,6 +22,8 @@ type link struct {
 	// partial is when the bytes of a frame that has not arrived whole began
 	// to wait in the inbound buffer; 0 when none wait.
 	partial int64
+	// deferred: its requests outran readBudget and it is in Server.deferred.
+	deferred bool
 }
 
 // nowNs is the monotonic time in ns since the server's origin.
@@ -43,6 +46,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	l := &link{sess: s.st.open(c), c: c, opened: now, read: now}
 	s.links[l.sess.id] = l
 	c.SetContext(l)
+	s.retime() // the timeouts' sweep is due for it even on an idle server
 	return nil, gnet.None
 }
 
@@ -86,15 +90,37 @@ func (s *Server) helloFrameMax() int {
 	return min(s.cfg.Limits.MaxFrame, 2*s.cfg.Limits.MaxName+64)
 }
 
+// readBudget bounds the work one connection's requests may take in one
+// turn, in state.work units (a request, or a timer walked by list or
+// cancel_all): about a millisecond. The rest of its requests are read in a
+// later turn, after the other connections' I/O (see deferRead).
+const readBudget = 100_000
+
+// readFrames handles the complete frames in l's inbound buffer, within
+// readBudget. It copies the buffer (gnet's Peek) only when a whole frame is
+// there, so a frame trickling in byte by byte, or requests held while the
+// session may not read, cost nothing per arrival.
 func (s *Server) readFrames(l *link) {
 	c, sess := l.c, l.sess
+	if sess.waiting || sess.kill || sess.closed || !s.st.mayRead(sess) {
+		s.checkInbound(l)
+		return
+	}
+	limit := s.cfg.Limits.MaxFrame
+	if !sess.hello {
+		limit = s.helloFrameMax()
+	}
+	if !s.frameWhole(l, limit) {
+		return
+	}
 	buf, _ := c.Peek(-1)
 	off := 0
 	incomplete := false
+	start := s.st.work
 	for !sess.waiting && !sess.kill && !sess.closed && s.st.mayRead(sess) {
-		limit := s.cfg.Limits.MaxFrame
-		if !sess.hello {
-			limit = s.helloFrameMax()
+		if s.st.work-start >= readBudget {
+			s.deferRead(l)
+			break
 		}
 		payload, n, err := protocol.SplitFrame(buf[off:], limit)
 		if errors.Is(err, protocol.ErrIncomplete) {
@@ -113,6 +139,11 @@ func (s *Server) readFrames(l *link) {
 		}
 		s.st.handle(sess, payload)
 		off += n
+		if !sess.hello {
+			limit = min(s.cfg.Limits.MaxFrame, s.helloFrameMax())
+		} else {
+			limit = s.cfg.Limits.MaxFrame
+		}
 	}
 	// gnet's Discard(n) with n <= 0 discards everything buffered, so a
 	// partial frame (or frames held back behind a fast-forward) would be
@@ -120,22 +151,78 @@ func (s *Server) readFrames(l *link) {
 	if off > 0 {
 		_, _ = c.Discard(off)
 	}
+	l.notePartial(incomplete)
+	if len(sess.out) > 0 {
+		s.st.markDirty(sess)
+	}
+	s.checkInbound(l)
+}
+
+// frameWhole reports whether l's inbound buffer starts with a whole frame
+// (or a header that is an error), reading only the header; when it does not,
+// it notes the partial frame for the frame timeout.
+func (s *Server) frameWhole(l *link, limit int) bool {
+	hdr, _ := l.c.Peek(protocol.HeaderSize)
+	if len(hdr) < protocol.HeaderSize {
+		l.notePartial(len(hdr) > 0)
+		return false
+	}
+	n := int(binary.BigEndian.Uint32(hdr))
+	if n == 0 || n > limit || l.c.InboundBuffered() >= protocol.HeaderSize+n {
+		return true
+	}
+	l.notePartial(true)
+	return false
+}
+
+// notePartial records whether a frame waits incomplete, and since when.
+func (l *link) notePartial(incomplete bool) {
 	switch {
 	case !incomplete:
 		l.partial = 0
 	case l.partial == 0:
 		l.partial = l.read
 	}
-	if len(sess.out) > 0 {
-		s.st.markDirty(sess)
-	}
-	if (sess.waiting || sess.blocked) && c.InboundBuffered() > s.cfg.Limits.MaxInbound {
+}
+
+// checkInbound closes a session that keeps sending while it is not read.
+func (s *Server) checkInbound(l *link) {
+	sess := l.sess
+	if (sess.waiting || sess.blocked) && !sess.kill && l.c.InboundBuffered() > s.cfg.Limits.MaxInbound {
 		why := "behind a fast-forward"
 		if sess.blocked {
 			why = "while max_outbound bytes of replies and events wait unread"
 		}
 		s.st.malformed(sess, 0, fmt.Errorf("more than max_inbound (%d bytes) of requests pipelined %s", s.cfg.Limits.MaxInbound, why))
 		s.st.markDirty(sess)
+	}
+}
+
+// deferRead continues reading l's requests in a later turn: the doorbell's,
+// which the loop runs after polling every connection once more.
+func (s *Server) deferRead(l *link) {
+	if !l.deferred {
+		l.deferred = true
+		s.deferred = append(s.deferred, l)
+	}
+	s.ring()
+}
+
+// isDeferred reports whether c's reading waits for the doorbell's turn.
+func isDeferred(c gnet.Conn) bool {
+	l, ok := c.Context().(*link)
+	return ok && l.deferred
+}
+
+// readDeferred reads on the connections whose requests outran readBudget.
+func (s *Server) readDeferred() {
+	ls := s.deferred
+	s.deferred = nil
+	for _, l := range ls {
+		l.deferred = false
+		if !l.sess.closed {
+			s.readFrames(l)
+		}
 	}
 }
 
@@ -185,8 +272,11 @@ func (s *Server) flush() {
 		}
 		if sess.kill {
 			_ = c.Close()
-		} else if !sess.waiting && !sess.blocked && !sess.closed && c.InboundBuffered() > 0 {
-			_ = c.Wake(nil) // frames held back behind a fast-forward or unread replies
+		} else if !sess.waiting && !sess.blocked && !sess.closed && c.InboundBuffered() > 0 && !isDeferred(c) {
+			// Frames held back behind a fast-forward or unread replies.
+			// (Not those deferred by readBudget: gnet runs a Wake before it
+			// polls again, so waking would not let the others' I/O in.)
+			_ = c.Wake(nil)
 		}
 	}
 	clear(st.dirty)

@@ -16,6 +16,7 @@ const Version = "0.1.0"
 // handle applies one request frame of session s and appends its reply to
 // s.out. A malformed frame gets an error reply and sets s.kill.
 func (st *state) handle(s *session, payload []byte) {
+	st.work++
 	var req protocol.Request
 	err := protocol.DecodeRequest(payload, &req)
 	switch {
@@ -71,7 +72,9 @@ func (st *state) handle(s *session, payload []byte) {
 		st.list(s, &req)
 	case protocol.OpCancelAll:
 		if st.mayTouch(s, &req) {
-			s.out = protocol.AppendOK(s.out, req.ID, uint64(st.wheel.CancelAll(req.Receiver)))
+			n := st.wheel.CancelAll(req.Receiver)
+			st.work += n
+			s.out = protocol.AppendOK(s.out, req.ID, uint64(n))
 			st.tidy(req.Receiver)
 		}
 	case protocol.OpPause:

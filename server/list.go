@@ -20,6 +20,7 @@ func (st *state) list(s *session, req *protocol.Request) {
 	}
 	// One timer more than the page says whether another page follows, and
 	// where it starts.
+	st.work += st.wheel.ReceiverLen(req.Receiver) // ListPage walks them all
 	st.listBuf = st.wheel.ListPage(req.Receiver, req.FromTid, limit+1, st.listBuf[:0])
 	st.timerBuf = st.timerBuf[:0]
 	size := protocol.ListReplyOverhead

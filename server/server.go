@@ -48,6 +48,7 @@ type Server struct {
 	// their timeouts are next checked (ns since origin). Owned by the event
 	// loop.
 	links      map[uint64]*link
+	deferred   []*link // connections to read on in the next doorbell turn
 	sweepAt    int64
 	sweepEvery time.Duration // see Config.sweepEvery
 	// ffSince and ffLogged: when the fast-forward running over many turns
@@ -139,8 +140,8 @@ func (s *Server) Start() error {
 	go func() {
 		err := gnet.Run(s, priv,
 			gnet.WithMulticore(false), gnet.WithNumEventLoop(1),
-			gnet.WithTicker(true),              // only to learn that the event loop runs: see OnTick
-			gnet.WithLogger(gnetLogger{s.log})) // gnet's own messages, through slog
+			gnet.WithTicker(true),                         // only to learn that the event loop runs: see OnTick
+			gnet.WithLogger(gnetLogger{s.log, s.st.rlog})) // gnet's own messages, through slog
 		s.err = err
 		select {
 		case s.ready <- err:
@@ -179,12 +180,9 @@ func (s *Server) Addr() string { return s.addr }
 func (s *Server) Done() <-chan struct{} { return s.done }
 
 // Stop stops accepting, writes out what is queued, closes every connection
-// and returns when the server has stopped or ctx ends.
-//
-// A connection accepted in the very moment Stop begins may escape: gnet's
-// acceptor hands new connections to the event loop asynchronously, and one
-// still in flight when the loop exits is neither opened nor closed. The
-// process exiting closes it; an in-process server (servertest) leaves it open.
+// and returns when the server has stopped or ctx ends. It closes the
+// listener and waits for the acceptor first, so no connection is being
+// handed to the event loop while it exits.
 func (s *Server) Stop(ctx context.Context) error {
 	s.stopping.Store(true)
 	if s.ln != nil {
@@ -308,10 +306,17 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 }
 
 // gnetLogger passes gnet's own log messages to slog, its info as debug.
-type gnetLogger struct{ log *slog.Logger }
+// Its warnings are rate limited: some (a stale connection's event) follow
+// from what clients do.
+type gnetLogger struct {
+	log  *slog.Logger
+	rlog *rateLog
+}
 
 func (g gnetLogger) Debugf(format string, args ...any) { g.log.Debug(fmt.Sprintf(format, args...)) }
 func (g gnetLogger) Infof(format string, args ...any)  { g.log.Debug(fmt.Sprintf(format, args...)) }
-func (g gnetLogger) Warnf(format string, args ...any)  { g.log.Warn(fmt.Sprintf(format, args...)) }
+func (g gnetLogger) Warnf(format string, args ...any) {
+	g.rlog.Warn("gnet", "msg", fmt.Sprintf(format, args...))
+}
 func (g gnetLogger) Errorf(format string, args ...any) { g.log.Error(fmt.Sprintf(format, args...)) }
 func (g gnetLogger) Fatalf(format string, args ...any) { g.log.Error(fmt.Sprintf(format, args...)) }

@@ -45,6 +45,10 @@ type state struct {
 	backlogEvents uint64     // events in all backlogs (held for bound receivers included)
 	backlogBytes  uint64     // their bytes
 	stalled       []*session // sessions with events held back or requests unread (outbox.go)
+	// work counts the requests handled and the timers they walked (list,
+	// cancel_all): the glue bounds how much of it one connection's requests
+	// may take in one turn (see readBudget).
+	work int
 }
 
 // outConn is what state needs of a connection: how many bytes it has queued

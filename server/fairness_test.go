@@ -1,0 +1,63 @@
+package server
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickwheel/tickwheel/protocol"
+)
+
+// One connection's pipelined list requests over a large receiver do not
+// hold the loop: another session's ping is answered while they are still
+// being worked through (each turn handles about readBudget of them).
+func TestPipelinedListsYield(t *testing.T) {
+	timers := 50_000
+	if testing.Short() {
+		timers = 20_000
+	}
+	srv := startServer(t, nil)
+	admin := helloClient(t, srv, "admin")
+	var adds []byte
+	for tid := range timers {
+		adds = protocol.AppendRequest(adds, &protocol.Request{Op: protocol.OpAdd, ID: uint64(tid + 1), Receiver: 1, Tid: uint64(tid), After: 100})
+	}
+	admin.write(adds)
+	for id := range timers {
+		require.Equal(t, protocol.KindOK, admin.reply(uint64(id+1)).Kind)
+	}
+
+	greedy := helloClient(t, srv, "greedy")
+	other := helloClient(t, srv, "other")
+	const lists = 1000
+	start := time.Now()
+	greedy.write(bytes.Repeat(protocol.AppendRequest(nil, &protocol.Request{Op: protocol.OpList, ID: 1, Receiver: 1, Limit: 1}), lists))
+	other.ping()
+	ping := time.Since(start)
+	for range lists {
+		m, err := greedy.read()
+		require.NoError(t, err)
+		require.Equal(t, protocol.KindOK, m.Kind)
+	}
+	all := time.Since(start)
+	t.Logf("ping answered after %v; the %d lists took %v", ping, lists, all)
+	assert.Less(t, ping, all/2, "the ping waited for the other connection's lists")
+}
+
+// A frame trickling in a byte at a time is not copied on every byte, and a
+// session that may not read is not copied at all: the server does no work
+// per arrival beyond the check of its header.
+func TestTrickledFrameServed(t *testing.T) {
+	srv := startServer(t, nil)
+	c := helloClient(t, srv, "trickle")
+	pad := make([]byte, 2000)
+	payload := append([]byte{0x93, byte(protocol.OpPing), 0x05, 0xc5}, byte(len(pad)>>8), byte(len(pad)))
+	f := frame(append(payload, pad...))
+	for i := range f {
+		c.write(f[i : i+1])
+	}
+	assert.Equal(t, protocol.KindOK, c.reply(5).Kind)
+}
