@@ -226,6 +226,10 @@ func (s *Server) readDeferred() {
 	}
 }
 
+// maxKeptOut is the capacity of a session's output buffer kept between
+// turns; a larger one, grown by a burst, is given back.
+const maxKeptOut = 1 << 20
+
 // endTurn ends a turn of the loop: the stalled sessions are topped up, then
 // everything is written.
 func (s *Server) endTurn() {
@@ -266,6 +270,9 @@ func (s *Server) flush() {
 			sess.writing = len(out)
 			_, _ = c.Write(out) // may run OnClose for sess
 			sess.writing = 0
+			if cap(sess.out) > maxKeptOut {
+				sess.out = nil // a burst's buffer is not kept for the session's life
+			}
 			if !sess.closed {
 				st.trimInflight(sess, c.OutboundBuffered())
 			}

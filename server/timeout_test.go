@@ -110,3 +110,11 @@ func TestStatsSessionsAndConnections(t *testing.T) {
 	waitUntil(t, "the silent connection to be open", func() bool { return admin.stats().Connections == 2 })
 	assert.Equal(t, uint64(1), admin.stats().Sessions)
 }
+
+// On an idle server (frozen: nothing fires, no one sends) a connection that
+// never says hello is still closed: opening it schedules the sweep.
+func TestHandshakeTimeoutIdleServer(t *testing.T) {
+	srv := startServer(t, func(c *Config) { c.Timeouts.Handshake = 200 * time.Millisecond })
+	silent := dial(t, srv)
+	closedWithTimeout(t, silent, "timeouts.handshake")
+}
