@@ -43,6 +43,11 @@ type conn struct {
 	// server has none. Set once after hello, with a ring of the bell.
 	pingEvery time.Duration
 
+	// parting is the server's error message with id 0, sent as it closes
+	// the connection (a timeout, max_connections reached, a malformed
+	// frame): the cause of the loss. Set by the reader.
+	parting error
+
 	// published is set once the connection is the Client's current one.
 	// Guarded by Client.mu.
 	published bool
@@ -259,7 +264,11 @@ func (it *idleTimer) stop() {
 // readLoop reads frames until the connection fails, dispatching replies to
 // their calls and events to the Client, then hands the loss to the Client.
 func (c *Client) readLoop(cn *conn) {
-	c.lose(cn, c.readFrames(cn))
+	err := c.readFrames(cn)
+	if cn.parting != nil {
+		err = cn.parting // why the server closed it, rather than EOF
+	}
+	c.lose(cn, err)
 }
 
 func (c *Client) readFrames(cn *conn) error {
@@ -315,6 +324,9 @@ func (c *Client) dispatch(cn *conn, m *protocol.Message) bool {
 		delete(cn.pending, m.ID)
 		cn.mu.Unlock()
 		if cl == nil {
+			if m.Kind == protocol.KindError && m.ID == 0 {
+				cn.parting = &Error{Code: m.Code, Message: m.Text}
+			}
 			if m.Kind == protocol.KindError {
 				c.o.log.Warn("tickwheel: error reply to no pending call", "id", m.ID, "code", m.Code, "message", m.Text)
 			}

@@ -18,17 +18,18 @@ import (
 // sending (ErrInvalidArgument: AddAfter with d <= 0; ErrLimitExceeded: a
 // request larger than the server's max_frame).
 var (
-	ErrMalformed          = errors.New("tickwheel: malformed request")   // CodeMalformed: the server closes the connection after it
-	ErrUnknownOp          = errors.New("tickwheel: unknown op")          // CodeUnknownOp
-	ErrUnauthorized       = errors.New("tickwheel: unauthorized")        // CodeUnauthorized: admin op without admin rights, or a bad token
-	ErrHelloRequired      = errors.New("tickwheel: hello required")      // CodeHelloRequired
-	ErrNotFound           = errors.New("tickwheel: not found")           // CodeNotFound: no such timer, or receiver not bound
-	ErrExists             = errors.New("tickwheel: timer exists")        // CodeExists: add without Replace of an existing timer
-	ErrInvalidArgument    = errors.New("tickwheel: invalid argument")    // CodeInvalidArgument: after 0, at in the past, overflow, bad speed, ...
-	ErrLimitExceeded      = errors.New("tickwheel: limit exceeded")      // CodeLimitExceeded: the message names the limit
-	ErrBadState           = errors.New("tickwheel: bad state")           // CodeBadState: pause of a paused timer, resume of a running one
-	ErrUnsupportedVersion = errors.New("tickwheel: unsupported version") // CodeUnsupportedVersion
-	ErrInternal           = errors.New("tickwheel: internal error")      // CodeInternal: a server bug
+	ErrMalformed          = errors.New("tickwheel: malformed request")    // CodeMalformed: the server closes the connection after it
+	ErrUnknownOp          = errors.New("tickwheel: unknown op")           // CodeUnknownOp
+	ErrUnauthorized       = errors.New("tickwheel: unauthorized")         // CodeUnauthorized: admin op without admin rights, or a bad token
+	ErrHelloRequired      = errors.New("tickwheel: hello required")       // CodeHelloRequired
+	ErrNotFound           = errors.New("tickwheel: not found")            // CodeNotFound: no such timer, or receiver not bound
+	ErrExists             = errors.New("tickwheel: timer exists")         // CodeExists: add without Replace of an existing timer
+	ErrInvalidArgument    = errors.New("tickwheel: invalid argument")     // CodeInvalidArgument: after 0, at in the past, overflow, bad speed, ...
+	ErrLimitExceeded      = errors.New("tickwheel: limit exceeded")       // CodeLimitExceeded: the message names the limit
+	ErrBadState           = errors.New("tickwheel: bad state")            // CodeBadState: pause of a paused timer, resume of a running one
+	ErrUnsupportedVersion = errors.New("tickwheel: unsupported version")  // CodeUnsupportedVersion
+	ErrInternal           = errors.New("tickwheel: internal error")       // CodeInternal: a server bug
+	ErrTimeout            = errors.New("tickwheel: connection timed out") // CodeTimeout: the server closed an idle or silent connection
 )
 
 var (
@@ -54,6 +55,7 @@ var codeErrs = [...]error{
 	protocol.CodeBadState:           ErrBadState,
 	protocol.CodeUnsupportedVersion: ErrUnsupportedVersion,
 	protocol.CodeInternal:           ErrInternal,
+	protocol.CodeTimeout:            ErrTimeout,
 }
 
 // Error is an error reply from the server (or an argument the client
@@ -66,7 +68,10 @@ type Error struct {
 
 // Error returns "tickwheel: <op>: <code>: <message>".
 func (e *Error) Error() string {
-	s := "tickwheel: " + e.Op.String() + ": " + e.Code.String()
+	s := "tickwheel: " + e.Code.String()
+	if e.Op != 0 { // 0: the server's message as it closed the connection
+		s = "tickwheel: " + e.Op.String() + ": " + e.Code.String()
+	}
 	if e.Message != "" {
 		s += ": " + e.Message
 	}

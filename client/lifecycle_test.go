@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tickwheel/tickwheel/server"
+
 	"github.com/tickwheel/tickwheel/protocol"
 )
 
@@ -148,4 +150,17 @@ func TestNoGoroutineLeaks(t *testing.T) {
 	require.NoError(t, c2.Close())
 	require.NoError(t, c3.Close())
 	noLeak(t, before)
+}
+
+// A server that refuses the connection says why, and Dial returns it: here
+// max_connections is reached.
+func TestDialOverMaxConnections(t *testing.T) {
+	srv := startServer(t, func(c *server.Config) { c.Limits.MaxConnections = 1 })
+	first := dial(t, srv.Addr())
+	_, err := first.Ping(tctx(t))
+	require.NoError(t, err)
+	_, err = Dial(tctx(t), srv.Addr())
+	require.ErrorIs(t, err, ErrLimitExceeded)
+	require.ErrorIs(t, err, ErrDisconnected)
+	assert.Contains(t, err.Error(), "max_connections (1)")
 }
