@@ -52,7 +52,7 @@ func BenchmarkFireDelivery(b *testing.B) {
 						s.dirty = false
 						s.written += uint64(len(s.out))
 						s.out = s.out[:0]
-						st.trimInflight(s, 0)
+						st.afterWrite(s, 0)
 					}
 					st.dirty = st.dirty[:0]
 				}

@@ -274,7 +274,7 @@ func (s *Server) flush() {
 				sess.out = nil // a burst's buffer is not kept for the session's life
 			}
 			if !sess.closed {
-				st.trimInflight(sess, c.OutboundBuffered())
+				st.afterWrite(sess, c.OutboundBuffered())
 			}
 		}
 		if sess.kill {

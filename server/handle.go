@@ -282,14 +282,28 @@ func (st *state) behind(s *session, req *protocol.Request, spec *wheel.Spec, now
 // fastForward moves tw-time on by req.Ticks; the reply waits until every
 // timer in between has fired, and s sends nothing else meanwhile.
 func (st *state) fastForward(s *session, req *protocol.Request) {
-	if err := st.clock.FastForward(req.Ticks); err != nil {
+	if err := st.startFastForward(req.Ticks, waiter{s: s, id: req.ID}); err != nil {
 		st.fail(s, req.ID, protocol.CodeInvalidArgument, fmt.Sprintf("fast-forward by %d ticks: tw-time would pass 2^64-1", req.Ticks))
 		return
 	}
+}
+
+// startFastForward moves tw-time on by ticks and runs the first advance
+// turn; w (a session's request, or Server.FastForward's channel) is answered
+// once the wheel has fired everything up to the new tw-time. Both the admin
+// op and Server.FastForward go through here.
+func (st *state) startFastForward(ticks uint64, w waiter) error {
+	if err := st.clock.FastForward(ticks); err != nil {
+		return err
+	}
 	st.clockChanged()
-	st.waiters = append(st.waiters, waiter{s: s, id: req.ID, target: st.clock.Now(), fired: st.firedTotal})
-	s.waiting = true
+	w.target, w.fired = st.clock.Now(), st.firedTotal
+	st.waiters = append(st.waiters, w)
+	if w.s != nil {
+		w.s.waiting = true // its next requests wait for the reply (answerWaiters)
+	}
 	st.more = st.advance()
+	return nil
 }
 
 func (st *state) speedChanged() {

@@ -177,10 +177,12 @@ func (st *state) mayRead(s *session) bool {
 	return false
 }
 
-// trimInflight forgets the events of s that have reached the kernel: all
-// but those in the last buffered bytes handed to its connection, which the
-// connection still buffers.
-func (st *state) trimInflight(s *session, buffered int) {
+// afterWrite runs after the glue handed s's output to its connection, which
+// still buffers the last buffered bytes of it: it forgets the events that
+// have reached the kernel, and lets s read again at once if its requests
+// were held back and its pending output is now under max_outbound (without
+// waiting for the next top-up).
+func (st *state) afterWrite(s *session, buffered int) {
 	kernel := s.written - uint64(buffered)
 	i := 0
 	for i < len(s.inflight) && s.inflight[i].end <= kernel {
@@ -188,6 +190,9 @@ func (st *state) trimInflight(s *session, buffered int) {
 	}
 	if i > 0 {
 		s.inflight = s.inflight[:copy(s.inflight, s.inflight[i:])]
+	}
+	if s.blocked && st.pending(s) < st.cfg.Limits.MaxOutbound {
+		s.blocked = false
 	}
 }
 

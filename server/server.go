@@ -258,11 +258,9 @@ func (s *Server) FastForward(ctx context.Context, ticks uint64) (now, fired uint
 	done := make(chan [2]uint64, 1)
 	var ffErr error
 	err = s.onLoop(ctx, func() {
-		if ffErr = s.st.clock.FastForward(ticks); ffErr != nil {
+		if ffErr = s.st.startFastForward(ticks, waiter{done: done}); ffErr != nil {
 			return
 		}
-		s.st.waiters = append(s.st.waiters, waiter{done: done, target: s.st.clock.Now(), fired: s.st.firedTotal})
-		s.st.more = s.st.advance()
 		s.endTurn()
 		s.postIfMore()
 		s.retime()
