@@ -1,0 +1,735 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickwheel/tickwheel/protocol"
+)
+
+// The chaos tests run the real server over TCP with many clients closing at
+// the worst moments: while events are being written to them, with unread
+// data (the kernel then resets the connection), with SO_LINGER 0, mid-frame.
+// Their clients run on goroutines, so they use chaosConn, which returns
+// errors instead of failing the test, rather than rawClient.
+
+// TestCrashCloseWhileWriting is the regression test for the crash fixed in
+// 4469f30: 50 sessions with a timer firing every tick all close at once while
+// their events are being written, half with SO_LINGER 0 and half with a plain
+// close and unread data (both make the kernel send RST). A write to a reset
+// peer ran OnClose inside Write, whose flush emptied the dirty list under the
+// running flush: a nil session panic that killed the server. After each round
+// the server must still serve, and hold nothing of the closed sessions.
+func TestCrashCloseWhileWriting(t *testing.T) {
+	const sessions, rounds = 50, 5
+	srv := startServer(t, func(c *Config) { c.Frozen = false; c.Tick = time.Millisecond })
+	admin := helloClient(t, srv, "admin")
+	for round := range rounds {
+		conns := make([]*chaosConn, sessions)
+		for i := range conns {
+			c, err := chaosDial(srv.Addr(), 0)
+			require.NoError(t, err)
+			conns[i] = c
+			var b []byte
+			b = c.append(b, protocol.Request{Op: protocol.OpHello, Version: protocol.Version, Name: "crash"})
+			b = c.append(b, protocol.Request{Op: protocol.OpBind, Receiver: uint64(i + 1), Ephemeral: true})
+			b = c.append(b, protocol.Request{Op: protocol.OpAdd, Receiver: uint64(i + 1), Tid: 1, After: 1}) // every tick
+			require.NoError(t, c.write(b))
+			require.NoError(t, c.awaitReplies(time.Now().Add(ioTimeout)), "session %d", i)
+			if i%2 == 0 {
+				require.NoError(t, c.c.SetLinger(0))
+			}
+		}
+		// Stop reading: events pile up unread in every socket, then all close.
+		time.Sleep(30 * time.Millisecond)
+		for _, c := range conns {
+			c.c.Close()
+		}
+		chaosProbe(t, srv)
+		st, ok := chaosSettled(admin, 15*time.Second, func(s protocol.Stats) bool {
+			return s.Sessions == 1 && s.Timers == 0 && s.Receivers == 0 && s.BacklogEvents == 0
+		})
+		require.True(t, ok, "the server holds sessions, timers or receivers of closed sessions: %+v", st)
+		t.Logf("round %d: %d sessions closed while written to; the server serves", round+1, sessions)
+	}
+}
+
+// chaosProbe checks that the server serves: a new session says hello, adds
+// a timer and gets its event.
+func chaosProbe(t *testing.T, srv *Server) {
+	t.Helper()
+	c := helloClient(t, srv, "probe")
+	defer c.conn.Close()
+	const recv = 4_000_000_000
+	c.bind(recv, true)
+	c.add(protocol.Request{Receiver: recv, Tid: 1, After: 1, Repeat: 1})
+	for len(c.events) == 0 {
+		m, err := c.read()
+		require.NoError(t, err, "waiting for the probe's event")
+		c.events = append(c.events, m)
+	}
+	fs := c.fires()
+	require.Len(t, fs, 1)
+	assert.Equal(t, uint64(recv), fs[0].Receiver)
+	assert.True(t, fs[0].Last)
+}
+
+// chaosSettled polls the server's stats, with a pause between calls, until
+// cond holds or within has passed; it returns the last stats and whether
+// cond held.
+func chaosSettled(admin *rawClient, within time.Duration, cond func(protocol.Stats) bool) (protocol.Stats, bool) {
+	deadline := time.Now().Add(within)
+	for {
+		s := admin.stats()
+		if cond(s) || time.Now().After(deadline) {
+			return s, cond(s)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// chaosConn is a raw client connection safe to use from any one goroutine:
+// it returns errors and never touches testing.T.
+type chaosConn struct {
+	c   *net.TCPConn
+	r   *bufio.Reader
+	buf []byte
+	id  uint64
+	// sent lists the requests not yet answered, oldest first.
+	sent []chaosSent
+	next uint64 // id of the oldest unanswered request
+}
+
+// chaosSent is what a reply needs of its request.
+type chaosSent struct {
+	op       protocol.Op
+	receiver uint64
+}
+
+// errChaosDecode marks a frame that arrived whole but does not decode: a
+// server bug, unlike an I/O error.
+var errChaosDecode = errors.New("chaos: server frame does not decode")
+
+// chaosDial connects; a non-zero rcvbuf sets the socket's receive buffer
+// before the connect, so that a client that does not read holds little.
+func chaosDial(addr string, rcvbuf int) (*chaosConn, error) {
+	d := net.Dialer{Timeout: ioTimeout}
+	if rcvbuf > 0 {
+		d.Control = func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			err := rc.Control(func(fd uintptr) {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, rcvbuf)
+			})
+			return errors.Join(err, serr)
+		}
+	}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &chaosConn{c: c.(*net.TCPConn), r: bufio.NewReaderSize(c, 64<<10), next: 1}, nil
+}
+
+// append appends req to b with the next id and notes it as awaiting a reply.
+func (c *chaosConn) append(b []byte, req protocol.Request) []byte {
+	c.id++
+	req.ID = c.id
+	c.sent = append(c.sent, chaosSent{req.Op, req.Receiver})
+	return protocol.AppendRequest(b, &req)
+}
+
+func (c *chaosConn) write(b []byte) error {
+	c.c.SetWriteDeadline(time.Now().Add(ioTimeout))
+	_, err := c.c.Write(b)
+	return err
+}
+
+// read reads the next message; m's slices alias c's buffer until the next
+// read. A frame is consumed only whole: a read deadline that passes in the
+// middle of one leaves it to the next read.
+func (c *chaosConn) read(m *protocol.Message) error {
+	hdr, err := c.r.Peek(protocol.HeaderSize)
+	if err != nil {
+		return err
+	}
+	n := int(binary.BigEndian.Uint32(hdr))
+	if n == 0 || n > c.r.Size()-protocol.HeaderSize {
+		return fmt.Errorf("%w: length %d", errChaosDecode, n)
+	}
+	frame, err := c.r.Peek(protocol.HeaderSize + n)
+	if err != nil {
+		return err
+	}
+	c.buf = append(c.buf[:0], frame[protocol.HeaderSize:]...)
+	_, _ = c.r.Discard(len(frame))
+	if err := protocol.DecodeMessage(c.buf, m); err != nil {
+		return fmt.Errorf("%w: %v", errChaosDecode, err)
+	}
+	return nil
+}
+
+// reply checks that reply m answers the oldest request awaiting one, and
+// returns that request. An error reply is an error, except not_found for an
+// unbind (a takeover may have crossed it).
+func (c *chaosConn) reply(m *protocol.Message) (chaosSent, error) {
+	if len(c.sent) == 0 || m.ID != c.next {
+		return chaosSent{}, fmt.Errorf("reply to id %d, want %d (%d awaiting a reply)", m.ID, c.next, len(c.sent))
+	}
+	req := c.sent[0]
+	c.sent = c.sent[1:]
+	c.next++
+	if m.Kind != protocol.KindOK && !(req.op == protocol.OpUnbind && m.Code == protocol.CodeNotFound) {
+		return req, fmt.Errorf("%s of receiver %d failed: %s %s", req.op, req.receiver, m.Code, m.Text)
+	}
+	return req, nil
+}
+
+// awaitReplies reads until every request sent has its reply, skipping
+// pushes; every reply must be OK.
+func (c *chaosConn) awaitReplies(deadline time.Time) error {
+	c.c.SetReadDeadline(deadline)
+	var m protocol.Message
+	for len(c.sent) > 0 {
+		if err := c.read(&m); err != nil {
+			return err
+		}
+		if m.Kind == protocol.KindOK || m.Kind == protocol.KindError {
+			if _, err := c.reply(&m); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// chaosGoroutines returns the stacks of the running goroutines, less the
+// idle workers of gnet's goroutine pool (ants), which expire on their own
+// after 10 s.
+func chaosGoroutines() [][]byte {
+	buf := make([]byte, 1<<20)
+	n := runtime.Stack(buf, true)
+	for n == len(buf) {
+		buf = make([]byte, 2*len(buf))
+		n = runtime.Stack(buf, true)
+	}
+	var gs [][]byte
+	for _, g := range bytes.Split(buf[:n], []byte("\n\n")) {
+		if !bytes.Contains(g, []byte("ants/v2.(*goWorker).run")) {
+			gs = append(gs, g)
+		}
+	}
+	return gs
+}
+
+// chaosFDs counts the process's open file descriptors, or returns -1 where
+// /proc/self/fd does not exist.
+func chaosFDs() int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return -1
+	}
+	return len(ents)
+}
+
+// chaosHeap returns the live heap after two collections: what sync.Pools
+// (gnet's buffer pools) hold survives the first, in their victim caches.
+func chaosHeap() uint64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// chaosEventually polls cond until it holds or within has passed, and
+// reports whether it held.
+func chaosEventually(within time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return true
+}
+
+// chaosLog collects anomalies seen by client goroutines: things the server
+// must never do, whatever its clients do.
+type chaosLog struct {
+	mu    sync.Mutex
+	n     int
+	first []string
+}
+
+func (l *chaosLog) add(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n++
+	if len(l.first) < 20 {
+		l.first = append(l.first, fmt.Sprintf(format, args...))
+	}
+}
+
+func (l *chaosLog) check(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n > 0 {
+		t.Errorf("%d anomalies, the first ones:\n%s", l.n, fmt.Sprintln(l.first))
+	}
+}
+
+// The chaos test's shape. Timers fire every tick; clients live up to
+// chaosMaxLife (silent ones up to chaosSilentLife, long enough for the
+// server to hold some of their events back at max_outbound).
+const (
+	chaosClients    = 200
+	chaosTick       = 2 * time.Millisecond
+	chaosPool       = 100       // shared receivers 1..chaosPool: taken over, left with backlogs, rebound
+	chaosEphBase    = 1_000_000 // ephemeral receivers: a fresh id each
+	chaosWatchRecv  = 900_000   // the well-behaved session's receiver
+	chaosWatchEvery = 10        // its timer's interval, in ticks
+	chaosMaxLife    = 1500 * time.Millisecond
+	chaosSilentLife = 4 * time.Second
+	chaosStall      = 10 * time.Second // the watcher must get an event at least this often
+)
+
+// chaosDuration is 30 s under -short (what CI runs, with -race), 40 s
+// otherwise; TICKWHEEL_CHAOS_DURATION overrides both (e.g. 10m for a soak).
+func chaosDuration(t *testing.T) time.Duration {
+	if v := os.Getenv("TICKWHEEL_CHAOS_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		require.NoError(t, err, "TICKWHEEL_CHAOS_DURATION")
+		return d
+	}
+	if testing.Short() {
+		return 30 * time.Second
+	}
+	return 40 * time.Second
+}
+
+// TestChaos runs chaosClients clients against the real server for
+// chaosDuration. Each connects, says hello, binds one or two receivers
+// (shared ones, so takeovers happen, or fresh ephemeral ones), adds timers
+// firing every tick, reads for a random while and disconnects: a quarter
+// with RST (SO_LINGER 0), some after writing half a request, some having
+// never read anything (with a small receive buffer and 2 KiB of data per
+// event: the server holds their events back once max_outbound bytes wait,
+// and counts those it loses when they go), some after cancelling and
+// unbinding; then it connects again. Every client checks what it reads:
+// whole frames, replies in request order, no event for a receiver it does
+// not hold, per receiver seq increasing and skipping only what its bind
+// reported dropped (a client that reads is never held back, so no event of
+// its receivers can be dropped while it holds them). Meanwhile one
+// well-behaved session's timer fires every chaosWatchEvery ticks: its
+// events must keep arriving, in order with no seq gap.
+//
+// Afterwards the server serves; once the shared receivers are cleaned up
+// its counts are the watcher's and the admin's; goroutines, open fds and
+// the heap return to their baseline.
+func TestChaos(t *testing.T) {
+	d := chaosDuration(t)
+	srv := startServer(t, func(c *Config) {
+		c.Frozen = false
+		c.Tick = chaosTick
+		c.Limits.MaxOutbound = 1 << 20
+	})
+	admin := helloClient(t, srv, "admin")
+	w := startChaosWatcher(t, srv.Addr())
+	baseG, baseFD, baseHeap := len(chaosGoroutines()), chaosFDs(), chaosHeap()
+
+	seed := rand.Uint64()
+	t.Logf("seed %d, %d clients for %v, tick %v", seed, chaosClients, d, chaosTick)
+	began := time.Now()
+	run := &chaosRun{addr: srv.Addr(), end: began.Add(d)}
+	var wg sync.WaitGroup
+	for i := range chaosClients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(i)))
+			for time.Now().Before(run.end) {
+				run.session(rng)
+			}
+		}()
+	}
+	for time.Now().Before(run.end) {
+		if gap := time.Since(time.Unix(0, w.last.Load())); gap > chaosStall {
+			w.log.add("no event for %v", gap)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	wg.Wait()
+	elapsed := time.Since(began)
+	run.log.check(t)
+	w.log.check(t)
+	require.Positive(t, w.events.Load(), "the watcher got events")
+
+	chaosProbe(t, srv)
+	st, ok := chaosSettled(admin, 30*time.Second, func(s protocol.Stats) bool { return s.Sessions == 2 })
+	require.True(t, ok, "sessions left: %+v", st)
+	chaosCleanup(t, admin)
+	st, ok = chaosSettled(admin, 30*time.Second, func(s protocol.Stats) bool {
+		return s.Sessions == 2 && s.Connections == 2 && s.Receivers == 1 && s.Timers == 1 && s.BacklogEvents == 0
+	})
+	require.True(t, ok, "the server's counts, want those of the watcher and the admin: %+v\nreceiver records left: %q",
+		st, chaosLeftovers(t, srv, chaosWatchRecv))
+	chaosBaseline(t, baseG, baseFD, baseHeap)
+	w.log.check(t)
+	t.Logf("chaos: %v, %d connections (%d RST, %d mid-frame, %d never reading, %d cancelled and unbound), "+
+		"%d readers closed by the server, %d events to clients, %d takeovers; watcher %d events, longest gap %v; "+
+		"server fired %d, dropped or lost %d",
+		elapsed.Round(time.Millisecond), run.conns.Load(), run.rsts.Load(), run.midFrame.Load(), run.silent.Load(),
+		run.graceful.Load(), run.serverClosed.Load(), run.events.Load(), run.takeovers.Load(),
+		w.events.Load(), time.Duration(w.maxGap.Load()).Round(time.Millisecond), st.FiredTotal, st.DroppedTotal)
+}
+
+// chaosCleanup binds every shared receiver, cancels its timers, reads its
+// backlog (which comes as the connection drains, ahead of newer events) and
+// unbinds it: its record is then forgotten.
+func chaosCleanup(t *testing.T, admin *rawClient) {
+	t.Helper()
+	for r := uint64(1); r <= chaosPool; r++ {
+		backlog, _ := admin.bind(r, false)
+		admin.uints(protocol.Request{Op: protocol.OpCancelAll, Receiver: r})
+		for n := uint64(0); ; {
+			for _, f := range admin.fires() {
+				if f.Receiver == r {
+					n++
+				}
+			}
+			if n >= backlog {
+				break
+			}
+			m, err := admin.read()
+			require.NoError(t, err, "receiver %d's backlog: %d of %d events", r, n, backlog)
+			admin.events = append(admin.events, m)
+		}
+		admin.uints(protocol.Request{Op: protocol.OpUnbind, Receiver: r})
+		admin.takeEvents()
+	}
+}
+
+// chaosBaseline waits until goroutines, open fds (where /proc/self/fd
+// exists) and the heap are back to their baselines.
+func chaosBaseline(t *testing.T, baseG, baseFD int, baseHeap uint64) {
+	t.Helper()
+	const within, heapSlack = 15 * time.Second, 32 << 20
+	g := 0
+	if !chaosEventually(within, func() bool { g = len(chaosGoroutines()); return g <= baseG }) {
+		t.Errorf("goroutines: %d, baseline %d\n%s", g, baseG, bytes.Join(chaosGoroutines(), []byte("\n\n")))
+	}
+	fds := 0
+	if baseFD >= 0 && !chaosEventually(within, func() bool { fds = chaosFDs(); return fds <= baseFD }) {
+		t.Errorf("open fds: %d, baseline %d", fds, baseFD)
+	}
+	heap := uint64(0)
+	if !chaosEventually(within, func() bool { heap = chaosHeap(); return heap <= baseHeap+heapSlack }) {
+		t.Errorf("heap: %d MiB, baseline %d MiB", heap>>20, baseHeap>>20)
+	}
+	t.Logf("after: %d goroutines (baseline %d), %d fds (baseline %d), heap %d KiB (baseline %d KiB)",
+		g, baseG, fds, baseFD, heap>>10, baseHeap>>10)
+}
+
+// chaosRun is the state shared by the chaos clients.
+type chaosRun struct {
+	addr    string
+	end     time.Time
+	log     chaosLog
+	nextEph atomic.Uint64
+
+	conns, rsts, midFrame, silent, graceful atomic.Int64
+	serverClosed, events, takeovers         atomic.Int64
+}
+
+// chaosSession is one chaos client connection.
+type chaosSession struct {
+	run *chaosRun
+	c   *chaosConn
+	// recv holds the receivers this session was told it bound and has not
+	// lost to a takeover or unbound.
+	recv map[uint64]*chaosRecv
+}
+
+// chaosRecv is a receiver as the session holding it sees it.
+type chaosRecv struct {
+	seq     uint64 // the last event's seq, 0 before the first
+	dropped uint64 // events its bind reported dropped, not yet seen as gaps
+}
+
+// event checks the seq of the receiver's next event: it increases, and
+// skips only events the bind reported as dropped (before the first event
+// of a binding, the gap is not this session's to know).
+func (r *chaosRecv) event(seq uint64) error {
+	switch {
+	case seq <= r.seq:
+		return fmt.Errorf("seq %d after %d", seq, r.seq)
+	case r.seq != 0 && seq-r.seq-1 > r.dropped:
+		return fmt.Errorf("seq %d after %d while bound: %d events missing, %d reported dropped", seq, r.seq, seq-r.seq-1, r.dropped)
+	case r.seq != 0:
+		r.dropped -= seq - r.seq - 1
+	}
+	r.seq = seq
+	return nil
+}
+
+// session runs one client from its connect to its disconnect.
+func (r *chaosRun) session(rng *rand.Rand) {
+	kind := rng.IntN(100)
+	silent, midFrame, graceful := kind < 15, kind >= 15 && kind < 30, kind >= 30 && kind < 40
+	rcvbuf, life := 0, time.Duration(rng.Int64N(int64(chaosMaxLife)))
+	if silent {
+		rcvbuf, life = 4096, time.Duration(rng.Int64N(int64(chaosSilentLife)))
+	}
+	c, err := chaosDial(r.addr, rcvbuf)
+	if err != nil {
+		r.log.add("dial: %v", err)
+		time.Sleep(10 * time.Millisecond)
+		return
+	}
+	r.conns.Add(1)
+	s := &chaosSession{run: r, c: c, recv: make(map[uint64]*chaosRecv)}
+	if err := c.write(s.plan(rng, silent)); err != nil {
+		r.log.add("writing the first requests: %v", err)
+	}
+	until := time.Now().Add(life)
+	if until.After(r.end) {
+		until = r.end
+	}
+	open := true
+	if silent {
+		r.silent.Add(1)
+		time.Sleep(time.Until(until))
+	} else {
+		open = s.readUntil(until, false)
+	}
+	switch {
+	case midFrame:
+		r.midFrame.Add(1)
+		req := protocol.AppendRequest(nil, &protocol.Request{Op: protocol.OpAdd, ID: c.id + 1, Receiver: chaosEphBase, Tid: 1, After: 1})
+		_ = c.write(req[:1+rng.IntN(len(req)-1)])
+	case graceful && open:
+		r.graceful.Add(1)
+		s.leave()
+	}
+	if rng.IntN(4) == 0 {
+		r.rsts.Add(1)
+		_ = c.c.SetLinger(0)
+	}
+	c.c.Close()
+}
+
+// plan returns the session's first requests: hello, then one or two binds,
+// each followed by the add of a timer firing every tick. A silent session
+// binds a fresh ephemeral receiver whose timer carries 2 KiB of data.
+func (s *chaosSession) plan(rng *rand.Rand, silent bool) []byte {
+	c := s.c
+	b := c.append(nil, protocol.Request{Op: protocol.OpHello, Version: protocol.Version, Name: "chaos"})
+	for i := range 1 + rng.IntN(2) {
+		if (silent && i == 0) || rng.IntN(3) == 0 {
+			id := chaosEphBase + s.run.nextEph.Add(1)
+			var data []byte
+			if silent {
+				data = make([]byte, 2048)
+			}
+			b = c.append(b, protocol.Request{Op: protocol.OpBind, Receiver: id, Ephemeral: true})
+			b = c.append(b, protocol.Request{Op: protocol.OpAdd, Receiver: id, Tid: 1, After: 1, Data: data})
+			continue
+		}
+		// A shared receiver: timers that end by themselves (they outlive
+		// the session), replacing what an earlier client left.
+		id := 1 + rng.Uint64N(chaosPool)
+		b = c.append(b, protocol.Request{Op: protocol.OpBind, Receiver: id})
+		b = c.append(b, protocol.Request{Op: protocol.OpAdd, Receiver: id, Tid: 1 + rng.Uint64N(2), After: 1,
+			Repeat: 50 + rng.Uint64N(450), Replace: true, Data: []byte("shared")})
+	}
+	return b
+}
+
+// readUntil reads and checks messages until until, or with answered until
+// every request has its reply, and reports whether the connection is still
+// open (false: the server closed it, or a check failed).
+func (s *chaosSession) readUntil(until time.Time, answered bool) bool {
+	s.c.c.SetReadDeadline(until)
+	var m protocol.Message
+	for !answered || len(s.c.sent) > 0 {
+		if err := s.c.read(&m); err != nil {
+			var ne net.Error
+			switch {
+			case errors.As(err, &ne) && ne.Timeout():
+				return true
+			case errors.Is(err, errChaosDecode):
+				s.run.log.add("%v", err)
+			default: // EOF or reset
+				s.run.serverClosed.Add(1)
+			}
+			return false
+		}
+		if err := s.check(&m); err != nil {
+			s.run.log.add("%v", err)
+			return false
+		}
+	}
+	return true
+}
+
+// check checks one message against what the session sent and holds.
+func (s *chaosSession) check(m *protocol.Message) error {
+	switch m.Kind {
+	case protocol.KindOK, protocol.KindError:
+		req, err := s.c.reply(m)
+		if err != nil {
+			return err
+		}
+		switch req.op {
+		case protocol.OpBind:
+			v, err := protocol.DecodeUints(m.Result, nil)
+			if err != nil || len(v) != 2 {
+				return fmt.Errorf("bind result %v: %v", v, err)
+			}
+			r := s.recv[req.receiver]
+			if r == nil {
+				r = &chaosRecv{}
+				s.recv[req.receiver] = r
+			}
+			r.dropped += v[1]
+		case protocol.OpUnbind:
+			delete(s.recv, req.receiver)
+		}
+	case protocol.KindFire:
+		s.run.events.Add(1)
+		f := &m.Fire
+		r := s.recv[f.Receiver]
+		if r == nil {
+			return fmt.Errorf("event for receiver %d, which this session does not hold", f.Receiver)
+		}
+		if err := r.event(f.Seq); err != nil {
+			return fmt.Errorf("receiver %d: %v", f.Receiver, err)
+		}
+	case protocol.KindTakeover:
+		s.run.takeovers.Add(1)
+		if s.recv[m.Receiver] == nil {
+			return fmt.Errorf("takeover of receiver %d, which this session does not hold", m.Receiver)
+		}
+		delete(s.recv, m.Receiver)
+	default:
+		return fmt.Errorf("message of kind %s", m.Kind)
+	}
+	return nil
+}
+
+// leave cancels the timers of the shared receivers the session holds and
+// unbinds them, and reads until every reply is in.
+func (s *chaosSession) leave() {
+	c := s.c
+	var b []byte
+	for id := range s.recv {
+		if id <= chaosPool {
+			b = c.append(b, protocol.Request{Op: protocol.OpCancelAll, Receiver: id})
+			b = c.append(b, protocol.Request{Op: protocol.OpUnbind, Receiver: id})
+		}
+	}
+	if err := c.write(b); err != nil {
+		s.run.log.add("leave: %v", err)
+		return
+	}
+	if s.readUntil(time.Now().Add(ioTimeout), true) && len(c.sent) > 0 {
+		s.run.log.add("leave: %d replies missing after %v", len(c.sent), ioTimeout)
+	}
+}
+
+// chaosWatcher is the well-behaved session: it reads all the time, and its
+// timer's events must arrive in order with no gap.
+type chaosWatcher struct {
+	c       *chaosConn
+	events  atomic.Int64
+	last    atomic.Int64 // UnixNano of the latest event
+	maxGap  atomic.Int64
+	log     chaosLog
+	closing atomic.Bool
+	done    chan struct{}
+}
+
+func startChaosWatcher(t *testing.T, addr string) *chaosWatcher {
+	t.Helper()
+	c, err := chaosDial(addr, 0)
+	require.NoError(t, err)
+	b := c.append(nil, protocol.Request{Op: protocol.OpHello, Version: protocol.Version, Name: "watcher"})
+	b = c.append(b, protocol.Request{Op: protocol.OpBind, Receiver: chaosWatchRecv})
+	b = c.append(b, protocol.Request{Op: protocol.OpAdd, Receiver: chaosWatchRecv, Tid: 1, After: chaosWatchEvery})
+	require.NoError(t, c.write(b))
+	require.NoError(t, c.awaitReplies(time.Now().Add(ioTimeout)))
+	c.c.SetReadDeadline(time.Time{})
+	w := &chaosWatcher{c: c, done: make(chan struct{})}
+	w.last.Store(time.Now().UnixNano())
+	go w.run()
+	t.Cleanup(func() {
+		w.closing.Store(true)
+		c.c.Close()
+		<-w.done
+	})
+	return w
+}
+
+func (w *chaosWatcher) run() {
+	defer close(w.done)
+	var m protocol.Message
+	var prev protocol.Fire
+	for {
+		if err := w.c.read(&m); err != nil {
+			if !w.closing.Load() {
+				w.log.add("watcher: %v", err)
+			}
+			return
+		}
+		now := time.Now().UnixNano()
+		if gap := now - w.last.Swap(now); gap > w.maxGap.Load() {
+			w.maxGap.Store(gap)
+		}
+		f := m.Fire
+		if m.Kind != protocol.KindFire || f.Receiver != chaosWatchRecv {
+			w.log.add("watcher: unexpected %s message", m.Kind)
+			continue
+		}
+		if prev.Seq != 0 && (f.Seq != prev.Seq+1 || f.Fired != prev.Fired+1 || f.Tick != prev.Tick+chaosWatchEvery) {
+			w.log.add("watcher: seq %d fired %d tick %d after seq %d fired %d tick %d",
+				f.Seq, f.Fired, f.Tick, prev.Seq, prev.Fired, prev.Tick)
+		}
+		prev = f
+		w.events.Add(1)
+	}
+}
+
+// chaosLeftovers describes the server's receiver records other than except.
+func chaosLeftovers(t *testing.T, srv *Server, except uint64) []string {
+	t.Helper()
+	var out []string
+	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+	defer cancel()
+	require.NoError(t, srv.onLoop(ctx, func() {
+		for id, r := range srv.st.receivers {
+			if id != except {
+				out = append(out, fmt.Sprintf("%d: backlog %d, timers %d, bound %v, ephemeral %v",
+					id, r.n, srv.st.wheel.ReceiverLen(id), r.owner != nil, r.ephemeral))
+			}
+		}
+	}))
+	return out
+}
