@@ -28,7 +28,8 @@ import (
 // After every state call and step it checks what must always hold:
 //   - every session's output is whole frames that decode;
 //   - replies come in request order, one per request unless the session was
-//     closed; a session gets events only of receivers it holds, their seq
+//     closed (an error with id 0 may part a closing session ahead of them);
+//     a session gets events only of receivers it holds, their seq
 //     increasing; per receiver record, the seqs that leave the server
 //     increase;
 //   - no event is lost uncounted: fired = events written out + events in
@@ -368,7 +369,6 @@ func (h *fzHarness) readFrames(fs *fzSession) {
 		held += protocol.HeaderSize + len(f.payload)
 	}
 	if (s.waiting || s.blocked) && held > h.st.cfg.Limits.MaxInbound {
-		fs.pending = append(fs.pending, fzFrame{})
 		h.call(func() { h.st.malformed(s, 0, errors.New("more than max_inbound")) })
 	}
 	if len(s.out) > 0 {
@@ -488,6 +488,12 @@ func (h *fzHarness) scan(fs *fzSession) {
 func (h *fzHarness) message(fs *fzSession, m *protocol.Message) {
 	switch m.Kind {
 	case protocol.KindOK, protocol.KindError:
+		if m.Kind == protocol.KindError && m.ID == 0 && (len(fs.pending) == 0 || fs.pending[0].id != 0) {
+			if !fs.s.kill { // a parting error, ahead of replies that will not come
+				h.fail("session %d: error %s %s with id 0, and the session stays open", fs.s.id, m.Code, m.Text)
+			}
+			return
+		}
 		if len(fs.pending) == 0 {
 			h.fail("session %d: reply %d (%s %s) to no request", fs.s.id, m.ID, m.Code, m.Text)
 		}
