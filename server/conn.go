@@ -185,13 +185,18 @@ func (l *link) notePartial(incomplete bool) {
 	}
 }
 
-// checkInbound closes a session that keeps sending while it is not read.
+// checkInbound closes a session that keeps sending while it is not read:
+// while its replies wait, behind a fast-forward, or while its requests wait
+// for their turn (readBudget).
 func (s *Server) checkInbound(l *link) {
 	sess := l.sess
-	if (sess.waiting || sess.blocked) && !sess.kill && l.c.InboundBuffered() > s.cfg.Limits.MaxInbound {
+	if (sess.waiting || sess.blocked || l.deferred) && !sess.kill && l.c.InboundBuffered() > s.cfg.Limits.MaxInbound {
 		why := "behind a fast-forward"
-		if sess.blocked {
+		switch {
+		case sess.blocked:
 			why = "while max_outbound bytes of replies and events wait unread"
+		case l.deferred:
+			why = "faster than its turns of work handle them"
 		}
 		s.st.malformed(sess, 0, fmt.Errorf("more than max_inbound (%d bytes) of requests pipelined %s", s.cfg.Limits.MaxInbound, why))
 		s.st.markDirty(sess)

@@ -61,3 +61,38 @@ func TestTrickledFrameServed(t *testing.T) {
 	}
 	assert.Equal(t, protocol.KindOK, c.reply(5).Kind)
 }
+
+// A client that reads its replies but pipelines requests faster than its
+// turns of work handle them is held to max_inbound too: closed, not buffered
+// without bound.
+func TestLimitMaxInboundWhileDeferred(t *testing.T) {
+	srv := startServer(t, func(c *Config) {
+		c.Limits.MaxFrame = 4096
+		c.Limits.MaxData = 1024
+		c.Limits.MaxInbound = 64 << 10
+	})
+	admin := helloClient(t, srv, "admin")
+	var adds []byte
+	for tid := range 20_000 {
+		adds = protocol.AppendRequest(adds, &protocol.Request{Op: protocol.OpAdd, ID: uint64(tid + 1), Receiver: 1, Tid: uint64(tid), After: 100})
+	}
+	admin.write(adds)
+	for id := range 20_000 {
+		require.Equal(t, protocol.KindOK, admin.reply(uint64(id+1)).Kind)
+	}
+	greedy := helloClient(t, srv, "greedy")
+	go func() { // reads everything, so it is never blocked on its replies
+		for {
+			if _, err := greedy.read(); err != nil {
+				return
+			}
+		}
+	}()
+	list := bytes.Repeat(protocol.AppendRequest(nil, &protocol.Request{Op: protocol.OpList, ID: 1, Receiver: 1, Limit: 1}), 10_000)
+	for range 100 { // up to ~7 MB of requests, each walking 20k timers
+		if _, err := greedy.conn.Write(list); err != nil {
+			break // closed
+		}
+	}
+	waitUntil(t, "the greedy session to be closed", func() bool { return admin.stats().Sessions == 1 })
+}
