@@ -211,6 +211,18 @@ func (f *fakeServer) serve(nc net.Conn, onRequest func(w io.Writer, req protocol
 		delete(f.conns, nc)
 		f.mu.Unlock()
 	}()
+	readRequests(nc, func(req protocol.Request) bool {
+		if req.Op == protocol.OpHello {
+			_, err := nc.Write(fakeHello(req.ID, 0))
+			return err == nil
+		}
+		return onRequest(nc, req)
+	})
+}
+
+// readRequests calls fn with each request read from nc until nc fails, a
+// request does not decode, or fn returns false.
+func readRequests(nc net.Conn, fn func(protocol.Request) bool) {
 	var buf []byte
 	tmp := make([]byte, 4096)
 	for {
@@ -229,17 +241,17 @@ func (f *fakeServer) serve(nc net.Conn, onRequest func(w io.Writer, req protocol
 				return
 			}
 			buf = buf[n:]
-			if req.Op == protocol.OpHello {
-				h := protocol.Hello{Session: 1, Now: start, TickNs: uint64(10 * time.Millisecond), ServerVersion: "fake",
-					Limits: protocol.Limits{MaxFrame: protocol.DefaultMaxFrame}}
-				if _, err := nc.Write(protocol.AppendHelloOK(nil, req.ID, &h)); err != nil {
-					return
-				}
-				continue
-			}
-			if !onRequest(nc, req) {
+			if !fn(req) {
 				return
 			}
 		}
 	}
+}
+
+// fakeHello is a fake server's reply to hello id, reporting idleMs as
+// idle_timeout_ms (0: none).
+func fakeHello(id, idleMs uint64) []byte {
+	h := protocol.Hello{Session: 1, Now: start, TickNs: uint64(10 * time.Millisecond), ServerVersion: "fake",
+		Limits: protocol.Limits{MaxFrame: protocol.DefaultMaxFrame, IdleTimeoutMs: idleMs}}
+	return protocol.AppendHelloOK(nil, id, &h)
 }

@@ -113,37 +113,13 @@ func (l testLog) Write(p []byte) (int, error) {
 // serveRecording answers hello (with idle_timeout_ms idleMs) and pings on
 // nc, calling record with every request, until nc fails.
 func serveRecording(nc net.Conn, idleMs uint64, record func(protocol.Request)) {
-	var buf []byte
-	tmp := make([]byte, 4096)
-	for {
-		n, err := nc.Read(tmp)
-		if err != nil {
-			return
+	readRequests(nc, func(req protocol.Request) bool {
+		record(req)
+		out := protocol.AppendOK(nil, req.ID, start)
+		if req.Op == protocol.OpHello {
+			out = fakeHello(req.ID, idleMs)
 		}
-		buf = append(buf, tmp[:n]...)
-		for {
-			payload, n, err := protocol.SplitFrame(buf, 0)
-			if err != nil {
-				break
-			}
-			var req protocol.Request
-			if protocol.DecodeRequest(payload, &req) != nil {
-				return
-			}
-			buf = buf[n:]
-			record(req)
-			var out []byte
-			switch req.Op {
-			case protocol.OpHello:
-				h := protocol.Hello{Session: 1, Now: start, TickNs: uint64(10 * time.Millisecond), ServerVersion: "fake",
-					Limits: protocol.Limits{MaxFrame: protocol.DefaultMaxFrame, IdleTimeoutMs: idleMs}}
-				out = protocol.AppendHelloOK(nil, req.ID, &h)
-			default:
-				out = protocol.AppendOK(nil, req.ID, start)
-			}
-			if _, err := nc.Write(out); err != nil {
-				return
-			}
-		}
-	}
+		_, err := nc.Write(out)
+		return err == nil
+	})
 }
