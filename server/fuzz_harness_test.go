@@ -1,0 +1,374 @@
+package server
+
+import (
+	"math"
+	"slices"
+
+	"github.com/tickwheel/tickwheel/protocol"
+	"github.com/tickwheel/tickwheel/wheel"
+)
+
+// FuzzState's harness, continued: how it plays the glue around the state
+// (the turn's end: pump, flush, reading on) and the invariants it checks
+// after every change.
+
+// call runs fn on the state, then applies the closes it caused (a closing
+// session's ephemeral receivers lose their timers and are forgotten), checks
+// what it appended to every session's output and that no event was lost
+// uncounted.
+func (h *fzHarness) call(fn func()) {
+	st := h.st
+	for i := range h.before {
+		h.before[i] = st.receivers[uint64(i)]
+	}
+	for _, fs := range h.slots {
+		if fs != nil && !fs.s.closed {
+			fs.eph = fs.eph[:0]
+			for id, ephemeral := range fs.s.receivers {
+				if ephemeral {
+					fs.eph = append(fs.eph, id)
+				}
+			}
+		}
+	}
+	fn()
+	for _, fs := range h.slots {
+		if fs != nil && fs.s.closed && !fs.released {
+			fs.released = true
+			for _, id := range fs.eph {
+				h.dropTimers(id)
+				if r := st.receivers[id]; r != nil {
+					h.fail("session %d closed: its ephemeral receiver %d stays (backlog %d, timers %d)",
+						fs.s.id, id, r.n, st.wheel.ReceiverLen(id))
+				}
+			}
+		}
+	}
+	for _, fs := range h.slots {
+		if fs != nil {
+			h.scan(fs)
+		}
+	}
+	if st.firedTotal != h.events+st.backlogEvents+st.droppedTotal-st.lostTotal {
+		h.fail("%d events fired: %d written out, %d in backlogs, %d dropped, %d of the written lost",
+			st.firedTotal, h.events, st.backlogEvents, st.droppedTotal, st.lostTotal)
+	}
+}
+
+// scan checks the output fs's session got since the last scan.
+func (h *fzHarness) scan(fs *fzSession) {
+	out := fs.s.out
+	if len(out) < fs.scanned {
+		h.fail("session %d: output shrank from %d to %d bytes", fs.s.id, fs.scanned, len(out))
+	}
+	for b := out[fs.scanned:]; len(b) > 0; {
+		payload, n, err := protocol.SplitFrame(b, math.MaxInt32)
+		if err != nil {
+			h.fail("session %d: output is not whole frames: %v: %x", fs.s.id, err, b)
+		}
+		var m protocol.Message
+		if err := protocol.DecodeMessage(payload, &m); err != nil {
+			h.fail("session %d: frame does not decode: %v: %x", fs.s.id, err, payload)
+		}
+		if h.verbose {
+			h.note("  -> session %d: %s id %d %s %s fire r%d t%d seq %d receiver %d",
+				fs.s.id, m.Kind, m.ID, m.Code, m.Text, m.Fire.Receiver, m.Fire.Tid, m.Fire.Seq, m.Receiver)
+		}
+		h.message(fs, &m)
+		b = b[n:]
+	}
+	fs.scanned = len(out)
+}
+
+func (h *fzHarness) message(fs *fzSession, m *protocol.Message) {
+	switch m.Kind {
+	case protocol.KindOK, protocol.KindError:
+		if m.Kind == protocol.KindError && m.ID == 0 && (len(fs.pending) == 0 || fs.pending[0].id != 0) {
+			if !fs.s.kill { // a parting error, ahead of replies that will not come
+				h.fail("session %d: error %s %s with id 0, and the session stays open", fs.s.id, m.Code, m.Text)
+			}
+			return
+		}
+		if len(fs.pending) == 0 {
+			h.fail("session %d: reply %d (%s %s) to no request", fs.s.id, m.ID, m.Code, m.Text)
+		}
+		p := fs.pending[0]
+		fs.pending = fs.pending[1:]
+		if m.ID != p.id {
+			h.fail("session %d: reply to id %d, want %d (%s)", fs.s.id, m.ID, p.id, p.op)
+		}
+		switch {
+		case m.Kind != protocol.KindOK:
+		case p.op == protocol.OpBind:
+			if v, err := protocol.DecodeUints(m.Result, nil); err != nil || len(v) != 2 {
+				h.fail("session %d: bind result %v %v", fs.s.id, v, err)
+			}
+			if _, ok := fs.seqs[p.receiver]; !ok {
+				fs.seqs[p.receiver] = 0
+			}
+		case p.op == protocol.OpUnbind:
+			delete(fs.seqs, p.receiver)
+		}
+	case protocol.KindFire:
+		h.fire(fs, &m.Fire)
+	case protocol.KindTakeover:
+		if _, ok := fs.seqs[m.Receiver]; !ok {
+			h.fail("session %d: takeover of receiver %d, which it does not hold", fs.s.id, m.Receiver)
+		}
+		delete(fs.seqs, m.Receiver)
+	default:
+		h.fail("session %d: message kind %s", fs.s.id, m.Kind)
+	}
+}
+
+func (h *fzHarness) fire(fs *fzSession, f *protocol.Fire) {
+	h.events++
+	last, ok := fs.seqs[f.Receiver]
+	switch {
+	case !ok:
+		h.fail("session %d: event of receiver %d, which it does not hold", fs.s.id, f.Receiver)
+	case f.Seq <= last:
+		h.fail("session %d: receiver %d: seq %d after %d", fs.s.id, f.Receiver, f.Seq, last)
+	}
+	fs.seqs[f.Receiver] = f.Seq
+	// The record the event came from: the one the call ended with, or
+	// began with if it forgot it.
+	r := h.st.receivers[f.Receiver]
+	if r == nil && f.Receiver < fzReceivers {
+		r = h.before[f.Receiver]
+	}
+	if r == nil {
+		h.fail("event of receiver %d, which has no record", f.Receiver)
+	}
+	if f.Seq <= h.seqs[r] {
+		h.fail("receiver %d: seq %d left the server after %d", f.Receiver, f.Seq, h.seqs[r])
+	}
+	h.seqs[r] = f.Seq
+}
+
+// flush plays Server.flush: each dirty session's output is written (the
+// harness has checked it already); a write to a reset peer runs OnClose
+// inside the flush, a session marked kill is closed after its write.
+func (h *fzHarness) flush() {
+	st := h.st
+	for i := 0; i < len(st.dirty); i++ {
+		s := st.dirty[i]
+		s.dirty = false
+		fs := h.of[s]
+		if fs.scanned != len(s.out) {
+			h.fail("session %d: output not checked", s.id)
+		}
+		n := len(s.out)
+		s.out, fs.scanned = s.out[:0], 0
+		if s.closed && !s.kill {
+			continue
+		}
+		if n > 0 {
+			s.written += uint64(n)
+			s.writing = n
+			if fs.conn.reset {
+				h.call(func() { st.closeSession(s, fs.conn.buffered+s.writing) })
+			} else if fs.conn.stuck {
+				fs.conn.buffered += n
+			}
+			s.writing = 0
+			if !s.closed {
+				st.afterWrite(s, fs.conn.buffered)
+			}
+		}
+		if s.kill {
+			h.call(func() { st.closeSession(s, fs.conn.buffered) })
+		}
+	}
+	clear(st.dirty)
+	st.dirty = st.dirty[:0]
+}
+
+// endTurn plays the end of a turn — the pump, then the flush — frees the
+// slots of closed sessions, and reads on where the glue would wake a
+// session (its held frames may be read now), until no session wakes.
+func (h *fzHarness) endTurn() {
+	for range 1000 {
+		h.call(func() { h.st.pumpAll() })
+		h.flush()
+		woke := false
+		for i, fs := range h.slots {
+			switch {
+			case fs == nil:
+			case fs.s.closed:
+				if len(fs.s.out) > 0 || fs.s.dirty {
+					h.fail("session %d: closed with output", fs.s.id)
+				}
+				h.slots[i] = nil
+			case len(fs.held) > 0 && !fs.s.waiting && !fs.s.blocked && !fs.s.kill:
+				n := len(fs.held)
+				h.readFrames(fs)
+				woke = woke || len(fs.held) < n
+			}
+		}
+		if !woke {
+			return
+		}
+	}
+	h.fail("sessions keep waking")
+}
+
+// turns runs up to n advance turns while work is left.
+func (h *fzHarness) turns(n int) (more bool) {
+	for range n {
+		h.call(func() { more = h.st.advance() })
+		h.endTurn()
+		if !more {
+			return false
+		}
+	}
+	return more
+}
+
+// drain lets every connection read everything and the wheel catch up, then
+// checks that nothing is left: no request unanswered or unread, no
+// fast-forward waiting, no backlog of a bound receiver.
+func (h *fzHarness) drain() {
+	h.note("drain")
+	for _, fs := range h.slots {
+		if fs != nil {
+			fs.conn.stuck, fs.conn.buffered = false, 0
+		}
+	}
+	for i := 0; h.turns(1) || h.busy(); i++ {
+		h.check()
+		if i > 100_000 {
+			h.fail("the server does not settle")
+		}
+	}
+	h.check()
+	for _, fs := range h.slots {
+		if fs != nil && !fs.s.kill && (len(fs.pending) > 0 || len(fs.held) > 0 || fs.s.blocked) {
+			h.fail("session %d: %d requests unanswered, %d unread, blocked %v", fs.s.id, len(fs.pending), len(fs.held), fs.s.blocked)
+		}
+	}
+	for id, r := range h.st.receivers {
+		if r.owner != nil && r.n > 0 {
+			h.fail("receiver %d: %d events never delivered to session %d", id, r.n, r.owner.id)
+		}
+	}
+}
+
+// busy reports whether a session still waits or has unread requests.
+func (h *fzHarness) busy() bool {
+	for _, fs := range h.slots {
+		if fs != nil && !fs.s.kill && (fs.s.waiting || len(fs.held) > 0 || len(fs.s.queue) > 0) {
+			return true
+		}
+	}
+	return false
+}
+
+// check checks the invariants that hold between steps.
+func (h *fzHarness) check() {
+	h.checkReceivers()
+	h.checkSessions()
+	h.checkTimers()
+}
+
+func (h *fzHarness) checkReceivers() {
+	st, l := h.st, h.st.cfg.Limits
+	backlog := 0
+	for id, r := range st.receivers {
+		o := r.owner
+		ephemeral, listed := false, false
+		if o != nil {
+			ephemeral, listed = o.receivers[id]
+		}
+		switch {
+		case r.id != id:
+			h.fail("receiver %d filed as %d", r.id, id)
+		case o != nil && (o.closed || st.sessions[o.id] != o):
+			h.fail("receiver %d: owner session %d is closed", id, o.id)
+		case o != nil && (!listed || ephemeral != r.ephemeral):
+			h.fail("receiver %d: owner session %d does not list it (ephemeral %v)", id, o.id, r.ephemeral)
+		case o != nil && r.n > 0 && (r.queuedIn != o || !o.stalled):
+			h.fail("receiver %d: %d events held for session %d, which will not pump them", id, r.n, o.id)
+		case o == nil && r.n == 0 && r.dropped == 0 && st.wheel.ReceiverLen(id) == 0:
+			h.fail("receiver %d: idle but not forgotten", id)
+		case r.n > l.MaxBacklog:
+			h.fail("receiver %d: backlog %d over max_backlog", id, r.n)
+		}
+		backlog += r.n
+	}
+	if uint64(backlog) != st.backlogEvents || backlog > l.MaxBacklogTotal {
+		h.fail("backlogs hold %d events, backlog_events says %d", backlog, st.backlogEvents)
+	}
+	for _, r := range st.recvCache {
+		if r != nil && st.receivers[r.id] != r {
+			h.fail("receiver cache: a stale record of receiver %d", r.id)
+		}
+	}
+}
+
+func (h *fzHarness) checkSessions() {
+	st := h.st
+	for id, s := range st.sessions {
+		for rid := range s.receivers {
+			if r := st.receivers[rid]; r == nil || r.owner != s {
+				h.fail("session %d lists receiver %d, which it does not own", id, rid)
+			}
+		}
+		if s.id != id || s.closed || len(s.receivers) > st.cfg.Limits.MaxReceiversPerSession {
+			h.fail("session %d filed as %d, closed %v, %d receivers", s.id, id, s.closed, len(s.receivers))
+		}
+	}
+	for _, fs := range h.slots {
+		switch s := fs; {
+		case s == nil:
+		case s.s.closed == (st.sessions[s.s.id] == s.s):
+			h.fail("session %d: closed %v, filed %v", s.s.id, s.s.closed, st.sessions[s.s.id] != nil)
+		case len(s.s.out) > 0 && !s.s.dirty:
+			h.fail("session %d: output but not dirty: it would never be written", s.s.id)
+		case s.s.waiting && !slices.ContainsFunc(st.waiters, func(w waiter) bool { return w.s == s.s }):
+			h.fail("session %d: waiting for no fast-forward", s.s.id)
+		case !s.s.closed && (s.s.blocked || len(s.s.queue) > 0) && !s.s.stalled:
+			h.fail("session %d: blocked or with events held, but not stalled: never pumped", s.s.id)
+		case !s.s.closed && !s.s.kill && !s.s.waiting && len(s.held) == 0 && len(s.pending) > 0:
+			h.fail("session %d: request %+v not answered", s.s.id, s.pending[0])
+		}
+	}
+	for _, w := range st.waiters {
+		if w.s != nil && (w.s.closed || !w.s.waiting) {
+			h.fail("a fast-forward waits for session %d, closed %v waiting %v", w.s.id, w.s.closed, w.s.waiting)
+		}
+	}
+}
+
+// checkTimers compares the wheel with the timer model: a timer no add
+// explains, or a forever timer gone without a cancel, is a bug; timers
+// with a repeat count leave the model when they are gone.
+func (h *fzHarness) checkTimers() {
+	st, l := h.st, h.st.cfg.Limits
+	live := 0
+	for r := range uint64(fzReceivers) {
+		n := 0
+		for tid := range uint64(fzTids) {
+			k := wheel.Key{Receiver: r, Tid: tid}
+			_, err := st.wheel.Get(k)
+			forever, known := h.timers[k]
+			switch exists := err == nil; {
+			case exists && !known:
+				h.fail("timer %v exists, no add explains it", k)
+			case !exists && known && forever:
+				h.fail("timer %v firing forever is gone", k)
+			case !exists && known:
+				delete(h.timers, k)
+			case exists:
+				n++
+			}
+		}
+		if got := st.wheel.ReceiverLen(r); got != n || n > l.MaxTimersPerReceiver {
+			h.fail("receiver %d: %d timers, ReceiverLen says %d", r, n, got)
+		}
+		live += n
+	}
+	if st.wheel.Len() != live || live > l.MaxTimers {
+		h.fail("%d timers, Len says %d, max_timers %d", live, st.wheel.Len(), l.MaxTimers)
+	}
+}
