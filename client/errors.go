@@ -30,6 +30,7 @@ var (
 	ErrUnsupportedVersion = errors.New("tickwheel: unsupported version")  // CodeUnsupportedVersion
 	ErrInternal           = errors.New("tickwheel: internal error")       // CodeInternal: a server bug
 	ErrTimeout            = errors.New("tickwheel: connection timed out") // CodeTimeout: the server closed an idle or silent connection
+	ErrUnavailable        = errors.New("tickwheel: unavailable")          // CodeUnavailable: the server cannot make changes durable now (disk full); retry later
 )
 
 var (
@@ -56,6 +57,7 @@ var codeErrs = [...]error{
 	protocol.CodeUnsupportedVersion: ErrUnsupportedVersion,
 	protocol.CodeInternal:           ErrInternal,
 	protocol.CodeTimeout:            ErrTimeout,
+	protocol.CodeUnavailable:        ErrUnavailable,
 }
 
 // Error is an error reply from the server (or an argument the client

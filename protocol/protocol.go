@@ -117,6 +117,7 @@ const (
 	CodeUnsupportedVersion Code = 10 // hello version is not Version
 	CodeInternal           Code = 11 // a server bug
 	CodeTimeout            Code = 12 // a connection timeout ran out; the server closes the connection after it
+	CodeUnavailable        Code = 13 // the server cannot make the change durable now (its log cannot be written: disk full); retry later
 )
 
 var codeNames = [...]string{
@@ -132,6 +133,7 @@ var codeNames = [...]string{
 	CodeUnsupportedVersion: "unsupported_version",
 	CodeInternal:           "internal",
 	CodeTimeout:            "timeout",
+	CodeUnavailable:        "unavailable",
 }
 
 // String returns the code's protocol name ("not_found", ...), or "code(N)"

@@ -119,7 +119,7 @@ func (s *Server) acceptLoop() {
 				continue
 			}
 			backoff = min(max(2*backoff, 5*time.Millisecond), maxAcceptBackoff)
-			s.st.rlog.Warn("accept failed; retrying", "err", err, "backoff", backoff)
+			s.rlog.Warn("accept failed; retrying", "err", err, "backoff", backoff)
 			select {
 			case <-time.After(backoff):
 			case <-s.done:
@@ -139,7 +139,7 @@ func (s *Server) admit(nc net.Conn, spare *os.File) *os.File {
 		return s.register(nc, spare)
 	}
 	s.refused.Add(1)
-	s.st.rlog.Warn("connection refused: limit max_connections reached", "max_connections", s.maxConns, "remote", nc.RemoteAddr().String())
+	s.rlog.Warn("connection refused: limit max_connections reached", "max_connections", s.maxConns, "remote", nc.RemoteAddr().String())
 	why := fmt.Sprintf("limit max_connections (%d) reached", s.maxConns)
 	select {
 	case s.refusing <- struct{}{}: // refuse in the background, a few at a time
@@ -177,7 +177,7 @@ func (s *Server) register(nc net.Conn, spare *os.File) *os.File {
 	if err != nil {
 		s.conns.Add(-1)
 		if !s.stopping.Load() {
-			s.st.rlog.Warn("connection dropped: cannot register it with the event loop", "err", err)
+			s.rlog.Warn("connection dropped: cannot register it with the event loop", "err", err)
 		}
 	}
 	spare, err = os.Open(os.DevNull)
@@ -213,7 +213,7 @@ func (s *Server) acceptWithSpare(spare *os.File) *os.File {
 		return s.admit(nc, spare)
 	}
 	s.refused.Add(1)
-	s.st.rlog.Warn("connection refused: out of file descriptors")
+	s.rlog.Warn("connection refused: out of file descriptors")
 	refuse(nc, "the server is out of file descriptors")
 	spare, spareErr = os.Open(os.DevNull)
 	if spareErr != nil {

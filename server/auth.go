@@ -12,8 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/tickwheel/tickwheel/protocol"
 )
 
 // AdminTokenFileName is the admin token file in the data directory: the
@@ -251,41 +249,4 @@ func createExclusive(path, content string) error {
 		err = cerr
 	}
 	return err
-}
-
-// helloFailed answers a hello whose token is wrong (or missing where a
-// client token is required): unauthorized, and the session is back to
-// "hello required" with no admin rights. The maxHelloFailures-th failure on
-// the connection also closes it after the reply. Failures are logged through
-// the rate-limited log, without the token.
-func (st *state) helloFailed(s *session, req *protocol.Request) {
-	s.hello, s.admin = false, false
-	s.authFailures++
-	msg := "bad token: say hello with the client token, or the admin token"
-	if s.authFailures >= maxHelloFailures {
-		msg = fmt.Sprintf("bad token: %d failed hellos, closing the connection", s.authFailures)
-	}
-	st.fail(s, req.ID, protocol.CodeUnauthorized, msg)
-	name := req.Name
-	if len(name) > 64 {
-		name = name[:64]
-	}
-	args := []any{"session", s.id, "remote", remoteAddr(s), "name", name, "failures", s.authFailures}
-	if s.authFailures < maxHelloFailures {
-		st.rlog.Warn("hello with a bad token", args...)
-		return
-	}
-	s.kill = true
-	st.markDirty(s)
-	st.rlog.Warn("closing a connection after repeated hellos with a bad token", args...)
-}
-
-// remoteAddr returns the peer address of s's connection, or "" when unknown.
-func remoteAddr(s *session) string {
-	if c, ok := s.conn.(interface{ RemoteAddr() net.Addr }); ok {
-		if a := c.RemoteAddr(); a != nil {
-			return a.String()
-		}
-	}
-	return ""
 }

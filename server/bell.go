@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
+
+	"github.com/tickwheel/tickwheel/session"
 )
 
 // The doorbell. Advance turns run on the event loop between rounds of I/O:
@@ -104,16 +106,16 @@ func (s *Server) ring() {
 func (s *Server) onBell(c gnet.Conn) {
 	_, _ = c.Discard(-1)
 	s.rung.Store(false)
-	more := s.st.advance()
+	more := s.advance()
 	now := s.nowNs()
 	if now >= s.sweepAt && s.sweepEvery > 0 {
 		s.sweep(now)
 	}
 	s.reportFastForward(now, more)
 	s.readDeferred()
-	more = more || s.st.more // a fast-forward read just now
+	more = s.core.More() || s.more || more // a fast-forward read just now
+	s.more = false
 	s.endTurn()
-	s.st.more = false
 	if more {
 		s.ring()
 		return
@@ -130,7 +132,7 @@ var ffReportEvery = int64(5 * time.Second) // a variable for tests
 // fast-forward of a billion ticks over busy timers can take minutes (other
 // sessions are served meanwhile), and stats' lag shows the rest.
 func (s *Server) reportFastForward(now int64, more bool) {
-	if !more || len(s.st.waiters) == 0 {
+	if !more || s.core.Waiters() == 0 {
 		s.ffSince = 0
 		return
 	}
@@ -139,8 +141,34 @@ func (s *Server) reportFastForward(now int64, more bool) {
 		s.ffSince, s.ffLogged = now, now
 	case now-s.ffLogged >= ffReportEvery:
 		s.ffLogged = now
-		w := s.st.wheel
-		s.log.Info("fast-forward in progress", "now", w.Now(), "target", s.st.target, "lag", s.st.target-w.Now(),
-			"fired_total", s.st.firedTotal, "running", time.Duration(now-s.ffSince).Round(time.Second))
+		w, target := s.core.Wheel(), s.core.Now()
+		s.log.Info("fast-forward in progress", "now", w.Now(), "target", target, "lag", target-w.Now(),
+			"fired_total", s.core.FiredTotal(), "running", time.Duration(now-s.ffSince).Round(time.Second))
 	}
+}
+
+// advance moves the wheel toward the clock's tw-time, at most
+// max_fires_per_turn firings. It reports whether work is left for another
+// turn.
+func (s *Server) advance() bool {
+	return s.core.Advance(s.clock.Now(), s.cfg.MaxFiresPerTurn)
+}
+
+// applyClock applies an admin's clock op to tw-time's clock, for the core
+// (see session.Core.SetClockHook), and returns the clock's tick after it.
+func (s *Server) applyClock(op session.ClockOp, speed float64, ticks uint64) uint64 {
+	switch op {
+	case session.ClockFreeze:
+		s.clock.Freeze()
+	case session.ClockResume:
+		s.clock.Resume()
+	case session.ClockSetSpeed:
+		_ = s.clock.SetSpeed(speed) // the core checked the range
+	case session.ClockFastForward:
+		_ = s.clock.FastForward(ticks) // the core checked for overflow
+	}
+	if op != session.ClockFastForward {
+		s.retime()
+	}
+	return s.clock.Now()
 }

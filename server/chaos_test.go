@@ -516,10 +516,10 @@ func chaosLeftovers(t *testing.T, srv *Server, except uint64) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
 	defer cancel()
 	require.NoError(t, srv.onLoop(ctx, func() {
-		for id, r := range srv.st.receivers {
-			if id != except {
+		for _, r := range srv.core.Receivers() {
+			if r.ID != except {
 				out = append(out, fmt.Sprintf("%d: backlog %d, timers %d, bound %v, ephemeral %v",
-					id, r.n, srv.st.wheel.ReceiverLen(id), r.owner != nil, r.ephemeral))
+					r.ID, r.Backlog, r.Timers, r.Bound, r.Ephemeral))
 			}
 		}
 	}))

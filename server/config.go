@@ -10,6 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/tickwheel/tickwheel/protocol"
+	"github.com/tickwheel/tickwheel/session"
 )
 
 // Config configures a Server. The zero value of every field means its
@@ -71,26 +72,8 @@ type Config struct {
 	MaxFiresPerTurn int `yaml:"max_fires_per_turn"`
 }
 
-// Limits protect the server. Each zero field means its default. Limits on
-// memory count bytes where bytes are what runs out.
-type Limits struct {
-	MaxFrame               int `yaml:"max_frame"`                 // bytes in one request frame, header excluded. Default 65536.
-	MaxData                int `yaml:"max_data"`                  // bytes of data on one timer. Default 4096.
-	MaxDataTotal           int `yaml:"max_data_total"`            // bytes of timer data in the whole server. Default 1 GiB.
-	MaxTimersPerReceiver   int `yaml:"max_timers_per_receiver"`   // Default 100000.
-	MaxTimers              int `yaml:"max_timers"`                // timers in the server. Default 10000000.
-	MaxReceiversPerSession int `yaml:"max_receivers_per_session"` // bound at once. Default 100000.
-	MaxBacklog             int `yaml:"max_backlog"`               // events queued per receiver; the oldest are dropped. Default 10000.
-	MaxBacklogBytes        int `yaml:"max_backlog_bytes"`         // bytes of events queued per receiver; the oldest are dropped. Default 16 MiB.
-	MaxBacklogTotal        int `yaml:"max_backlog_total"`         // events queued in all receivers together. Default 1000000.
-	MaxBacklogBytesTotal   int `yaml:"max_backlog_bytes_total"`   // bytes of events queued in all receivers together. Default 512 MiB.
-	MaxOutbound            int `yaml:"max_outbound"`              // bytes of replies and events pending to one connection before the server stops adding to them. Default 8 MiB.
-	MaxInbound             int `yaml:"max_inbound"`               // bytes of requests held unread for one connection (while its replies wait) before it is closed. Default 4 MiB.
-	MaxConnections         int `yaml:"max_connections"`           // open client connections. Default: the fd limit less a reserve, at most 100000.
-	MaxName                int `yaml:"max_name"`                  // bytes of a hello name or token. Default 256.
-	MaxListPage            int `yaml:"max_list_page"`             // timers in one list reply. Default 1000.
-	MaxListBytes           int `yaml:"max_list_bytes"`            // bytes of one list reply (at least one timer is sent). Default 1 MiB.
-}
+// Limits protect the server (see session.Limits for each field).
+type Limits = session.Limits
 
 // Timeouts bound how long a connection may hold server resources idle.
 type Timeouts struct {
@@ -125,27 +108,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxFiresPerTurn == 0 {
 		c.MaxFiresPerTurn = 10_000
 	}
+	c.Limits = c.Limits.WithDefaults()
 	l := &c.Limits
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&l.MaxFrame, 64<<10)
-	def(&l.MaxData, 4096)
-	def(&l.MaxTimersPerReceiver, 100_000)
-	def(&l.MaxTimers, 10_000_000)
-	def(&l.MaxReceiversPerSession, 100_000)
-	def(&l.MaxBacklog, 10_000)
-	def(&l.MaxBacklogTotal, 1_000_000)
-	def(&l.MaxOutbound, 8<<20)
-	def(&l.MaxDataTotal, 1<<30)
-	def(&l.MaxBacklogBytes, 16<<20)
-	def(&l.MaxBacklogBytesTotal, 512<<20)
-	def(&l.MaxInbound, 4<<20)
-	def(&l.MaxName, 256)
-	def(&l.MaxListPage, 1000)
-	def(&l.MaxListBytes, max(min(1<<20, l.MaxOutbound/2), l.MaxData+256))
 	// MaxConnections stays 0 here: Start derives it from the fd limit.
 	t := &c.Timeouts
 	defDur := func(v *time.Duration, d time.Duration) {
@@ -180,6 +144,13 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("config: limits.max_list_bytes %d must hold one timer (max_data + 256) and be at most max_outbound/2", l.MaxListBytes)
 	}
 	return c, nil
+}
+
+// sessionConfig is what the session core needs of c.
+func (c *Config) sessionConfig() session.Config {
+	return session.Config{AdminToken: c.AdminToken, ClientToken: c.ClientToken, AddOnlyBound: c.AddOnlyBound,
+		TickNs: uint64(c.Tick.Nanoseconds()), MaxFiresPerTurn: c.MaxFiresPerTurn, ServerVersion: Version,
+		Wire: c.wireLimits()}
 }
 
 // wireLimits are the limits as hello reports them.

@@ -9,13 +9,14 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/tickwheel/tickwheel/protocol"
+	"github.com/tickwheel/tickwheel/session"
 )
 
 // link is a client connection as the glue sees it: its session and the
 // instants (ns since the server's origin) the timeouts are measured from.
 // It is the gnet context of the connection. Owned by the event loop.
 type link struct {
-	sess   *session
+	sess   *session.Session
 	c      gnet.Conn
 	opened int64 // accepted
 	read   int64 // bytes last arrived
@@ -43,8 +44,13 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		return nil, gnet.Close
 	}
 	now := s.nowNs()
-	l := &link{sess: s.st.open(c), c: c, opened: now, read: now}
-	s.links[l.sess.id] = l
+	sess := s.core.Open()
+	sess.Conn = c
+	if a := c.RemoteAddr(); a != nil {
+		sess.Remote = a.String()
+	}
+	l := &link{sess: sess, c: c, opened: now, read: now}
+	s.links[sess.ID()] = l
 	c.SetContext(l)
 	s.retime() // the timeouts' sweep is due for it even on an idle server
 	return nil, gnet.None
@@ -54,10 +60,9 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	if l, ok := c.Context().(*link); ok {
 		s.conns.Add(-1)
-		delete(s.links, l.sess.id)
-		// Inside a failed Write the batch being written is not buffered.
-		s.st.closeSession(l.sess, c.OutboundBuffered()+l.sess.writing)
-		s.log.Debug("connection closed", "session", l.sess.id, "err", err)
+		delete(s.links, l.sess.ID())
+		s.core.Close(l.sess, c.OutboundBuffered())
+		s.log.Debug("connection closed", "session", l.sess.ID(), "err", err)
 		s.flush()
 	}
 	return gnet.None
@@ -73,8 +78,8 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	}
 	l.read = s.nowNs()
 	// Requests see the current tw-time: the ticker sleeps while nothing is due.
-	if s.st.advance() {
-		s.st.more = true
+	if s.advance() {
+		s.more = true
 	}
 	s.readFrames(l)
 	s.endTurn()
@@ -102,12 +107,12 @@ const readBudget = 100_000
 // session may not read, cost nothing per arrival.
 func (s *Server) readFrames(l *link) {
 	c, sess := l.c, l.sess
-	if sess.waiting || sess.kill || sess.closed || !s.st.mayRead(sess) {
+	if !s.mayRead(l) {
 		s.checkInbound(l)
 		return
 	}
 	limit := s.cfg.Limits.MaxFrame
-	if !sess.hello {
+	if !sess.HelloDone() {
 		limit = s.helloFrameMax()
 	}
 	if !s.frameWhole(l, limit) {
@@ -116,9 +121,9 @@ func (s *Server) readFrames(l *link) {
 	buf, _ := c.Peek(-1)
 	off := 0
 	incomplete := false
-	start := s.st.work
-	for !sess.waiting && !sess.kill && !sess.closed && s.st.mayRead(sess) {
-		if s.st.work-start >= readBudget {
+	start := s.core.Work()
+	for s.mayRead(l) {
+		if s.core.Work()-start >= readBudget {
 			s.deferRead(l)
 			break
 		}
@@ -128,18 +133,18 @@ func (s *Server) readFrames(l *link) {
 			break
 		}
 		if err != nil {
-			if !sess.hello {
+			if !sess.HelloDone() {
 				err = fmt.Errorf("%w (limit max_frame is %d bytes, and %d before hello)", err, s.cfg.Limits.MaxFrame, limit)
 			} else {
 				err = fmt.Errorf("%w (limit max_frame is %d bytes)", err, limit)
 			}
-			s.st.malformed(sess, 0, err)
+			s.core.Malformed(sess, 0, err)
 			off = len(buf)
 			break
 		}
-		s.st.handle(sess, payload)
+		s.core.Apply(sess, payload)
 		off += n
-		if !sess.hello {
+		if !sess.HelloDone() {
 			limit = min(s.cfg.Limits.MaxFrame, s.helloFrameMax())
 		} else {
 			limit = s.cfg.Limits.MaxFrame
@@ -152,9 +157,6 @@ func (s *Server) readFrames(l *link) {
 		_, _ = c.Discard(off)
 	}
 	l.notePartial(incomplete)
-	if len(sess.out) > 0 {
-		s.st.markDirty(sess)
-	}
 	s.checkInbound(l)
 }
 
@@ -190,16 +192,15 @@ func (l *link) notePartial(incomplete bool) {
 // for their turn (readBudget).
 func (s *Server) checkInbound(l *link) {
 	sess := l.sess
-	if (sess.waiting || sess.blocked || l.deferred) && !sess.kill && l.c.InboundBuffered() > s.cfg.Limits.MaxInbound {
+	if (sess.Waiting() || sess.Blocked() || l.deferred) && !sess.Killed() && l.c.InboundBuffered() > s.cfg.Limits.MaxInbound {
 		why := "behind a fast-forward"
 		switch {
-		case sess.blocked:
+		case sess.Blocked():
 			why = "while max_outbound bytes of replies and events wait unread"
 		case l.deferred:
 			why = "faster than its turns of work handle them"
 		}
-		s.st.malformed(sess, 0, fmt.Errorf("more than max_inbound (%d bytes) of requests pipelined %s", s.cfg.Limits.MaxInbound, why))
-		s.st.markDirty(sess)
+		s.core.Malformed(sess, 0, fmt.Errorf("more than max_inbound (%d bytes) of requests pipelined %s", s.cfg.Limits.MaxInbound, why))
 	}
 }
 
@@ -225,75 +226,86 @@ func (s *Server) readDeferred() {
 	s.deferred = nil
 	for _, l := range ls {
 		l.deferred = false
-		if !l.sess.closed {
+		if !l.sess.Closed() {
 			s.readFrames(l)
 		}
 	}
 }
 
-// maxKeptOut is the capacity of a session's output buffer kept between
-// turns; a larger one, grown by a burst, is given back.
-const maxKeptOut = 1 << 20
+// mayRead reports whether l's next request may be read now: not while
+// its fast-forward's reply is due, after it was marked for closing, or
+// while its pending output is at max_outbound.
+func (s *Server) mayRead(l *link) bool {
+	sess := l.sess
+	if sess.Waiting() || sess.Killed() || sess.Closed() {
+		return false
+	}
+	return s.core.MayRead(sess, l.c.OutboundBuffered())
+}
+
+// pumpEvery is how often stalled sessions are topped up when nothing else
+// runs the loop: the socket's draining raises no event. While top-ups move
+// nothing (a client that does not read at all) the wait doubles up to
+// maxPumpWait, so a stuck client costs next to no CPU.
+const (
+	pumpEvery   = 2_000_000  // ns
+	maxPumpWait = 64_000_000 // ns
+)
 
 // endTurn ends a turn of the loop: the stalled sessions are topped up, then
 // everything is written.
 func (s *Server) endTurn() {
-	if s.st.pumpAll() || s.pumpWait == 0 {
+	if s.core.PumpAll(outboundBuffered) || s.pumpWait == 0 {
 		s.pumpWait = pumpEvery
-	} else if len(s.st.stalled) > 0 {
+	} else if s.core.Stalled() > 0 {
 		s.pumpWait = min(2*s.pumpWait, maxPumpWait)
 	}
 	s.flush()
 }
 
+// outboundBuffered returns how many bytes sess's connection holds that it
+// has not yet written to its socket.
+func outboundBuffered(sess *session.Session) int {
+	if c, ok := sess.Conn.(gnet.Conn); ok {
+		return c.OutboundBuffered()
+	}
+	return 0
+}
+
 // flush writes each dirty session's output with one write, closes the
 // sessions marked for closing, and resumes reading sessions whose
-// fast-forward has been answered.
-//
-// A write to a peer that has reset the connection makes gnet call OnClose
-// inside Write, and closing a session can mark others dirty: flush is
-// therefore re-entrant by design. A nested call returns at once; the outer
-// loop, which reads the dirty list by index, picks up what it appended.
-func (s *Server) flush() {
-	st := s.st
-	if st.flushing {
-		return
+// fast-forward has been answered or whose replies have drained (see
+// session.Core.Flush, which is re-entrant: a write to a reset peer runs
+// OnClose inside it).
+func (s *Server) flush() { s.core.Flush(writeOut, s.afterFlush) }
+
+// writeOut writes out to sess's connection and returns what the connection
+// still buffers.
+func writeOut(sess *session.Session, out []byte) int {
+	c, ok := sess.Conn.(gnet.Conn)
+	if !ok {
+		return 0
 	}
-	st.flushing = true
-	for i := 0; i < len(st.dirty); i++ {
-		sess := st.dirty[i]
-		sess.dirty = false
-		c, _ := sess.conn.(gnet.Conn)
-		if c == nil || sess.closed && !sess.kill {
-			sess.out = sess.out[:0]
-			continue
-		}
-		if len(sess.out) > 0 {
-			out := sess.out
-			sess.out = sess.out[:0]
-			sess.written += uint64(len(out))
-			sess.writing = len(out)
-			_, _ = c.Write(out) // may run OnClose for sess
-			sess.writing = 0
-			if cap(sess.out) > maxKeptOut {
-				sess.out = nil // a burst's buffer is not kept for the session's life
-			}
-			if !sess.closed {
-				st.afterWrite(sess, c.OutboundBuffered())
-			}
-		}
-		if sess.kill {
-			_ = c.Close()
-		} else if !sess.waiting && !sess.blocked && !sess.closed && c.InboundBuffered() > 0 && !isDeferred(c) {
-			// Frames held back behind a fast-forward or unread replies.
-			// (Not those deferred by readBudget: gnet runs a Wake before it
-			// polls again, so waking would not let the others' I/O in.)
-			_ = c.Wake(nil)
-		}
+	if len(out) > 0 {
+		_, _ = c.Write(out) // may run OnClose for sess
 	}
-	clear(st.dirty)
-	st.dirty = st.dirty[:0]
-	st.flushing = false
+	return c.OutboundBuffered()
+}
+
+// afterFlush closes a connection marked for closing once its last output
+// is written, and wakes one whose frames were held back behind a
+// fast-forward or unread replies. (Not one deferred by readBudget: gnet
+// runs a Wake before it polls again, so waking would not let the others'
+// I/O in.)
+func (s *Server) afterFlush(sess *session.Session) {
+	c, ok := sess.Conn.(gnet.Conn)
+	switch {
+	case !ok:
+	case sess.Killed():
+		_ = c.Close()
+	case !sess.Waiting() && !sess.Blocked() && !sess.Closed() && c.InboundBuffered() > 0 && !isDeferred(c):
+		_ = c.Wake(nil)
+	}
 }
 
 // sweepEvery is how often the timeouts are checked: a quarter of the
@@ -318,24 +330,21 @@ func (s *Server) sweep(now int64) {
 	t := &s.cfg.Timeouts
 	for _, l := range s.links {
 		sess := l.sess
-		if sess.kill || sess.closed {
+		if sess.Killed() || sess.Closed() {
 			continue
 		}
 		var why string
 		switch {
-		case !sess.hello && t.Handshake > 0 && now-l.opened > int64(t.Handshake):
+		case !sess.HelloDone() && t.Handshake > 0 && now-l.opened > int64(t.Handshake):
 			why = fmt.Sprintf("no hello within %v (timeouts.handshake)", t.Handshake)
 		case l.partial != 0 && t.Frame > 0 && now-l.partial > int64(t.Frame):
 			why = fmt.Sprintf("a frame started %v ago is still incomplete (timeouts.frame)", t.Frame)
-		case sess.hello && t.Idle > 0 && now-l.read > int64(t.Idle):
+		case sess.HelloDone() && t.Idle > 0 && now-l.read > int64(t.Idle):
 			why = fmt.Sprintf("no request for %v (timeouts.idle): a client pings while it has nothing else to send", t.Idle)
 		default:
 			continue
 		}
-		s.st.rlog.Info("closing a connection: timeout", "session", sess.id, "name", sess.name, "why", why)
-		sess.out = protocol.AppendError(sess.out, 0, protocol.CodeTimeout, why)
-		sess.kill = true
-		s.st.markDirty(sess)
+		s.core.Expire(sess, why)
 	}
 	s.sweepAt = now + int64(s.sweepEvery)
 }

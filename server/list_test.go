@@ -246,37 +246,3 @@ func TestListPageEdges(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, ts, old)
 }
-
-// BenchmarkListPage measures one list request at the default limits (a
-// page of up to 1000 timers, at most 1 MiB) on a receiver with 100k
-// timers, inside the server without sockets: the wheel's walk, the copy,
-// the encoding. One op is one page. With 4 KiB of data a page holds about
-// 250 timers; without data, 1000.
-func BenchmarkListPage(b *testing.B) {
-	const count = 100_000
-	for _, dataLen := range []int{0, 4096} {
-		b.Run(fmt.Sprintf("timers=%d/data=%d", count, dataLen), func(b *testing.B) {
-			h := newStateHarness(b, nil)
-			s := h.session()
-			req := protocol.Request{Op: protocol.OpAdd, Receiver: 1, After: 1000, Data: make([]byte, dataLen)}
-			var frame []byte
-			for i := range count {
-				req.Tid = uint64(i) // ascending: the wheel's list walks them newest first
-				frame = protocol.AppendRequest(frame[:0], &req)
-				h.st.handle(s, frame[4:])
-				s.out = s.out[:0]
-			}
-			for _, from := range []uint64{0, count / 2} {
-				b.Run(fmt.Sprintf("from=%d", from), func(b *testing.B) {
-					list := protocol.AppendRequest(nil, &protocol.Request{Op: protocol.OpList, Receiver: 1, FromTid: from})[4:]
-					b.ReportAllocs()
-					for b.Loop() {
-						s.out = s.out[:0]
-						h.st.handle(s, list)
-					}
-					b.ReportMetric(float64(len(s.out)), "reply-bytes")
-				})
-			}
-		})
-	}
-}

@@ -13,8 +13,12 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
+	"github.com/tickwheel/tickwheel/session"
 	"github.com/tickwheel/tickwheel/wheel"
 )
+
+// Version is the server version reported in hello.
+const Version = "0.1.0"
 
 // Server is a running tickwheel server. One gnet event loop owns all timer
 // and session state; a ticker goroutine only asks that loop, through the
@@ -22,9 +26,15 @@ import (
 type Server struct {
 	gnet.BuiltinEventEngine
 
-	cfg Config
-	log *slog.Logger
-	st  *state
+	cfg  Config
+	log  *slog.Logger
+	rlog *rateLog // for log lines a peer can cause at will (failed hellos, ...)
+	// core is the service's state and rules; clock is tw-time, which the
+	// loop turns into core.Advance inputs. Both owned by the event loop.
+	core  *session.Core
+	clock *wheel.Clock
+	// more says an advance turn left work: another turn is posted.
+	more bool
 
 	eng   gnet.Engine
 	addr  string
@@ -111,8 +121,11 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, log: log, ready: make(chan error, 1), done: make(chan struct{}), started: make(chan struct{}),
 		origin: origin, rearm: make(chan struct{}, 1), acceptDone: make(chan struct{}), links: make(map[uint64]*link), refusing: make(chan struct{}, 64)}
 	s.sweepEvery = cfg.sweepEvery()
-	s.st = newState(cfg, log, w, clock)
-	s.st.onSpeed = func(float64, bool) { s.retime() }
+	s.rlog = newRateLog(log, 10, time.Now)
+	s.clock = clock
+	s.core = session.New(cfg.sessionConfig(), cfg.Limits, w, log, s.rlog)
+	s.core.SetClockHook(s.applyClock)
+	s.core.SetClock(clock.Speed(), clock.Frozen())
 	s.retime()
 	return s, nil
 }
@@ -126,7 +139,8 @@ func (s *Server) Start() error {
 	}
 	s.maxConns = maxConns
 	s.cfg.Limits.MaxConnections = maxConns // as hello reports it
-	s.st.cfg.Limits.MaxConnections = maxConns
+	s.core.SetLimits(s.cfg.Limits)
+	s.core.SetWire(s.cfg.wireLimits())
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
@@ -140,8 +154,8 @@ func (s *Server) Start() error {
 	go func() {
 		err := gnet.Run(s, priv,
 			gnet.WithMulticore(false), gnet.WithNumEventLoop(1),
-			gnet.WithTicker(true),                         // only to learn that the event loop runs: see OnTick
-			gnet.WithLogger(gnetLogger{s.log, s.st.rlog})) // gnet's own messages, through slog
+			gnet.WithTicker(true),                      // only to learn that the event loop runs: see OnTick
+			gnet.WithLogger(gnetLogger{s.log, s.rlog})) // gnet's own messages, through slog
 		s.err = err
 		select {
 		case s.ready <- err:
@@ -247,7 +261,7 @@ func (s *Server) onLoop(ctx context.Context, fn func()) error {
 
 // Now returns the wheel's tw-time.
 func (s *Server) Now(ctx context.Context) (now uint64, err error) {
-	err = s.onLoop(ctx, func() { now = s.st.now() })
+	err = s.onLoop(ctx, func() { now = s.core.Now() })
 	return now, err
 }
 
@@ -258,7 +272,8 @@ func (s *Server) FastForward(ctx context.Context, ticks uint64) (now, fired uint
 	done := make(chan [2]uint64, 1)
 	var ffErr error
 	err = s.onLoop(ctx, func() {
-		if ffErr = s.st.startFastForward(ticks, waiter{done: done}); ffErr != nil {
+		ffErr = s.core.FastForward(ticks, func(now, fired uint64) { done <- [2]uint64{now, fired} })
+		if ffErr != nil {
 			return
 		}
 		s.endTurn()
@@ -290,8 +305,11 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 // fast-forward) stopped at max_fires_per_turn with work left. Before the
 // doorbell exists the work stays noted; Start rings once it does.
 func (s *Server) postIfMore() {
-	if s.st.more && s.bell.Load() != nil {
-		s.st.more = false
+	if s.bell.Load() == nil {
+		return
+	}
+	if s.core.More() || s.more {
+		s.more = false
 		s.ring()
 	}
 }

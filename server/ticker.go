@@ -66,10 +66,10 @@ func (s *Server) runTicker() {
 // advance at once), or when the connections' timeouts are next checked,
 // whichever comes first. It runs on the loop after every advance and request.
 func (s *Server) retime() {
-	c := s.st.clock
+	c := s.clock
 	wake := int64(math.MaxInt64)
 	if !c.Frozen() {
-		if next, ok := s.st.wheel.NextEvent(); ok {
+		if next, ok := s.core.Wheel().NextEvent(); ok {
 			if d, ok := c.Until(next); ok {
 				wake = int64(time.Since(s.origin) + d + tickSlack)
 			}
@@ -78,7 +78,7 @@ func (s *Server) retime() {
 	if len(s.links) > 0 && s.sweepEvery > 0 {
 		wake = min(wake, s.sweepAt) // the timeouts' sweep
 	}
-	if len(s.st.stalled) > 0 { // top up the stalled sessions as they drain
+	if s.core.Stalled() > 0 { // top up the stalled sessions as they drain
 		wake = min(wake, int64(time.Since(s.origin))+s.pumpWait)
 	}
 	if old := s.wakeAt.Swap(wake); wake < old {

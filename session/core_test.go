@@ -1,69 +1,13 @@
-package server
+package session
 
 import (
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tickwheel/tickwheel/protocol"
-	"github.com/tickwheel/tickwheel/wheel"
 )
-
-// stateHarness drives a state directly, with no event loop or sockets, so a
-// test can stop between two advance turns.
-type stateHarness struct {
-	t  testing.TB
-	st *state
-}
-
-type noConn struct{}
-
-func (noConn) OutboundBuffered() int { return 0 }
-
-func newStateHarness(t testing.TB, mutate func(*Config)) *stateHarness {
-	cfg := Config{Frozen: true, StartTick: start, AdminToken: testAdminToken}
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	cfg, err := cfg.withDefaults()
-	require.NoError(t, err)
-	w, err := wheel.New(start, wheel.Config{})
-	require.NoError(t, err)
-	c := wheel.NewClock(start, cfg.Tick, func() time.Duration { return 0 })
-	c.Freeze()
-	return &stateHarness{t: t, st: newState(cfg, testLogger(), w, c)}
-}
-
-// session opens a session that has said hello with the admin token.
-func (h *stateHarness) session() *session {
-	s := h.st.open(noConn{})
-	h.do(s, protocol.Request{Op: protocol.OpHello, Version: protocol.Version, Name: "t", Token: testAdminToken})
-	return s
-}
-
-// do handles one request from s and returns what s was sent meanwhile.
-func (h *stateHarness) do(s *session, req protocol.Request) []protocol.Message {
-	h.st.handle(s, protocol.AppendRequest(nil, &req)[4:])
-	return h.take(s)
-}
-
-// take decodes and clears s's pending output.
-func (h *stateHarness) take(s *session) []protocol.Message {
-	var ms []protocol.Message
-	for b := s.out; len(b) > 0; {
-		payload, n, err := protocol.SplitFrame(b, 1<<30)
-		require.NoError(h.t, err)
-		var m protocol.Message
-		require.NoError(h.t, protocol.DecodeMessage(payload, &m))
-		m.Result = append([]byte(nil), m.Result...)
-		ms = append(ms, m)
-		b = b[n:]
-	}
-	s.out = s.out[:0]
-	return ms
-}
 
 // TestAddWhileWheelCatchesUp: while the wheel trails tw-time (a fast-forward
 // proceeding one firing per turn), another session's add counts "after"
@@ -71,7 +15,7 @@ func (h *stateHarness) take(s *session) []protocol.Message {
 // with the ticks already gone by; "at" at or before tw-time is in the past;
 // ping and hello report tw-time.
 func TestAddWhileWheelCatchesUp(t *testing.T) {
-	h := newStateHarness(t, func(c *Config) { c.MaxFiresPerTurn = 1 })
+	h := newHarness(t, func(c *Config, _ *Limits) { c.MaxFiresPerTurn = 1 })
 	a, b := h.session(), h.session()
 	h.do(a, protocol.Request{Op: protocol.OpBind, Receiver: 1})
 	h.do(b, protocol.Request{Op: protocol.OpBind, Receiver: 2})
@@ -81,7 +25,7 @@ func TestAddWhileWheelCatchesUp(t *testing.T) {
 	const ticks = 10
 	target := uint64(start + ticks)
 	fromA := h.do(a, protocol.Request{Op: protocol.OpFastForward, Ticks: ticks})
-	require.Less(t, h.st.wheel.Now(), target-1, "the wheel trails tw-time")
+	require.Less(t, h.c.wheel.Now(), target-1, "the wheel trails tw-time")
 
 	ok := func(m []protocol.Message) []uint64 {
 		require.Len(t, m, 1)
@@ -98,22 +42,22 @@ func TestAddWhileWheelCatchesUp(t *testing.T) {
 	require.Len(t, m, 1)
 	assert.Equal(t, protocol.CodeInvalidArgument, m[0].Code, "after 0 with no at")
 	var hello protocol.Hello
-	c := h.st.open(noConn{})
+	c := h.c.Open()
 	m = h.do(c, protocol.Request{Op: protocol.OpHello, Version: protocol.Version, Name: "late"})
 	require.Len(t, m, 1)
 	require.NoError(t, protocol.DecodeHello(m[0].Result, &hello))
 	assert.Equal(t, target, hello.Now, "hello reports tw-time")
 
-	for h.st.advance() {
+	for h.advance() {
 	}
-	assert.Equal(t, target, h.st.wheel.Now())
+	assert.Equal(t, target, h.c.wheel.Now())
 	fromA = append(fromA, h.take(a)...)
 	require.Len(t, fromA, 3*ticks+1, "a's firings, then its fast-forward reply")
 	assert.Equal(t, []uint64{target, 3 * ticks}, okUints(t, protocol.OpFastForward, fromA[3*ticks]))
 	assert.Empty(t, h.take(b), "b's timers did not fire during the catch-up")
 
 	h.do(a, protocol.Request{Op: protocol.OpFastForward, Ticks: 8})
-	for h.st.advance() {
+	for h.advance() {
 	}
 	var got [][2]uint64 // tid, tick
 	for _, m := range h.take(b) {

@@ -1,4 +1,6 @@
-package server
+//go:build fuzzport
+
+package session
 
 import (
 	"errors"

@@ -1,0 +1,208 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/tickwheel/tickwheel/protocol"
+	"github.com/tickwheel/tickwheel/wheel"
+)
+
+// add schedules a timer. After and at count from Now (tw-time), not from
+// the wheel's position, which trails it while the wheel catches up.
+func (c *Core) add(s *Session, req *protocol.Request) {
+	l := &c.limits
+	switch {
+	case !c.mayTouch(s, req):
+		return
+	case req.Repeat > math.MaxUint32:
+		c.fail(s, req.ID, protocol.CodeInvalidArgument, fmt.Sprintf("repeat %d exceeds 2^32-1", req.Repeat))
+		return
+	case len(req.Data) > l.MaxData:
+		c.fail(s, req.ID, protocol.CodeLimitExceeded, fmt.Sprintf("limit max_data (%d bytes) exceeded: data has %d bytes", l.MaxData, len(req.Data)))
+		return
+	}
+	k := wheel.Key{Receiver: req.Receiver, Tid: req.Tid}
+	if !c.dataFits(k, req) {
+		c.fail(s, req.ID, protocol.CodeLimitExceeded, fmt.Sprintf("limit max_data_total (%d bytes) reached: the timers hold %d bytes of data", l.MaxDataTotal, c.wheel.DataBytes()))
+		return
+	}
+	if c.wheel.Len() >= l.MaxTimers || c.wheel.ReceiverLen(req.Receiver) >= l.MaxTimersPerReceiver {
+		// At a limit only a replace of an existing timer, which keeps the
+		// count as it is, goes through; a duplicate is still "exists".
+		_, err := c.wheel.Get(k)
+		switch {
+		case err == nil && !req.Replace:
+			c.reply(s, req.ID, wheel.ErrExists)
+			return
+		case err != nil && c.wheel.Len() >= l.MaxTimers:
+			c.fail(s, req.ID, protocol.CodeLimitExceeded, fmt.Sprintf("limit max_timers (%d) reached", l.MaxTimers))
+			return
+		case err != nil:
+			c.fail(s, req.ID, protocol.CodeLimitExceeded, fmt.Sprintf("limit max_timers_per_receiver (%d) reached for receiver %d", l.MaxTimersPerReceiver, req.Receiver))
+			return
+		}
+	}
+	spec := wheel.Spec{After: req.After, At: req.At, Every: req.Every, Repeat: uint32(req.Repeat), Data: req.Data, Replace: req.Replace}
+	due, err := addFrom(c.wheel, k, spec, c.Now())
+	if err != nil {
+		c.reply(s, req.ID, err)
+		return
+	}
+	s.out = protocol.AppendOK(s.out, req.ID, due)
+}
+
+// dataFits reports whether the data of add req fits in max_data_total,
+// counting the data a replace would free.
+func (c *Core) dataFits(k wheel.Key, req *protocol.Request) bool {
+	total := uint64(c.limits.MaxDataTotal)
+	room := total - min(c.wheel.DataBytes(), total)
+	if uint64(len(req.Data)) <= room {
+		return true
+	}
+	if !req.Replace {
+		return false
+	}
+	old, err := c.wheel.Get(k)
+	return err == nil && uint64(len(req.Data)) <= room+uint64(len(old.Data))
+}
+
+// list answers a list request with one page of the receiver's timers: those
+// with tid >= req.FromTid in ascending tid order, at most req.Limit of them
+// (0, or more than max_list_page, means max_list_page), and no more than fit
+// in a reply frame of max_list_bytes — but always at least one when any is
+// left (the config makes max_list_bytes hold a timer with max_data). The
+// reply's next is the tid of the first timer left out, or 0 when none is.
+//
+// Cost: the wheel walks the receiver's timers once (ListPage: linear in
+// their number, whatever order they were added in); only the page, one
+// timer more, is copied and encoded.
+func (c *Core) list(s *Session, req *protocol.Request) {
+	l := &c.limits
+	limit := l.MaxListPage
+	if req.Limit != 0 && req.Limit < uint64(limit) {
+		limit = int(req.Limit)
+	}
+	// One timer more than the page says whether another page follows, and
+	// where it starts.
+	c.work += c.wheel.ReceiverLen(req.Receiver) // ListPage walks them all
+	c.listBuf = c.wheel.ListPage(req.Receiver, req.FromTid, limit+1, c.listBuf[:0])
+	c.timerBuf = c.timerBuf[:0]
+	size := protocol.ListReplyOverhead
+	var next uint64
+	for i := range c.listBuf {
+		t := timerOf(&c.listBuf[i])
+		n := protocol.TimerSize(&t)
+		if i == limit || (i > 0 && size+n > l.MaxListBytes) {
+			next = t.Tid // > the tids before it, so never 0
+			break
+		}
+		size += n
+		c.timerBuf = append(c.timerBuf, t)
+	}
+	s.out = protocol.AppendListOK(s.out, req.ID, c.timerBuf, next)
+	// Drop the views into the wheel's memory.
+	clear(c.listBuf)
+	clear(c.timerBuf)
+}
+
+// Stats returns the server's counters as the stats op reports them.
+func (c *Core) Stats() protocol.Stats {
+	now := c.wheel.Now()
+	sessions := 0 // connections that have said hello
+	for _, s := range c.sessions {
+		if s.hello {
+			sessions++
+		}
+	}
+	return protocol.Stats{
+		Now: now, Target: c.target, Lag: c.target - min(now, c.target),
+		Timers: uint64(c.wheel.Len()), Sessions: uint64(sessions), Connections: uint64(len(c.sessions)),
+		Receivers: uint64(len(c.receivers)), BacklogEvents: c.backlogEvents,
+		FiredTotal: c.firedTotal, DroppedTotal: c.droppedTotal,
+		TickNs: c.cfg.TickNs, Speed: c.speed, Frozen: c.frozen,
+	}
+}
+
+// Counters are totals the server reports in its logs and metrics.
+type Counters struct {
+	Fired, Dropped, Lost, BacklogEvents, BacklogBytes uint64
+	Sessions, Receivers, Timers                       int
+}
+
+// Counters returns the Core's totals.
+func (c *Core) Counters() Counters {
+	return Counters{Fired: c.firedTotal, Dropped: c.droppedTotal, Lost: c.lostTotal,
+		BacklogEvents: c.backlogEvents, BacklogBytes: c.backlogBytes,
+		Sessions: len(c.sessions), Receivers: len(c.receivers), Timers: c.wheel.Len()}
+}
+
+func timerOf(in *wheel.Info) protocol.Timer {
+	return protocol.Timer{Receiver: in.Receiver, Tid: in.Tid, Due: in.Due, Remaining: in.Remaining, Every: in.Every,
+		Fired: in.Fired, Repeat: uint64(in.Repeat), Paused: in.Paused, Data: in.Data}
+}
+
+// ok appends an empty OK reply.
+func (c *Core) ok(s *Session, id uint64) { s.out = protocol.AppendOK(s.out, id) }
+
+// reply appends OK for a nil err, or the error reply for a wheel error.
+func (c *Core) reply(s *Session, id uint64, err error) {
+	if err == nil {
+		c.ok(s, id)
+		return
+	}
+	code := protocol.CodeInternal
+	switch {
+	case errors.Is(err, wheel.ErrNotFound):
+		code = protocol.CodeNotFound
+	case errors.Is(err, wheel.ErrExists):
+		code = protocol.CodeExists
+	case errors.Is(err, wheel.ErrZeroAfter), errors.Is(err, wheel.ErrPast), errors.Is(err, wheel.ErrOverflow):
+		code = protocol.CodeInvalidArgument
+	case errors.Is(err, wheel.ErrPaused), errors.Is(err, wheel.ErrNotPaused):
+		code = protocol.CodeBadState
+	case errors.Is(err, wheel.ErrFull):
+		code = protocol.CodeLimitExceeded
+	}
+	c.fail(s, id, code, err.Error())
+}
+
+func (c *Core) fail(s *Session, id uint64, code protocol.Code, msg string) {
+	s.out = protocol.AppendError(s.out, id, code, msg)
+}
+
+// Malformed answers a frame that cannot be decoded (or cut from the byte
+// stream) and marks the connection for closing: after a framing error its
+// byte stream cannot be trusted. Not recorded: it changes no state (the
+// close that follows is).
+func (c *Core) Malformed(s *Session, id uint64, err error) {
+	c.fail(s, id, protocol.CodeMalformed, err.Error())
+	s.kill = true
+	c.markDirty(s)
+	c.peerInfo("closing connection after a malformed frame", "session", s.id, "err", err)
+}
+
+// Expire answers a connection whose timeout ran out with an error reply
+// (code timeout, id 0) saying why, and marks it for closing. Not recorded.
+func (c *Core) Expire(s *Session, why string) {
+	c.peerInfo("closing a connection: timeout", "session", s.id, "name", s.name, "why", why)
+	s.out = protocol.AppendError(s.out, 0, protocol.CodeTimeout, why)
+	s.kill = true
+	c.markDirty(s)
+}
+
+// Work returns the work counter: requests handled and timers they walked.
+func (c *Core) Work() int { return c.work }
+
+func (c *Core) peerInfo(msg string, args ...any) {
+	if !c.replaying {
+		c.peer.Info(msg, args...)
+	}
+}
+
+func (c *Core) peerWarn(msg string, args ...any) {
+	if !c.replaying {
+		c.peer.Warn(msg, args...)
+	}
+}

@@ -1,0 +1,177 @@
+package session
+
+import (
+	"errors"
+	"math"
+
+	"github.com/tickwheel/tickwheel/protocol"
+)
+
+// ClockOp is a change of tw-time's clock asked for by an admin.
+type ClockOp uint8
+
+// The clock ops. Ticks and speed are the op's argument.
+const (
+	ClockFreeze      ClockOp = iota + 1 // stop following real time
+	ClockResume                         // follow real time again
+	ClockSetSpeed                       // arg: the new speed
+	ClockFastForward                    // ticks: how far tw-time jumps
+)
+
+// ErrFastForwardOverflow is returned by FastForward when tw-time would pass 2^64-1.
+var ErrFastForwardOverflow = errors.New("session: fast-forward would pass tw-time 2^64-1")
+
+// SetClockHook sets the function that applies a clock op to the server's
+// tw-time clock (which the Core does not read) and returns the clock's
+// tick after it; the Core records that tick, so a replay needs no clock.
+// Without a hook (a replay, a test) tw-time stays where it is, and a
+// fast-forward moves it by exactly its ticks.
+func (c *Core) SetClockHook(fn func(op ClockOp, speed float64, ticks uint64) uint64) {
+	c.clockHook = fn
+}
+
+// Now is tw-time for requests: the tick "after" counts from, before which
+// "at" is in the past, and that replies report. It is the target, not the
+// wheel's position: while the wheel catches up after a burst, a timer
+// added "after 1" must not fire with the ticks already gone by.
+func (c *Core) Now() uint64 { return max(c.target, c.wheel.Now()) }
+
+// Speed and Frozen return the clock settings admins have made: the server
+// sets its clock from them after recovery.
+func (c *Core) Speed() float64 { return c.speed }
+
+// Frozen reports whether an admin froze tw-time.
+func (c *Core) Frozen() bool { return c.frozen }
+
+// SetClock sets the clock settings the Core reports (in stats, and to the
+// server after recovery), without a clock op: the server's configured
+// start. Recorded.
+func (c *Core) SetClock(speed float64, frozen bool) {
+	c.rec.setClock(speed, frozen)
+	c.speed, c.frozen = speed, frozen
+}
+
+// More reports whether an advance left work for another turn (a burst
+// bounded by its max, or a fast-forward), and clears the flag.
+func (c *Core) More() bool {
+	m := c.more
+	c.more = false
+	return m
+}
+
+// Waiters returns the number of fast-forwards waiting for their firings.
+func (c *Core) Waiters() int { return len(c.waiters) }
+
+// FiredTotal returns the number of firings so far.
+func (c *Core) FiredTotal() uint64 { return c.firedTotal }
+
+// Advance moves the wheel toward target (tw-time now: it never goes
+// backwards, a smaller target is taken as the current one), firing at most
+// maxFires timers (0 = no bound). It reports whether work is left for
+// another turn. Recorded when it changes anything.
+func (c *Core) Advance(target uint64, maxFires int) (more bool) {
+	target = max(target, c.target)
+	if target == c.target && c.caughtUp {
+		return false
+	}
+	c.rec.advance(target, maxFires)
+	c.target = target
+	_, done := c.wheel.Advance(target, maxFires, c.onFire)
+	c.caughtUp = done
+	c.answerWaiters(done)
+	return !done
+}
+
+// answerWaiters replies to the fast-forwards whose target the wheel reached.
+// done is the last Advance's: when it stopped at its max, Now is the tick
+// of timers still due, so only targets before Now are reached.
+func (c *Core) answerWaiters(done bool) {
+	if len(c.waiters) == 0 {
+		return
+	}
+	now := c.wheel.Now()
+	kept := c.waiters[:0]
+	for _, w := range c.waiters {
+		// (done means now is the target, >= w.target. A bounded Advance
+		// that stopped with timers left at w.target leaves now ==
+		// w.target: answering then would put the reply before some of
+		// the events it covers.)
+		reached := done || now > w.target
+		switch {
+		case w.s == nil && w.done == nil: // its session closed
+		case !reached:
+			kept = append(kept, w)
+		case w.done != nil:
+			w.done(now, c.firedTotal-w.fired)
+		default:
+			w.s.out = protocol.AppendOK(w.s.out, w.id, now, c.firedTotal-w.fired)
+			w.s.waiting = false
+			c.markDirty(w.s)
+		}
+	}
+	clear(c.waiters[len(kept):])
+	c.waiters = kept
+}
+
+// FastForward moves tw-time on by ticks, as the admin op does, without a
+// session: done is called (on a later Advance, or at once) with the new
+// tw-time and the firings in between, once every timer up to it has fired.
+// Recorded.
+func (c *Core) FastForward(ticks uint64, done func(now, fired uint64)) error {
+	_, err := c.fastForward(waiter{done: done}, ticks, 0, false)
+	return err
+}
+
+// fastForward moves tw-time on by ticks and runs the first advance turn;
+// w is answered once the wheel has fired everything up to the new
+// tw-time. In a replay, target is the recorded tick instead of the hook's.
+func (c *Core) fastForward(w waiter, ticks, target uint64, replay bool) (uint64, error) {
+	now := c.Now()
+	if ticks > math.MaxUint64-now {
+		return 0, ErrFastForwardOverflow
+	}
+	if !replay {
+		target = now + ticks
+		if c.clockHook != nil {
+			target = max(target, c.clockHook(ClockFastForward, 0, ticks))
+		}
+	}
+	c.rec.clock(w.s, w.id, ClockFastForward, 0, ticks, target)
+	w.target, w.fired = target, c.firedTotal
+	c.waiters = append(c.waiters, w)
+	if w.s != nil {
+		w.s.waiting = true // its next requests wait for the reply (answerWaiters)
+	}
+	c.caughtUp = false
+	c.target = target
+	if !replay { // the advance is an input of its own, recorded next
+		c.more = c.Advance(target, c.cfg.MaxFiresPerTurn) || c.more
+	}
+	return target, nil
+}
+
+// clockOp applies freeze, resume or set_speed. In a replay, target is the
+// recorded tick instead of the hook's.
+func (c *Core) clockOp(s *Session, id uint64, op ClockOp, speed float64, target uint64, replay bool) {
+	switch op {
+	case ClockFreeze:
+		c.frozen = true
+	case ClockResume:
+		c.frozen = false
+	case ClockSetSpeed:
+		c.speed = speed
+	}
+	if !replay {
+		target = c.target
+		if c.clockHook != nil {
+			target = max(target, c.clockHook(op, speed, 0))
+		}
+	}
+	c.rec.clock(s, id, op, speed, 0, target)
+	if target > c.target {
+		c.target, c.caughtUp = target, false
+	}
+	if s != nil {
+		s.out = protocol.AppendOK(s.out, id, c.Now())
+	}
+}

@@ -1,0 +1,286 @@
+package session
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+
+	"github.com/tickwheel/tickwheel/protocol"
+	"github.com/tickwheel/tickwheel/wheel"
+)
+
+// maxHelloFailures is how many failed hellos close a connection.
+const maxHelloFailures = 3
+
+// Apply applies one request frame (its payload, header excluded) of
+// session s at the current tw-time (Now) and appends its reply to s's
+// output. A malformed frame gets an error reply and marks s killed.
+// State-changing requests are recorded: hello with its outcome (never its
+// token), clock ops with the tick they left tw-time at, the others as
+// sent.
+func (c *Core) Apply(s *Session, payload []byte) {
+	c.work++
+	req := &c.req
+	*req = protocol.Request{}
+	err := protocol.DecodeRequest(payload, req)
+	switch {
+	case errors.Is(err, protocol.ErrUnknownOp):
+		c.fail(s, req.ID, protocol.CodeUnknownOp, err.Error())
+		c.markDirty(s)
+		return
+	case err != nil:
+		c.Malformed(s, req.ID, err)
+		return
+	}
+	if why := c.refuse(s, req.Op); why != 0 {
+		c.markDirty(s)
+		return
+	}
+	if recordedAsSent(req.Op) {
+		c.rec.apply(s.id, payload)
+	}
+	c.dispatch(s, req)
+	if len(s.out) > 0 {
+		c.markDirty(s)
+	}
+}
+
+// refuse answers a request s may not make now, returning its error code;
+// 0 lets it through.
+func (c *Core) refuse(s *Session, op protocol.Op) protocol.Code {
+	id := c.req.ID
+	switch {
+	case !s.hello && op != protocol.OpHello:
+		c.fail(s, id, protocol.CodeHelloRequired, "the first request must be hello")
+		return protocol.CodeHelloRequired
+	case op.Admin() && !s.admin:
+		c.fail(s, id, protocol.CodeUnauthorized, fmt.Sprintf("%s is an admin op: say hello with the admin token", op))
+		return protocol.CodeUnauthorized
+	case changesTimers(op) && c.readOnly != "":
+		c.fail(s, id, protocol.CodeUnavailable, c.readOnly)
+		return protocol.CodeUnavailable
+	}
+	return 0
+}
+
+// changesTimers reports whether op changes timers, which a read-only Core
+// refuses.
+func changesTimers(op protocol.Op) bool {
+	switch op {
+	case protocol.OpAdd, protocol.OpCancel, protocol.OpCancelAll, protocol.OpPause, protocol.OpResume:
+		return true
+	}
+	return false
+}
+
+// recordedAsSent reports whether a request of op is recorded as its
+// payload: those that may change state, except hello and the clock ops,
+// recorded with their outcome.
+func recordedAsSent(op protocol.Op) bool {
+	return changesTimers(op) || op == protocol.OpBind || op == protocol.OpUnbind
+}
+
+// dispatch applies a decoded request that passed the session checks.
+func (c *Core) dispatch(s *Session, req *protocol.Request) {
+	k := wheel.Key{Receiver: req.Receiver, Tid: req.Tid}
+	switch req.Op {
+	case protocol.OpHello:
+		c.hello(s, req)
+	case protocol.OpBind:
+		c.bind(s, req)
+	case protocol.OpUnbind:
+		c.unbind(s, req)
+	case protocol.OpAdd:
+		c.add(s, req)
+	case protocol.OpCancel:
+		if c.mayTouch(s, req) {
+			c.reply(s, req.ID, c.wheel.Cancel(k))
+			c.tidy(req.Receiver)
+		}
+	case protocol.OpGet:
+		in, err := c.wheel.Get(k)
+		if err != nil {
+			c.reply(s, req.ID, err)
+			return
+		}
+		t := timerOf(&in)
+		s.out = protocol.AppendTimerOK(s.out, req.ID, &t)
+	case protocol.OpList:
+		c.list(s, req)
+	case protocol.OpCancelAll:
+		if c.mayTouch(s, req) {
+			n := c.wheel.CancelAll(req.Receiver)
+			c.work += n
+			s.out = protocol.AppendOK(s.out, req.ID, uint64(n))
+			c.tidy(req.Receiver)
+		}
+	case protocol.OpPause:
+		if c.mayTouch(s, req) {
+			c.reply(s, req.ID, c.wheel.Pause(k))
+		}
+	case protocol.OpResume:
+		if c.mayTouch(s, req) {
+			c.reply(s, req.ID, c.wheel.Resume(k))
+		}
+	case protocol.OpPing:
+		s.out = protocol.AppendOK(s.out, req.ID, c.Now())
+	case protocol.OpFastForward:
+		if _, err := c.fastForward(waiter{s: s, id: req.ID}, req.Ticks, 0, false); err != nil {
+			c.fail(s, req.ID, protocol.CodeInvalidArgument, fmt.Sprintf("fast-forward by %d ticks: tw-time would pass 2^64-1", req.Ticks))
+		}
+	case protocol.OpFreeze:
+		c.clockOp(s, req.ID, ClockFreeze, 0, 0, false)
+	case protocol.OpResumeSync:
+		c.clockOp(s, req.ID, ClockResume, 0, 0, false)
+	case protocol.OpSetSpeed:
+		if !(req.Speed >= wheel.MinSpeed && req.Speed <= wheel.MaxSpeed) {
+			c.fail(s, req.ID, protocol.CodeInvalidArgument, fmt.Sprintf("speed %v: must be finite and in [%v, %v]", req.Speed, wheel.MinSpeed, wheel.MaxSpeed))
+			return
+		}
+		c.clockOp(s, req.ID, ClockSetSpeed, req.Speed, 0, false)
+	case protocol.OpStats:
+		stats := c.Stats()
+		s.out = protocol.AppendStatsOK(s.out, req.ID, &stats)
+	default:
+		c.fail(s, req.ID, protocol.CodeInternal, fmt.Sprintf("op %s is not handled", req.Op))
+	}
+}
+
+// hello outcomes, as recorded.
+const (
+	helloFailed uint8 = iota
+	helloClient
+	helloAdmin
+)
+
+// hello authenticates session s. The admin token makes an admin session;
+// the client token, or no token when the server requires none, a plain one.
+// Any other token is unauthorized, and a failed hello leaves the session
+// without a hello (so without admin rights): its next requests get
+// hello_required until a hello succeeds; receivers it has bound stay bound.
+// The maxHelloFailures-th failure on a connection, counted over its whole
+// life (a success in between does not reset it), closes it after the reply.
+// An unsupported version is not a failed authentication.
+func (c *Core) hello(s *Session, req *protocol.Request) {
+	if req.Version != protocol.Version {
+		c.fail(s, req.ID, protocol.CodeUnsupportedVersion, fmt.Sprintf("protocol version %d is not supported; this server speaks %d", req.Version, protocol.Version))
+		return
+	}
+	if len(req.Name) > c.limits.MaxName {
+		c.fail(s, req.ID, protocol.CodeLimitExceeded, fmt.Sprintf("limit max_name (%d bytes) exceeded: the name has %d bytes", c.limits.MaxName, len(req.Name)))
+		return
+	}
+	isAdmin := c.cfg.AdminToken != "" && tokenEqual(req.Token, c.cfg.AdminToken)
+	isClient := c.cfg.ClientToken != "" && tokenEqual(req.Token, c.cfg.ClientToken)
+	outcome := helloClient
+	switch {
+	case isAdmin:
+		outcome = helloAdmin
+	case !isClient && (req.Token != "" || c.cfg.ClientToken != ""):
+		outcome = helloFailed
+	}
+	c.helloOutcome(s, req.ID, req.Name, outcome)
+}
+
+// helloOutcome applies a hello whose token check gave outcome.
+func (c *Core) helloOutcome(s *Session, id uint64, name string, outcome uint8) {
+	c.rec.hello(s.id, id, name, outcome)
+	if outcome == helloFailed {
+		c.helloFailed(s, id, name)
+		return
+	}
+	s.hello, s.admin, s.name = true, outcome == helloAdmin, name
+	h := protocol.Hello{
+		Session: s.id, Now: c.Now(), TickNs: c.cfg.TickNs, ServerVersion: c.cfg.ServerVersion,
+		Limits: c.cfg.Wire,
+	}
+	s.out = protocol.AppendHelloOK(s.out, id, &h)
+	c.log.Debug("hello", "session", s.id, "name", name, "admin", s.admin)
+}
+
+// helloFailed answers a hello whose token is wrong (or missing where a
+// client token is required): unauthorized, and the session is back to
+// "hello required" with no admin rights. The maxHelloFailures-th failure on
+// the connection also closes it after the reply. Failures are logged
+// through the peer log, without the token.
+func (c *Core) helloFailed(s *Session, id uint64, name string) {
+	s.hello, s.admin = false, false
+	s.authFailures++
+	msg := "bad token: say hello with the client token, or the admin token"
+	if s.authFailures >= maxHelloFailures {
+		msg = fmt.Sprintf("bad token: %d failed hellos, closing the connection", s.authFailures)
+	}
+	c.fail(s, id, protocol.CodeUnauthorized, msg)
+	if len(name) > 64 {
+		name = name[:64]
+	}
+	args := []any{"session", s.id, "remote", s.Remote, "name", name, "failures", s.authFailures}
+	if s.authFailures < maxHelloFailures {
+		c.peerWarn("hello with a bad token", args...)
+		return
+	}
+	s.kill = true
+	c.markDirty(s)
+	c.peerWarn("closing a connection after repeated hellos with a bad token", args...)
+}
+
+// tokenEqual compares a presented token with a configured one in time that
+// does not depend on where they differ.
+func tokenEqual(a, b string) bool {
+	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+// bind gives receiver req.Receiver to s, taking it over from another
+// session, and delivers its backlog after the reply.
+func (c *Core) bind(s *Session, req *protocol.Request) {
+	id := req.Receiver
+	if _, ok := s.receivers[id]; !ok && len(s.receivers) >= c.limits.MaxReceiversPerSession {
+		c.fail(s, req.ID, protocol.CodeLimitExceeded, fmt.Sprintf("limit max_receivers_per_session (%d) reached", c.limits.MaxReceiversPerSession))
+		return
+	}
+	r := c.receiver(id)
+	if old := r.owner; old != nil && old != s {
+		delete(old.receivers, id)
+		old.out = protocol.AppendTakeover(old.out, id, s.id)
+		c.markDirty(old)
+		c.peerInfo("receiver taken over", "receiver", id, "from", old.id, "to", s.id)
+	}
+	r.owner, r.ephemeral = s, req.Ephemeral
+	s.receivers[id] = req.Ephemeral
+	dropped := r.dropped
+	r.dropped = 0
+	// The reply announces how many backlog events follow it; they go out
+	// as the connection drains (route.go), before any newer event of r.
+	s.out = protocol.AppendOK(s.out, req.ID, uint64(r.n), dropped)
+	if r.n > 0 {
+		c.hold(s, r)
+		c.pump(s)
+	}
+}
+
+// unbind releases a receiver of s. Unbinding keeps the timers, even of an
+// ephemeral bind: only a closing session releases those.
+func (c *Core) unbind(s *Session, req *protocol.Request) {
+	if _, ok := s.receivers[req.Receiver]; !ok {
+		c.fail(s, req.ID, protocol.CodeNotFound, fmt.Sprintf("receiver %d is not bound by this session", req.Receiver))
+		return
+	}
+	delete(s.receivers, req.Receiver)
+	r := c.receivers[req.Receiver]
+	r.owner = nil
+	c.forgetIfIdle(r)
+	c.ok(s, req.ID)
+}
+
+// mayTouch enforces AddOnlyBound: with it, a session changes only the
+// timers of receivers it has bound.
+func (c *Core) mayTouch(s *Session, req *protocol.Request) bool {
+	if !c.cfg.AddOnlyBound {
+		return true
+	}
+	if _, ok := s.receivers[req.Receiver]; ok {
+		return true
+	}
+	c.fail(s, req.ID, protocol.CodeUnauthorized, fmt.Sprintf("receiver %d is not bound by this session, and the server allows changes only to bound receivers (add_only_bound)", req.Receiver))
+	return false
+}

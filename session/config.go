@@ -1,0 +1,74 @@
+package session
+
+import "github.com/tickwheel/tickwheel/protocol"
+
+// Config is what the rules need to know of the server's configuration.
+// Limits are part of the state (see Core.SetLimits): the write-ahead log
+// records them, so that a replay judges every request by the limits it was
+// judged by.
+type Config struct {
+	// AdminToken grants admin ops in hello; ClientToken, when set, is
+	// required in hello (the admin token is accepted too). Tokens never
+	// reach the log: hello is recorded with its outcome.
+	AdminToken, ClientToken string
+	// AddOnlyBound restricts add, cancel, pause, resume and cancel_all to
+	// receivers the session has bound.
+	AddOnlyBound bool
+	// TickNs is the tick's duration, reported in hello and stats.
+	TickNs uint64
+	// MaxFiresPerTurn bounds the firings of the advance a fast-forward
+	// runs at once (later turns go on with it); 0 means no bound.
+	MaxFiresPerTurn int
+	// ServerVersion is reported in hello.
+	ServerVersion string
+	// Wire is the limits as hello reports them: Limits and the server's
+	// own (connections, timeouts).
+	Wire protocol.Limits
+}
+
+// Limits protect the server. Each zero field means its default (see
+// WithDefaults). Limits on memory count bytes where bytes are what runs out.
+type Limits struct {
+	MaxFrame               int `yaml:"max_frame"`                 // bytes in one request frame, header excluded. Default 65536.
+	MaxData                int `yaml:"max_data"`                  // bytes of data on one timer. Default 4096.
+	MaxDataTotal           int `yaml:"max_data_total"`            // bytes of timer data in the whole server. Default 1 GiB.
+	MaxTimersPerReceiver   int `yaml:"max_timers_per_receiver"`   // Default 100000.
+	MaxTimers              int `yaml:"max_timers"`                // timers in the server. Default 10000000.
+	MaxReceiversPerSession int `yaml:"max_receivers_per_session"` // bound at once. Default 100000.
+	MaxBacklog             int `yaml:"max_backlog"`               // events queued per receiver; the oldest are dropped. Default 10000.
+	MaxBacklogBytes        int `yaml:"max_backlog_bytes"`         // bytes of events queued per receiver; the oldest are dropped. Default 16 MiB.
+	MaxBacklogTotal        int `yaml:"max_backlog_total"`         // events queued in all receivers together. Default 1000000.
+	MaxBacklogBytesTotal   int `yaml:"max_backlog_bytes_total"`   // bytes of events queued in all receivers together. Default 512 MiB.
+	MaxOutbound            int `yaml:"max_outbound"`              // bytes of replies and events pending to one connection before the server stops adding to them. Default 8 MiB.
+	MaxInbound             int `yaml:"max_inbound"`               // bytes of requests held unread for one connection (while its replies wait) before it is closed. Default 4 MiB.
+	MaxConnections         int `yaml:"max_connections"`           // open client connections. Default: the fd limit less a reserve, at most 100000.
+	MaxName                int `yaml:"max_name"`                  // bytes of a hello name or token. Default 256.
+	MaxListPage            int `yaml:"max_list_page"`             // timers in one list reply. Default 1000.
+	MaxListBytes           int `yaml:"max_list_bytes"`            // bytes of one list reply (at least one timer is sent). Default 1 MiB.
+}
+
+// WithDefaults returns l with every zero field set to its default, except
+// MaxConnections, which the server derives from its file-descriptor limit.
+func (l Limits) WithDefaults() Limits {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxFrame, 64<<10)
+	def(&l.MaxData, 4096)
+	def(&l.MaxTimersPerReceiver, 100_000)
+	def(&l.MaxTimers, 10_000_000)
+	def(&l.MaxReceiversPerSession, 100_000)
+	def(&l.MaxBacklog, 10_000)
+	def(&l.MaxBacklogTotal, 1_000_000)
+	def(&l.MaxOutbound, 8<<20)
+	def(&l.MaxDataTotal, 1<<30)
+	def(&l.MaxBacklogBytes, 16<<20)
+	def(&l.MaxBacklogBytesTotal, 512<<20)
+	def(&l.MaxInbound, 4<<20)
+	def(&l.MaxName, 256)
+	def(&l.MaxListPage, 1000)
+	def(&l.MaxListBytes, max(min(1<<20, l.MaxOutbound/2), l.MaxData+256))
+	return l
+}

@@ -1,0 +1,355 @@
+// Package session holds the service's rules: sessions, receivers, binding
+// and takeover, backlogs, per-receiver sequence numbers, limits, how each
+// request changes the wheel, and fast-forward ordering.
+//
+// A Core is a deterministic state machine. It does no I/O, reads no clock,
+// starts no goroutine and takes no lock; every input that depends on time
+// carries its tick (Advance's target, the tick a clock op left tw-time at),
+// and what it learns from the connections (how many bytes a socket still
+// buffers) arrives as an input too. Given the same inputs in the same
+// order, two Cores produce the same replies, the same events and the same
+// snapshot, byte for byte. That is what makes the write-ahead log work:
+// the Core records each state-changing input into the current turn's
+// record (TakeRecord), and Replay feeds recorded inputs back in.
+//
+// The server owns the I/O around it: it opens and closes sessions for
+// connections, hands request frames to Apply, runs Advance from its
+// tw-time clock, writes out what Flush hands it, and appends each turn's
+// record to the log before the turn's replies leave.
+package session
+
+import (
+	"log/slog"
+
+	"github.com/tickwheel/tickwheel/protocol"
+	"github.com/tickwheel/tickwheel/wheel"
+)
+
+// PeerLog logs lines a peer can cause at will (failed hellos, malformed
+// frames, takeovers); the server rate-limits it.
+type PeerLog interface {
+	Info(msg string, args ...any)
+	Warn(msg string, args ...any)
+}
+
+// Core is the service's state: the wheel, the sessions and the receivers.
+// It is not safe for concurrent use; one goroutine (the event loop) owns it.
+type Core struct {
+	cfg    Config
+	limits Limits
+	log    *slog.Logger
+	peer   PeerLog
+	wheel  *wheel.Wheel
+	// target is tw-time as of the last Advance or clock op: requests count
+	// from it (see now). The wheel may trail it while it catches up.
+	target uint64
+	// caughtUp says the last Advance reached target: another Advance to the
+	// same target changes nothing and is not recorded.
+	caughtUp bool
+	speed    float64
+	frozen   bool
+	// clockHook applies a clock op to the server's tw-time clock and
+	// returns the clock's tick after it (see SetClockHook).
+	clockHook func(op ClockOp, arg float64, ticks uint64) uint64
+
+	sessions    map[uint64]*Session
+	nextSession uint64
+	receivers   map[uint64]*receiver
+	// recvCache is a direct-mapped cache in front of receivers, for the
+	// lookup of every firing; forgetting a receiver clears its entry.
+	recvCache [recvCacheSize]*receiver
+
+	dirty    []*Session // sessions with output to flush at the end of this turn
+	flushing bool       // a Flush is running (it is re-entrant: see Flush)
+	more     bool       // an advance left work: the server must run another turn
+	waiters  []waiter   // fast-forwards waiting for the wheel to reach their target
+	fireBuf  protocol.Fire
+	listBuf  []wheel.Info
+	timerBuf []protocol.Timer
+	req      protocol.Request
+
+	firedTotal    uint64
+	droppedTotal  uint64     // events dropped from backlogs, and lost with closed connections
+	lostTotal     uint64     // of droppedTotal, those lost with closed connections
+	backlogEvents uint64     // events in all backlogs (held for bound receivers included)
+	backlogBytes  uint64     // their bytes
+	stalled       []*Session // sessions with events held back or requests unread (route.go)
+	// work counts the requests handled and the timers they walked (list,
+	// cancel_all): the server bounds how much of it one connection's
+	// requests may take in one turn.
+	work int
+
+	rec       recorder // this turn's record of inputs (record.go)
+	replaying bool     // inputs come from Replay: nothing is logged
+	readOnly  string   // why state-changing requests are refused, or ""
+}
+
+// Session is one client connection's session.
+type Session struct {
+	id    uint64
+	name  string
+	hello bool
+	admin bool
+	// authFailures counts the failed hellos on this connection.
+	authFailures int
+	// receivers bound by this session, with their ephemeral flag.
+	receivers map[uint64]bool
+	// out collects replies and events during a turn; Flush hands it to
+	// the server's writer, one write per connection per turn.
+	out   []byte
+	dirty bool
+	// waiting is set while a fast-forward of this session is in progress:
+	// its next requests are not read until the reply is out, so replies
+	// keep request order.
+	waiting bool
+	// kill asks the server to close the connection after flushing out: a
+	// malformed frame, a timeout, failed authentication.
+	kill   bool
+	closed bool
+
+	// Flow control (route.go). written counts the bytes handed to the
+	// connection, writing those of a write in progress; buffered is how
+	// many of them the connection last said it had not yet written to its
+	// socket (an input: Buffered). inflight lists the events handed over
+	// and perhaps not yet in the kernel, oldest first. queue holds the
+	// receivers with events held back for this session while its pending
+	// output is at max_outbound; blocked says its requests are not read
+	// for the same reason; stalled says it is in Core.stalled.
+	written  uint64
+	writing  int
+	buffered int
+	inflight []inflight
+	queue    []*receiver
+	blocked  bool
+	stalled  bool
+
+	// Conn is the server's handle of the connection; the Core never reads it.
+	Conn any
+	// Remote is the peer's address, for log lines.
+	Remote string
+}
+
+// ID returns the session id, unique for the life of the state (it goes on
+// across restarts).
+func (s *Session) ID() uint64 { return s.id }
+
+// Name returns the name the session gave in hello.
+func (s *Session) Name() string { return s.name }
+
+// HelloDone reports whether the session has said hello successfully.
+func (s *Session) HelloDone() bool { return s.hello }
+
+// Waiting reports whether the session's fast-forward reply is due: its
+// next requests must not be read until then.
+func (s *Session) Waiting() bool { return s.waiting }
+
+// Blocked reports whether the session's pending output is at max_outbound:
+// its requests are not read until it drains.
+func (s *Session) Blocked() bool { return s.blocked }
+
+// Killed reports whether the connection is to be closed once its output
+// is written.
+func (s *Session) Killed() bool { return s.kill }
+
+// Closed reports whether Close has run for the session.
+func (s *Session) Closed() bool { return s.closed }
+
+// Pending returns the session's output not yet handed to its connection.
+func (s *Session) Pending() int { return len(s.out) }
+
+// receiver is a destination of events: bound to at most one session, and
+// otherwise keeping its events in a bounded backlog.
+type receiver struct {
+	id        uint64
+	owner     *Session
+	ephemeral bool
+	seq       uint64   // sequence number of the last event
+	backlog   [][]byte // encoded fire frames, oldest first (a ring from head)
+	head      int
+	n         int
+	bytes     int      // bytes of the frames in backlog
+	queuedIn  *Session // the session whose queue lists r (see Session.queue)
+	dropped   uint64   // events dropped or lost since it was last bound (reported by the next bind)
+}
+
+// waiter is a fast-forward whose reply is due once the wheel passes
+// target: to session s as the reply to request id, or, for FastForward,
+// through done.
+type waiter struct {
+	s      *Session
+	id     uint64
+	done   func(now, fired uint64)
+	target uint64
+	fired  uint64 // firedTotal when the fast-forward started
+}
+
+// New returns a Core over w, whose tw-time starts at w.Now(). log takes
+// debug lines; peer (may be nil) the lines peers can cause.
+func New(cfg Config, limits Limits, w *wheel.Wheel, log *slog.Logger, peer PeerLog) *Core {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if peer == nil {
+		peer = log
+	}
+	return &Core{
+		cfg: cfg, limits: limits.WithDefaults(), log: log, peer: peer, wheel: w,
+		target: w.Now(), speed: 1,
+		sessions:  make(map[uint64]*Session),
+		receivers: make(map[uint64]*receiver),
+	}
+}
+
+// Wheel returns the Core's wheel, for reading (the server asks it for the
+// next event). Changing it other than through the Core breaks replay.
+func (c *Core) Wheel() *wheel.Wheel { return c.wheel }
+
+// Limits returns the limits in force.
+func (c *Core) Limits() Limits { return c.limits }
+
+// SetLimits changes the limits (the server sets its configured ones after
+// recovery). Recorded.
+func (c *Core) SetLimits(l Limits) {
+	c.limits = l.WithDefaults()
+	c.rec.limits(&c.limits)
+}
+
+// SetWire changes the limits hello reports (not state).
+func (c *Core) SetWire(l protocol.Limits) { c.cfg.Wire = l }
+
+// SetReadOnly makes state-changing requests fail with code unavailable
+// and why (the log cannot be written), or, with "", accepted again. A
+// refused request changes nothing and is not recorded.
+func (c *Core) SetReadOnly(why string) { c.readOnly = why }
+
+// Open registers a new session. Recorded.
+func (c *Core) Open() *Session {
+	c.nextSession++
+	s := &Session{id: c.nextSession, receivers: make(map[uint64]bool)}
+	c.sessions[s.id] = s
+	c.rec.open(s.id)
+	return s
+}
+
+// Close forgets s: its receivers become unbound (ephemeral ones lose their
+// timers and undelivered events, counted as dropped) and a fast-forward it
+// waited for no longer replies. buffered is how many bytes the connection
+// still held, not written to its socket; they, and a write in progress
+// (Close may run inside Flush's writer), never reached the kernel: the
+// events among them are counted as lost. Recorded.
+func (c *Core) Close(s *Session, buffered int) {
+	if s.closed {
+		return
+	}
+	c.rec.close(s.id, buffered)
+	c.loseUnsent(s, buffered+s.writing)
+	s.closed = true
+	delete(c.sessions, s.id)
+	for id, ephemeral := range s.receivers {
+		r := c.receivers[id]
+		r.owner = nil
+		if ephemeral { // its timers and undelivered events end with the session
+			n := c.wheel.CancelAll(id)
+			c.log.Debug("ephemeral receiver released", "session", s.id, "receiver", id, "cancelled", n, "events", r.n)
+			for r.n > 0 {
+				c.popBacklog(r)
+				c.droppedTotal++
+			}
+			r.dropped = 0
+		}
+		c.forgetIfIdle(r)
+	}
+	s.receivers = nil
+	s.queue = nil
+	for i := range c.waiters {
+		if c.waiters[i].s == s {
+			c.waiters[i].s = nil
+		}
+	}
+}
+
+// Restart closes every session: their connections are gone with the
+// process that held them. Everything handed to them and not known to have
+// reached a socket counts as lost. Recovery runs it after replaying the
+// log. Recorded (as the closes).
+func (c *Core) Restart() {
+	for _, id := range sortedKeys(c.sessions) {
+		s := c.sessions[id]
+		c.Close(s, s.buffered)
+		s.out = nil
+	}
+	c.dirty = c.dirty[:0]
+}
+
+// markDirty queues s for the end-of-turn flush.
+func (c *Core) markDirty(s *Session) {
+	if !s.dirty {
+		s.dirty = true
+		c.dirty = append(c.dirty, s)
+	}
+}
+
+// receiver returns r's record, creating it.
+func (c *Core) receiver(id uint64) *receiver {
+	slot := &c.recvCache[recvSlot(id)]
+	if r := *slot; r != nil && r.id == id {
+		return r
+	}
+	r := c.receivers[id]
+	if r == nil {
+		r = &receiver{id: id}
+		c.receivers[id] = r
+	}
+	*slot = r
+	return r
+}
+
+const (
+	recvCacheBits = 10
+	recvCacheSize = 1 << recvCacheBits
+)
+
+// recvSlot spreads receiver ids over the cache (Fibonacci hashing: ids that
+// differ only in high bits land apart too).
+func recvSlot(id uint64) uint64 { return id * 0x9E3779B97F4A7C15 >> (64 - recvCacheBits) }
+
+// forgetIfIdle drops the record of a receiver that is unbound, has no
+// backlog, no timers and no drop to report: no event of it can be pending
+// or lost any more. Its sequence numbers start again at 1 if it is used
+// again. While it has timers the record stays, so a connection loss leaves
+// a visible seq gap; while it has drops to report, the next bind reports
+// them.
+func (c *Core) forgetIfIdle(r *receiver) {
+	if r.owner == nil && r.n == 0 && r.dropped == 0 && c.wheel.ReceiverLen(r.id) == 0 {
+		delete(c.receivers, r.id)
+		if slot := &c.recvCache[recvSlot(r.id)]; *slot == r {
+			*slot = nil
+		}
+	}
+}
+
+// tidy forgets receiver id's record if it has become idle (after a cancel).
+func (c *Core) tidy(id uint64) {
+	if r := c.receivers[id]; r != nil {
+		c.forgetIfIdle(r)
+	}
+}
+
+// ReceiverState describes a receiver's record, for diagnostics and tests.
+type ReceiverState struct {
+	ID        uint64
+	Backlog   int  // events held
+	Timers    int  // live timers
+	Bound     bool // bound by a session
+	Ephemeral bool
+}
+
+// Receivers returns every receiver record, by id.
+func (c *Core) Receivers() []ReceiverState {
+	out := make([]ReceiverState, 0, len(c.receivers))
+	for _, id := range sortedKeys(c.receivers) {
+		r := c.receivers[id]
+		out = append(out, ReceiverState{ID: id, Backlog: r.n, Timers: c.wheel.ReceiverLen(id), Bound: r.owner != nil, Ephemeral: r.ephemeral})
+	}
+	return out
+}

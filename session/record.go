@@ -1,0 +1,354 @@
+package session
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// The record of a turn is the sequence of the Core's state-changing inputs
+// during it, each a kind byte followed by its fields as uvarints (a float
+// as its 8 IEEE bits, bytes with their length first). Reads (get, list,
+// ping, stats), refused requests and output-only inputs (Malformed,
+// Expire) are not recorded: replaying without them gives the same state.
+const (
+	inOpen     = 1  // sid
+	inClose    = 2  // sid, unsent
+	inApply    = 3  // sid, payload
+	inHello    = 4  // sid, request id, outcome, name
+	inClock    = 5  // sid (0: none), request id, op, speed bits, ticks, target
+	inAdvance  = 6  // target, max fires
+	inBuffered = 7  // sid, bytes
+	inWritten  = 8  // sid, bytes
+	inLimits   = 9  // the limits, in field order
+	inSetClock = 10 // speed bits, frozen
+)
+
+// recorder collects the inputs of the current turn while on.
+type recorder struct {
+	on  bool
+	buf []byte
+}
+
+func (r *recorder) uv(v uint64) { r.buf = binary.AppendUvarint(r.buf, v) }
+
+func (r *recorder) open(sid uint64) {
+	if r.on {
+		r.buf = append(r.buf, inOpen)
+		r.uv(sid)
+	}
+}
+
+func (r *recorder) close(sid uint64, unsent int) {
+	if r.on {
+		r.buf = append(r.buf, inClose)
+		r.uv(sid)
+		r.uv(uint64(unsent))
+	}
+}
+
+func (r *recorder) apply(sid uint64, payload []byte) {
+	if r.on {
+		r.buf = append(r.buf, inApply)
+		r.uv(sid)
+		r.uv(uint64(len(payload)))
+		r.buf = append(r.buf, payload...)
+	}
+}
+
+func (r *recorder) hello(sid, id uint64, name string, outcome uint8) {
+	if r.on {
+		r.buf = append(r.buf, inHello)
+		r.uv(sid)
+		r.uv(id)
+		r.buf = append(r.buf, outcome)
+		r.uv(uint64(len(name)))
+		r.buf = append(r.buf, name...)
+	}
+}
+
+func (r *recorder) clock(s *Session, id uint64, op ClockOp, speed float64, ticks, target uint64) {
+	if r.on {
+		var sid uint64
+		if s != nil {
+			sid = s.id
+		}
+		r.buf = append(r.buf, inClock)
+		r.uv(sid)
+		r.uv(id)
+		r.buf = append(r.buf, byte(op))
+		r.buf = binary.LittleEndian.AppendUint64(r.buf, math.Float64bits(speed))
+		r.uv(ticks)
+		r.uv(target)
+	}
+}
+
+func (r *recorder) advance(target uint64, maxFires int) {
+	if r.on {
+		r.buf = append(r.buf, inAdvance)
+		r.uv(target)
+		r.uv(uint64(maxFires))
+	}
+}
+
+func (r *recorder) buffered(sid uint64, n int) {
+	if r.on {
+		r.buf = append(r.buf, inBuffered)
+		r.uv(sid)
+		r.uv(uint64(n))
+	}
+}
+
+func (r *recorder) written(sid uint64, n int) {
+	if r.on {
+		r.buf = append(r.buf, inWritten)
+		r.uv(sid)
+		r.uv(uint64(n))
+	}
+}
+
+func (r *recorder) setClock(speed float64, frozen bool) {
+	if r.on {
+		r.buf = append(r.buf, inSetClock)
+		r.buf = binary.LittleEndian.AppendUint64(r.buf, math.Float64bits(speed))
+		r.buf = append(r.buf, b2u(frozen))
+	}
+}
+
+func b2u(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (r *recorder) limits(l *Limits) {
+	if r.on {
+		r.buf = append(r.buf, inLimits)
+		for _, v := range limitFields(l) {
+			r.uv(uint64(*v))
+		}
+	}
+}
+
+// limitFields lists the limits in their recorded order.
+func limitFields(l *Limits) []*int {
+	return []*int{&l.MaxFrame, &l.MaxData, &l.MaxDataTotal, &l.MaxTimersPerReceiver, &l.MaxTimers,
+		&l.MaxReceiversPerSession, &l.MaxBacklog, &l.MaxBacklogBytes, &l.MaxBacklogTotal, &l.MaxBacklogBytesTotal,
+		&l.MaxOutbound, &l.MaxInbound, &l.MaxConnections, &l.MaxName, &l.MaxListPage, &l.MaxListBytes}
+}
+
+// Record turns recording of inputs on or off (it is off in a new Core).
+func (c *Core) Record(on bool) { c.rec.on = on }
+
+// TakeRecord returns the inputs recorded since the last call, or nil when
+// there were none. The slice is valid until the next input.
+func (c *Core) TakeRecord() []byte {
+	if len(c.rec.buf) == 0 {
+		return nil
+	}
+	b := c.rec.buf
+	c.rec.buf = c.rec.buf[:0]
+	return b
+}
+
+// ErrReplay wraps every error of Replay: the record does not fit the state
+// (a record of another state, or a bug: replay must agree with the run
+// that recorded it).
+var ErrReplay = errors.New("session: replay")
+
+// Replay applies a recorded turn's inputs. Outputs are discarded.
+func (c *Core) Replay(rec []byte) (err error) {
+	c.replaying = true
+	on := c.rec.on
+	c.rec.on = false
+	defer func() {
+		c.replaying = false
+		c.rec.on = on
+		for _, s := range c.dirty {
+			s.dirty = false
+		}
+		c.dirty = c.dirty[:0]
+	}()
+	d := decoder{b: rec}
+	for len(d.b) > 0 && d.err == nil {
+		off := len(rec) - len(d.b)
+		kind := d.byte()
+		if err := c.replayOne(kind, &d); err != nil {
+			return fmt.Errorf("%w: input %d at byte %d: %v", ErrReplay, kind, off, err)
+		}
+	}
+	if d.err != nil {
+		return fmt.Errorf("%w: %v", ErrReplay, d.err)
+	}
+	return nil
+}
+
+// replayOne applies one recorded input of the given kind.
+func (c *Core) replayOne(kind byte, d *decoder) error {
+	switch kind {
+	case inOpen:
+		sid := d.uv()
+		if d.err == nil && sid != c.nextSession+1 {
+			return fmt.Errorf("open of session %d, expected %d", sid, c.nextSession+1)
+		}
+		c.Open()
+	case inClose:
+		s, unsent := d.session(c), int(d.uv())
+		if d.err == nil {
+			c.Close(s, unsent)
+		}
+	case inApply:
+		s, payload := d.session(c), d.bytes()
+		if d.err == nil {
+			c.Apply(s, payload)
+		}
+	case inHello:
+		s, id, outcome, name := d.session(c), d.uv(), d.byte(), string(d.bytes())
+		if d.err == nil {
+			c.helloOutcome(s, id, name, outcome)
+		}
+	case inClock:
+		return c.replayClock(d)
+	case inAdvance:
+		target, maxFires := d.uv(), int(d.uv())
+		if d.err == nil {
+			c.Advance(target, maxFires)
+		}
+	case inBuffered:
+		s, n := d.session(c), int(d.uv())
+		if d.err == nil {
+			c.Buffered(s, n)
+		}
+	case inWritten:
+		return c.replayWritten(d)
+	case inLimits:
+		var l Limits
+		for _, v := range limitFields(&l) {
+			*v = int(d.uv())
+		}
+		if d.err == nil {
+			c.SetLimits(l)
+		}
+	case inSetClock:
+		speed, frozen := math.Float64frombits(d.u64()), d.byte()
+		if d.err == nil {
+			c.SetClock(speed, frozen != 0)
+		}
+	default:
+		return fmt.Errorf("unknown input kind %d", kind)
+	}
+	return d.err
+}
+
+func (c *Core) replayClock(d *decoder) error {
+	sid, id, op := d.uv(), d.uv(), ClockOp(d.byte())
+	speed := math.Float64frombits(d.u64())
+	ticks, target := d.uv(), d.uv()
+	if d.err != nil {
+		return d.err
+	}
+	var s *Session
+	if sid != 0 {
+		if s = c.sessions[sid]; s == nil {
+			return fmt.Errorf("no session %d", sid)
+		}
+	}
+	if op == ClockFastForward {
+		_, err := c.fastForward(waiter{s: s, id: id}, ticks, target, true)
+		return err
+	}
+	if op < ClockFreeze || op > ClockSetSpeed {
+		return fmt.Errorf("unknown clock op %d", op)
+	}
+	c.clockOp(s, id, op, speed, target, true)
+	return nil
+}
+
+// replayWritten replays a flush of a session's output: the output the
+// replay produced must be exactly as long as the one written.
+func (c *Core) replayWritten(d *decoder) error {
+	s, n := d.session(c), int(d.uv())
+	if d.err != nil {
+		return d.err
+	}
+	if len(s.out) != n {
+		return fmt.Errorf("session %d wrote %d bytes, the replay has %d", s.id, n, len(s.out))
+	}
+	s.out = s.out[:0]
+	s.written += uint64(n)
+	c.afterWrite(s)
+	return nil
+}
+
+// decoder reads recorded fields; the first error sticks.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+var errShort = errors.New("record truncated")
+
+func (d *decoder) byte() byte {
+	if d.err != nil || len(d.b) == 0 {
+		d.fail(errShort)
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) uv() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail(errShort)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) u64() uint64 {
+	if d.err != nil || len(d.b) < 8 {
+		d.fail(errShort)
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.uv()
+	if d.err != nil || n > uint64(len(d.b)) {
+		d.fail(errShort)
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+// session reads a session id and returns that open session.
+func (d *decoder) session(c *Core) *Session {
+	sid := d.uv()
+	if d.err != nil {
+		return nil
+	}
+	s := c.sessions[sid]
+	if s == nil {
+		d.fail(fmt.Errorf("no open session %d", sid))
+	}
+	return s
+}
+
+func (d *decoder) fail(err error) {
+	if d.err == nil {
+		d.err = err
+	}
+}
