@@ -6,39 +6,56 @@ import (
 )
 
 // Add adds a timer under k as described by s. See Spec for the errors.
-// When it returns an error the wheel is unchanged.
+// When it returns an error the wheel is unchanged. It is AddFrom(k, s, Now())
+// without the due tick.
 func (w *Wheel) Add(k Key, s Spec) error {
-	var due uint64
+	_, err := w.AddFrom(k, s, w.now)
+	return err
+}
+
+// AddFrom is Add with After and At taken relative to now, the caller's
+// tw-time, which may be ahead of Now() while the wheel catches up through
+// bounded Advance calls (a now before Now() is treated as Now()). It returns
+// the due tick of the first firing.
+//
+// The errors are Add's, judged against max(now, Now()): At <= now is ErrPast
+// (even when At is after Now()), now+After past 2^64-1 is ErrOverflow, and
+// Every == 0 means the first delay, due - now. The timer is armed in the
+// wheel at due, so it fires when an Advance reaches due, after every timer
+// due earlier; its same-tick order is its add order, as with Add. When it
+// returns an error the wheel is unchanged and due is 0.
+func (w *Wheel) AddFrom(k Key, s Spec, now uint64) (due uint64, err error) {
+	now = max(now, w.now)
 	switch {
 	case s.At != 0:
-		if s.At <= w.now {
-			return ErrPast
+		if s.At <= now {
+			return 0, ErrPast
 		}
 		due = s.At
 	case s.After == 0:
-		return ErrZeroAfter
-	case s.After > math.MaxUint64-w.now:
-		return ErrOverflow
+		return 0, ErrZeroAfter
+	case s.After > math.MaxUint64-now:
+		return 0, ErrOverflow
 	default:
-		due = w.now + s.After
+		due = now + s.After
 	}
 	every := s.Every
 	if every == 0 {
-		every = due - w.now
+		every = due - now
 	}
 	w.index.reserve()
 	h := hash(k)
 	pos, old := w.index.lookupHash(k, h)
 	if old != 0 {
 		if !s.Replace {
-			return ErrExists
+			return 0, ErrExists
 		}
 		w.remove(old, pos)
 		pos, _ = w.index.lookupHash(k, h)
 	}
 	i, ok := w.nodes.alloc()
 	if !ok {
-		return ErrFull
+		return 0, ErrFull
 	}
 	if w.seq >= w.seqMax {
 		w.renumber()
@@ -55,7 +72,7 @@ func (w *Wheel) Add(k Key, s Spec) error {
 	w.index.insertAt(pos, h, i)
 	w.recvAppend(k.Receiver, i)
 	w.place(i)
-	return nil
+	return due, nil
 }
 
 // Cancel removes the timer k. It returns ErrNotFound when there is none.
