@@ -45,7 +45,7 @@ func (c *Core) add(s *Session, req *protocol.Request) {
 		}
 	}
 	spec := wheel.Spec{After: req.After, At: req.At, Every: req.Every, Repeat: uint32(req.Repeat), Data: req.Data, Replace: req.Replace}
-	due, err := addFrom(c.wheel, k, spec, c.Now())
+	due, err := c.wheel.AddFrom(k, spec, c.Now())
 	if err != nil {
 		c.reply(s, req.ID, err)
 		return
