@@ -1,0 +1,506 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rosedblabs/wal"
+)
+
+// SyncPolicy says when appended records are fsynced.
+type SyncPolicy int
+
+const (
+	// SyncEverySec (the zero value, the default) fsyncs about once a second
+	// from a background goroutine, without blocking Append; a machine crash
+	// loses at most about the last second of records, a process crash none.
+	SyncEverySec SyncPolicy = iota
+	// SyncAlways leaves fsync to the caller: Sync once per loop turn, before
+	// that turn's replies are sent.
+	SyncAlways
+	// SyncNo never fsyncs except when a segment fills, at CreateSnapshot and
+	// at Close; the operating system writes the data back when it likes.
+	SyncNo
+)
+
+// ParseSyncPolicy parses "always", "everysec" or "no" (the config file's
+// spelling, as Redis's appendfsync).
+func ParseSyncPolicy(s string) (SyncPolicy, error) {
+	switch s {
+	case "always":
+		return SyncAlways, nil
+	case "everysec":
+		return SyncEverySec, nil
+	case "no":
+		return SyncNo, nil
+	}
+	return 0, fmt.Errorf("journal: unknown sync policy %q (want always, everysec or no)", s)
+}
+
+// String returns the spelling ParseSyncPolicy accepts.
+func (p SyncPolicy) String() string {
+	switch p {
+	case SyncAlways:
+		return "always"
+	case SyncEverySec:
+		return "everysec"
+	case SyncNo:
+		return "no"
+	}
+	return fmt.Sprintf("SyncPolicy(%d)", int(p))
+}
+
+// Options configures Open. The zero value of each field but Dir is usable.
+type Options struct {
+	// Dir holds the log segments and snapshot files; it is created with
+	// mode 0700 if missing. Only one Journal may have it open at a time.
+	Dir string
+	// Sync is the fsync policy; the zero value is SyncEverySec.
+	Sync SyncPolicy
+	// SegmentSize is the size at which a log segment is closed and the next
+	// one started (64 MiB if 0, at least 4 KiB). A record may be at most
+	// half of it.
+	SegmentSize int64
+	// KeepSnapshots is how many committed snapshots are kept (2 if 0). The
+	// log is kept from the oldest one kept, so that a snapshot found corrupt
+	// at Open is replaced by the previous one plus the log.
+	KeepSnapshots int
+	// MaxBacklog bounds the bytes of records held in memory, unwritten,
+	// while the journal is unhealthy (64 MiB if 0): past it Append refuses
+	// records with ErrBacklogFull.
+	MaxBacklog int64
+	// Repair makes Open cut a corrupt log at the first bad record (and
+	// delete every later segment) instead of failing with a *CorruptError.
+	Repair bool
+	// Log receives recovery and error reports; nil discards them.
+	Log *slog.Logger
+
+	syncInterval time.Duration // SyncEverySec's period; tests shorten it
+	faults       *faults       // test hooks; nil in production
+}
+
+// faults lets tests inject failures at this package's layer, since the
+// library opens and writes its files itself. Each hook runs before the real
+// operation; a non-nil error makes the operation fail without being done.
+// The hooks may be called from the background syncer: they must be safe for
+// concurrent use.
+type faults struct {
+	write func(segPath string) error // before each library Write of a record
+	sync  func() error               // before each fsync of the active segment
+}
+
+const (
+	defaultSegmentSize = 64 << 20
+	minSegmentSize     = 4 << 10
+	defaultBacklog     = 64 << 20
+	segExt             = ".seg"
+	lockName           = "LOCK"
+)
+
+var (
+	// ErrClosed is returned by every method once Close has been called.
+	ErrClosed = errors.New("journal: closed")
+	// ErrTooLarge is returned by Append for a record over half a segment.
+	ErrTooLarge = errors.New("journal: record too large")
+	// ErrBacklogFull is returned by Append, which then has not taken the
+	// record, when the journal is unhealthy and Options.MaxBacklog bytes of
+	// records already wait in memory.
+	ErrBacklogFull = errors.New("journal: unhealthy and backlog full")
+	// ErrCorrupt matches (errors.Is) every *CorruptError.
+	ErrCorrupt = errors.New("journal: corrupt")
+	// ErrSnapshotInProgress is returned by CreateSnapshot while another
+	// snapshot is neither committed nor aborted.
+	ErrSnapshotInProgress = errors.New("journal: a snapshot is already in progress")
+	// ErrRecoveryOver is returned by Replay once Append or CreateSnapshot
+	// has been called.
+	ErrRecoveryOver = errors.New("journal: Replay is only valid before the first Append")
+)
+
+// CorruptError reports a bad record in the log: a chunk whose CRC, length or
+// type is wrong, or a record whose index breaks the sequence.
+type CorruptError struct {
+	File   string // segment file path
+	Offset int64  // byte offset of the bad record in File
+	Reason string
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("journal: corrupt log %s at byte offset %d: %s (Options.Repair would cut the log there)",
+		e.File, e.Offset, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrCorrupt) true.
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+// segInfo describes one segment file. first and last are 0 for a segment
+// that holds no record.
+type segInfo struct {
+	id          uint32
+	first, last uint64
+	size        int64
+}
+
+// Journal is a write-ahead log plus snapshots in one directory. Append, Sync,
+// CreateSnapshot, Healthy, Stats, LastIndex, Snapshot, Replay and Close must
+// be called from one goroutine (the server's event loop); a SnapshotWriter
+// is used from another.
+type Journal struct {
+	opts Options
+	log  *slog.Logger
+	dir  string
+	lock *os.File
+	wal  *wal.WAL // nil while it must be reopened
+
+	// Owned by the loop goroutine.
+	q       queue
+	last    uint64  // last index handed out
+	wIdx    uint64  // last index written to the operating system
+	durIdx  uint64  // last index known durable (SyncNo: written)
+	durOff  int64   // end of the durable records in the active segment
+	act     segInfo // the active segment
+	dirty   bool    // the active segment may hold bytes past act.size
+	reopen  bool    // the library's view of the files must be rebuilt
+	err     error   // why the journal is unhealthy; nil if healthy
+	closed  bool
+	started bool // Append or CreateSnapshot has been called
+	maxRec  int
+
+	// Recovery data, kept until the first Append.
+	snapFile  *os.File
+	snapIndex uint64
+	snapLen   int64 // payload bytes
+	replay    []segInfo
+
+	// mu guards what a SnapshotWriter's Commit shares with the loop.
+	mu        sync.Mutex
+	closedSeg []segInfo // segments before the active one, oldest first
+	snaps     []snapInfo
+	toDelete  []string
+	snapBusy  bool
+	shut      bool   // Close has begun
+	snapSeg   uint32 // first segment written after the newest snapshot
+	maint     atomic.Bool
+
+	// smu guards what the background syncer shares with the loop.
+	smu       sync.Mutex
+	sf        *os.File // our descriptor on the active segment: fsync, truncate
+	gen       uint64   // bumped when written records are rewound
+	written   uint64
+	durable   uint64
+	syncErr   error
+	dirDirty  bool // a segment file was created since the last directory fsync
+	lastSync  time.Duration
+	syncs     uint64
+	syncFails uint64
+	stop      chan struct{}
+	done      chan struct{}
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Dir == "" {
+		return o, errors.New("journal: Options.Dir is empty")
+	}
+	if o.Sync < SyncEverySec || o.Sync > SyncNo {
+		return o, fmt.Errorf("journal: bad sync policy %d", int(o.Sync))
+	}
+	if o.SegmentSize == 0 {
+		o.SegmentSize = defaultSegmentSize
+	}
+	if o.SegmentSize < minSegmentSize || o.SegmentSize > 1<<40 {
+		return o, fmt.Errorf("journal: SegmentSize %d out of range", o.SegmentSize)
+	}
+	if o.KeepSnapshots == 0 {
+		o.KeepSnapshots = 2
+	}
+	if o.KeepSnapshots < 1 {
+		return o, fmt.Errorf("journal: KeepSnapshots %d < 1", o.KeepSnapshots)
+	}
+	if o.MaxBacklog == 0 {
+		o.MaxBacklog = defaultBacklog
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.syncInterval == 0 {
+		o.syncInterval = time.Second
+	}
+	return o, nil
+}
+
+// Open opens (or creates) the journal in o.Dir and recovers it: it removes
+// leftover temporary snapshots, picks the newest valid snapshot, checks every
+// log record, cuts a torn last record, applies snapshot retention, and opens
+// the last segment for appending. It fails with a *CorruptError on a bad
+// record that is not a torn tail (unless o.Repair), and with an error if the
+// log does not continue the snapshot (records missing after its index).
+func Open(o Options) (*Journal, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	j := &Journal{opts: o, log: o.Log, dir: o.Dir, maxRec: int(o.SegmentSize / 2)}
+	if j.lock, err = lockDir(filepath.Join(o.Dir, lockName)); err != nil {
+		return nil, err
+	}
+	if err := j.recover(); err != nil {
+		j.release()
+		return nil, err
+	}
+	if o.Sync == SyncEverySec {
+		j.stop, j.done = make(chan struct{}), make(chan struct{})
+		go j.syncLoop(o.syncInterval)
+	}
+	return j, nil
+}
+
+// recover is Open's work once the directory is locked.
+func (j *Journal) recover() error {
+	segIDs, snaps, err := j.listDir()
+	if err != nil {
+		return err
+	}
+	if err := j.pickSnapshot(snaps); err != nil {
+		return err
+	}
+	segs, logLast, err := j.scanLog(segIDs, j.snapIndex)
+	if err != nil {
+		return err
+	}
+	j.last = max(logLast, j.snapIndex)
+	j.wIdx, j.durIdx = j.last, j.last
+	j.written, j.durable = j.last, j.last
+	if len(segs) > 0 {
+		if err := j.syncSegment(segs[len(segs)-1].id); err != nil {
+			return err
+		}
+		j.act = segs[len(segs)-1]
+		j.closedSeg = append([]segInfo(nil), segs[:len(segs)-1]...)
+	}
+	j.snapSeg = j.act.id
+	for _, s := range segs {
+		if s.last > j.snapIndex {
+			j.snapSeg = s.id
+			break
+		}
+	}
+	j.mu.Lock()
+	snapDel := j.retainLocked()
+	segDel := j.toDelete
+	j.toDelete = nil
+	j.mu.Unlock()
+	for _, p := range append(snapDel, segDel...) {
+		j.remove(p)
+	}
+	for _, s := range segs {
+		if s.last > j.snapIndex && !j.isDeleted(s.id, segDel) {
+			j.replay = append(j.replay, s)
+		}
+	}
+	if err := j.openWAL(); err != nil {
+		return err
+	}
+	if len(segs) == 0 {
+		j.act = segInfo{id: j.wal.ActiveSegmentID()}
+		j.snapSeg = j.act.id
+	}
+	j.durOff = j.act.size
+	if j.sf, err = os.OpenFile(j.segPath(j.act.id), os.O_RDWR, 0); err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	return syncDir(j.dir)
+}
+
+func (j *Journal) isDeleted(id uint32, paths []string) bool {
+	for _, p := range paths {
+		if p == j.segPath(id) {
+			return true
+		}
+	}
+	return false
+}
+
+func (j *Journal) openWAL() error {
+	w, err := wal.Open(wal.Options{
+		DirPath:        j.dir,
+		SegmentSize:    j.opts.SegmentSize,
+		SegmentFileExt: segExt,
+	})
+	if err != nil {
+		return fmt.Errorf("journal: opening segments: %w", err)
+	}
+	j.wal = w
+	return nil
+}
+
+func (j *Journal) segPath(id uint32) string {
+	return wal.SegmentFileName(j.dir, segExt, id)
+}
+
+// syncSegment fsyncs a segment file so that its records count as durable.
+func (j *Journal) syncSegment(id uint32) error {
+	f, err := os.Open(j.segPath(id))
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("journal: fsync %s: %w", f.Name(), err)
+	}
+	return nil
+}
+
+func (j *Journal) remove(path string) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		j.log.Warn("journal: cannot delete file", "file", path, "err", err)
+	}
+}
+
+// release closes every file Open may have opened; used by a failed Open and
+// by Close.
+func (j *Journal) release() {
+	if j.wal != nil {
+		_ = j.wal.Close()
+		j.wal = nil
+	}
+	if j.sf != nil {
+		_ = j.sf.Close()
+	}
+	j.endRecovery()
+	if j.lock != nil {
+		unlockDir(j.lock)
+		j.lock = nil
+	}
+}
+
+// endRecovery drops the recovery data; called at the first Append.
+func (j *Journal) endRecovery() {
+	if j.snapFile != nil {
+		_ = j.snapFile.Close()
+		j.snapFile = nil
+	}
+	j.replay = nil
+	j.started = true
+}
+
+// Snapshot returns the newest valid snapshot's payload and the index of the
+// last record it covers, or ok false if there is none (or recovery is over:
+// Append or CreateSnapshot has been called). The reader checks the file's
+// CRC again as it streams and returns an error wrapping ErrCorrupt instead
+// of io.EOF if the file changed since Open. Closing it is optional; the
+// first Append closes the file under it.
+func (j *Journal) Snapshot() (data io.ReadCloser, index uint64, ok bool) {
+	if j.closed || j.started || j.snapFile == nil {
+		return nil, 0, false
+	}
+	return newSnapReader(j.snapFile, j.snapIndex, j.snapLen), j.snapIndex, true
+}
+
+// Healthy returns nil, or the error that left appended records unwritten
+// (or unsynced after a failed fsync) in memory. The journal retries them on
+// every Append and Sync; Healthy becomes nil again once they are written.
+func (j *Journal) Healthy() error {
+	if j.closed {
+		return ErrClosed
+	}
+	if j.err != nil {
+		return j.err
+	}
+	j.smu.Lock()
+	defer j.smu.Unlock()
+	if j.syncErr != nil {
+		return fmt.Errorf("journal: background fsync: %w", j.syncErr)
+	}
+	return nil
+}
+
+// LastIndex returns the index of the last record appended (or covered by
+// the snapshot, before any Append); 0 if there is none.
+func (j *Journal) LastIndex() uint64 { return j.last }
+
+// Stats is a point-in-time view of the journal, for metrics.
+type Stats struct {
+	LastIndex        uint64        // last index handed out
+	DurableIndex     uint64        // last index known fsynced (SyncNo: written)
+	Unwritten        int           // records waiting in memory (while unhealthy)
+	UnwrittenBytes   int64         // their size
+	Segments         int           // log segment files
+	LogBytes         int64         // their total size
+	LogSinceSnapshot int64         // bytes of the segments after the newest snapshot
+	SnapshotIndex    uint64        // index covered by the newest snapshot; 0 if none
+	SnapshotBytes    int64         // its file size
+	SnapshotAge      time.Duration // since it was committed (its file's mtime); 0 if none
+	Syncs, SyncFails uint64        // fsyncs of the active segment, and failed ones
+	LastSync         time.Duration // how long the last fsync took
+}
+
+// Stats returns the journal's current figures.
+func (j *Journal) Stats() Stats {
+	s := Stats{LastIndex: j.last, DurableIndex: j.durIdx}
+	for i := j.q.next; i < len(j.q.ents); i++ {
+		s.Unwritten++
+		s.UnwrittenBytes += int64(j.q.ents[i].n)
+	}
+	j.mu.Lock()
+	s.Segments = len(j.closedSeg) + 1
+	s.LogBytes = j.act.size
+	s.LogSinceSnapshot = j.act.size
+	for _, c := range j.closedSeg {
+		s.LogBytes += c.size
+		if c.id >= j.snapSeg {
+			s.LogSinceSnapshot += c.size
+		}
+	}
+	if n := len(j.snaps); n > 0 {
+		sn := j.snaps[n-1]
+		s.SnapshotIndex, s.SnapshotBytes, s.SnapshotAge = sn.index, sn.size, time.Since(sn.mtime)
+	}
+	j.mu.Unlock()
+	j.smu.Lock()
+	s.Syncs, s.SyncFails, s.LastSync = j.syncs, j.syncFails, j.lastSync
+	j.smu.Unlock()
+	return s
+}
+
+// Close writes what it can of any unwritten records, fsyncs the log and
+// closes every file. It returns an error if records are left unwritten or
+// the final fsync fails. A SnapshotWriter still open then fails its Commit
+// with ErrClosed. Close is idempotent.
+func (j *Journal) Close() error {
+	if j.closed {
+		return nil
+	}
+	if j.stop != nil {
+		close(j.stop)
+		<-j.done
+	}
+	j.mu.Lock()
+	j.shut = true
+	j.mu.Unlock()
+	var errs []error
+	if err := j.flush(); err != nil {
+		errs = append(errs, fmt.Errorf("journal: %d records left unwritten at Close: %w",
+			len(j.q.ents)-j.q.next, err))
+	}
+	if err := j.syncActive(); err != nil {
+		errs = append(errs, err)
+	}
+	if j.wal != nil {
+		if err := j.wal.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		j.wal = nil
+	}
+	j.release()
+	j.closed = true
+	return errors.Join(errs...)
+}

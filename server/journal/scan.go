@@ -1,0 +1,402 @@
+package journal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+)
+
+const (
+	chunkHeader = 7
+	chunkFull   = 0
+	chunkFirst  = 1
+	chunkMiddle = 2
+	chunkLast   = 3
+)
+
+// errBad is a structural fault at segReader.bad: a chunk whose CRC, length
+// or type is wrong, or a file that ends inside a record.
+type errBad struct{ reason string }
+
+func (e errBad) Error() string { return e.reason }
+
+// segReader reads the records of one segment file in order, checking every
+// chunk strictly (the library's own Reader does not check lengths or the
+// order of chunk types). It reads a block at a time into one buffer.
+type segReader struct {
+	f       *os.File
+	size    int64
+	block   []byte
+	blockNo int64 // block held in block; -1 if none
+	pos     int64 // next chunk
+	rec     []byte
+	start   int64 // start of the record last returned, or of the bad one
+	end     int64 // end of the last good record (and of any padding before it)
+}
+
+func newSegReader(f *os.File, size int64, buf []byte) *segReader {
+	return &segReader{f: f, size: size, block: buf[:blockSize], blockNo: -1}
+}
+
+// load makes block hold the block containing pos and returns it.
+func (r *segReader) load(pos int64) ([]byte, error) {
+	no := pos / blockSize
+	base := no * blockSize
+	n := min(int64(blockSize), r.size-base)
+	if no != r.blockNo || int64(len(r.block)) != n {
+		r.block = r.block[:n]
+		if _, err := r.f.ReadAt(r.block, base); err != nil {
+			r.blockNo = -1
+			return nil, err
+		}
+		r.blockNo = no
+	}
+	return r.block, nil
+}
+
+// next returns the next record's data (valid until the next call), io.EOF
+// at a clean end of file, an errBad (with r.start at the bad record) or a
+// read error.
+func (r *segReader) next() ([]byte, error) {
+	assembling := false
+	r.start = r.pos
+	for {
+		off := r.pos % blockSize
+		if r.pos >= r.size {
+			if assembling {
+				return nil, errBad{"file ends inside a record"}
+			}
+			return nil, io.EOF
+		}
+		if !assembling && off+chunkHeader >= blockSize {
+			if err := r.padding(off); err != nil {
+				return nil, err
+			}
+			r.start = r.pos
+			continue
+		}
+		if r.size-r.pos < chunkHeader {
+			return nil, errBad{"file ends inside a chunk header"}
+		}
+		b, err := r.load(r.pos)
+		if err != nil {
+			return nil, err
+		}
+		h := b[off : off+chunkHeader]
+		n := int64(binary.LittleEndian.Uint16(h[4:6]))
+		typ := h[6]
+		switch {
+		case typ > chunkLast:
+			return nil, errBad{fmt.Sprintf("bad chunk type %d", typ)}
+		case off+chunkHeader+n > blockSize:
+			return nil, errBad{fmt.Sprintf("chunk length %d runs past its block", n)}
+		case r.pos+chunkHeader+n > r.size:
+			return nil, errBad{"file ends inside a chunk"}
+		}
+		data := b[off+chunkHeader : off+chunkHeader+n]
+		if crc32.ChecksumIEEE(b[off+4:off+chunkHeader+n]) != binary.LittleEndian.Uint32(h[:4]) {
+			return nil, errBad{"chunk CRC mismatch"}
+		}
+		if reason := chunkOrder(typ, assembling, off, n); reason != "" {
+			return nil, errBad{reason}
+		}
+		r.pos += chunkHeader + n
+		switch typ {
+		case chunkFull:
+			r.end = r.pos
+			return data, nil
+		case chunkFirst:
+			r.rec = append(r.rec[:0], data...)
+			assembling = true
+		case chunkMiddle:
+			r.rec = append(r.rec, data...)
+		case chunkLast:
+			r.rec = append(r.rec, data...)
+			r.end = r.pos
+			return r.rec, nil
+		}
+	}
+}
+
+// chunkOrder checks a chunk's type against its place, as the library writes
+// them: a first chunk fills its block to the end, a middle one a whole
+// block, a middle or last one starts a block.
+func chunkOrder(typ byte, assembling bool, off, n int64) string {
+	switch typ {
+	case chunkFull, chunkFirst:
+		if assembling {
+			return "a record's chunks are interrupted"
+		}
+		if typ == chunkFirst && off+chunkHeader+n != blockSize {
+			return "a first chunk does not fill its block"
+		}
+	case chunkMiddle, chunkLast:
+		if !assembling {
+			return "a middle or last chunk without a first"
+		}
+		if off != 0 || (typ == chunkMiddle && n != blockSize-chunkHeader) {
+			return "a middle or last chunk out of place"
+		}
+	}
+	return ""
+}
+
+// padding skips the zeros the library writes when 7 bytes or fewer are
+// left in a block (a file may end inside them).
+func (r *segReader) padding(off int64) error {
+	n := min(blockSize-off, r.size-r.pos)
+	b, err := r.load(r.pos)
+	if err != nil {
+		return err
+	}
+	for _, c := range b[off : off+n] {
+		if c != 0 {
+			return errBad{"non-zero block padding"}
+		}
+	}
+	r.pos += n
+	return nil
+}
+
+// validAfter reports whether a valid full or first chunk, holding an index
+// above after, starts anywhere past from. It tells a torn tail (nothing
+// valid follows) from a damaged record with good ones after it. Chunks
+// never cross blocks, so it reads one block at a time.
+func (r *segReader) validAfter(from int64, after uint64) (bool, error) {
+	for p := from; p+chunkHeader < r.size; {
+		b, err := r.load(p)
+		if err != nil {
+			return false, err
+		}
+		base := (p / blockSize) * blockSize
+		for off := p - base; off+chunkHeader < int64(len(b)); off++ {
+			typ := b[off+6]
+			n := int64(binary.LittleEndian.Uint16(b[off+4 : off+6]))
+			if (typ != chunkFull && typ != chunkFirst) || n == 0 || off+chunkHeader+n > int64(len(b)) {
+				continue
+			}
+			if crc32.ChecksumIEEE(b[off+4:off+chunkHeader+n]) != binary.LittleEndian.Uint32(b[off:]) {
+				continue
+			}
+			if idx, k := binary.Uvarint(b[off+chunkHeader : off+chunkHeader+n]); k > 0 && idx > after {
+				return true, nil
+			}
+		}
+		p = base + blockSize
+	}
+	return false, nil
+}
+
+// decodeRecord splits a record's data into its index and the caller's bytes.
+func decodeRecord(data []byte) (uint64, []byte, bool) {
+	idx, k := binary.Uvarint(data)
+	if k <= 0 || idx == 0 {
+		return 0, nil, false
+	}
+	return idx, data[k:], true
+}
+
+// scanLog checks every segment, cuts a torn tail off the last one (or, with
+// Repair, the log at its first bad record), and returns what the segments
+// hold and the last index in the log. snap is the chosen snapshot's index:
+// records above it must run snap+1, snap+2, ... with no gap; records at or
+// below it need only increase.
+func (j *Journal) scanLog(ids []uint32, snap uint64) ([]segInfo, uint64, error) {
+	var (
+		segs []segInfo
+		prev uint64
+		buf  = make([]byte, blockSize)
+	)
+	for i, id := range ids {
+		path := j.segPath(id)
+		s, bad, err := j.scanSegment(path, id, snap, &prev, buf, i == len(ids)-1)
+		if err != nil {
+			return nil, 0, err
+		}
+		if bad != nil {
+			if !j.opts.Repair {
+				return nil, 0, bad
+			}
+			if err := j.repairAt(bad, s, ids[i+1:]); err != nil {
+				return nil, 0, err
+			}
+			return append(segs, s), prev, nil
+		}
+		segs = append(segs, s)
+	}
+	return segs, prev, nil
+}
+
+// scanSegment reads one segment. It returns the segment's good extent and,
+// for a fault that is not a torn tail of the last segment, a *CorruptError;
+// a torn tail it cuts off itself.
+func (j *Journal) scanSegment(path string, id uint32, snap uint64, prev *uint64, buf []byte, last bool) (segInfo, *CorruptError, error) {
+	s := segInfo{id: id}
+	f, err := os.Open(path)
+	if err != nil {
+		return s, nil, fmt.Errorf("journal: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return s, nil, fmt.Errorf("journal: %w", err)
+	}
+	r := newSegReader(f, st.Size(), buf)
+	for {
+		data, err := r.next()
+		if err == io.EOF {
+			s.size = r.size
+			return s, nil, nil
+		}
+		var eb errBad
+		if errors.As(err, &eb) {
+			s.size = r.end
+			ce := &CorruptError{File: path, Offset: r.start, Reason: eb.reason}
+			if !last {
+				return s, ce, nil
+			}
+			more, err := r.validAfter(r.start+1, *prev)
+			if err != nil {
+				return s, nil, fmt.Errorf("journal: reading %s: %w", path, err)
+			}
+			if more {
+				ce.Reason += " (valid records follow)"
+				return s, ce, nil
+			}
+			return s, nil, j.cutTail(path, r.end, r.size)
+		}
+		if err != nil {
+			return s, nil, fmt.Errorf("journal: reading %s: %w", path, err)
+		}
+		idx, _, ok := decodeRecord(data)
+		want := max(*prev, snap) + 1
+		switch {
+		case !ok:
+			err = &CorruptError{File: path, Offset: r.start, Reason: "record has no index"}
+		case idx <= *prev:
+			err = &CorruptError{File: path, Offset: r.start,
+				Reason: fmt.Sprintf("index %d after %d", idx, *prev)}
+		case idx > snap && idx != want:
+			err = &CorruptError{File: path, Offset: r.start,
+				Reason: fmt.Sprintf("index %d where %d was due (records missing)", idx, want)}
+		}
+		if err != nil {
+			s.size = r.start
+			return s, err.(*CorruptError), nil
+		}
+		*prev = idx
+		if s.first == 0 {
+			s.first = idx
+		}
+		s.last = idx
+	}
+}
+
+// cutTail truncates the last segment after its last good record.
+func (j *Journal) cutTail(path string, good, size int64) error {
+	if err := truncateFile(path, good); err != nil {
+		return fmt.Errorf("journal: cutting the torn tail of %s: %w", path, err)
+	}
+	j.log.Warn("journal: cut a torn record off the end of the log",
+		"file", path, "offset", good, "dropped_bytes", size-good)
+	return nil
+}
+
+// repairAt cuts the log at a bad record for Options.Repair: it truncates
+// the segment there and deletes every later segment.
+func (j *Journal) repairAt(bad *CorruptError, s segInfo, later []uint32) error {
+	st, err := os.Stat(bad.File)
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	dropped := st.Size() - s.size
+	if err := truncateFile(bad.File, s.size); err != nil {
+		return fmt.Errorf("journal: repair: %w", err)
+	}
+	for _, id := range later {
+		p := j.segPath(id)
+		if st, err := os.Stat(p); err == nil {
+			dropped += st.Size()
+		}
+		if err := os.Remove(p); err != nil {
+			return fmt.Errorf("journal: repair: %w", err)
+		}
+	}
+	j.log.Warn("journal: repair cut the log at a bad record",
+		"file", bad.File, "offset", bad.Offset, "reason", bad.Reason,
+		"dropped_bytes", dropped, "deleted_segments", len(later))
+	return syncDir(j.dir)
+}
+
+func truncateFile(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(size)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Replay calls fn with every log record after the snapshot's index, in
+// order, checking each again as it reads it. rec is valid only during the
+// call. It stops at fn's first error and returns it. Replay must be called
+// before the first Append or CreateSnapshot (ErrRecoveryOver after).
+func (j *Journal) Replay(fn func(index uint64, rec []byte) error) error {
+	if j.closed {
+		return ErrClosed
+	}
+	if j.started {
+		return ErrRecoveryOver
+	}
+	buf := make([]byte, blockSize)
+	next := j.snapIndex + 1
+	for _, s := range j.replay {
+		if err := j.replaySegment(s, buf, &next, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (j *Journal) replaySegment(s segInfo, buf []byte, next *uint64, fn func(uint64, []byte) error) error {
+	path := j.segPath(s.id)
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	defer f.Close()
+	r := newSegReader(f, s.size, buf)
+	for {
+		data, err := r.next()
+		if err == io.EOF {
+			return nil
+		}
+		var eb errBad
+		if errors.As(err, &eb) {
+			return &CorruptError{File: path, Offset: r.start, Reason: eb.reason + " (changed since Open)"}
+		}
+		if err != nil {
+			return fmt.Errorf("journal: reading %s: %w", path, err)
+		}
+		idx, rec, ok := decodeRecord(data)
+		if !ok || idx > *next {
+			return &CorruptError{File: path, Offset: r.start, Reason: "index out of sequence (changed since Open)"}
+		}
+		if idx < *next {
+			continue // covered by the snapshot
+		}
+		if err := fn(idx, rec); err != nil {
+			return err
+		}
+		*next = idx + 1
+	}
+}

@@ -1,0 +1,454 @@
+package journal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+)
+
+const blockSize = 32 << 10 // the library's block size
+
+// entry is one appended record in the queue.
+type entry struct {
+	index  uint64
+	off, n int    // its encoded bytes in queue.buf
+	seg    uint32 // segment it was written to, once written
+	end    int64  // its end offset in seg, once written
+}
+
+// queue holds the records that are not yet durable: written ones from head
+// to next (kept so that a failed fsync can be repaired by writing them
+// again), unwritten ones from next on. Its buffers are reused, so a steady
+// Append allocates nothing here.
+type queue struct {
+	buf        []byte
+	ents       []entry
+	head, next int
+}
+
+func (q *queue) push(index uint64, rec []byte) {
+	off := len(q.buf)
+	q.buf = binary.AppendUvarint(q.buf, index)
+	q.buf = append(q.buf, rec...)
+	q.ents = append(q.ents, entry{index: index, off: off, n: len(q.buf) - off})
+}
+
+func (q *queue) data(e *entry) []byte { return q.buf[e.off : e.off+e.n] }
+
+// unwrittenBytes is the size of the records not yet written.
+func (q *queue) unwrittenBytes() int64 {
+	if q.next == len(q.ents) {
+		return 0
+	}
+	return int64(len(q.buf) - q.ents[q.next].off)
+}
+
+// trim drops the written records with index <= upto and returns the last
+// one dropped (nil if none). It compacts the buffers when they are mostly
+// dead, so the queue's memory stays about that of the live records.
+func (q *queue) trim(upto uint64) *entry {
+	var last *entry
+	for q.head < q.next && q.ents[q.head].index <= upto {
+		last = &q.ents[q.head]
+		q.head++
+	}
+	if last == nil {
+		return nil
+	}
+	e := *last
+	if q.head == len(q.ents) {
+		q.buf, q.ents, q.head, q.next = q.buf[:0], q.ents[:0], 0, 0
+	} else if q.head >= 256 && q.head*2 >= len(q.ents) {
+		base := q.ents[q.head].off
+		n := copy(q.buf, q.buf[base:])
+		q.buf = q.buf[:n]
+		m := copy(q.ents, q.ents[q.head:])
+		q.ents = q.ents[:m]
+		for i := range q.ents {
+			q.ents[i].off -= base
+		}
+		q.next -= q.head
+		q.head = 0
+	}
+	return &e
+}
+
+// Append adds one record and returns its index, consecutive from 1 across
+// restarts. It writes the record (and any earlier unwritten ones) to the
+// operating system but does not fsync it (see Sync and the SyncPolicy).
+//
+// If index != 0 the record is the journal's: on a write error Append
+// returns (index, err), keeps the record in memory, reports err through
+// Healthy, and writes it, in order, on a later Append, Sync or Close. If
+// index == 0 the record was refused: ErrClosed, ErrTooLarge, or
+// ErrBacklogFull. rec is copied; the caller may reuse it.
+func (j *Journal) Append(rec []byte) (index uint64, err error) {
+	if j.closed {
+		return 0, ErrClosed
+	}
+	if len(rec) > j.maxRec {
+		return 0, ErrTooLarge
+	}
+	if j.err != nil && j.q.unwrittenBytes()+int64(len(rec)) > j.opts.MaxBacklog {
+		return 0, ErrBacklogFull
+	}
+	if !j.started {
+		j.endRecovery()
+	}
+	j.last++
+	j.q.push(j.last, rec)
+	return j.last, j.flush()
+}
+
+// flush writes every unwritten record, after repairing whatever an earlier
+// failure left behind. On error the journal is unhealthy and the records
+// stay queued.
+func (j *Journal) flush() error {
+	if err := j.settle(); err != nil {
+		return j.fail(err)
+	}
+	for j.q.next < len(j.q.ents) {
+		if err := j.writeEntry(); err != nil {
+			return j.fail(err)
+		}
+		j.wIdx = j.q.ents[j.q.next].index
+		j.q.next++
+	}
+	j.err = nil
+	switch j.opts.Sync {
+	case SyncNo:
+		j.markDurable(j.wIdx)
+	case SyncEverySec:
+		j.smu.Lock()
+		j.written = j.wIdx
+		d := j.durable
+		j.smu.Unlock()
+		j.markDurable(d)
+	}
+	return nil
+}
+
+func (j *Journal) fail(err error) error {
+	if j.err == nil {
+		j.log.Error("journal: write failed; records kept in memory and retried",
+			"err", err, "unwritten", len(j.q.ents)-j.q.next)
+	}
+	j.err = err
+	return err
+}
+
+// markDurable records that every written record <= idx is durable.
+func (j *Journal) markDurable(idx uint64) {
+	if idx <= j.durIdx {
+		return
+	}
+	j.durIdx = idx
+	if e := j.q.trim(idx); e != nil && e.seg == j.act.id {
+		j.durOff = e.end
+	}
+}
+
+// settle undoes what a failure left: it acts on a failed background fsync,
+// cuts a partial write off the active segment, and reopens the library after
+// a rewind or once a committed snapshot has made old segments deletable.
+func (j *Journal) settle() error {
+	if j.opts.Sync == SyncEverySec {
+		j.smu.Lock()
+		serr := j.syncErr
+		j.smu.Unlock()
+		if serr != nil {
+			j.log.Error("journal: background fsync failed; writing the unsynced records again",
+				"err", serr)
+			j.rewind()
+		}
+	}
+	if j.sf == nil || j.dirty {
+		if err := j.cutActive(); err != nil {
+			return err
+		}
+	}
+	if j.reopen || j.maint.Load() {
+		return j.maintain()
+	}
+	return nil
+}
+
+// cutActive truncates the active segment to the size of its good records,
+// (re)opening our descriptor on it if needed.
+func (j *Journal) cutActive() error {
+	if j.sf == nil {
+		f, err := os.OpenFile(j.segPath(j.act.id), os.O_RDWR, 0)
+		if err != nil {
+			return err
+		}
+		j.smu.Lock()
+		j.sf = f
+		j.smu.Unlock()
+	}
+	if err := j.sf.Truncate(j.act.size); err != nil {
+		return fmt.Errorf("journal: cutting %s back to %d bytes: %w", j.sf.Name(), j.act.size, err)
+	}
+	if j.dirty {
+		j.log.Info("journal: cut a partial write off the active segment",
+			"file", j.sf.Name(), "size", j.act.size)
+	}
+	j.dirty = false
+	return nil
+}
+
+// rewind treats every written but not durable record as unwritten, after a
+// failed fsync: the kernel may have dropped those pages, and a later fsync
+// could succeed without writing them. The active segment is cut back to its
+// durable records and the records are written again from memory.
+func (j *Journal) rewind() {
+	j.smu.Lock()
+	j.gen++
+	d := j.durable
+	j.syncErr = nil
+	j.smu.Unlock()
+	j.markDurable(d)
+	if j.q.next == j.q.head {
+		return // nothing written since the last durable point
+	}
+	j.q.next = j.q.head
+	j.wIdx = j.durIdx
+	j.act.size = j.durOff
+	if j.durOff == 0 {
+		j.act.first, j.act.last = 0, 0
+	} else {
+		j.act.last = j.durIdx
+	}
+	j.smu.Lock()
+	j.written = j.wIdx
+	j.smu.Unlock()
+	j.dirty, j.reopen = true, true
+}
+
+// maintain closes and reopens the library: after a rewind its offsets are
+// past the end of the file, and after a snapshot commit it still holds
+// descriptors on segments to delete (whose space is freed only once they
+// are closed). It deletes those segments in between.
+func (j *Journal) maintain() error {
+	j.mu.Lock()
+	del := j.toDelete
+	j.toDelete = nil
+	j.maint.Store(false)
+	j.mu.Unlock()
+	if j.wal != nil {
+		if err := j.wal.Close(); err != nil {
+			j.log.Warn("journal: closing segments", "err", err)
+		}
+		j.wal = nil
+	}
+	for _, p := range del {
+		j.remove(p)
+	}
+	if len(del) > 0 {
+		if err := syncDir(j.dir); err != nil {
+			j.log.Warn("journal: fsync of the directory after deleting segments", "err", err)
+		}
+		j.log.Info("journal: deleted log segments covered by snapshots", "files", len(del))
+	}
+	j.reopen = true
+	if err := j.openWAL(); err != nil {
+		return err
+	}
+	if id := j.wal.ActiveSegmentID(); id != j.act.id {
+		return fmt.Errorf("journal: reopened log ends at segment %d, want %d", id, j.act.id)
+	}
+	j.reopen = false
+	return nil
+}
+
+// writeEntry writes the queue's next record through the library and notes
+// where it went.
+func (j *Journal) writeEntry() error {
+	if f := j.opts.faults; f != nil && f.write != nil {
+		if err := f.write(j.segPath(j.act.id)); err != nil {
+			j.dirty = true
+			return err
+		}
+	}
+	pos, err := j.wal.Write(j.q.data(&j.q.ents[j.q.next]))
+	if err != nil {
+		if id := j.wal.ActiveSegmentID(); id != j.act.id {
+			j.rotated(id)
+		}
+		j.dirty = true
+		return err
+	}
+	if pos.SegmentId != j.act.id {
+		j.rotated(pos.SegmentId) // may compact the queue: index it afresh below
+	}
+	e := &j.q.ents[j.q.next]
+	e.seg = pos.SegmentId
+	e.end = int64(pos.BlockNumber)*blockSize + pos.ChunkOffset + int64(pos.ChunkSize)
+	j.act.size = e.end
+	if j.act.first == 0 {
+		j.act.first = e.index
+	}
+	j.act.last = e.index
+	return nil
+}
+
+// rotated records that the library has moved to segment id. It fsynced the
+// previous segment first, so every record written so far is durable.
+func (j *Journal) rotated(id uint32) {
+	j.mu.Lock()
+	j.closedSeg = append(j.closedSeg, j.act)
+	j.mu.Unlock()
+	j.act = segInfo{id: id}
+	j.durOff = 0
+	j.markDurable(j.wIdx)
+	f, err := os.OpenFile(j.segPath(id), os.O_RDWR, 0)
+	if err != nil {
+		j.log.Warn("journal: cannot open the new segment for fsync", "err", err)
+		f = nil // settle retries
+	}
+	j.smu.Lock()
+	old := j.sf
+	j.sf = f
+	j.dirDirty = true
+	if j.durable < j.wIdx {
+		j.durable = j.wIdx
+	}
+	j.smu.Unlock()
+	if old != nil {
+		_ = old.Close() // a concurrent fsync on it finishes first (os.File refcount)
+	}
+}
+
+// Sync makes every appended record durable: it writes any unwritten ones,
+// fsyncs the directory if a segment was created, then fsyncs the active
+// segment (earlier segments were fsynced when they were closed). On error
+// the records not known durable are kept in memory, the active segment is
+// cut back to the durable ones, Healthy reports the error, and the next
+// Append or Sync writes them again.
+func (j *Journal) Sync() error {
+	if j.closed {
+		return ErrClosed
+	}
+	if err := j.flush(); err != nil {
+		return err
+	}
+	if err := j.syncActive(); err != nil {
+		j.rewind()
+		return j.fail(err)
+	}
+	return nil
+}
+
+// syncActive fsyncs the directory (if needed) and the active segment, then
+// marks what was written durable.
+func (j *Journal) syncActive() error {
+	j.smu.Lock()
+	dd := j.dirDirty
+	j.smu.Unlock()
+	if j.wIdx == j.durIdx && !dd && j.opts.Sync != SyncNo {
+		return nil
+	}
+	if j.sf == nil {
+		return errors.New("journal: active segment not open")
+	}
+	start := time.Now()
+	err := error(nil)
+	if dd {
+		err = syncDir(j.dir)
+	}
+	if err == nil {
+		err = j.fsync(j.sf)
+	}
+	j.smu.Lock()
+	j.lastSync = time.Since(start)
+	j.syncs++
+	if err != nil {
+		j.syncFails++
+	} else {
+		j.dirDirty = j.dirDirty && !dd
+		j.durable = max(j.durable, j.wIdx)
+	}
+	j.smu.Unlock()
+	if err != nil {
+		return fmt.Errorf("journal: fsync: %w", err)
+	}
+	j.markDurable(j.wIdx)
+	return nil
+}
+
+func (j *Journal) fsync(f *os.File) error {
+	if h := j.opts.faults; h != nil && h.sync != nil {
+		if err := h.sync(); err != nil {
+			return err
+		}
+	}
+	return f.Sync()
+}
+
+// syncLoop is SyncEverySec's goroutine. It fsyncs its own descriptor of the
+// active segment: the library writes each record with one write(2) and keeps
+// nothing buffered, so this covers every record written before the fsync
+// started, without taking the library's mutex or blocking Append.
+func (j *Journal) syncLoop(every time.Duration) {
+	defer close(j.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-j.stop:
+			return
+		case <-t.C:
+			j.backgroundSync()
+		}
+	}
+}
+
+func (j *Journal) backgroundSync() {
+	j.smu.Lock()
+	f, gen, idx, dd := j.sf, j.gen, j.written, j.dirDirty
+	need := f != nil && j.syncErr == nil && (idx > j.durable || dd)
+	j.smu.Unlock()
+	if !need {
+		return
+	}
+	start := time.Now()
+	var err error
+	if dd {
+		err = syncDir(j.dir)
+	}
+	if err == nil {
+		err = j.fsync(f)
+	}
+	j.smu.Lock()
+	defer j.smu.Unlock()
+	j.lastSync = time.Since(start)
+	j.syncs++
+	if f != j.sf || gen != j.gen {
+		return // rotated or rewound meanwhile: the result says nothing now
+	}
+	if err != nil {
+		j.syncFails++
+		j.syncErr = err
+		return
+	}
+	if dd {
+		j.dirDirty = false
+	}
+	j.durable = max(j.durable, idx)
+}
+
+// syncDir fsyncs a directory, so that files created, renamed or deleted in
+// it stay so after a crash.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
