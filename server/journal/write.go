@@ -451,4 +451,3 @@ func syncDir(dir string) error {
 	}
 	return err
 }
-
