@@ -196,14 +196,14 @@ func TestCorruptSnapshotFallsBack(t *testing.T) {
 	j.Close()
 	newest := filepath.Base(j.snapPath(300))
 	damages := map[string]func(path string){
-		"flipped bit":  func(p string) { flipBit(t, p, fileSize(t, p)/2) },
-		"flipped CRC":  func(p string) { flipBit(t, p, fileSize(t, p)-1) },
-		"bad header":   func(p string) { flipBit(t, p, 2) },
-		"truncated":    func(p string) { os.Truncate(p, fileSize(t, p)-100) },
-		"header only":  func(p string) { os.Truncate(p, snapHeader) },
-		"bad index":    func(p string) { flipBit(t, p, 13) },
-		"extra byte":   func(p string) { appendToFile(t, p, []byte{0}) },
-		"empty file":   func(p string) { os.Truncate(p, 0) },
+		"flipped bit": func(p string) { flipBit(t, p, fileSize(t, p)/2) },
+		"flipped CRC": func(p string) { flipBit(t, p, fileSize(t, p)-1) },
+		"bad header":  func(p string) { flipBit(t, p, 2) },
+		"truncated":   func(p string) { os.Truncate(p, fileSize(t, p)-100) },
+		"header only": func(p string) { os.Truncate(p, snapHeader) },
+		"bad index":   func(p string) { flipBit(t, p, 13) },
+		"extra byte":  func(p string) { appendToFile(t, p, []byte{0}) },
+		"empty file":  func(p string) { os.Truncate(p, 0) },
 		"other's copy": func(p string) {
 			b, _ := os.ReadFile(filepath.Join(filepath.Dir(p), filepath.Base(j.snapPath(200))))
 			os.WriteFile(p, b, 0o600)
