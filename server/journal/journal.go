@@ -467,6 +467,9 @@ func (j *Journal) Stats() Stats {
 	j.mu.Unlock()
 	j.smu.Lock()
 	s.Syncs, s.SyncFails, s.LastSync = j.syncs, j.syncFails, j.lastSync
+	if j.opts.Sync == SyncEverySec {
+		s.DurableIndex = max(s.DurableIndex, j.durable)
+	}
 	j.smu.Unlock()
 	return s
 }

@@ -191,7 +191,7 @@ func (j *Journal) cutActive() error {
 		return fmt.Errorf("journal: cutting %s back to %d bytes: %w", j.sf.Name(), j.act.size, err)
 	}
 	if j.dirty {
-		j.log.Info("journal: cut a partial write off the active segment",
+		j.log.Info("journal: cut the active segment back to its good records",
 			"file", j.sf.Name(), "size", j.act.size)
 	}
 	j.dirty = false

@@ -1,0 +1,251 @@
+package journal
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// diskFull makes writes (and/or fsyncs) fail while on is set. A failing
+// write first appends part of a chunk to the segment, as a write(2) cut
+// short by ENOSPC leaves it.
+type diskFull struct {
+	writes, syncs atomic.Bool
+	written       atomic.Int64 // write attempts
+	partial       []byte
+}
+
+func (d *diskFull) faults(t testing.TB) *faults {
+	return &faults{
+		write: func(seg string) error {
+			d.written.Add(1)
+			if !d.writes.Load() {
+				return nil
+			}
+			if len(d.partial) > 0 {
+				appendToFile(t, seg, d.partial)
+			}
+			return syscall.ENOSPC
+		},
+		sync: func() error {
+			if d.syncs.Load() {
+				return syscall.EIO
+			}
+			return nil
+		},
+	}
+}
+
+// lastChunkPrefix returns the first n bytes of the segment's last record's
+// chunk: a believable partial write.
+func lastChunkPrefix(t testing.TB, j *Journal, recLen, n int) []byte {
+	b, err := os.ReadFile(j.segPath(j.act.id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := b[len(b)-recLen-chunkHeader-2:]
+	return append([]byte(nil), chunk[:n]...)
+}
+
+func TestWriteFailureQueuesAndRetries(t *testing.T) {
+	for _, pol := range []SyncPolicy{SyncNo, SyncAlways, SyncEverySec} {
+		t.Run(pol.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			var d diskFull
+			var lb logBuf
+			o := Options{Dir: dir, Sync: pol, Log: lb.logger(), faults: d.faults(t)}
+			j := mustOpen(t, o)
+			appendRecs(t, j, 1, 200, 100)
+			good := j.act.size
+			d.partial = lastChunkPrefix(t, j, 100, 60)
+			d.writes.Store(true)
+			for i := uint64(201); i <= 210; i++ {
+				idx, err := j.Append(recBytes(i, 100))
+				if idx != i || !errors.Is(err, syscall.ENOSPC) {
+					t.Fatalf("Append during ENOSPC = %d, %v", idx, err)
+				}
+				if pol == SyncAlways && !errors.Is(j.Sync(), syscall.ENOSPC) {
+					t.Fatal("Sync during ENOSPC succeeded")
+				}
+			}
+			if !errors.Is(j.Healthy(), syscall.ENOSPC) || j.Stats().Unwritten != 10 {
+				t.Fatalf("Healthy %v, Stats %+v", j.Healthy(), j.Stats())
+			}
+			seg := j.segPath(j.act.id)
+			if fileSize(t, seg) != good+int64(len(d.partial)) {
+				t.Fatalf("segment is %d bytes; want %d good + %d partial", fileSize(t, seg), good, len(d.partial))
+			}
+
+			// A crash now: the partial write is a torn tail, cut at Open.
+			crashed := copyDir(t, dir)
+			j2 := mustOpen(t, Options{Dir: crashed, Sync: SyncNo})
+			checkReplay(t, replayAll(t, j2), 1, 200, 100)
+			j2.Close()
+
+			// Space returns: everything queued goes out in order.
+			d.writes.Store(false)
+			appendRecs(t, j, 211, 215, 100)
+			if err := j.Healthy(); err != nil || j.Stats().Unwritten != 0 {
+				t.Fatalf("Healthy %v, Stats %+v", err, j.Stats())
+			}
+			if !strings.Contains(lb.String(), "cut the active segment back") {
+				t.Fatalf("log: %s", lb.String())
+			}
+			if err := j.Close(); err != nil {
+				t.Fatal(err)
+			}
+			j = mustOpen(t, Options{Dir: dir, Sync: SyncNo})
+			checkReplay(t, replayAll(t, j), 1, 215, 100)
+			j.Close()
+		})
+	}
+}
+
+// TestSyncFailureRewrites: after a failed fsync the kernel may have dropped
+// the pages, so the records since the last good fsync are written again.
+func TestSyncFailureRewrites(t *testing.T) {
+	dir := t.TempDir()
+	var d diskFull
+	j := mustOpen(t, Options{Dir: dir, Sync: SyncAlways, faults: d.faults(t)})
+	appendRecs(t, j, 1, 5, 100)
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	durable := j.act.size
+	appendRecs(t, j, 6, 7, 100)
+	d.syncs.Store(true)
+	if err := j.Sync(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("Sync = %v", err)
+	}
+	if j.Healthy() == nil || j.Stats().Unwritten != 2 || j.Stats().DurableIndex != 5 {
+		t.Fatalf("Healthy %v, Stats %+v", j.Healthy(), j.Stats())
+	}
+	if err := j.Sync(); err == nil {
+		t.Fatal("Sync succeeded while fsync fails")
+	}
+	if j.act.size != durable || !j.dirty {
+		t.Fatalf("not rewound to the durable %d bytes: %d", durable, j.act.size)
+	}
+	d.syncs.Store(false)
+	appendRecs(t, j, 8, 8, 100)
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	// 1..5, 6..7, 6..7 again at the second Sync, 6..8 at the last Append.
+	if n := d.written.Load(); n != 12 {
+		t.Fatalf("%d record writes, want 12", n)
+	}
+	if j.Healthy() != nil || j.Stats().DurableIndex != 8 || j.Stats().SyncFails != 2 {
+		t.Fatalf("Healthy %v, Stats %+v", j.Healthy(), j.Stats())
+	}
+	j.Close()
+	j = mustOpen(t, Options{Dir: dir, Sync: SyncNo})
+	checkReplay(t, replayAll(t, j), 1, 8, 100)
+	j.Close()
+}
+
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// TestBackgroundSyncFailure: SyncEverySec's goroutine fails to fsync; the
+// loop hears of it at its next Append and writes the records again.
+func TestBackgroundSyncFailure(t *testing.T) {
+	dir := t.TempDir()
+	var d diskFull
+	j := mustOpen(t, Options{Dir: dir, Sync: SyncEverySec, syncInterval: time.Millisecond, faults: d.faults(t)})
+	appendRecs(t, j, 1, 5, 100)
+	waitFor(t, "fsync of 1..5", func() bool { return j.Stats().DurableIndex == 5 })
+	d.syncs.Store(true)
+	appendRecs(t, j, 6, 6, 100)
+	waitFor(t, "the failure", func() bool { return errors.Is(j.Healthy(), syscall.EIO) })
+	d.syncs.Store(false)
+	appendRecs(t, j, 7, 7, 100)
+	if err := j.Healthy(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "fsync of 1..7", func() bool { j.Append(nil); return j.Stats().DurableIndex >= 7 })
+	last := j.LastIndex()
+	j.Close()
+	j = mustOpen(t, Options{Dir: dir, Sync: SyncNo})
+	got := replayAll(t, j)
+	checkReplay(t, got[:7], 1, 7, 100)
+	if uint64(len(got)) != last {
+		t.Fatalf("replayed %d, want %d", len(got), last)
+	}
+	j.Close()
+}
+
+func TestBacklogBoundAndCloseWhileFailing(t *testing.T) {
+	dir := t.TempDir()
+	var d diskFull
+	j := mustOpen(t, Options{Dir: dir, Sync: SyncNo, MaxBacklog: 1000, faults: d.faults(t)})
+	appendRecs(t, j, 1, 3, 100)
+	d.writes.Store(true)
+	var queued uint64
+	for {
+		idx, err := j.Append(recBytes(4+queued, 100))
+		if errors.Is(err, ErrBacklogFull) {
+			if idx != 0 {
+				t.Fatalf("refused record got index %d", idx)
+			}
+			break
+		}
+		queued++
+	}
+	if queued < 8 || queued > 10 {
+		t.Fatalf("%d records queued under a 1000-byte backlog", queued)
+	}
+	if _, err := j.Append(make([]byte, j.maxRec+1)); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("oversized Append = %v", err)
+	}
+	if err := j.Close(); err == nil || !strings.Contains(err.Error(), "unwritten") {
+		t.Fatalf("Close = %v", err)
+	}
+	if _, err := j.Append(nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Append after Close = %v", err)
+	}
+	j = mustOpen(t, Options{Dir: dir, Sync: SyncNo})
+	checkReplay(t, replayAll(t, j), 1, 3, 100)
+	j.Close()
+}
+
+// TestRotationWhileFailing fails writes across segment boundaries.
+func TestRotationWhileFailing(t *testing.T) {
+	dir := t.TempDir()
+	var d diskFull
+	j := mustOpen(t, Options{Dir: dir, Sync: SyncAlways, SegmentSize: 4 << 10, faults: d.faults(t)})
+	var n uint64
+	for round := 0; round < 30; round++ {
+		d.writes.Store(round%3 == 1)
+		d.syncs.Store(round%5 == 2)
+		for k := 0; k < 7; k++ {
+			n++
+			if idx, _ := j.Append(recBytes(n, 300)); idx != n {
+				t.Fatalf("Append = %d, want %d", idx, n)
+			}
+		}
+		j.Sync()
+	}
+	d.writes.Store(false)
+	d.syncs.Store(false)
+	if err := j.Sync(); err != nil || j.Healthy() != nil {
+		t.Fatalf("Sync %v, Healthy %v", err, j.Healthy())
+	}
+	j.Close()
+	if len(segFiles(t, dir)) < 10 {
+		t.Fatalf("only %d segments", len(segFiles(t, dir)))
+	}
+	j = mustOpen(t, Options{Dir: dir, Sync: SyncNo, SegmentSize: 4 << 10})
+	checkReplay(t, replayAll(t, j), 1, n, 300)
+	j.Close()
+}
