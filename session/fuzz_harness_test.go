@@ -1,5 +1,3 @@
-//go:build fuzzport
-
 package session
 
 import (
@@ -10,16 +8,16 @@ import (
 	"github.com/tickwheel/tickwheel/wheel"
 )
 
-// FuzzState's harness, continued: how it plays the glue around the state
+// FuzzCore's harness, continued: how it plays the glue around the Core
 // (the turn's end: pump, flush, reading on) and the invariants it checks
 // after every change.
 
-// call runs fn on the state, then applies the closes it caused (a closing
+// call runs fn on the Core, then applies the closes it caused (a closing
 // session's ephemeral receivers lose their timers and are forgotten), checks
 // what it appended to every session's output and that no event was lost
 // uncounted.
 func (h *fzHarness) call(fn func()) {
-	st := h.st
+	st := h.c
 	for i := range h.before {
 		h.before[i] = st.receivers[uint64(i)]
 	}
@@ -61,7 +59,10 @@ func (h *fzHarness) call(fn func()) {
 func (h *fzHarness) scan(fs *fzSession) {
 	out := fs.s.out
 	if len(out) < fs.scanned {
-		h.fail("session %d: output shrank from %d to %d bytes", fs.s.id, fs.scanned, len(out))
+		if !fs.s.closed { // a closed session's output is discarded
+			h.fail("session %d: output shrank from %d to %d bytes", fs.s.id, fs.scanned, len(out))
+		}
+		fs.scanned = len(out)
 	}
 	for b := out[fs.scanned:]; len(b) > 0; {
 		payload, n, err := protocol.SplitFrame(b, math.MaxInt32)
@@ -135,7 +136,7 @@ func (h *fzHarness) fire(fs *fzSession, f *protocol.Fire) {
 	fs.seqs[f.Receiver] = f.Seq
 	// The record the event came from: the one the call ended with, or
 	// began with if it forgot it.
-	r := h.st.receivers[f.Receiver]
+	r := h.c.receivers[f.Receiver]
 	if r == nil && f.Receiver < fzReceivers {
 		r = h.before[f.Receiver]
 	}
@@ -148,42 +149,41 @@ func (h *fzHarness) fire(fs *fzSession, f *protocol.Fire) {
 	h.seqs[r] = f.Seq
 }
 
-// flush plays Server.flush: each dirty session's output is written (the
-// harness has checked it already); a write to a reset peer runs OnClose
-// inside the flush, a session marked kill is closed after its write.
+// flush plays Server.flush: Flush hands each dirty session's output (the
+// harness has checked it already) to a writer that plays its connection:
+// a write to a reset peer closes the session inside the flush, a stuck
+// peer's connection buffers what it is handed. A session marked kill is
+// closed after its write.
 func (h *fzHarness) flush() {
-	st := h.st
-	for i := 0; i < len(st.dirty); i++ {
-		s := st.dirty[i]
-		s.dirty = false
-		fs := h.of[s]
-		if fs.scanned != len(s.out) {
+	for _, s := range h.c.dirty {
+		if fs := h.of[s]; fs.scanned != len(s.out) {
 			h.fail("session %d: output not checked", s.id)
 		}
-		n := len(s.out)
-		s.out, fs.scanned = s.out[:0], 0
-		if s.closed && !s.kill {
-			continue
-		}
-		if n > 0 {
-			s.written += uint64(n)
-			s.writing = n
-			if fs.conn.reset {
-				h.call(func() { st.closeSession(s, fs.conn.buffered+s.writing) })
-			} else if fs.conn.stuck {
-				fs.conn.buffered += n
-			}
-			s.writing = 0
-			if !s.closed {
-				st.afterWrite(s, fs.conn.buffered)
-			}
-		}
-		if s.kill {
-			h.call(func() { st.closeSession(s, fs.conn.buffered) })
-		}
 	}
-	clear(st.dirty)
-	st.dirty = st.dirty[:0]
+	write := func(s *Session, out []byte) int {
+		fs := h.of[s]
+		h.rep.wrote(s, out)
+		if len(out) != fs.scanned && !s.closed {
+			h.fail("session %d: %d bytes written, %d checked", s.id, len(out), fs.scanned)
+		}
+		fs.scanned = 0
+		switch {
+		case len(out) == 0:
+		case fs.conn.reset:
+			h.rep.closingInWrite(s.id, fs.conn.buffered+len(out)) // stands in for the missing record
+			h.call(func() { h.c.Close(s, fs.conn.buffered) })
+		case fs.conn.stuck:
+			fs.conn.buffered += len(out)
+		}
+		return fs.conn.buffered
+	}
+	h.c.Flush(write, func(s *Session) {
+		h.rep.flushed(s) // stands in for the missing record
+		if s.kill {
+			h.call(func() { h.c.Close(s, h.of[s].conn.buffered) })
+		}
+	})
+	h.rep.sync()
 }
 
 // endTurn plays the end of a turn — the pump, then the flush — frees the
@@ -191,7 +191,8 @@ func (h *fzHarness) flush() {
 // session (its held frames may be read now), until no session wakes.
 func (h *fzHarness) endTurn() {
 	for range 1000 {
-		h.call(func() { h.st.pumpAll() })
+		h.call(func() { h.c.PumpAll(func(s *Session) int { return h.of[s].conn.buffered }) })
+		h.rep.pumpAll() // stands in for the missing record of the pump
 		h.flush()
 		woke := false
 		for i, fs := range h.slots {
@@ -218,7 +219,11 @@ func (h *fzHarness) endTurn() {
 // turns runs up to n advance turns while work is left.
 func (h *fzHarness) turns(n int) (more bool) {
 	for range n {
-		h.call(func() { more = h.st.advance() })
+		h.call(func() {
+			more = h.c.Advance(h.now, h.maxFires)
+			more = h.c.More() || more // a fast-forward's first turn left work
+		})
+		h.rep.sync()
 		h.endTurn()
 		if !more {
 			return false
@@ -249,7 +254,7 @@ func (h *fzHarness) drain() {
 			h.fail("session %d: %d requests unanswered, %d unread, blocked %v", fs.s.id, len(fs.pending), len(fs.held), fs.s.blocked)
 		}
 	}
-	for id, r := range h.st.receivers {
+	for id, r := range h.c.receivers {
 		if r.owner != nil && r.n > 0 {
 			h.fail("receiver %d: %d events never delivered to session %d", id, r.n, r.owner.id)
 		}
@@ -266,15 +271,19 @@ func (h *fzHarness) busy() bool {
 	return false
 }
 
-// check checks the invariants that hold between steps.
+// check checks the invariants that hold between steps, and that the
+// replayed state is the live one.
 func (h *fzHarness) check() {
 	h.checkReceivers()
 	h.checkSessions()
 	h.checkTimers()
+	h.rep.check(fzReceiverIDs)
 }
 
+var fzReceiverIDs = []uint64{0, 1, 2, 3, 4}
+
 func (h *fzHarness) checkReceivers() {
-	st, l := h.st, h.st.cfg.Limits
+	st, l := h.c, h.limits
 	backlog := 0
 	for id, r := range st.receivers {
 		o := r.owner
@@ -309,14 +318,14 @@ func (h *fzHarness) checkReceivers() {
 }
 
 func (h *fzHarness) checkSessions() {
-	st := h.st
+	st := h.c
 	for id, s := range st.sessions {
 		for rid := range s.receivers {
 			if r := st.receivers[rid]; r == nil || r.owner != s {
 				h.fail("session %d lists receiver %d, which it does not own", id, rid)
 			}
 		}
-		if s.id != id || s.closed || len(s.receivers) > st.cfg.Limits.MaxReceiversPerSession {
+		if s.id != id || s.closed || len(s.receivers) > h.limits.MaxReceiversPerSession {
 			h.fail("session %d filed as %d, closed %v, %d receivers", s.id, id, s.closed, len(s.receivers))
 		}
 	}
@@ -346,7 +355,7 @@ func (h *fzHarness) checkSessions() {
 // explains, or a forever timer gone without a cancel, is a bug; timers
 // with a repeat count leave the model when they are gone.
 func (h *fzHarness) checkTimers() {
-	st, l := h.st, h.st.cfg.Limits
+	st, l := h.c, h.limits
 	live := 0
 	for r := range uint64(fzReceivers) {
 		n := 0

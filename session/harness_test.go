@@ -16,12 +16,19 @@ const start = 1_000_000
 const testAdminToken = "test-admin-token"
 
 // harness drives a Core directly, with no event loop or sockets, so a test
-// can stop between two advance turns. The Core records its inputs, and
-// each do/advance checks that replaying them into a second Core gives the
-// same state (see replayCheck).
+// can stop between two advance turns. The Core records its inputs, which a
+// replica replays as they come; when the test ends (and at replayCheck)
+// the replica's state must be the Core's (see replica).
 type harness struct {
 	t testing.TB
 	c *Core
+	// rep replays c's records (nil for a benchmark); outs holds what the
+	// flushes wrote to each session, not yet taken.
+	rep  *replica
+	outs map[*Session][]byte
+	// receivers lists receiver ids whose timers the replay check compares
+	// even when they have no record (see dumpState): those the test used.
+	receivers map[uint64]bool
 }
 
 func testLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -36,7 +43,33 @@ func newHarness(t testing.TB, mutate func(*Config, *Limits)) *harness {
 	}
 	w, err := wheel.New(start, wheel.Config{})
 	require.NoError(t, err)
-	return &harness{t: t, c: New(cfg, l, w, testLogger(), nil)}
+	h := &harness{t: t, c: New(cfg, l, w, testLogger(), nil), outs: make(map[*Session][]byte), receivers: make(map[uint64]bool)}
+	if tt, ok := t.(*testing.T); ok {
+		w2, err := wheel.New(start, wheel.Config{})
+		require.NoError(t, err)
+		h.rep = newReplica(t, h.c, cfg, l, w2)
+		tt.Cleanup(func() {
+			if !tt.Failed() {
+				h.replayCheck()
+			}
+		})
+	}
+	return h
+}
+
+// replayCheck flushes, then checks that replaying the Core's records gives
+// the same state, the same outputs byte for byte included.
+func (h *harness) replayCheck() {
+	h.t.Helper()
+	if h.rep == nil {
+		return
+	}
+	h.flush()
+	ids := make([]uint64, 0, len(h.receivers))
+	for id := range h.receivers {
+		ids = append(ids, id)
+	}
+	h.rep.check(ids)
 }
 
 // session opens a session that has said hello with the admin token.
@@ -48,21 +81,64 @@ func (h *harness) session() *Session {
 
 // do applies one request from s and returns what s was sent meanwhile.
 func (h *harness) do(s *Session, req protocol.Request) []protocol.Message {
-	h.c.Apply(s, protocol.AppendRequest(nil, &req)[4:])
+	h.send(s, req)
 	return h.take(s)
+}
+
+// send applies one request from s, leaving its reply unflushed.
+func (h *harness) send(s *Session, req protocol.Request) {
+	h.receivers[req.Receiver] = true
+	h.apply(s, protocol.AppendRequest(nil, &req)[4:])
+}
+
+// apply applies a request frame's payload from s and replays its record.
+func (h *harness) apply(s *Session, payload []byte) {
+	h.c.Apply(s, payload)
+	if h.rep != nil {
+		h.rep.sync()
+	}
 }
 
 // advance runs one advance turn to the current tw-time (as the ticker's
 // turn does) and reports whether work is left.
 func (h *harness) advance() bool {
 	more := h.c.Advance(h.c.Now(), h.c.cfg.MaxFiresPerTurn)
+	if h.rep != nil {
+		h.rep.sync()
+	}
 	return h.c.More() || more
 }
 
-// take decodes and clears s's pending output.
+// catchUp runs advance turns until none is left.
+func (h *harness) catchUp() {
+	for h.advance() {
+	}
+}
+
+// flush hands every dirty session's output to a writer whose connection
+// takes it at once, keeping it for take.
+func (h *harness) flush() {
+	h.c.Flush(func(s *Session, out []byte) int {
+		if h.rep != nil {
+			h.rep.wrote(s, out)
+		}
+		h.outs[s] = append(h.outs[s], out...)
+		return 0
+	}, func(s *Session) {
+		if h.rep != nil {
+			h.rep.flushed(s) // stands in for the missing record
+		}
+	})
+	if h.rep != nil {
+		h.rep.sync()
+	}
+}
+
+// take flushes, then decodes and forgets what s was sent.
 func (h *harness) take(s *Session) []protocol.Message {
+	h.flush()
 	var ms []protocol.Message
-	for b := s.out; len(b) > 0; {
+	for b := h.outs[s]; len(b) > 0; {
 		payload, n, err := protocol.SplitFrame(b, 1<<30)
 		require.NoError(h.t, err)
 		var m protocol.Message
@@ -71,7 +147,7 @@ func (h *harness) take(s *Session) []protocol.Message {
 		ms = append(ms, m)
 		b = b[n:]
 	}
-	s.out = s.out[:0]
+	delete(h.outs, s)
 	return ms
 }
 

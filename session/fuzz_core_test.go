@@ -1,17 +1,13 @@
-//go:build fuzzport
-
 package session
 
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"os"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -19,13 +15,15 @@ import (
 	"github.com/tickwheel/tickwheel/wheel"
 )
 
-// FuzzState runs its input as a program over the server's state machine,
-// with no sockets. The harness plays the glue (conn.go, server.go) as gnet
-// drives it: requests read frame by frame while the session may read,
-// held back while it waits for a fast-forward or its output is at
-// max_outbound; advance turns; closes; the end-of-turn pump and flush,
-// where a write to a reset peer runs OnClose inside the flush; connections
-// that stop taking bytes (OutboundBuffered grows) and drain again.
+// FuzzCore runs its input as a program over the Core, with no sockets. The
+// harness plays the server's glue (server/conn.go, bell.go) as gnet drives
+// it: requests read frame by frame while the session may read, held back
+// while it waits for a fast-forward or its output is at max_outbound;
+// advance turns to the harness's own tw-time (a tick counter, which clock
+// ops move through the clock hook); closes; the end-of-turn pump and
+// Flush, whose writer plays a connection that buffers what its peer does
+// not read, and where a write to a reset peer closes the session inside
+// the flush; connections that stop taking bytes and drain again.
 //
 // After every state call and step it checks what must always hold:
 //   - every session's output is whole frames that decode;
@@ -42,6 +40,10 @@ import (
 //     forgotten, a closed session's ephemeral receivers too, backlog_events
 //     is the sum of the backlogs, a bound receiver's backlog is queued for
 //     its session, output waiting for a flush is marked dirty;
+//   - replaying the Core's records into a second Core, input by input, gives
+//     the same state (dumpState) after every step, and each recorded write
+//     hands the same bytes as the live Core's (see replica; the inputs the
+//     Core does not record yet are stood in for there);
 //   - at the end, once the connections drain and the wheel catches up, every
 //     fast-forward is answered, every held request is read and answered, and
 //     no backlog of a bound receiver is left.
@@ -50,7 +52,7 @@ import (
 // action (low 4 bits, see fzOpen...), session slot (bits 4-5), "same turn:
 // no flush yet" (bit 6, for requests), a variant flag (bit 7) — and its
 // arguments. TICKWHEEL_FUZZ_TRACE=1 logs every step and message.
-func FuzzState(f *testing.F) {
+func FuzzCore(f *testing.F) {
 	for _, seed := range fzSeeds() {
 		f.Add([]byte(seed))
 	}
@@ -83,7 +85,7 @@ const (
 const (
 	fzOpen     = 0  // open the slot and say hello (admin with the flag)
 	fzRaw      = 9  // a request that does not decode
-	fzClose    = 10 // the peer closes: OnClose
+	fzClose    = 10 // the peer closes: Close
 	fzAdvance  = 11 // tw-time moves 1-4 ticks (9-12 with the flag), then advance turns
 	fzConnSet  = 12 // the connection stops or starts taking bytes; with the flag the peer resets
 	fzTurn     = 13 // one advance turn (the doorbell)
@@ -119,19 +121,17 @@ func (p *fzProg) byte() byte {
 // n returns a number below k.
 func (p *fzProg) n(k int) int { return int(p.byte()) % k }
 
-// fzConn is a connection as the state sees it: the bytes written to it
+// fzConn is a connection as the Core hears of it: the bytes written to it
 // that the kernel did not take, which grow while the peer does not read.
 type fzConn struct {
 	buffered int
 	stuck    bool // the peer does not read: writes stay buffered
-	reset    bool // the peer reset: the next write fails and runs OnClose
+	reset    bool // the peer reset: the next write fails and closes the session
 }
-
-func (c *fzConn) OutboundBuffered() int { return c.buffered }
 
 // fzSession is the harness's view of one session.
 type fzSession struct {
-	s        *session
+	s        *Session
 	conn     *fzConn
 	lastID   uint64
 	pending  []fzFrame // requests read, awaiting their replies
@@ -151,14 +151,18 @@ type fzFrame struct {
 }
 
 type fzHarness struct {
-	t      *testing.T
-	st     *state
-	slots  [fzSlots]*fzSession
-	of     map[*session]*fzSession
-	timers map[wheel.Key]bool // the timers adds imply, each with "fires forever"
-	before [fzReceivers]*receiver
-	seqs   map[*receiver]uint64 // per receiver record, the last seq that left the server
-	events uint64               // events written to sessions' output
+	t        *testing.T
+	c        *Core
+	limits   Limits
+	maxFires int
+	now      uint64   // tw-time: Advance's target
+	rep      *replica // replays c's records
+	slots    [fzSlots]*fzSession
+	of       map[*Session]*fzSession
+	timers   map[wheel.Key]bool // the timers adds imply, each with "fires forever"
+	before   [fzReceivers]*receiver
+	seqs     map[*receiver]uint64 // per receiver record, the last seq that left the server
+	events   uint64               // events written to sessions' output
 	// verbose (TICKWHEEL_FUZZ_TRACE set) keeps a trace of every step and
 	// message, logged at the end and on failure.
 	verbose bool
@@ -166,23 +170,33 @@ type fzHarness struct {
 }
 
 func newFzHarness(t *testing.T, opt byte) *fzHarness {
-	cfg := Config{Frozen: true, StartTick: start, AdminToken: fzAdminToken, AddOnlyBound: opt&1 != 0,
-		MaxFiresPerTurn: [...]int{1, 3, 10_000, 10_000}[opt>>1&3],
-		Limits: Limits{MaxFrame: 1024, MaxData: 64, MaxDataTotal: [...]int{0, 200}[opt>>5&1], MaxTimers: 12,
-			MaxTimersPerReceiver: 6, MaxReceiversPerSession: 3, MaxBacklog: [...]int{5, 1}[opt>>3&1],
-			MaxBacklogTotal: [...]int{12, 3}[opt>>4&1], MaxBacklogBytes: [...]int{0, 300}[opt>>6&1],
-			MaxOutbound: 2048, MaxInbound: 2048, MaxListPage: 3, MaxListBytes: 1024}}
-	cfg, err := cfg.withDefaults()
-	require.NoError(t, err)
+	cfg := Config{AdminToken: fzAdminToken, AddOnlyBound: opt&1 != 0, TickNs: 10_000_000,
+		MaxFiresPerTurn: [...]int{1, 3, 10_000, 10_000}[opt>>1&3]}
+	limits := Limits{MaxFrame: 1024, MaxData: 64, MaxDataTotal: [...]int{0, 200}[opt>>5&1], MaxTimers: 12,
+		MaxTimersPerReceiver: 6, MaxReceiversPerSession: 3, MaxBacklog: [...]int{5, 1}[opt>>3&1],
+		MaxBacklogTotal: [...]int{12, 3}[opt>>4&1], MaxBacklogBytes: [...]int{0, 300}[opt>>6&1],
+		MaxOutbound: 2048, MaxInbound: 2048, MaxListPage: 3, MaxListBytes: 1024}
 	// A small wheel: cheap to make for every input, and timers move between
 	// its levels within a few ticks.
-	w, err := wheel.New(start, wheel.Config{Levels: 4, Slots: 16})
-	require.NoError(t, err)
-	c := wheel.NewClock(start, cfg.Tick, func() time.Duration { return 0 })
-	c.Freeze()
-	return &fzHarness{t: t, st: newState(cfg, slog.New(slog.DiscardHandler), w, c),
-		of: make(map[*session]*fzSession), timers: make(map[wheel.Key]bool), seqs: make(map[*receiver]uint64),
+	wheels := [2]*wheel.Wheel{}
+	for i := range wheels {
+		w, err := wheel.New(start, wheel.Config{Levels: 4, Slots: 16})
+		require.NoError(t, err)
+		wheels[i] = w
+	}
+	h := &fzHarness{t: t, c: New(cfg, limits, wheels[0], nil, nil), maxFires: cfg.MaxFiresPerTurn, now: start,
+		of: make(map[*Session]*fzSession), timers: make(map[wheel.Key]bool), seqs: make(map[*receiver]uint64),
 		verbose: os.Getenv("TICKWHEEL_FUZZ_TRACE") != ""}
+	h.limits = h.c.Limits()
+	h.rep = newReplica(t, h.c, cfg, limits, wheels[1])
+	// tw-time's clock is frozen: only fast-forwards move it.
+	h.c.SetClockHook(func(op ClockOp, _ float64, ticks uint64) uint64 {
+		if op == ClockFastForward {
+			h.now += ticks
+		}
+		return h.now
+	})
+	return h
 }
 
 func (h *fzHarness) fail(format string, args ...any) {
@@ -212,7 +226,7 @@ func (h *fzHarness) step(p *fzProg) {
 			ticks += 8
 		}
 		h.note("advance %d", ticks)
-		require.NoError(h.t, h.st.clock.FastForward(ticks))
+		h.now += ticks
 		h.turns(64)
 		return
 	case action == fzTurn:
@@ -223,7 +237,7 @@ func (h *fzHarness) step(p *fzProg) {
 		h.open(slot, action != fzOpenBare, flag)
 	case action == fzClose:
 		h.note("%d: close", slot)
-		h.call(func() { h.st.closeSession(fs.s, fs.conn.buffered) }) // OnClose, then its flush
+		h.call(func() { h.c.Close(fs.s, fs.conn.buffered) }) // OnClose, then its flush
 	case action == fzConnSet:
 		h.setConn(fs, p.n(4), flag)
 		h.note("%d: conn %+v", slot, *fs.conn)
@@ -253,13 +267,13 @@ func (h *fzHarness) setConn(fs *fzSession, how int, reset bool) {
 	case how == 2:
 		c.buffered /= 2
 	default:
-		c.stuck, c.buffered = true, h.st.cfg.Limits.MaxOutbound
+		c.stuck, c.buffered = true, h.limits.MaxOutbound
 	}
 }
 
 func (h *fzHarness) open(slot int, hello, admin bool) {
 	fs := &fzSession{conn: &fzConn{}, seqs: make(map[uint64]uint64)}
-	fs.s = h.st.open(fs.conn)
+	h.call(func() { fs.s = h.c.Open() })
 	h.slots[slot], h.of[fs.s] = fs, fs
 	h.note("%d: open session %d, hello %v admin %v", slot, fs.s.id, hello, admin)
 	if hello {
@@ -283,7 +297,7 @@ func (h *fzHarness) request(p *fzProg) protocol.Request {
 		x := p.byte()
 		req.After = uint64(x & 3)
 		if x&4 != 0 {
-			req.At = h.st.now() + uint64(x>>3&3) - 1 // now-1 .. now+2: the first two are in the past
+			req.At = h.c.Now() + uint64(x>>3&3) - 1 // now-1 .. now+2: the first two are in the past
 		}
 		req.Every, req.Repeat = uint64(p.n(4)), uint64(p.n(4))
 		if x&0x20 != 0 {
@@ -361,7 +375,7 @@ func (h *fzHarness) receive(fs *fzSession, f fzFrame) {
 // max_inbound bytes.
 func (h *fzHarness) readFrames(fs *fzSession) {
 	s := fs.s
-	for len(fs.held) > 0 && !s.waiting && !s.kill && !s.closed && h.st.mayRead(s) {
+	for len(fs.held) > 0 && !s.waiting && !s.kill && !s.closed && h.mayRead(fs) {
 		f := fs.held[0]
 		fs.held = fs.held[1:]
 		h.handle(fs, f)
@@ -370,18 +384,23 @@ func (h *fzHarness) readFrames(fs *fzSession) {
 	for _, f := range fs.held {
 		held += protocol.HeaderSize + len(f.payload)
 	}
-	if (s.waiting || s.blocked) && held > h.st.cfg.Limits.MaxInbound {
-		h.call(func() { h.st.malformed(s, 0, errors.New("more than max_inbound")) })
+	if (s.waiting || s.blocked) && held > h.limits.MaxInbound {
+		h.call(func() { h.c.Malformed(s, 0, errors.New("more than max_inbound")) })
 	}
-	if len(s.out) > 0 {
-		h.st.markDirty(s)
-	}
+}
+
+// mayRead plays the glue's mayRead: the Core hears how much the
+// connection buffers, and may block the session.
+func (h *fzHarness) mayRead(fs *fzSession) (ok bool) {
+	h.call(func() { ok = h.c.MayRead(fs.s, fs.conn.buffered) })
+	h.rep.mayRead(fs.s) // stands in for the missing record of the block
+	return ok
 }
 
 func (h *fzHarness) handle(fs *fzSession, f fzFrame) {
 	fs.pending = append(fs.pending, f)
 	before := len(fs.s.out)
-	h.call(func() { h.st.handle(fs.s, f.payload) })
+	h.call(func() { h.c.Apply(fs.s, f.payload) })
 	switch f.op {
 	case protocol.OpAdd, protocol.OpCancel, protocol.OpCancelAll:
 		h.modelTimers(fs, f.payload, before)
