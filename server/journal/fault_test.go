@@ -249,3 +249,19 @@ func TestRotationWhileFailing(t *testing.T) {
 	checkReplay(t, replayAll(t, j), 1, n, 300)
 	j.Close()
 }
+
+// TestUnsyncedCopiesBounded: with SyncAlways and no Sync for a long time,
+// the copies kept for a failed fsync stay under MaxBacklog (Append fsyncs).
+func TestUnsyncedCopiesBounded(t *testing.T) {
+	j := mustOpen(t, Options{Dir: t.TempDir(), Sync: SyncAlways, MaxBacklog: 10000})
+	defer j.Close()
+	for i := uint64(1); i <= 500; i++ {
+		appendRecs(t, j, i, i, 100)
+		if live := j.q.liveBytes(); live > 10000 {
+			t.Fatalf("%d bytes of copies held after %d records", live, i)
+		}
+	}
+	if j.Stats().Syncs == 0 || j.Stats().DurableIndex < 400 {
+		t.Fatalf("Stats %+v", j.Stats())
+	}
+}

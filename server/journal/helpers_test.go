@@ -136,10 +136,23 @@ func fileSize(t testing.TB, path string) int64 {
 	return st.Size()
 }
 
-// copyDir copies the regular files of src into a new temporary directory.
+// memTempDir is a temporary directory in memory (/dev/shm) where there is
+// one, so that tests that open hundreds of journals do not wait on fsync.
+func memTempDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/dev/shm", "journal-test-")
+	if err != nil {
+		return t.TempDir()
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// copyDir copies the regular files of src into a new temporary directory
+// (in memory where possible).
 func copyDir(t testing.TB, src string) string {
 	t.Helper()
-	dst := t.TempDir()
+	dst := memTempDir(t)
 	ents, err := os.ReadDir(src)
 	if err != nil {
 		t.Fatal(err)

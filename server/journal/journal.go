@@ -72,9 +72,13 @@ type Options struct {
 	// log is kept from the oldest one kept, so that a snapshot found corrupt
 	// at Open is replaced by the previous one plus the log.
 	KeepSnapshots int
-	// MaxBacklog bounds the bytes of records held in memory, unwritten,
-	// while the journal is unhealthy (64 MiB if 0): past it Append refuses
-	// records with ErrBacklogFull.
+	// MaxBacklog bounds the bytes of records held in memory (64 MiB if 0).
+	// While the journal is unhealthy, unwritten records wait in memory and
+	// past MaxBacklog Append refuses more with ErrBacklogFull. With
+	// SyncEverySec, written records are also kept until fsynced (so that a
+	// failed fsync can be repaired by writing them again): past a quarter
+	// of MaxBacklog the background fsync starts early, past all of it
+	// Append fsyncs itself. With SyncAlways they are kept until Sync.
 	MaxBacklog int64
 	// Repair makes Open cut a corrupt log at the first bad record (and
 	// delete every later segment) instead of failing with a *CorruptError.
@@ -201,6 +205,7 @@ type Journal struct {
 	syncFails uint64
 	stop      chan struct{}
 	done      chan struct{}
+	nudge     chan struct{} // asks the syncer to fsync now
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -257,7 +262,7 @@ func Open(o Options) (*Journal, error) {
 		return nil, err
 	}
 	if o.Sync == SyncEverySec {
-		j.stop, j.done = make(chan struct{}), make(chan struct{})
+		j.stop, j.done, j.nudge = make(chan struct{}), make(chan struct{}), make(chan struct{}, 1)
 		go j.syncLoop(o.syncInterval)
 	}
 	return j, nil

@@ -2,7 +2,6 @@ package journal
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -251,8 +250,7 @@ func (j *Journal) scanSegment(path string, id uint32, snap uint64, prev *uint64,
 			s.size = r.size
 			return s, nil, nil
 		}
-		var eb errBad
-		if errors.As(err, &eb) {
+		if eb, isBad := err.(errBad); isBad {
 			s.size = r.end
 			ce := &CorruptError{File: path, Offset: r.start, Reason: eb.reason}
 			if !last {
@@ -380,8 +378,7 @@ func (j *Journal) replaySegment(s segInfo, buf []byte, next *uint64, fn func(uin
 		if err == io.EOF {
 			return nil
 		}
-		var eb errBad
-		if errors.As(err, &eb) {
+		if eb, isBad := err.(errBad); isBad {
 			return &CorruptError{File: path, Offset: r.start, Reason: eb.reason + " (changed since Open)"}
 		}
 		if err != nil {

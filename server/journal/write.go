@@ -45,19 +45,25 @@ func (q *queue) unwrittenBytes() int64 {
 	return int64(len(q.buf) - q.ents[q.next].off)
 }
 
+// liveBytes is the size of every record still held (written or not).
+func (q *queue) liveBytes() int64 {
+	if q.head == len(q.ents) {
+		return 0
+	}
+	return int64(len(q.buf) - q.ents[q.head].off)
+}
+
 // trim drops the written records with index <= upto and returns the last
-// one dropped (nil if none). It compacts the buffers when they are mostly
-// dead, so the queue's memory stays about that of the live records.
-func (q *queue) trim(upto uint64) *entry {
-	var last *entry
+// one dropped (ok false if none). It compacts the buffers when they are
+// mostly dead, so the queue's memory stays about that of the live records.
+func (q *queue) trim(upto uint64) (last entry, ok bool) {
 	for q.head < q.next && q.ents[q.head].index <= upto {
-		last = &q.ents[q.head]
+		last, ok = q.ents[q.head], true
 		q.head++
 	}
-	if last == nil {
-		return nil
+	if !ok {
+		return last, false
 	}
-	e := *last
 	if q.head == len(q.ents) {
 		q.buf, q.ents, q.head, q.next = q.buf[:0], q.ents[:0], 0, 0
 	} else if q.head >= 256 && q.head*2 >= len(q.ents) {
@@ -72,7 +78,7 @@ func (q *queue) trim(upto uint64) *entry {
 		q.next -= q.head
 		q.head = 0
 	}
-	return &e
+	return last, true
 }
 
 // Append adds one record and returns its index, consecutive from 1 across
@@ -120,12 +126,34 @@ func (j *Journal) flush() error {
 	switch j.opts.Sync {
 	case SyncNo:
 		j.markDurable(j.wIdx)
+		return nil
 	case SyncEverySec:
 		j.smu.Lock()
 		j.written = j.wIdx
 		d := j.durable
 		j.smu.Unlock()
 		j.markDurable(d)
+	}
+	return j.boundUnsynced()
+}
+
+// boundUnsynced keeps the copies of unsynced records within
+// Options.MaxBacklog: past a quarter of it SyncEverySec's fsync is started
+// early; past all of it (the disk cannot keep up, or with SyncAlways the
+// caller has not called Sync for that long) the loop fsyncs itself.
+func (j *Journal) boundUnsynced() error {
+	live := j.q.liveBytes()
+	switch {
+	case live > j.opts.MaxBacklog:
+		if err := j.syncActive(); err != nil {
+			j.rewind()
+			return j.fail(err)
+		}
+	case live > j.opts.MaxBacklog/4:
+		select {
+		case j.nudge <- struct{}{}: // nil, never ready, unless SyncEverySec
+		default:
+		}
 	}
 	return nil
 }
@@ -145,7 +173,7 @@ func (j *Journal) markDurable(idx uint64) {
 		return
 	}
 	j.durIdx = idx
-	if e := j.q.trim(idx); e != nil && e.seg == j.act.id {
+	if e, ok := j.q.trim(idx); ok && e.seg == j.act.id {
 		j.durOff = e.end
 	}
 }
@@ -399,6 +427,8 @@ func (j *Journal) syncLoop(every time.Duration) {
 		case <-j.stop:
 			return
 		case <-t.C:
+			j.backgroundSync()
+		case <-j.nudge:
 			j.backgroundSync()
 		}
 	}
