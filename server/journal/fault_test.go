@@ -265,3 +265,28 @@ func TestUnsyncedCopiesBounded(t *testing.T) {
 		t.Fatalf("Stats %+v", j.Stats())
 	}
 }
+
+// TestSlowFsyncDoesNotBlockAppend: with SyncEverySec a stalled fsync (here
+// 400 ms) holds no lock that Append needs.
+func TestSlowFsyncDoesNotBlockAppend(t *testing.T) {
+	var stalled atomic.Bool
+	f := &faults{sync: func() error {
+		if stalled.CompareAndSwap(false, true) {
+			time.Sleep(400 * time.Millisecond)
+		}
+		return nil
+	}}
+	j := mustOpen(t, Options{Dir: t.TempDir(), Sync: SyncEverySec, syncInterval: time.Millisecond, faults: f})
+	defer j.Close()
+	appendRecs(t, j, 1, 1, 100)
+	waitFor(t, "the fsync to start", stalled.Load)
+	var worst time.Duration
+	for i := uint64(2); i <= 200; i++ {
+		start := time.Now()
+		appendRecs(t, j, i, i, 100)
+		worst = max(worst, time.Since(start))
+	}
+	if worst > 200*time.Millisecond {
+		t.Fatalf("an Append took %v during a stalled fsync", worst)
+	}
+}

@@ -21,6 +21,8 @@ const (
 	// SyncEverySec (the zero value, the default) fsyncs about once a second
 	// from a background goroutine, without blocking Append; a machine crash
 	// loses at most about the last second of records, a process crash none.
+	// (With every policy, the Append that fills a segment waits for one
+	// fsync: the library fsyncs a full segment before starting the next.)
 	SyncEverySec SyncPolicy = iota
 	// SyncAlways leaves fsync to the caller: Sync once per loop turn, before
 	// that turn's replies are sent.

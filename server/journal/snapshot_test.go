@@ -332,3 +332,21 @@ func TestSnapshotWhileAppending(t *testing.T) {
 	checkReplay(t, replayAll(t, j), idx+1, last, 100)
 	j.Close()
 }
+
+// TestLogMustContinueSnapshot: with one snapshot kept, the log before it is
+// deleted, so if that snapshot goes bad the log no longer reaches index 1:
+// Open refuses, naming the missing records.
+func TestLogMustContinueSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{Dir: dir, Sync: SyncNo, SegmentSize: 4 << 10, KeepSnapshots: 1}
+	j := mustOpen(t, o)
+	appendRecs(t, j, 1, 100, 100)
+	snapshotAt(t, j, snapContent(100))
+	appendRecs(t, j, 101, 110, 100)
+	j.Close()
+	flipBit(t, j.snapPath(100), 100)
+	_, err := Open(o)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "records missing") {
+		t.Fatalf("Open = %v", err)
+	}
+}
