@@ -304,6 +304,7 @@ func (j *Journal) recover() error {
 	snapDel := j.retainLocked()
 	segDel := j.toDelete
 	j.toDelete = nil
+	j.maint.Store(false) // deleted right here, before the library opens them
 	j.mu.Unlock()
 	for _, p := range append(snapDel, segDel...) {
 		j.remove(p)
