@@ -348,7 +348,7 @@ func (c *Client) dispatch(cn *conn, m *protocol.Message) bool {
 			return false
 		}
 		ev := Event{Kind: Fire, Receiver: f.Receiver, Tid: f.Tid, Tick: f.Tick, Fired: f.Fired,
-			Repeat: f.Repeat, Last: f.Last, Seq: f.Seq}
+			Repeat: f.Repeat, Last: f.Last, Seq: f.Seq, Late: f.Late}
 		if len(f.Data) > 0 {
 			ev.Data = append([]byte(nil), f.Data...)
 		}

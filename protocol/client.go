@@ -210,6 +210,10 @@ func DecodeMessage(payload []byte, m *Message) error {
 		f.Last = d.boolean("last")
 		f.Data = d.data("data")
 		f.Seq = d.uint("seq")
+		if n > 9 {
+			f.Late = d.uint("late")
+			min = 10
+		}
 	case KindTakeover:
 		m.Receiver = d.uint("receiver")
 		m.Session = d.uint("session")

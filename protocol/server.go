@@ -88,7 +88,7 @@ type Stats struct {
 	Frozen                                          bool    // clock sync stopped (freeze)
 }
 
-// Fire is a fire event: [2, receiver, tid, tick, fired, repeat, last, data, seq].
+// Fire is a fire event: [2, receiver, tid, tick, fired, repeat, last, data, seq, late].
 type Fire struct {
 	Receiver, Tid uint64
 	Tick          uint64 // the tick the timer was due at
@@ -97,6 +97,10 @@ type Fire struct {
 	Last          bool   // this firing removed the timer
 	Data          []byte // nil when the timer has no data
 	Seq           uint64 // per-receiver event sequence number, from 1; a gap means dropped events
+	// Late is how many ticks after its due tick the timer fired: 0 normally;
+	// more when tw-time jumped past it (a fast-forward, the catch-up after
+	// a restart) or the server fell behind. Absent (0) from older servers.
+	Late uint64
 }
 
 func appendOKHead(b []byte, id uint64) ([]byte, int) {
@@ -224,10 +228,10 @@ func AppendError(b []byte, id uint64, code Code, msg string) []byte {
 }
 
 // AppendFire appends the fire event [2, receiver, tid, tick, fired, repeat,
-// last, data, seq].
+// last, data, seq, late].
 func AppendFire(b []byte, f *Fire) []byte {
 	b, start := beginFrame(b)
-	b = append(b, 0x99, byte(KindFire))
+	b = append(b, 0x9a, byte(KindFire))
 	b = appendUint(b, f.Receiver)
 	b = appendUint(b, f.Tid)
 	b = appendUint(b, f.Tick)
@@ -236,6 +240,7 @@ func AppendFire(b []byte, f *Fire) []byte {
 	b = appendBool(b, f.Last)
 	b = appendData(b, f.Data)
 	b = appendUint(b, f.Seq)
+	b = appendUint(b, f.Late)
 	return endFrame(b, start)
 }
 

@@ -221,7 +221,7 @@ func TestServerMessagesToStockLibrary(t *testing.T) {
 			Kind, Receiver, Tid, Tick, Fired, Repeat uint64
 			Last                                     bool
 			Data                                     []byte
-			Seq                                      uint64
+			Seq, Late                                uint64
 		}
 		f := sampleFire
 		f.Last = true
@@ -243,11 +243,11 @@ func TestServerMessagesToStockLibrary(t *testing.T) {
 // TestDecodeMessageFromStockLibrary: messages a reflective library encodes
 // (signed integers, str data, extra elements, extra map keys) decode.
 func TestDecodeMessageFromStockLibrary(t *testing.T) {
-	p, err := msgpack.Marshal([]any{int64(2), int32(42), int16(11), uint64(1003), 1, 4, true, "hi", int8(1), "future"})
+	p, err := msgpack.Marshal([]any{int64(2), int32(42), int16(11), uint64(1003), 1, 4, true, "hi", int8(1), int8(3), "future"})
 	require.NoError(t, err)
 	var m Message
 	require.NoError(t, DecodeMessage(p, &m))
-	assert.Equal(t, Fire{Receiver: 42, Tid: 11, Tick: 1003, Fired: 1, Repeat: 4, Last: true, Data: []byte("hi"), Seq: 1}, m.Fire)
+	assert.Equal(t, Fire{Receiver: 42, Tid: 11, Tick: 1003, Fired: 1, Repeat: 4, Last: true, Data: []byte("hi"), Seq: 1, Late: 3}, m.Fire)
 
 	p, err = msgpack.Marshal([]any{0, 1, []any{map[string]any{"now": 5, "speed": 2, "frozen": nil, "new_key": []any{1, 2}, "lag": int64(3)}}})
 	require.NoError(t, err)

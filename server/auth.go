@@ -23,20 +23,6 @@ const AdminTokenFileName = "admin.token"
 // after which the server closes the connection, following the reply.
 const maxHelloFailures = 3
 
-// DefaultDataDir returns the default data directory:
-// $XDG_STATE_HOME/tickwheel when XDG_STATE_HOME is an absolute path, else
-// $HOME/.local/state/tickwheel. It is an error when neither is known.
-func DefaultDataDir() (string, error) {
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
-		return filepath.Join(d, "tickwheel"), nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("no default data directory (set data_dir or -data-dir): %w", err)
-	}
-	return filepath.Join(home, ".local", "state", "tickwheel"), nil
-}
-
 // ReadTokenFile returns the token in the file at path: its content with
 // surrounding white space (a trailing newline) removed. An empty token is an
 // error. It does not check the file's permissions.
@@ -69,13 +55,6 @@ func (c *Config) secure(log *slog.Logger) error {
 		return errors.New("config: set admin_token or admin_token_file, not both")
 	case c.ClientToken != "" && c.ClientTokenFile != "":
 		return errors.New("config: set client_token or client_token_file, not both")
-	}
-	if c.DataDir == "" {
-		if d, err := DefaultDataDir(); err == nil {
-			c.DataDir = d
-		} else if c.AdminToken == "" && c.AdminTokenFile == "" {
-			return fmt.Errorf("config: admin token: %w", err)
-		}
 	}
 	if c.ClientTokenFile != "" {
 		tok, err := readGivenTokenFile(c.ClientTokenFile, log)

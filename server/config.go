@@ -45,9 +45,10 @@ type Config struct {
 	// AdminTokenFile, or <DataDir>/admin.token. New refuses a config that
 	// would listen beyond loopback with no client token, unless Insecure.
 
-	// DataDir holds the server's files: admin.token (mode 0600, in a 0700
-	// directory), made at first start when no admin token is configured.
-	// Default $XDG_STATE_HOME/tickwheel, else $HOME/.local/state/tickwheel.
+	// DataDir holds the server's files: the write-ahead log and snapshots
+	// (in log/), and admin.token (mode 0600, in a 0700 directory), made at
+	// first start when no admin token is configured. Default
+	// "tickwheel-data", in the directory the server runs in.
 	DataDir string `yaml:"data_dir"`
 	// AdminTokenFile, when set, names a file holding the admin token (its
 	// content with surrounding white space removed); not with AdminToken.
@@ -62,6 +63,31 @@ type Config struct {
 
 	Limits Limits `yaml:"limits"`
 
+	// Persistence is "on" (the default: every timer, backlog and tw-time
+	// survive a restart and a crash, see docs/ARCHITECTURE.md) or "off"
+	// (in memory only: everything is lost at exit).
+	Persistence string `yaml:"persistence"`
+	// Fsync is when the log is flushed to disk, like Redis's appendfsync:
+	// "always" (a reply leaves only once its change is on disk; one fsync
+	// per event-loop turn covers all of that turn's requests), "everysec"
+	// (the default: about once a second; a power loss can lose the last
+	// second of acknowledged changes, a process crash loses none), or "no"
+	// (the OS decides; at exit too).
+	Fsync string `yaml:"fsync"`
+	// Snapshot sets when the state is written whole, so the log before it
+	// can be deleted and a restart replays little.
+	Snapshot SnapshotPolicy `yaml:"snapshot"`
+	// Downtime is what tw-time does while the server was down: "catch-up"
+	// (the default: it moves on by the wall-clock time that passed, and
+	// every timer due in the gap fires at once, in order) or "pause" (it
+	// goes on from where it stopped, as if no time had passed).
+	Downtime string `yaml:"downtime"`
+	// Repair lets the server start on a log with a bad record in its
+	// middle, cutting the log there (everything before it is kept). Without
+	// it such a log stops the start with an error naming the file and
+	// offset. A torn last record (a crash mid-write) is always cut.
+	Repair bool `yaml:"repair"`
+
 	// Timeouts close connections that hold resources without using them.
 	// Zero means the default; a negative value turns the timeout off.
 	Timeouts Timeouts `yaml:"timeouts"`
@@ -74,6 +100,14 @@ type Config struct {
 
 // Limits protect the server (see session.Limits for each field).
 type Limits = session.Limits
+
+// SnapshotPolicy sets when snapshots are taken (besides at a graceful stop):
+// after EveryRecords log records (event-loop turns that changed state) or
+// EveryBytes bytes of log, whichever comes first.
+type SnapshotPolicy struct {
+	EveryRecords int   `yaml:"every_records"` // Default 1000000.
+	EveryBytes   int64 `yaml:"every_bytes"`   // Default 256 MiB.
+}
 
 // Timeouts bound how long a connection may hold server resources idle.
 type Timeouts struct {
@@ -107,6 +141,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxFiresPerTurn == 0 {
 		c.MaxFiresPerTurn = 10_000
+	}
+	if err := c.persistenceDefaults(); err != nil {
+		return c, err
 	}
 	c.Limits = c.Limits.WithDefaults()
 	l := &c.Limits

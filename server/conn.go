@@ -252,14 +252,15 @@ const (
 	maxPumpWait = 64_000_000 // ns
 )
 
-// endTurn ends a turn of the loop: the stalled sessions are topped up, then
-// everything is written.
+// endTurn ends a turn of the loop: the stalled sessions are topped up, the
+// turn's record goes to the log, then everything is written.
 func (s *Server) endTurn() {
 	if s.core.PumpAll(outboundBuffered) || s.pumpWait == 0 {
 		s.pumpWait = pumpEvery
 	} else if s.core.Stalled() > 0 {
 		s.pumpWait = min(2*s.pumpWait, maxPumpWait)
 	}
+	s.commit()
 	s.flush()
 }
 

@@ -35,7 +35,8 @@ const testAdminToken = "test-admin-token"
 
 // startServer runs a server on 127.0.0.1:0, frozen unless cfg says otherwise
 // via mutate, and stops it when the test ends. Its admin token is
-// testAdminToken and its data directory a temporary one.
+// testAdminToken and its data directory a temporary one; it keeps its state
+// in memory unless mutate turns persistence on.
 func startServer(t *testing.T, mutate func(*Config)) *Server {
 	t.Helper()
 	srv := newServer(t, mutate)
@@ -51,7 +52,8 @@ func startServer(t *testing.T, mutate func(*Config)) *Server {
 // server themselves.
 func newServer(t *testing.T, mutate func(*Config)) *Server {
 	t.Helper()
-	cfg := Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1000, AdminToken: testAdminToken, DataDir: t.TempDir()}
+	cfg := Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1000, AdminToken: testAdminToken, DataDir: t.TempDir(),
+		Persistence: "off"}
 	if mutate != nil {
 		mutate(&cfg)
 	}

@@ -35,6 +35,9 @@ type Server struct {
 	clock *wheel.Clock
 	// more says an advance turn left work: another turn is posted.
 	more bool
+	// persist is the log and snapshots (persist.go); nil when persistence
+	// is off.
+	persist *persist
 
 	eng   gnet.Engine
 	addr  string
@@ -107,25 +110,34 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if start == 0 {
 		start = uint64(origin.UnixNano()) / uint64(cfg.Tick)
 	}
-	w, err := wheel.New(start, wheel.Config{})
-	if err != nil {
-		return nil, err
-	}
-	clock := wheel.NewClock(start, cfg.Tick, func() time.Duration { return time.Since(origin) })
-	if err := clock.SetSpeed(cfg.Speed); err != nil {
-		return nil, fmt.Errorf("config: speed: %w", err)
-	}
-	if cfg.Frozen {
-		clock.Freeze()
-	}
 	s := &Server{cfg: cfg, log: log, ready: make(chan error, 1), done: make(chan struct{}), started: make(chan struct{}),
 		origin: origin, rearm: make(chan struct{}, 1), acceptDone: make(chan struct{}), links: make(map[uint64]*link), refusing: make(chan struct{}, 64)}
 	s.sweepEvery = cfg.sweepEvery()
 	s.rlog = newRateLog(log, 10, time.Now)
-	s.clock = clock
-	s.core = session.New(cfg.sessionConfig(), cfg.Limits, w, log, s.rlog)
+	restored, err := s.openState(start)
+	if err != nil {
+		return nil, err
+	}
+	speed, frozen := cfg.Speed, cfg.Frozen
+	if restored {
+		start, speed, frozen = s.resumeTick(time.Now()), s.core.Speed(), s.core.Frozen()
+		s.log.Info("tw-time after the restart", "downtime", cfg.Downtime, "was", s.core.Now(), "now", start,
+			"speed", speed, "frozen", frozen)
+	}
+	s.clock = wheel.NewClock(start, cfg.Tick, func() time.Duration { return time.Since(origin) })
+	if err := s.clock.SetSpeed(speed); err != nil {
+		return nil, fmt.Errorf("config: speed: %w", err)
+	}
+	if frozen {
+		s.clock.Freeze()
+	}
 	s.core.SetClockHook(s.applyClock)
-	s.core.SetClock(clock.Speed(), clock.Frozen())
+	if s.persist == nil {
+		s.core.SetClock(speed, frozen) // startLog records it otherwise
+	}
+	if err := s.startLog(restored); err != nil {
+		return nil, err
+	}
 	s.retime()
 	return s, nil
 }
@@ -135,6 +147,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 func (s *Server) Start() error {
 	maxConns, err := s.connectionLimit()
 	if err != nil {
+		s.closeLog()
 		return err
 	}
 	s.maxConns = maxConns
@@ -143,12 +156,14 @@ func (s *Server) Start() error {
 	s.core.SetWire(s.cfg.wireLimits())
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
+		s.closeLog()
 		return fmt.Errorf("server: %w", err)
 	}
 	s.ln, s.addr = ln, ln.Addr().String()
 	priv, err := s.privateListener()
 	if err != nil {
 		ln.Close()
+		s.closeLog()
 		return err
 	}
 	go func() {
@@ -163,6 +178,10 @@ func (s *Server) Start() error {
 		}
 		ln.Close()
 		os.RemoveAll(s.privDir)
+		if lerr := s.stopLog(); lerr != nil && s.err == nil {
+			s.err = lerr
+			s.log.Error("persistence: stopping", "err", lerr)
+		}
 		close(s.done)
 	}()
 	if err := <-s.ready; err != nil {
@@ -183,7 +202,8 @@ func (s *Server) Start() error {
 	s.accepting.Store(true)
 	go s.acceptLoop()
 	s.ring() // requests served before the doorbell existed may have left work
-	s.log.Info("tickwheel listening", "addr", s.addr, "tick", s.cfg.Tick, "frozen", s.cfg.Frozen)
+	s.log.Info("tickwheel listening", "addr", s.addr, "tick", s.cfg.Tick, "frozen", s.clock.Frozen(),
+		"persistence", s.cfg.Persistence, "data_dir", s.cfg.DataDir)
 	return nil
 }
 

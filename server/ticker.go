@@ -81,6 +81,15 @@ func (s *Server) retime() {
 	if s.core.Stalled() > 0 { // top up the stalled sessions as they drain
 		wake = min(wake, int64(time.Since(s.origin))+s.pumpWait)
 	}
+	if p := s.persist; p != nil {
+		wake = min(wake, p.wallAt) // tw-time's pairing with the wall clock
+		if p.failing != nil {
+			wake = min(wake, p.retryAt) // try the log again
+		}
+		if p.snap != nil {
+			wake = min(wake, int64(time.Since(s.origin))+int64(snapshotPoll))
+		}
+	}
 	if old := s.wakeAt.Swap(wake); wake < old {
 		s.signalRearm()
 	}

@@ -20,7 +20,12 @@
 // Advance needs no token. A client that calls admin ops itself (FastForward,
 // Stats, ...) dials with client.WithToken(srv.AdminToken()): each server has
 // a random admin token, and a temporary data directory, so a test never
-// touches the user's own ($HOME/.local/state/tickwheel).
+// touches the working tree.
+//
+// The server keeps its state in memory, unless the test gives it a data
+// directory with WithDataDir: then Restart stops it gracefully and starts
+// it again on the same directory and address, as a deploy would, and the
+// test's clients reconnect to find their timers.
 package servertest
 
 import (
@@ -54,6 +59,19 @@ func WithConfig(fn func(*Config)) Option { return Option(fn) }
 // WithStartTick sets tw-time at start (default 1,000,000).
 func WithStartTick(tick uint64) Option { return func(c *server.Config) { c.StartTick = tick } }
 
+// WithDataDir makes the server durable, keeping its log and snapshots in
+// dir (a t.TempDir(), typically), so that Restart (or another server on
+// dir) finds the state again. fsync is "always" unless the config says
+// otherwise.
+func WithDataDir(dir string) Option {
+	return func(c *server.Config) {
+		c.DataDir, c.Persistence = dir, "on"
+		if c.Fsync == "" {
+			c.Fsync = "always"
+		}
+	}
+}
+
 // RunT starts a frozen server on 127.0.0.1:0 with a 10 ms tick, a random
 // admin token and a data directory from t.TempDir, and stops it when the
 // test ends. It fails the test if the server cannot start.
@@ -62,25 +80,54 @@ func RunT(t testing.TB, opts ...Option) *Server {
 	var tok [16]byte
 	_, _ = rand.Read(tok[:]) // never fails (crypto/rand)
 	cfg := server.Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1_000_000,
-		AdminToken: hex.EncodeToString(tok[:]), DataDir: t.TempDir()}
+		AdminToken: hex.EncodeToString(tok[:]), DataDir: t.TempDir(), Persistence: "off"}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatalf("servertest: %v", err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatalf("servertest: %v", err)
-	}
+	s := &Server{t: t, cfg: cfg}
+	s.start()
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Stop(ctx); err != nil {
-			t.Errorf("servertest: stop: %v", err)
+		if s.srv != nil {
+			s.stop()
 		}
 	})
-	return &Server{t: t, srv: srv, cfg: cfg}
+	return s
+}
+
+func (s *Server) start() {
+	s.t.Helper()
+	srv, err := server.New(s.cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		s.t.Fatalf("servertest: %v", err)
+	}
+	if err := srv.Start(); err != nil {
+		s.t.Fatalf("servertest: %v", err)
+	}
+	s.srv = srv
+}
+
+func (s *Server) stop() {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.srv.Stop(ctx); err != nil {
+		s.t.Errorf("servertest: stop: %v", err)
+	}
+}
+
+// Restart stops the server gracefully and starts a new one on the same
+// data directory and address: connections drop (a client reconnects and
+// binds again) and the state comes back from the log. It fails the test
+// without WithDataDir.
+func (s *Server) Restart() {
+	s.t.Helper()
+	if s.cfg.Persistence != "on" {
+		s.t.Fatalf("servertest: Restart needs WithDataDir")
+	}
+	addr := s.srv.Addr()
+	s.stop()
+	s.cfg.Addr = addr
+	s.start()
 }
 
 // Addr returns the server's address, for client.Dial.

@@ -174,20 +174,25 @@ func (c *Core) fail(s *Session, id uint64, code protocol.Code, msg string) {
 
 // Malformed answers a frame that cannot be decoded (or cut from the byte
 // stream) and marks the connection for closing: after a framing error its
-// byte stream cannot be trusted. Not recorded: it changes no state (the
-// close that follows is).
+// byte stream cannot be trusted. Recorded as the reply's length (a replay
+// does not reproduce the text) and the kill.
 func (c *Core) Malformed(s *Session, id uint64, err error) {
+	before := len(s.out)
 	c.fail(s, id, protocol.CodeMalformed, err.Error())
+	c.rec.pad(inKill, s.id, len(s.out)-before)
 	s.kill = true
 	c.markDirty(s)
 	c.peerInfo("closing connection after a malformed frame", "session", s.id, "err", err)
 }
 
 // Expire answers a connection whose timeout ran out with an error reply
-// (code timeout, id 0) saying why, and marks it for closing. Not recorded.
+// (code timeout, id 0) saying why, and marks it for closing. Recorded as
+// Malformed is.
 func (c *Core) Expire(s *Session, why string) {
 	c.peerInfo("closing a connection: timeout", "session", s.id, "name", s.name, "why", why)
+	before := len(s.out)
 	s.out = protocol.AppendError(s.out, 0, protocol.CodeTimeout, why)
+	c.rec.pad(inKill, s.id, len(s.out)-before)
 	s.kill = true
 	c.markDirty(s)
 }

@@ -51,6 +51,18 @@ func (c *Core) SetClock(speed float64, frozen bool) {
 	c.speed, c.frozen = speed, frozen
 }
 
+// SetWall pairs the wall-clock instant ns (Unix ns, read by the server)
+// with tw-time tick (the server's clock then), for the server's restart
+// (see Wall). Recorded.
+func (c *Core) SetWall(ns, tick uint64) {
+	c.rec.wall(ns, tick)
+	c.wallNs, c.wallTick = ns, tick
+}
+
+// Wall returns the last wall-clock instant recorded by SetWall and
+// tw-time then (0, 0 when none was).
+func (c *Core) Wall() (ns, tick uint64) { return c.wallNs, c.wallTick }
+
 // More reports whether an advance left work for another turn (a burst
 // bounded by its max, or a fast-forward), and clears the flag.
 func (c *Core) More() bool {
@@ -137,7 +149,9 @@ func (c *Core) fastForward(w waiter, ticks, target uint64, replay bool) (uint64,
 		}
 	}
 	c.rec.clock(w.s, w.id, ClockFastForward, 0, ticks, target)
+	c.noteReplied(w.s)
 	w.target, w.fired = target, c.firedTotal
+	c.skipped = max(c.skipped, target)
 	c.waiters = append(c.waiters, w)
 	if w.s != nil {
 		w.s.waiting = true // its next requests wait for the reply (answerWaiters)
@@ -168,6 +182,7 @@ func (c *Core) clockOp(s *Session, id uint64, op ClockOp, speed float64, target 
 		}
 	}
 	c.rec.clock(s, id, op, speed, 0, target)
+	c.noteReplied(s)
 	if target > c.target {
 		c.target, c.caughtUp = target, false
 	}

@@ -20,6 +20,12 @@ const maxHelloFailures = 3
 // sent.
 func (c *Core) Apply(s *Session, payload []byte) {
 	c.work++
+	before, mark := len(s.out), c.rec.marks
+	defer func() {
+		if c.rec.marks == mark { // nothing recorded reproduces the output
+			c.rec.pad(inPad, s.id, len(s.out)-before)
+		}
+	}()
 	req := &c.req
 	*req = protocol.Request{}
 	err := protocol.DecodeRequest(payload, req)
@@ -38,6 +44,7 @@ func (c *Core) Apply(s *Session, payload []byte) {
 	}
 	if recordedAsSent(req.Op) {
 		c.rec.apply(s.id, payload)
+		c.noteReplied(s)
 	}
 	c.dispatch(s, req)
 	if len(s.out) > 0 {
@@ -185,6 +192,7 @@ func (c *Core) hello(s *Session, req *protocol.Request) {
 // helloOutcome applies a hello whose token check gave outcome.
 func (c *Core) helloOutcome(s *Session, id uint64, name string, outcome uint8) {
 	c.rec.hello(s.id, id, name, outcome)
+	c.noteReplied(s)
 	if outcome == helloFailed {
 		c.helloFailed(s, id, name)
 		return

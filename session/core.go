@@ -48,6 +48,13 @@ type Core struct {
 	caughtUp bool
 	speed    float64
 	frozen   bool
+	// skipped is the highest tw-time a fast-forward jumped to: firings due
+	// up to it were asked for at once, and are not reported late.
+	skipped uint64
+	// wallNs and wallTick pair a wall-clock instant (Unix ns) with
+	// tw-time then, as last recorded (SetWall): after a restart the server
+	// moves tw-time on by the wall-clock time that passed since.
+	wallNs, wallTick uint64
 	// clockHook applies a clock op to the server's tw-time clock and
 	// returns the clock's tick after it (see SetClockHook).
 	clockHook func(op ClockOp, arg float64, ticks uint64) uint64
@@ -79,9 +86,15 @@ type Core struct {
 	// requests may take in one turn.
 	work int
 
-	rec       recorder // this turn's record of inputs (record.go)
-	replaying bool     // inputs come from Replay: nothing is logged
-	readOnly  string   // why state-changing requests are refused, or ""
+	rec recorder // this turn's record of inputs (record.go)
+	// replied lists the sessions with a reply to a recorded input this
+	// turn: their output must not leave before the turn's record is
+	// written (see TakeRecord, HoldReplied).
+	replied   []*Session
+	taken     []*Session // replied, as of the last TakeRecord
+	held      []*Session // sessions whose output waits for the log (HoldReplied)
+	replaying bool       // inputs come from Replay: nothing is logged
+	readOnly  string     // why state-changing requests are refused, or ""
 }
 
 // Session is one client connection's session.
@@ -122,6 +135,10 @@ type Session struct {
 	queue    []*receiver
 	blocked  bool
 	stalled  bool
+	// replied: the session is in Core.replied; held: in Core.held, its
+	// output kept back until the log is written (not state: I/O timing).
+	replied bool
+	held    bool
 
 	// Conn is the server's handle of the connection; the Core never reads it.
 	Conn any
@@ -192,12 +209,16 @@ func New(cfg Config, limits Limits, w *wheel.Wheel, log *slog.Logger, peer PeerL
 	if peer == nil {
 		peer = log
 	}
-	return &Core{
+	c := &Core{
 		cfg: cfg, limits: limits.WithDefaults(), log: log, peer: peer, wheel: w,
-		target: w.Now(), speed: 1,
+		speed:     1,
 		sessions:  make(map[uint64]*Session),
 		receivers: make(map[uint64]*receiver),
 	}
+	if w != nil {
+		c.target = w.Now()
+	}
+	return c
 }
 
 // Wheel returns the Core's wheel, for reading (the server asks it for the

@@ -10,8 +10,11 @@ import (
 // The record of a turn is the sequence of the Core's state-changing inputs
 // during it, each a kind byte followed by its fields as uvarints (a float
 // as its 8 IEEE bits, bytes with their length first). Reads (get, list,
-// ping, stats), refused requests and output-only inputs (Malformed,
-// Expire) are not recorded: replaying without them gives the same state.
+// ping, stats) and refused requests change nothing but a session's output,
+// and are recorded only as the length of that output (inPad): where each
+// event lies in a session's output stream decides, when its connection
+// closes, whether it reached the socket, so a replay must lay the stream
+// out the same. Malformed and Expire also mark the session killed.
 const (
 	inOpen     = 1  // sid
 	inClose    = 2  // sid, unsent
@@ -23,12 +26,18 @@ const (
 	inWritten  = 8  // sid, bytes
 	inLimits   = 9  // the limits, in field order
 	inSetClock = 10 // speed bits, frozen
+	inWall     = 11 // wall-clock Unix ns, tick
+	inPad      = 12 // sid, bytes of output a replay does not reproduce
+	inKill     = 13 // sid, bytes of output: as inPad, and the session is killed
 )
 
 // recorder collects the inputs of the current turn while on.
 type recorder struct {
 	on  bool
 	buf []byte
+	// marks counts the recorded inputs whose replay reproduces a request's
+	// output (apply, hello, clock), so Apply knows when to record a pad.
+	marks uint64
 }
 
 func (r *recorder) uv(v uint64) { r.buf = binary.AppendUvarint(r.buf, v) }
@@ -49,6 +58,7 @@ func (r *recorder) close(sid uint64, unsent int) {
 }
 
 func (r *recorder) apply(sid uint64, payload []byte) {
+	r.marks++
 	if r.on {
 		r.buf = append(r.buf, inApply)
 		r.uv(sid)
@@ -58,6 +68,7 @@ func (r *recorder) apply(sid uint64, payload []byte) {
 }
 
 func (r *recorder) hello(sid, id uint64, name string, outcome uint8) {
+	r.marks++
 	if r.on {
 		r.buf = append(r.buf, inHello)
 		r.uv(sid)
@@ -69,6 +80,7 @@ func (r *recorder) hello(sid, id uint64, name string, outcome uint8) {
 }
 
 func (r *recorder) clock(s *Session, id uint64, op ClockOp, speed float64, ticks, target uint64) {
+	r.marks++
 	if r.on {
 		var sid uint64
 		if s != nil {
@@ -116,6 +128,25 @@ func (r *recorder) setClock(speed float64, frozen bool) {
 	}
 }
 
+func (r *recorder) pad(kind byte, sid uint64, n int) {
+	if kind == inKill {
+		r.marks++ // it lays out Malformed's reply inside Apply
+	}
+	if r.on && (n > 0 || kind == inKill) {
+		r.buf = append(r.buf, kind)
+		r.uv(sid)
+		r.uv(uint64(n))
+	}
+}
+
+func (r *recorder) wall(ns, tick uint64) {
+	if r.on {
+		r.buf = append(r.buf, inWall)
+		r.uv(ns)
+		r.uv(tick)
+	}
+}
+
 func b2u(b bool) byte {
 	if b {
 		return 1
@@ -143,15 +174,62 @@ func limitFields(l *Limits) []*int {
 func (c *Core) Record(on bool) { c.rec.on = on }
 
 // TakeRecord returns the inputs recorded since the last call, or nil when
-// there were none. The slice is valid until the next input.
-func (c *Core) TakeRecord() []byte {
+// there were none, and whether any of them was a client's request with a
+// reply (with fsync always, the server makes the record durable before
+// that reply leaves). The slice is valid until the next input. The
+// sessions with such replies stay noted until HoldReplied or the next
+// TakeRecord.
+func (c *Core) TakeRecord() (rec []byte, replies bool) {
+	for _, s := range c.replied {
+		s.replied = false
+	}
+	replies = len(c.replied) > 0
+	c.taken, c.replied = append(c.taken[:0], c.replied...), c.replied[:0]
 	if len(c.rec.buf) == 0 {
-		return nil
+		return nil, replies
 	}
 	b := c.rec.buf
 	c.rec.buf = c.rec.buf[:0]
-	return b
+	return b, replies
 }
+
+// noteReplied notes that s has a reply to a recorded input this turn.
+func (c *Core) noteReplied(s *Session) {
+	if s != nil && c.rec.on && !s.replied {
+		s.replied = true
+		c.replied = append(c.replied, s)
+	}
+}
+
+// HoldReplied keeps back the output of the sessions with replies to the
+// inputs of the record last taken (call it after TakeRecord, before
+// Flush): the server could not write that record to the log, and a reply
+// must not promise a change the log does not have. Their output leaves
+// with ReleaseHeld, once the log is written. Other sessions' output, and
+// their firings, go on.
+func (c *Core) HoldReplied() {
+	for _, s := range c.taken {
+		if !s.held && !s.closed {
+			s.held = true
+			c.held = append(c.held, s)
+		}
+	}
+}
+
+// ReleaseHeld lets the held sessions' output go at the next Flush.
+func (c *Core) ReleaseHeld() {
+	for _, s := range c.held {
+		s.held = false
+		if len(s.out) > 0 {
+			c.markDirty(s)
+		}
+	}
+	clear(c.held)
+	c.held = c.held[:0]
+}
+
+// Held returns the number of sessions whose output waits for the log.
+func (c *Core) Held() int { return len(c.held) }
 
 // ErrReplay wraps every error of Replay: the record does not fit the state
 // (a record of another state, or a bug: replay must agree with the run
@@ -235,6 +313,20 @@ func (c *Core) replayOne(kind byte, d *decoder) error {
 		speed, frozen := math.Float64frombits(d.u64()), d.byte()
 		if d.err == nil {
 			c.SetClock(speed, frozen != 0)
+		}
+	case inPad, inKill:
+		s, n := d.session(c), d.uv()
+		if d.err == nil && n > 1<<30 {
+			d.fail(fmt.Errorf("pad of %d bytes", n))
+		}
+		if d.err == nil {
+			s.out = append(s.out, make([]byte, n)...)
+			s.kill = s.kill || kind == inKill
+		}
+	case inWall:
+		ns, tick := d.uv(), d.uv()
+		if d.err == nil {
+			c.SetWall(ns, tick)
 		}
 	default:
 		return fmt.Errorf("unknown input kind %d", kind)

@@ -73,6 +73,10 @@ func (c *Core) onFire(f *wheel.Fire) {
 	ev := &c.fireBuf
 	ev.Receiver, ev.Tid, ev.Tick, ev.Fired = f.Receiver, f.Tid, f.Tick, f.Fired
 	ev.Repeat, ev.Last, ev.Data, ev.Seq = uint64(f.Repeat), f.Last, f.Data, r.seq
+	ev.Late = 0
+	if f.Tick > c.skipped { // not fast-forwarded over: late if the wheel trails tw-time
+		ev.Late = c.target - min(f.Tick, c.target)
+	}
 	s := r.owner
 	if s != nil && r.n == 0 && c.pending(s) < c.limits.MaxOutbound {
 		s.out = protocol.AppendFire(s.out, ev)
@@ -259,6 +263,9 @@ func (c *Core) Flush(write Writer, after func(*Session)) {
 		if s.closed && !s.kill {
 			s.out = s.out[:0]
 			continue
+		}
+		if s.held {
+			continue // ReleaseHeld marks it dirty again
 		}
 		out := s.out
 		s.out = s.out[:0]

@@ -1,11 +1,14 @@
 // Command tickwheel runs the tickwheel timer server, and pokes a running one.
 //
 //	tickwheel [serve] [-config FILE] [-addr HOST:PORT] [-tick DURATION] [-frozen] [-start-tick N]
-//	          [-data-dir DIR] [-admin-token-file FILE] [-client-token-file FILE] [-insecure]
+//	          [-data-dir DIR] [-fsync always|everysec|no] [-downtime catch-up|pause] [-repair]
+//	          [-admin-token-file FILE] [-client-token-file FILE] [-insecure]
 //	tickwheel COMMAND [-addr HOST:PORT] [-token T | -token-file FILE] [-data-dir DIR] [-json] ARGS...
 //
-// With no command it serves on 127.0.0.1:7420 with embedded defaults; flags
-// override the config file, and SIGINT or SIGTERM shut it down gracefully.
+// With no command it serves on 127.0.0.1:7420 with embedded defaults,
+// keeping its state in ./tickwheel-data (-data-dir "" keeps it in memory
+// only); flags override the config file, and SIGINT or SIGTERM shut it down
+// gracefully, with a last snapshot.
 // The admin token comes from -admin-token(-file), else $TICKWHEEL_ADMIN_TOKEN,
 // else the config file, else <data dir>/admin.token, made at first start.
 // The commands (add, cancel, get, list, watch, ff, freeze, resume, speed,
@@ -78,7 +81,10 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 	adminToken := fs.String("admin-token", "", "admin token (visible in ps: prefer -admin-token-file or $"+envAdminToken+")")
 	adminTokenFile := fs.String("admin-token-file", "", "file holding the admin token (default: <data dir>/admin.token, made at first start)")
 	clientTokenFile := fs.String("client-token-file", "", "file holding the token every client must give (or $"+envClientToken+")")
-	dataDir := fs.String("data-dir", "", "directory for admin.token (default $XDG_STATE_HOME/tickwheel or ~/.local/state/tickwheel)")
+	dataDir := fs.String("data-dir", "", "directory for the log, snapshots and admin.token (default ./"+server.DefaultDataDir+`; "" keeps timers in memory only)`)
+	fsync := fs.String("fsync", "", "when the log reaches the disk: always, everysec (default) or no")
+	downtime := fs.String("downtime", "", "tw-time while the server was down: catch-up (default) or pause")
+	repair := fs.Bool("repair", false, "start even if the log has a bad record in its middle, cutting it there")
 	insecure := fs.Bool("insecure", false, "allow listening beyond loopback with no client token")
 	frozen := fs.Bool("frozen", false, "start with tw-time frozen (moved only by admin fast-forward)")
 	startTick := fs.Uint64("start-tick", 0, "tw-time at start (default: the current Unix time in ticks)")
@@ -119,6 +125,15 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 			cfg.ClientToken, cfg.ClientTokenFile = "", *clientTokenFile
 		case "data-dir":
 			cfg.DataDir = *dataDir
+			if *dataDir == "" {
+				cfg.Persistence = "off"
+			}
+		case "fsync":
+			cfg.Fsync = *fsync
+		case "downtime":
+			cfg.Downtime = *downtime
+		case "repair":
+			cfg.Repair = *repair
 		case "insecure":
 			cfg.Insecure = *insecure
 		case "frozen":

@@ -54,11 +54,7 @@ func cliToken(src tokenSources, getenv func(string) string) (tok, from string, e
 	if !loopback(src.addr) {
 		return "", "", nil
 	}
-	dir, err := server.DefaultDataDir()
-	if err != nil {
-		return "", "", nil
-	}
-	path := filepath.Join(dir, server.AdminTokenFileName)
+	path := filepath.Join(server.DefaultDataDir, server.AdminTokenFileName)
 	tok, err = server.ReadTokenFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", "", nil // no local server with a token file: try without

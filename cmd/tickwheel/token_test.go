@@ -19,13 +19,26 @@ import (
 // TestMain points the default data directory at a temporary one, so no test
 // reads or writes the user's, and clears the token variables a developer's
 // shell may have set.
+// packageDir is the package's directory, the tests' working directory
+// before TestMain moves to a temporary one.
+var packageDir string
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "tickwheel-cmd-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	os.Setenv("XDG_STATE_HOME", dir)
+	// The default data directory is ./tickwheel-data: run in a temporary
+	// directory, never the working tree.
+	if packageDir, err = os.Getwd(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if err := os.Chdir(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	for _, v := range []string{envToken, envAdminToken, envClientToken} {
 		os.Unsetenv(v)
 	}
@@ -41,9 +54,9 @@ func localServer(t *testing.T, opts ...servertest.Option) *servertest.Server {
 	t.Helper()
 	def := servertest.WithConfig(func(c *servertest.Config) { c.AdminToken, c.DataDir = "", "" })
 	srv := servertest.RunT(t, append([]servertest.Option{def}, opts...)...)
-	dir, err := server.DefaultDataDir()
+	wd, err := os.Getwd()
 	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(dir, os.Getenv("XDG_STATE_HOME")), "the test's data directory")
+	require.True(t, strings.HasPrefix(wd, os.TempDir()), "the test's data directory is in a temporary directory")
 	return srv
 }
 
@@ -71,7 +84,7 @@ func TestCLIDataDir(t *testing.T) {
 	localServer(t) // another server, whose token is in the default data directory
 	code, _, errOut := cli(t, srv.Addr(), "stats")
 	assert.Equal(t, 1, code, "the default data directory holds another server's token")
-	assert.Contains(t, errOut, "refused the admin token in "+filepath.Join(os.Getenv("XDG_STATE_HOME"), "tickwheel", "admin.token"))
+	assert.Contains(t, errOut, "refused the admin token in "+filepath.Join(server.DefaultDataDir, "admin.token"))
 	code, _, errOut = cli(t, srv.Addr(), "stats", "-data-dir", dir)
 	assert.Equal(t, 0, code, errOut)
 
@@ -116,9 +129,7 @@ func TestCLITokenNotSentAway(t *testing.T) {
 		assert.Equal(t, want, tok != "", addr)
 	}
 	// Given explicitly, the data directory is used whatever the address.
-	dir, err := server.DefaultDataDir()
-	require.NoError(t, err)
-	tok, _, err := cliToken(tokenSources{addr: "10.1.2.3:7420", dataDir: dir, dataDirSet: true}, os.Getenv)
+	tok, _, err := cliToken(tokenSources{addr: "10.1.2.3:7420", dataDir: server.DefaultDataDir, dataDirSet: true}, os.Getenv)
 	require.NoError(t, err)
 	assert.NotEmpty(t, tok)
 }
@@ -172,7 +183,7 @@ func TestServeProtectedMode(t *testing.T) {
 
 // TestSampleConfig: configs/tickwheel.yaml, every key in it, makes a server.
 func TestSampleConfig(t *testing.T) {
-	cfg, _, err := serveConfig([]string{"-config", "../../configs/tickwheel.yaml"}, func(string) string { return "" }, io.Discard)
+	cfg, _, err := serveConfig([]string{"-config", filepath.Join(packageDir, "../../configs/tickwheel.yaml")}, func(string) string { return "" }, io.Discard)
 	require.NoError(t, err)
 	_, err = server.New(cfg, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)

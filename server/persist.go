@@ -1,0 +1,290 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"time"
+
+	"github.com/tickwheel/tickwheel/server/journal"
+	"github.com/tickwheel/tickwheel/session"
+	"github.com/tickwheel/tickwheel/wheel"
+)
+
+// Durability. Every event-loop turn that changed state leaves one record in
+// the write-ahead log (server/journal): the session core's inputs of that
+// turn (session.Core.TakeRecord). commit appends it at the end of the turn,
+// before the turn's output is flushed; with fsync always it also fsyncs
+// when the turn answered a request that changed state (group commit: one
+// fsync for the whole turn). Snapshots of the whole state are taken every
+// snapshot.every_records records or snapshot.every_bytes bytes of log, from
+// an immutable copy written by another goroutine, and the log they cover
+// is deleted. Start-up loads the newest valid snapshot, replays the log
+// after it, closes the sessions of the process that wrote it, and sets
+// tw-time by the downtime mode.
+//
+// When the log cannot be written (a full disk), the journal keeps the
+// records in memory and retries; meanwhile the core refuses changes to
+// timers (code unavailable), the sessions whose replies need the unwritten
+// record wait for it, and everything else (reads, firings, other replies)
+// goes on. Once a write succeeds, the held replies leave and changes are
+// accepted again.
+
+// logDir is the log's directory in the data directory.
+const logDir = "log"
+
+// retryEvery is how often an unwritable log is tried again.
+const retryEvery = 200 * time.Millisecond
+
+// wallEvery is how often the loop records the wall-clock time with tw-time
+// (session.Core.SetWall), so that a restart knows how long it was down.
+const wallEvery = time.Second
+
+// persist is the server's log and snapshot state. Owned by the event loop,
+// except the snapshot goroutine's result channel.
+type persist struct {
+	j      *journal.Journal
+	policy journal.SyncPolicy
+	// failing is the write error that made the core read-only, or nil.
+	failing error
+	retryAt int64 // ns since origin: when to try the log again
+	wallAt  int64 // ns since origin: when the wall-clock time is next recorded
+	// records counts the records since the last snapshot began.
+	records     int
+	snap        *snapshotRun // the snapshot being written, or nil
+	snapRetryAt int64        // ns since origin: no snapshot is started before it
+}
+
+// recovered is what start-up found on disk.
+type recovered struct {
+	snapshotIndex uint64
+	records       int
+	timers        int
+	took          time.Duration
+}
+
+// openState opens the data directory's log and rebuilds the core from it,
+// or makes a fresh core when persistence is off or the log is empty.
+func (s *Server) openState(start uint64) (restored bool, err error) {
+	cfg := &s.cfg
+	newCore := func() error {
+		w, err := wheel.New(start, wheel.Config{})
+		if err != nil {
+			return err
+		}
+		s.core = session.New(cfg.sessionConfig(), cfg.Limits, w, s.log, s.rlog)
+		return nil
+	}
+	if !cfg.persistent() {
+		s.log.Info("persistence off: timers, backlogs and tw-time are kept in memory only and lost at exit")
+		return false, newCore()
+	}
+	policy, _ := journal.ParseSyncPolicy(cfg.Fsync) // checked by withDefaults
+	dir := filepath.Join(cfg.DataDir, logDir)
+	j, err := journal.Open(journal.Options{Dir: dir, Sync: policy, Repair: cfg.Repair, Log: s.log})
+	if err != nil {
+		return false, fmt.Errorf("persistence: %w", err)
+	}
+	s.persist = &persist{j: j, policy: policy}
+	began := time.Now()
+	rec, err := s.recoverCore(j)
+	if err != nil {
+		j.Close()
+		return false, fmt.Errorf("persistence: recovering from %s: %w", dir, err)
+	}
+	if s.core == nil {
+		s.log.Info("persistence on: a new state", "dir", dir, "fsync", policy)
+		if err := newCore(); err != nil {
+			return false, err
+		}
+		// The first snapshot is the state the log starts from.
+		s.startSnapshot()
+		if err := s.waitSnapshot(); err != nil {
+			j.Close()
+			return false, fmt.Errorf("persistence: the first snapshot: %w", err)
+		}
+		return false, nil
+	}
+	rec.took = time.Since(began)
+	s.log.Info("persistence on: state recovered", "dir", dir, "fsync", policy, "timers", s.core.Wheel().Len(),
+		"receivers", len(s.core.Receivers()), "snapshot_index", rec.snapshotIndex, "records_replayed", rec.records,
+		"took", rec.took.Round(time.Millisecond))
+	return true, nil
+}
+
+// recoverCore loads the newest snapshot into s.core (left nil when there is
+// none and the log is empty) and replays the log after it.
+func (s *Server) recoverCore(j *journal.Journal) (recovered, error) {
+	var rec recovered
+	if data, index, ok := j.Snapshot(); ok {
+		b, err := io.ReadAll(data)
+		data.Close()
+		if err != nil {
+			return rec, fmt.Errorf("snapshot at index %d: %w", index, err)
+		}
+		core, err := session.Restore(s.cfg.sessionConfig(), b, s.log, s.rlog)
+		if err != nil {
+			return rec, fmt.Errorf("snapshot at index %d: %w", index, err)
+		}
+		s.core, rec.snapshotIndex = core, index
+	}
+	if s.core == nil && j.LastIndex() > 0 {
+		return rec, fmt.Errorf("the log holds records up to index %d but no snapshot: the state they start from is gone", j.LastIndex())
+	}
+	err := j.Replay(func(index uint64, r []byte) error {
+		rec.records++
+		if err := s.core.Replay(r); err != nil {
+			return fmt.Errorf("record %d: %w", index, err)
+		}
+		return nil
+	})
+	return rec, err
+}
+
+// resumeTick is tw-time after a restart: where the state stopped, moved on
+// by the wall-clock time since in catch-up mode (unless frozen). This is
+// the one place the server reads wall-clock time for tw-time.
+func (s *Server) resumeTick(now time.Time) uint64 {
+	c := s.core
+	at := c.Now()
+	wallNs, wallTick := c.Wall()
+	if s.cfg.Downtime != DowntimeCatchUp || c.Frozen() || wallNs == 0 {
+		return max(at, wallTick)
+	}
+	gone := now.UnixNano() - int64(wallNs)
+	if gone <= 0 {
+		s.log.Warn("the wall clock is behind the last time recorded in the log: no catch-up", "behind", time.Duration(-gone))
+		return max(at, wallTick)
+	}
+	ticks := uint64(float64(gone) * c.Speed() / float64(s.cfg.Tick))
+	if ticks > ^uint64(0)-wallTick {
+		return ^uint64(0)
+	}
+	return max(at, wallTick+ticks)
+}
+
+// startLog makes the recovered (or new) state the log's: the sessions of
+// the process that wrote it are closed, the configured limits and the
+// clock's start are recorded, and the record is written at once.
+func (s *Server) startLog(restored bool) error {
+	p := s.persist
+	if p == nil {
+		return nil
+	}
+	s.core.Record(true)
+	if restored {
+		s.core.Restart()
+	}
+	s.core.SetLimits(s.cfg.Limits)
+	s.core.SetClock(s.clock.Speed(), s.clock.Frozen())
+	s.recordWall()
+	rec, _ := s.core.TakeRecord()
+	if _, err := p.j.Append(rec); err != nil {
+		return fmt.Errorf("persistence: %w", err)
+	}
+	if err := p.j.Sync(); err != nil {
+		return fmt.Errorf("persistence: %w", err)
+	}
+	return nil
+}
+
+// recordWall records the wall-clock time with tw-time (the clock's).
+func (s *Server) recordWall() {
+	s.core.SetWall(uint64(time.Now().UnixNano()), s.clock.Now())
+	if s.persist != nil {
+		s.persist.wallAt = s.nowNs() + int64(wallEvery)
+	}
+}
+
+// commit ends a turn's durability work: the turn's record is appended to
+// the log (and fsynced with fsync always when it answered a change), a
+// failing log is retried, and a snapshot is started when one is due. It
+// runs on the loop before every flush.
+func (s *Server) commit() {
+	p := s.persist
+	if p == nil {
+		return
+	}
+	if now := s.nowNs(); now >= p.wallAt {
+		s.recordWall()
+	}
+	rec, replies := s.core.TakeRecord()
+	var err error
+	if rec != nil {
+		_, err = p.j.Append(rec)
+		p.records++
+	}
+	if err == nil && (p.failing != nil || replies && p.policy == journal.SyncAlways) {
+		err = p.j.Sync() // also retries what a failure left in memory
+	}
+	switch {
+	case err != nil:
+		s.core.HoldReplied()
+		s.logFailing(err)
+	case p.failing != nil && p.j.Healthy() == nil:
+		s.log.Info("persistence: the log is written again; changes are accepted", "held_sessions", s.core.Held())
+		p.failing = nil
+		s.core.SetReadOnly("")
+		s.core.ReleaseHeld()
+	}
+	s.pollSnapshot()
+	if p.failing == nil && p.snap == nil && s.snapshotDue() {
+		s.startSnapshot()
+	}
+}
+
+// logFailing makes the core read-only after a log write failed.
+func (s *Server) logFailing(err error) {
+	p := s.persist
+	p.retryAt = s.nowNs() + int64(retryEvery)
+	if p.failing == nil {
+		s.log.Error("persistence: cannot write the log; changes to timers are refused until it can", "err", err)
+	}
+	p.failing = err
+	why := fmt.Sprintf("the server cannot write its log (%v): changes are refused until it can; retry later", err)
+	if errors.Is(err, journal.ErrClosed) {
+		why = "the server is stopping"
+	}
+	s.core.SetReadOnly(why)
+}
+
+// snapshotDue reports whether enough log has been written since the last
+// snapshot for another.
+func (s *Server) snapshotDue() bool {
+	p := s.persist
+	return p.records >= s.cfg.Snapshot.EveryRecords || p.j.Stats().LogSinceSnapshot >= s.cfg.Snapshot.EveryBytes
+}
+
+// stopLog ends persistence at a graceful stop, after the event loop has
+// stopped: the last record, a last snapshot (so the next start replays
+// nothing), and the log closed.
+func (s *Server) stopLog() error {
+	p := s.persist
+	if p == nil {
+		return nil
+	}
+	_ = s.waitSnapshot()
+	rec, _ := s.core.TakeRecord()
+	if rec != nil {
+		if _, err := p.j.Append(rec); err != nil {
+			s.log.Error("persistence: the last record could not be written", "err", err)
+		}
+	}
+	var err error
+	if p.j.Healthy() == nil {
+		s.startSnapshot()
+		err = s.waitSnapshot()
+	}
+	if cerr := p.j.Close(); cerr != nil {
+		err = errors.Join(err, cerr)
+	}
+	return err
+}
+
+// closeLog closes the log of a server that failed to start.
+func (s *Server) closeLog() {
+	if s.persist != nil {
+		_ = s.persist.j.Close()
+	}
+}

@@ -1,0 +1,59 @@
+package server
+
+import (
+	"fmt"
+
+	"github.com/tickwheel/tickwheel/server/journal"
+)
+
+// DefaultDataDir is the data directory when none is configured: relative,
+// so it is beside where the server runs (go run ./cmd/tickwheel keeps its
+// state in ./tickwheel-data).
+const DefaultDataDir = "tickwheel-data"
+
+// The downtime modes (Config.Downtime).
+const (
+	DowntimeCatchUp = "catch-up"
+	DowntimePause   = "pause"
+)
+
+// persistenceDefaults completes and checks the persistence settings.
+func (c *Config) persistenceDefaults() error {
+	if c.DataDir == "" {
+		c.DataDir = DefaultDataDir
+	}
+	switch c.Persistence {
+	case "":
+		c.Persistence = "on"
+	case "on", "off":
+	default:
+		return fmt.Errorf("config: persistence %q: want on or off", c.Persistence)
+	}
+	if c.Fsync == "" {
+		c.Fsync = journal.SyncEverySec.String()
+	}
+	if _, err := journal.ParseSyncPolicy(c.Fsync); err != nil {
+		return fmt.Errorf("config: fsync: %w", err)
+	}
+	switch c.Downtime {
+	case "":
+		c.Downtime = DowntimeCatchUp
+	case DowntimeCatchUp, DowntimePause:
+	default:
+		return fmt.Errorf("config: downtime %q: want %s or %s", c.Downtime, DowntimeCatchUp, DowntimePause)
+	}
+	p := &c.Snapshot
+	if p.EveryRecords == 0 {
+		p.EveryRecords = 1_000_000
+	}
+	if p.EveryBytes == 0 {
+		p.EveryBytes = 256 << 20
+	}
+	if p.EveryRecords < 0 || p.EveryBytes < 0 {
+		return fmt.Errorf("config: snapshot.every_records and snapshot.every_bytes must be positive")
+	}
+	return nil
+}
+
+// persistent reports whether the server keeps its state on disk.
+func (c *Config) persistent() bool { return c.Persistence == "on" }

@@ -1,0 +1,116 @@
+package server
+
+import (
+	"errors"
+	"time"
+
+	"github.com/tickwheel/tickwheel/server/journal"
+	"github.com/tickwheel/tickwheel/session"
+)
+
+// snapshotRun is a snapshot being written by its own goroutine from the
+// core's immutable copy. done is closed when it has finished; the other
+// fields are the goroutine's until then.
+type snapshotRun struct {
+	snap  *session.Snapshot
+	done  chan struct{}
+	index uint64        // the last log record it covers
+	began time.Time     // when it was taken
+	pause time.Duration // how long taking the copy stopped the loop
+	bytes int64
+	err   error
+}
+
+// snapshotChunk is how much of a snapshot is encoded at a time.
+const snapshotChunk = 1 << 20
+
+// snapshotPoll is how often the loop checks whether a snapshot has finished.
+const snapshotPoll = 100 * time.Millisecond
+
+// snapshotRetry is how long a failed snapshot waits before another try.
+const snapshotRetry = 10 * time.Second
+
+// startSnapshot takes an immutable copy of the state, covering every log
+// record so far, and writes it from another goroutine. The loop stops only
+// for the copy (its duration is logged). Runs on the loop, after commit
+// (no input is pending a record).
+func (s *Server) startSnapshot() {
+	p := s.persist
+	if p.snap != nil || s.nowNs() < p.snapRetryAt {
+		return
+	}
+	index := p.j.LastIndex()
+	w, err := p.j.CreateSnapshot(index)
+	if err != nil {
+		s.snapshotFailed(err)
+		return
+	}
+	began := time.Now()
+	run := &snapshotRun{snap: s.core.Snapshot(), done: make(chan struct{}), index: index, began: began}
+	run.pause = time.Since(began)
+	p.snap, p.records = run, 0
+	go func() {
+		defer close(run.done)
+		run.bytes, run.err = writeSnapshot(w, run.snap)
+	}()
+}
+
+// writeSnapshot streams snap into w and commits it, or aborts it.
+func writeSnapshot(w *journal.SnapshotWriter, snap *session.Snapshot) (int64, error) {
+	buf := make([]byte, 0, snapshotChunk+snapshotChunk/4)
+	var n int64
+	for done := false; !done; {
+		buf, done = snap.AppendNext(buf[:0], snapshotChunk)
+		if _, err := w.Write(buf); err != nil {
+			w.Abort()
+			return n, err
+		}
+		n += int64(len(buf))
+	}
+	return n, w.Commit()
+}
+
+// pollSnapshot reports a finished snapshot and releases its copy. Runs on
+// the loop.
+func (s *Server) pollSnapshot() {
+	p := s.persist
+	if p.snap == nil {
+		return
+	}
+	select {
+	case <-p.snap.done:
+	default:
+		return
+	}
+	run := p.snap
+	p.snap = nil
+	run.snap.Release()
+	if run.err != nil {
+		s.snapshotFailed(run.err)
+		return
+	}
+	s.log.Info("snapshot written", "index", run.index, "bytes", run.bytes, "timers", run.snap.Timers(),
+		"took", time.Since(run.began).Round(time.Millisecond), "loop_pause", run.pause.Round(time.Microsecond))
+}
+
+// waitSnapshot waits for the running snapshot, if any, and returns its error.
+func (s *Server) waitSnapshot() error {
+	p := s.persist
+	if p.snap == nil {
+		return nil
+	}
+	run := p.snap
+	<-run.done
+	s.pollSnapshot()
+	return run.err
+}
+
+// snapshotFailed logs a failed snapshot; the previous one and the log
+// still hold everything, and another is tried after snapshotRetry.
+func (s *Server) snapshotFailed(err error) {
+	s.persist.snapRetryAt = s.nowNs() + int64(snapshotRetry)
+	if errors.Is(err, journal.ErrClosed) {
+		return
+	}
+	s.log.Error("snapshot failed; the previous snapshot and the log still hold the state", "err", err, "retry_in", snapshotRetry)
+}

@@ -1,0 +1,239 @@
+package session
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+
+	"github.com/tickwheel/tickwheel/wheel"
+)
+
+// A snapshot is the whole state of a Core: everything Replay needs to go on
+// from it, so that a snapshot plus the records after it rebuild the state.
+// Its bytes are canonical: maps are written in key order and the wheel's
+// timers in their firing order, so two Cores in the same state write the
+// same bytes.
+//
+// Layout: the magic "TWCS", a format version byte, the core section, then
+// the wheel's own snapshot (see wheel.Frozen). The core section is
+// uvarints (floats as 8 little-endian bytes, bytes with their length
+// first): tw-time and clock settings, counters, limits, the sessions with
+// their flow-control state, the stalled and dirty lists, the waiting
+// fast-forwards, and the receivers with their backlogs.
+const (
+	snapMagic   = "TWCS"
+	snapVersion = 1
+)
+
+// ErrSnapshot wraps every error of restoring a snapshot.
+var ErrSnapshot = errors.New("session: snapshot")
+
+// encoder appends snapshot fields.
+type encoder struct{ b []byte }
+
+func (e *encoder) uv(v uint64)    { e.b = binary.AppendUvarint(e.b, v) }
+func (e *encoder) int(v int)      { e.uv(uint64(v)) }
+func (e *encoder) bool(v bool)    { e.b = append(e.b, b2u(v)) }
+func (e *encoder) f64(v float64)  { e.b = binary.LittleEndian.AppendUint64(e.b, math.Float64bits(v)) }
+func (e *encoder) bytes(v []byte) { e.uv(uint64(len(v))); e.b = append(e.b, v...) }
+
+func sid(s *Session) uint64 {
+	if s == nil {
+		return 0
+	}
+	return s.id
+}
+
+// appendCore appends the core section. Backlog frames are appended as
+// they are; the caller may do it from a copy taken on the loop (see
+// Snapshot), since frames are never changed once made.
+func (c *Core) appendCore(e *encoder) {
+	e.b = append(e.b, snapMagic...)
+	e.b = append(e.b, snapVersion)
+	e.uv(c.target)
+	e.bool(c.caughtUp)
+	e.f64(c.speed)
+	e.bool(c.frozen)
+	e.uv(c.skipped)
+	e.uv(c.wallNs)
+	e.uv(c.wallTick)
+	e.uv(c.nextSession)
+	e.uv(c.firedTotal)
+	e.uv(c.droppedTotal)
+	e.uv(c.lostTotal)
+	for _, v := range limitFields(&c.limits) {
+		e.int(*v)
+	}
+	ids := sortedKeys(c.sessions)
+	e.int(len(ids))
+	for _, id := range ids {
+		appendSession(e, c.sessions[id])
+	}
+	e.int(len(c.stalled))
+	for _, s := range c.stalled {
+		e.uv(s.id)
+	}
+	e.int(len(c.dirty))
+	for _, s := range c.dirty {
+		e.uv(s.id)
+	}
+	e.int(len(c.waiters))
+	for _, w := range c.waiters {
+		e.uv(sid(w.s))
+		e.uv(w.id)
+		e.uv(w.target)
+		e.uv(w.fired)
+	}
+}
+
+func appendSession(e *encoder, s *Session) {
+	e.uv(s.id)
+	e.bytes([]byte(s.name))
+	e.bool(s.hello)
+	e.bool(s.admin)
+	e.int(s.authFailures)
+	e.bool(s.waiting)
+	e.bool(s.kill)
+	e.uv(s.written)
+	e.int(s.buffered)
+	e.bool(s.blocked)
+	e.bool(s.stalled)
+	e.bytes(s.out)
+	rids := sortedKeys(s.receivers)
+	e.int(len(rids))
+	for _, r := range rids {
+		e.uv(r)
+		e.bool(s.receivers[r])
+	}
+	e.int(len(s.inflight))
+	for _, f := range s.inflight {
+		e.uv(f.receiver)
+		e.uv(f.end)
+	}
+	e.int(len(s.queue))
+	for _, r := range s.queue {
+		e.uv(r.id)
+	}
+}
+
+// receiverSnap is a receiver as a snapshot holds it: the record's fields
+// and its backlog's frames (shared with the live backlog: frames are
+// never changed once made).
+type receiverSnap struct {
+	id, owner, seq, dropped, queuedIn uint64
+	ephemeral                         bool
+	frames                            [][]byte
+}
+
+// receiverSnaps copies the receivers' records, by id.
+func (c *Core) receiverSnaps() []receiverSnap {
+	ids := sortedKeys(c.receivers)
+	out := make([]receiverSnap, len(ids))
+	for i, id := range ids {
+		r := c.receivers[id]
+		out[i] = receiverSnap{id: id, owner: sid(r.owner), seq: r.seq, dropped: r.dropped, queuedIn: sid(r.queuedIn),
+			ephemeral: r.ephemeral, frames: r.backlogFrames()}
+	}
+	return out
+}
+
+func appendReceiver(e *encoder, r *receiverSnap) {
+	{
+		e.uv(r.id)
+		e.uv(r.owner)
+		e.bool(r.ephemeral)
+		e.uv(r.seq)
+		e.uv(r.dropped)
+		e.uv(r.queuedIn)
+		e.int(len(r.frames))
+		for _, f := range r.frames {
+			e.bytes(f)
+		}
+	}
+}
+
+// sessionsByID resolves a recorded session id while restoring.
+func (c *Core) sessionByID(d *decoder, id uint64) *Session {
+	if id == 0 || d.err != nil {
+		return nil
+	}
+	s := c.sessions[id]
+	if s == nil {
+		d.fail(fmt.Errorf("unknown session %d", id))
+	}
+	return s
+}
+
+// Snapshot is an immutable copy of a Core's state, taken on the loop by
+// Core.Snapshot and encoded by AppendNext, from any one goroutine, while
+// the Core goes on. Release it (on the Core's goroutine) when done.
+type Snapshot struct {
+	core   []byte         // the core section, encoded when taken
+	recvs  []receiverSnap // the receivers, encoded by AppendNext
+	frozen *wheel.Frozen
+	next   int // stage: 0 core, 1 receivers (from recv), 2 the wheel
+	recv   int
+}
+
+// Snapshot takes a copy of the state for encoding. Its cost on the loop is
+// the sessions' and receivers' records (backlog frames are shared, not
+// copied) and the wheel's Freeze: a copy of its node memory.
+func (c *Core) Snapshot() *Snapshot {
+	e := encoder{}
+	c.appendCore(&e)
+	return &Snapshot{core: e.b, recvs: c.receiverSnaps(), frozen: c.wheel.Freeze()}
+}
+
+// Timers returns the number of timers in the snapshot.
+func (s *Snapshot) Timers() int { return s.frozen.Len() }
+
+// AppendNext appends the next piece of the snapshot, of about max bytes
+// (at least one whole part), to dst, and reports whether it was the last.
+func (s *Snapshot) AppendNext(dst []byte, max int) (out []byte, done bool) {
+	start := len(dst)
+	for len(dst)-start < max {
+		switch s.next {
+		case 0:
+			dst = append(dst, s.core...)
+			e := encoder{b: dst}
+			e.int(len(s.recvs))
+			dst = e.b
+			s.next = 1
+		case 1:
+			if s.recv == len(s.recvs) {
+				s.next = 2
+				continue
+			}
+			e := encoder{b: dst}
+			appendReceiver(&e, &s.recvs[s.recv])
+			s.recvs[s.recv].frames = nil
+			s.recv++
+			dst = e.b
+		default:
+			return s.frozen.AppendNext(dst, max-(len(dst)-start))
+		}
+	}
+	return dst, false
+}
+
+// Release gives the wheel back the memory the copy held. Call it on the
+// Core's goroutine, after the last AppendNext.
+func (s *Snapshot) Release() { s.frozen.Release() }
+
+// Restore rebuilds a Core from a snapshot's bytes (all of them). The Core
+// does not record until Record(true).
+func Restore(cfg Config, data []byte, log *slog.Logger, peer PeerLog) (*Core, error) {
+	c := New(cfg, Limits{}, nil, log, peer)
+	rest, err := c.restoreCore(data)
+	if err != nil {
+		return nil, err
+	}
+	w, err := wheel.Restore(wheel.Config{}, rest)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSnapshot, err)
+	}
+	c.wheel = w
+	return c, nil
+}
