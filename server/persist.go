@@ -54,6 +54,10 @@ type persist struct {
 	records     int
 	snap        *snapshotRun // the snapshot being written, or nil
 	snapRetryAt int64        // ns since origin: no snapshot is started before it
+	// gap: records were refused while the log could not be written (its
+	// memory backlog was full): until a snapshot covers them, a crash would
+	// lose them.
+	gap bool
 }
 
 // recovered is what start-up found on disk.
@@ -221,12 +225,21 @@ func (s *Server) commit() {
 	switch {
 	case err != nil:
 		s.core.HoldReplied()
+		if errors.Is(err, journal.ErrBacklogFull) {
+			// The record is not taken: the log misses this turn. The next
+			// snapshot (at once when the log is written again) covers it.
+			p.gap = true
+		}
 		s.logFailing(err)
 	case p.failing != nil && p.j.Healthy() == nil:
 		s.log.Info("persistence: the log is written again; changes are accepted", "held_sessions", s.core.Held())
 		p.failing = nil
 		s.core.SetReadOnly("")
 		s.core.ReleaseHeld()
+		if p.gap {
+			p.snapRetryAt = 0 // the log lacks records: a snapshot now
+			s.startSnapshot()
+		}
 	}
 	s.pollSnapshot()
 	if p.failing == nil && p.snap == nil && s.snapshotDue() {

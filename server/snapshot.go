@@ -89,6 +89,7 @@ func (s *Server) pollSnapshot() {
 		s.snapshotFailed(run.err)
 		return
 	}
+	s.persist.gap = false
 	s.log.Info("snapshot written", "index", run.index, "bytes", run.bytes, "timers", run.snap.Timers(),
 		"took", time.Since(run.began).Round(time.Millisecond), "loop_pause", run.pause.Round(time.Microsecond))
 }

@@ -186,18 +186,26 @@ func (c *Core) hello(s *Session, req *protocol.Request) {
 	case !isClient && (req.Token != "" || c.cfg.ClientToken != ""):
 		outcome = helloFailed
 	}
-	c.helloOutcome(s, req.ID, req.Name, outcome)
+	before := len(s.out)
+	c.helloOutcome(s, req.ID, req.Name, outcome, -1)
+	c.rec.hello(s.id, req.ID, req.Name, outcome, len(s.out)-before)
+	c.noteReplied(s)
 }
 
-// helloOutcome applies a hello whose token check gave outcome.
-func (c *Core) helloOutcome(s *Session, id uint64, name string, outcome uint8) {
-	c.rec.hello(s.id, id, name, outcome)
-	c.noteReplied(s)
+// helloOutcome applies a hello whose token check gave outcome. Its reply
+// holds the server's configuration (version, tick, limits), which is not
+// state: a replay passes the reply's recorded length as replyLen and gets
+// that many bytes of padding instead (-1: the real reply).
+func (c *Core) helloOutcome(s *Session, id uint64, name string, outcome uint8, replyLen int) {
 	if outcome == helloFailed {
 		c.helloFailed(s, id, name)
 		return
 	}
 	s.hello, s.admin, s.name = true, outcome == helloAdmin, name
+	if replyLen >= 0 {
+		s.out = append(s.out, make([]byte, replyLen)...)
+		return
+	}
 	h := protocol.Hello{
 		Session: s.id, Now: c.Now(), TickNs: c.cfg.TickNs, ServerVersion: c.cfg.ServerVersion,
 		Limits: c.cfg.Wire,

@@ -19,7 +19,7 @@ const (
 	inOpen     = 1  // sid
 	inClose    = 2  // sid, unsent
 	inApply    = 3  // sid, payload
-	inHello    = 4  // sid, request id, outcome, name
+	inHello    = 4  // sid, request id, outcome, name, reply length
 	inClock    = 5  // sid (0: none), request id, op, speed bits, ticks, target
 	inAdvance  = 6  // target, max fires
 	inBuffered = 7  // sid, bytes
@@ -67,7 +67,7 @@ func (r *recorder) apply(sid uint64, payload []byte) {
 	}
 }
 
-func (r *recorder) hello(sid, id uint64, name string, outcome uint8) {
+func (r *recorder) hello(sid, id uint64, name string, outcome uint8, replyLen int) {
 	r.marks++
 	if r.on {
 		r.buf = append(r.buf, inHello)
@@ -76,6 +76,7 @@ func (r *recorder) hello(sid, id uint64, name string, outcome uint8) {
 		r.buf = append(r.buf, outcome)
 		r.uv(uint64(len(name)))
 		r.buf = append(r.buf, name...)
+		r.uv(uint64(replyLen))
 	}
 }
 
@@ -283,9 +284,12 @@ func (c *Core) replayOne(kind byte, d *decoder) error {
 			c.Apply(s, payload)
 		}
 	case inHello:
-		s, id, outcome, name := d.session(c), d.uv(), d.byte(), string(d.bytes())
+		s, id, outcome, name, n := d.session(c), d.uv(), d.byte(), string(d.bytes()), d.uv()
+		if d.err == nil && n > 1<<20 {
+			d.fail(fmt.Errorf("hello reply of %d bytes", n))
+		}
 		if d.err == nil {
-			c.helloOutcome(s, id, name, outcome)
+			c.helloOutcome(s, id, name, outcome, int(n))
 		}
 	case inClock:
 		return c.replayClock(d)
