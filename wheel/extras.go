@@ -3,6 +3,7 @@ package wheel
 import (
 	"encoding/binary"
 	"math/bits"
+	"sync/atomic"
 )
 
 // extra holds what most timers do not need, so that they do not pay for it:
@@ -56,6 +57,12 @@ type extras struct {
 	holding bool
 
 	bytes uint64 // payload bytes of the live extras (held ones excluded)
+
+	// pins counts the Frozen copies not yet released (see Freeze), which
+	// may be reading the big buffers of the extras they copied: while
+	// there are any, a freed buffer goes to the garbage collector instead of
+	// the pool, so no new payload overwrites it. nil before the first Freeze.
+	pins *atomic.Int32
 }
 
 // at returns extra j for reading or update.
@@ -97,15 +104,33 @@ func (e *extras) alloc(every uint64, data []byte) uint32 {
 
 // payload returns x's data (nil when it has none). An inline payload
 // aliases the extra: it is valid until the extra is freed.
-func (e *extras) payload(x *extra) []byte {
+func (e *extras) payload(x *extra) []byte { return payloadOf(x, e.big) }
+
+// payloadOf returns x's data, its long payloads (past inlineData bytes)
+// held in big.
+func payloadOf(x *extra, big [][]byte) []byte {
 	switch {
 	case x.dlen == 0:
 		return nil
 	case x.dlen <= inlineData:
 		return x.data[:x.dlen:x.dlen]
 	default:
-		return e.big[binary.LittleEndian.Uint32(x.data[:4])]
+		return big[binary.LittleEndian.Uint32(x.data[:4])]
 	}
+}
+
+// copyTo copies the extras handed out so far into dst, reused when it is
+// large enough, and returns it.
+func (e *extras) copyTo(dst []extra) []extra {
+	n := int(e.n)
+	if cap(dst) < n {
+		dst = make([]extra, n, n+n/8)
+	}
+	dst = dst[:n]
+	for c := 0; c<<extraChunkShift < n; c++ {
+		copy(dst[c<<extraChunkShift:], e.chunks[c][:])
+	}
+	return dst
 }
 
 // drop frees extra j, at once or, while holding, when the callback returns.
@@ -148,6 +173,9 @@ func (e *extras) copyData(p []byte) []byte {
 }
 
 func (e *extras) recycle(b []byte) {
+	if e.pins != nil && e.pins.Load() != 0 {
+		return // a Frozen may be reading b
+	}
 	c := sizeClass(cap(b))
 	if c < 0 || cap(b) != 1<<(c+minClassShift) || len(e.pool[c]) >= poolDepth {
 		return

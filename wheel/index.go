@@ -1,5 +1,7 @@
 package wheel
 
+import "unsafe"
+
 // index maps a Key to its node with open addressing and linear probing. Each
 // entry is the node index (below 2^28) with 4 bits of the key's hash on top,
 // so a probe reads the node only on a likely match; 0 is empty (no timer has
@@ -166,4 +168,51 @@ func (x *index) put(n *node, i uint32) {
 func (x *index) find(k Key) uint32 {
 	_, i := x.lookup(k)
 	return i
+}
+
+// build indexes the nodes nsent..n-1 of the slab, all live timers without
+// an index entry (a wheel being restored), in a table of at most 5/16 load,
+// where a wheel that grew to that many timers has between 5/16 and 5/8:
+// the wheel can then double before it resizes its index. It reports false
+// when two of the timers have the same key. The entries are read in slab
+// order and each one's table entry is prefetched some nodes ahead, so that
+// the cache misses of a large table overlap.
+func (x *index) build() bool {
+	s := x.nodes
+	count := s.n - s.nsent
+	size := uint64(minIndexSize)
+	for uint64(count)*16 > size*5 {
+		size *= 2
+	}
+	x.table, x.mask = make([]uint32, size), size-1
+	x.count, x.tombs = count, 0
+	const ahead = 16
+	var hs [ahead]uint64 // hashes of the nodes ahead, by index mod ahead
+	keyHash := func(i uint32) uint64 {
+		n := s.at(i)
+		h := hash(Key{n.receiver, n.tid})
+		prefetch(unsafe.Pointer(&x.table[h&x.mask]))
+		return h
+	}
+	for i := s.nsent; i < s.n && i < s.nsent+ahead; i++ {
+		hs[i%ahead] = keyHash(i)
+	}
+	for i := s.nsent; i < s.n; i++ {
+		h := hs[i%ahead]
+		if j := i + ahead; j < s.n {
+			hs[j%ahead] = keyHash(j)
+		}
+		n, t := s.at(i), tag(h)
+		p := h & x.mask
+		for e := x.table[p]; e != 0; e = x.table[p] {
+			if e&^idxMask == t {
+				if m := s.at(e & idxMask); m.receiver == n.receiver && m.tid == n.tid {
+					return false
+				}
+			}
+			p = (p + 1) & x.mask
+		}
+		x.table[p] = t | i
+	}
+	return true
 }

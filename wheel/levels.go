@@ -136,10 +136,35 @@ func (w *Wheel) nextEvent() (uint64, bool) {
 		}
 	}
 	if w.nodes.at(w.overflow).wnext != w.overflow {
+		if w.overflowStale {
+			w.refreshOverflowMin()
+		}
 		// The turn of the top level whose block holds the earliest overflow timer.
 		return w.overflowMin - w.overflowMin%w.span[w.levels-1], true
 	}
 	return 0, false
+}
+
+// noteUnlinked notes that a timer due at due left the wheel's lists: if it
+// may have been the earliest of the overflow list, overflowMin may now be
+// below the earliest left.
+func (w *Wheel) noteUnlinked(due uint64) {
+	if due == w.overflowMin {
+		w.overflowStale = true
+	}
+}
+
+// refreshOverflowMin sets overflowMin to the earliest due tick in the
+// overflow list. Only geometries whose levels span less than 2^64 ticks have
+// an overflow list; it runs at most once per removal of its earliest timer.
+func (w *Wheel) refreshOverflowMin() {
+	m := uint64(math.MaxUint64)
+	for i := w.nodes.at(w.overflow).wnext; i != w.overflow; {
+		n := w.nodes.at(i)
+		m = min(m, n.due)
+		i = n.wnext
+	}
+	w.overflowMin, w.overflowStale = m, false
 }
 
 // turn does the work of tick now = t, reached by nextEvent with the due list
@@ -152,7 +177,7 @@ func (w *Wheel) turn() {
 	t := w.now
 	top := w.levels - 1
 	if sp := w.span[top]; sp != 0 && w.blockStart[top] == t && w.overflowMin-w.overflowMin%sp == t {
-		w.overflowMin = math.MaxUint64
+		w.overflowMin, w.overflowStale = math.MaxUint64, false
 		w.replace(w.overflow)
 	}
 	for k := top; k >= 1; k-- {

@@ -113,3 +113,17 @@ func (s *slab) release(i uint32) {
 	s.at(i).wprev = markFree
 	s.free.add(i)
 }
+
+// copyTo copies the nodes handed out so far (sentinels and free ones
+// included) into dst, reused when it is large enough, and returns it.
+func (s *slab) copyTo(dst []node) []node {
+	n := int(s.n)
+	if cap(dst) < n {
+		dst = make([]node, n, n+n/8)
+	}
+	dst = dst[:n]
+	for c := 0; c<<chunkShift < n; c++ {
+		copy(dst[c<<chunkShift:], s.chunks[c].nodes[:])
+	}
+	return dst
+}

@@ -138,6 +138,7 @@ func (w *Wheel) Pause(k Key) error {
 		return ErrPaused
 	}
 	w.unlink(i)
+	w.noteUnlinked(n.due)
 	n.due -= w.now
 	n.wprev, n.wnext = markPaused, nilIdx
 	return nil
@@ -198,6 +199,7 @@ func (w *Wheel) remove(i uint32, pos uint64) {
 	n := w.nodes.at(i)
 	if n.wprev != markPaused && n.wprev != markFiring {
 		w.unlink(i)
+		w.noteUnlinked(n.due)
 	}
 	w.index.deleteAt(pos)
 	w.recvRemove(n.receiver, i)

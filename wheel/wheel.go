@@ -134,11 +134,18 @@ type Wheel struct {
 	overflow uint32   // sentinel of the list of timers beyond the top level
 	// overflowMin is at most the earliest due tick in the overflow list, so
 	// the list is placed again only when that timer's top-level turn comes.
-	overflowMin uint64
+	// overflowStale says it may be below it (a timer due at overflowMin
+	// left the list): nextEvent then recomputes it, so that NextEvent
+	// depends only on the timers (a restored wheel computes it exactly).
+	overflowMin   uint64
+	overflowStale bool
+
+	frz *freezeShared // shared with the Frozen copies (see Freeze); nil before the first
 }
 
-// New returns an empty wheel whose time is start.
-func New(start uint64, cfg Config) (*Wheel, error) {
+// normalize returns cfg with its defaults filled in and the levels that
+// would stay empty dropped, or an error when it is out of range.
+func (cfg Config) normalize() (Config, error) {
 	if cfg.Levels == 0 {
 		cfg.Levels = DefaultLevels
 	}
@@ -146,10 +153,10 @@ func New(start uint64, cfg Config) (*Wheel, error) {
 		cfg.Slots = DefaultSlots
 	}
 	if cfg.Levels < 1 || cfg.Levels > 16 {
-		return nil, fmt.Errorf("wheel: levels %d out of range 1..16", cfg.Levels)
+		return cfg, fmt.Errorf("wheel: levels %d out of range 1..16", cfg.Levels)
 	}
 	if cfg.Slots < 2 || cfg.Slots > maxSlots {
-		return nil, fmt.Errorf("wheel: slots %d out of range 2..%d", cfg.Slots, maxSlots)
+		return cfg, fmt.Errorf("wheel: slots %d out of range 2..%d", cfg.Slots, maxSlots)
 	}
 	// Levels above the first one that spans every uint64 tick would stay empty.
 	for k, g := 0, uint64(1); k < cfg.Levels; k++ {
@@ -159,6 +166,15 @@ func New(start uint64, cfg Config) (*Wheel, error) {
 			break
 		}
 		g = lo
+	}
+	return cfg, nil
+}
+
+// New returns an empty wheel whose time is start.
+func New(start uint64, cfg Config) (*Wheel, error) {
+	cfg, err := cfg.normalize()
+	if err != nil {
+		return nil, err
 	}
 	w := &Wheel{
 		levels:      cfg.Levels,

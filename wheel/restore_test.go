@@ -1,0 +1,223 @@
+package wheel
+
+import (
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// rawSnapshot builds a snapshot by hand: the header for now and count,
+// the records as given, and a correct checksum.
+func rawSnapshot(now uint64, count int, records ...[]byte) []byte {
+	b := append(snapMagic[:], SnapshotVersion)
+	b = binary.AppendUvarint(b, now)
+	b = binary.AppendUvarint(b, uint64(count))
+	for _, r := range records {
+		b = append(b, r...)
+	}
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// rec builds a record: the flags, then each field as a varint.
+func rec(flags byte, fields ...uint64) []byte {
+	b := []byte{flags}
+	for _, v := range fields {
+		b = binary.AppendUvarint(b, v)
+	}
+	return b
+}
+
+// TestRestoreRaw: hand-built records restore as documented.
+func TestRestoreRaw(t *testing.T) {
+	snap := rawSnapshot(100, 4,
+		rec(0, 5, 1, 10, 3),                                  // receiver 5, tid 1, due 110, every 3
+		rec(recSameRecv|recEveryDelay|recPaused, 2, 7),       // receiver 5, tid 2, paused with 7 left
+		rec(recEveryDelay|recRepeat|recFired, 6, 1, 4, 3, 2), // receiver 6: repeat 3, fired 2
+		append(rec(recData, 0, 9, 0, 1, 2), 'h', 'i'),        // receiver 0, tid 9, due now, every 1
+	)
+	w, err := Restore(Config{}, snap)
+	require.NoError(t, err)
+	assert.Equal(t, snap, snapshotOf(t, w, 0))
+	assert.Equal(t, uint64(100), w.Now())
+	assert.Equal(t, 4, w.Len())
+	assert.Equal(t, uint64(2), w.DataBytes())
+	in, err := w.Get(Key{5, 2})
+	require.NoError(t, err)
+	assert.Equal(t, Info{Key: Key{5, 2}, Due: 107, Remaining: 7, Every: 7, Paused: true}, in)
+	in, _ = w.Get(Key{6, 1})
+	assert.Equal(t, Info{Key: Key{6, 1}, Due: 104, Remaining: 4, Every: 4, Fired: 2, Repeat: 3}, in)
+	tick, ok := w.NextEvent()
+	assert.True(t, ok)
+	assert.Equal(t, uint64(100), tick, "a timer is due now")
+	fires := collect(w, 104)
+	require.Len(t, fires, 6)
+	assert.Equal(t, Fire{Key: Key{0, 9}, Tick: 100, Fired: 1, Data: []byte("hi")}, fires[0])
+	assert.Equal(t, Fire{Key: Key{0, 9}, Tick: 101, Fired: 2, Data: []byte("hi")}, fires[1])
+	// On tick 104, {6 1} (its last firing) comes before {0 9}, added after it.
+	assert.Equal(t, Fire{Key: Key{6, 1}, Tick: 104, Fired: 3, Repeat: 3, Last: true}, fires[4])
+	assert.Equal(t, Key{0, 9}, fires[5].Key)
+}
+
+// TestRestoreErrors: invalid input returns an error wrapping the right
+// sentinel, and the Restorer stays failed.
+func TestRestoreErrors(t *testing.T) {
+	good := rec(0, 5, 1, 10, 3)
+	badSum := rawSnapshot(1, 1, good)
+	badSum[len(badSum)-1] ^= 1
+	for _, c := range []struct {
+		name string
+		in   []byte
+		want error
+	}{
+		{"empty", nil, ErrSnapshot},
+		{"magic", []byte("TWSX\x01\x00\x00"), ErrSnapshot},
+		{"short magic", []byte("TX"), ErrSnapshot},
+		{"version", []byte("TWSN\x02\x00\x00"), ErrSnapshotVersion},
+		{"count", rawSnapshot(0, maxNodes), ErrFull},
+		{"records missing", rawSnapshot(0, 2, good), ErrSnapshot},
+		{"flags", rawSnapshot(0, 1, rec(0x40, 5, 1, 10, 3)), ErrSnapshot},
+		{"varint not shortest", rawSnapshot(0, 1, []byte{0, 5, 0x81, 0x00, 10, 3}), ErrSnapshot},
+		{"varint overflow", rawSnapshot(0, 1, append([]byte{0, 5}, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 10, 3)), ErrSnapshot},
+		{"receiver same as previous", rawSnapshot(0, 1, rec(0, 0, 1, 10, 3)), ErrSnapshot},
+		{"receiver repeated", rawSnapshot(0, 2, good, rec(0, 5, 2, 10, 3)), ErrSnapshot},
+		{"every written equal to delay", rawSnapshot(0, 1, rec(0, 5, 1, 10, 10)), ErrSnapshot},
+		{"every 0", rawSnapshot(0, 1, rec(0, 5, 1, 10, 0)), ErrSnapshot},
+		{"every 0 by delay", rawSnapshot(0, 1, rec(recEveryDelay, 5, 1, 0)), ErrSnapshot},
+		{"repeat 0", rawSnapshot(0, 1, rec(recRepeat, 5, 1, 10, 3, 0)), ErrSnapshot},
+		{"repeat too big", rawSnapshot(0, 1, rec(recRepeat, 5, 1, 10, 3, 1<<32)), ErrSnapshot},
+		{"fired 0", rawSnapshot(0, 1, rec(recFired, 5, 1, 10, 3, 0)), ErrSnapshot},
+		{"fired at repeat", rawSnapshot(0, 1, rec(recRepeat|recFired, 5, 1, 10, 3, 4, 4)), ErrSnapshot},
+		{"data empty", rawSnapshot(0, 1, rec(recData, 5, 1, 10, 3, 0)), ErrSnapshot},
+		{"data too long", rawSnapshot(0, 1, rec(recData, 5, 1, 10, 3, 1<<40)), ErrSnapshot},
+		{"data cut", rawSnapshot(0, 1, append(rec(recData, 5, 1, 10, 3, 3), 'a')), ErrSnapshot},
+		{"due past 2^64", rawSnapshot(math.MaxUint64-5, 1, rec(0, 5, 1, 6, 3)), ErrSnapshot},
+		{"duplicate key", rawSnapshot(0, 2, good, rec(recSameRecv, 1, 20, 3)), ErrSnapshot},
+		{"checksum", badSum, ErrSnapshot},
+		{"no checksum", rawSnapshot(0, 1, good)[:11], ErrSnapshot},
+		{"trailing data", append(rawSnapshot(0, 1, good), 0), ErrSnapshot},
+	} {
+		w, err := Restore(Config{}, c.in)
+		assert.Nil(t, w, c.name)
+		assert.ErrorIs(t, err, c.want, c.name)
+	}
+	// A paused timer may have more ticks left than there are before 2^64.
+	_, err := Restore(Config{}, rawSnapshot(math.MaxUint64-5, 1, rec(recPaused, 5, 1, 6, 3)))
+	assert.NoError(t, err)
+
+	r, err := NewRestorer(Config{})
+	require.NoError(t, err)
+	_, err = r.Write([]byte("TWSX"))
+	require.ErrorIs(t, err, ErrSnapshot)
+	_, err2 := r.Write(rawSnapshot(0, 0))
+	assert.Equal(t, err, err2, "a failed Restorer stays failed")
+	_, err2 = r.Wheel()
+	assert.Equal(t, err, err2)
+	_, err = NewRestorer(Config{Levels: 17})
+	assert.Error(t, err)
+}
+
+// TestRestoreTruncated: every proper prefix of a snapshot fails, in one
+// Write or byte by byte, and every cut of it into two Writes restores.
+func TestRestoreTruncated(t *testing.T) {
+	snap := snapshotOf(t, richWheel(t, Config{}), 0)
+	for n := range len(snap) {
+		_, err := Restore(Config{}, snap[:n])
+		require.ErrorIs(t, err, ErrSnapshot, "prefix %d", n)
+		r, _ := NewRestorer(Config{})
+		for i := range n {
+			_, err = r.Write(snap[i : i+1])
+			require.NoError(t, err, "prefix %d byte %d", n, i)
+		}
+		_, err = r.Wheel()
+		require.ErrorIs(t, err, ErrSnapshot)
+
+		r, _ = NewRestorer(Config{})
+		_, err = r.Write(snap[:n])
+		require.NoError(t, err)
+		_, err = r.Write(snap[n:])
+		require.NoError(t, err)
+		w, err := r.Wheel()
+		require.NoError(t, err, "cut at %d", n)
+		require.Equal(t, snap, snapshotOf(t, w, 0))
+		w2, err := r.Wheel()
+		require.NoError(t, err)
+		require.Same(t, w, w2)
+	}
+}
+
+// TestRestoreCorrupt: flipping any bit of a snapshot makes it fail (the
+// checksum, if nothing else, catches it), never panic.
+func TestRestoreCorrupt(t *testing.T) {
+	snap := snapshotOf(t, richWheel(t, Config{}), 0)
+	for i := range len(snap) * 8 {
+		in := append([]byte(nil), snap...)
+		in[i/8] ^= 1 << (i % 8)
+		_, err := Restore(Config{Levels: 2, Slots: 4}, in)
+		require.Error(t, err, "bit %d", i)
+	}
+}
+
+// FuzzRestore: any input either fails with a snapshot error or restores a
+// wheel whose snapshot is the input itself (the format is canonical), the
+// same in one Write or two. The seeds run in go test.
+func FuzzRestore(f *testing.F) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i, cfg := range []Config{{}, {Levels: 2, Slots: 4}} {
+		snap := snapshotOf(f, richWheel(f, cfg), 0)
+		f.Add(snap, uint16(len(snap)/2), uint8(i))
+		cut := append([]byte(nil), snap...)
+		cut[10+rng.IntN(len(snap)-10)] ^= 0x10
+		f.Add(cut, uint16(3), uint8(i))
+	}
+	f.Add(rawSnapshot(0, 0), uint16(0), uint8(0))
+	f.Add(rawSnapshot(math.MaxUint64, 2, rec(recEveryDelay|recPaused, 1, 1, 5), append(rec(recData|recSameRecv, 2, 0, 7, 1), 'x')), uint16(9), uint8(1))
+	f.Add(rawSnapshot(7, 2, rec(recRepeat|recFired, 1, 1, 5, 2, 9, 8), rec(recSameRecv, 1, 0, 1)), uint16(14), uint8(2))
+	f.Fuzz(func(t *testing.T, data []byte, cut uint16, geom uint8) {
+		cfg := modelGeometries[int(geom)%len(modelGeometries)]
+		w, err := Restore(cfg, data)
+		r, _ := NewRestorer(cfg)
+		k := int(cut) % (len(data) + 1)
+		_, err2 := r.Write(data[:k])
+		if err2 == nil {
+			_, err2 = r.Write(data[k:])
+		}
+		w2, err3 := r.Wheel()
+		if err2 == nil {
+			err2 = err3
+		}
+		if err != nil {
+			if !errors.Is(err, ErrSnapshot) && !errors.Is(err, ErrSnapshotVersion) && !errors.Is(err, ErrFull) {
+				t.Fatalf("unexpected error %v", err)
+			}
+			if err2 == nil {
+				t.Fatalf("one Write: %v; cut at %d: no error", err, k)
+			}
+			return
+		}
+		if err2 != nil {
+			t.Fatalf("one Write: ok; cut at %d: %v", k, err2)
+		}
+		if got := snapshotOf(t, w, 0); string(got) != string(data) {
+			t.Fatalf("re-snapshot differs:\n got %x\nwant %x", got, data)
+		}
+		requireSameWheels(t, w, w2, receiversOf(w))
+		w.Advance(w.Now()+1000, 500, nil)
+	})
+}
+
+// receiversOf returns the receivers of w's timers, from its receiver table.
+func receiversOf(w *Wheel) []uint64 {
+	var rs []uint64
+	for _, e := range w.recv.table {
+		if e.count != 0 {
+			rs = append(rs, e.key)
+		}
+	}
+	return rs
+}

@@ -1,0 +1,370 @@
+package wheel
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"math"
+	"math/bits"
+	"runtime"
+	"slices"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Snapshot format, version 1. A snapshot holds the wheel's observable state
+// and nothing of its layout: Now, and every live timer with all it shows
+// through Get, List and Advance. Varints are encoding/binary's unsigned
+// varints, in their shortest form.
+//
+//	magic    "TWSN"
+//	version  1 byte, SnapshotVersion
+//	now      varint
+//	count    varint: the number of records that follow
+//	records  count of them, in add order (below)
+//	crc      4 bytes, little-endian CRC-32C (Castagnoli) of all the bytes before it
+//
+// A record is one timer:
+//
+//	flags     1 byte: recPaused, recSameRecv, recEveryDelay, recRepeat, recFired, recData
+//	receiver  varint, absent with recSameRecv (the previous record's receiver;
+//	          0 before the first record)
+//	tid       varint
+//	delay     varint: due - now for an armed timer (0: due now, not fired yet),
+//	          the remaining ticks for a paused one
+//	every     varint >= 1, absent with recEveryDelay (every equals delay)
+//	repeat    varint in 1..2^32-1, present with recRepeat (absent: 0, forever)
+//	fired     varint >= 1, present with recFired (absent: 0); below repeat
+//	          when repeat is set
+//	data      varint length >= 1, then the bytes, present with recData
+//
+// Records come in add order: the order that decides which of the timers
+// due on one tick fires first (and List's order), so it is part of the
+// state. Each flag is set exactly when its condition holds, so the encoding
+// is canonical: two wheels with the same observable state (geometry aside)
+// give the same bytes, however their slabs are laid out, and Restore
+// rejects any other encoding. The geometry (Config) is not part of the
+// state: a snapshot may be restored into any geometry.
+const SnapshotVersion = 1
+
+var snapMagic = [4]byte{'T', 'W', 'S', 'N'}
+
+// Record flags.
+const (
+	recPaused     = 1 << iota // the timer is paused; delay is its remaining ticks
+	recSameRecv               // receiver is the previous record's, not written
+	recEveryDelay             // every equals delay, not written
+	recRepeat                 // repeat is written (non-zero)
+	recFired                  // fired is written (non-zero)
+	recData                   // data is written (non-empty)
+	recAll        = 1<<iota - 1
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Frozen is an immutable copy of a wheel's timers taken by Freeze, which
+// encodes into a snapshot (see SnapshotVersion for the format) on any
+// goroutine while the wheel goes on.
+//
+// Concurrency: a Frozen shares no mutable memory with its wheel. After
+// Freeze returns, the wheel's owner may use the wheel as usual while one
+// other goroutine (or the owner) calls the Frozen's methods; the methods of
+// one Frozen must not be called concurrently with each other.
+//
+// A Frozen holds about 56 bytes per node of the wheel's slab (its high-water
+// mark of timers) and 32 per extra. Release hands that memory back to the
+// wheel, which reuses it for its next Freeze instead of allocating (so a
+// wheel that has been frozen keeps a spare copy of that size), and lets the
+// wheel recycle data buffers again. A Frozen that becomes unreachable
+// without Release is released by the garbage collector, its memory freed.
+type Frozen struct {
+	now   uint64
+	count int // live timers
+	nsent uint32
+	b     *frozenBufs // nil once released
+	st    *frozenState
+
+	// The encoder's position.
+	stage    uint8
+	next     int // index in b.order of the next record
+	prevRecv uint64
+	crc      uint32
+}
+
+// frozenBufs are a Frozen's copies of the wheel's memory, plus the
+// encoder's scratch; a released Frozen's go back to the wheel for reuse.
+type frozenBufs struct {
+	nodes  []node
+	extras []extra
+	big    [][]byte // the long payloads, by index, as extras.big
+	order  []uint64 // the live timers as order<<32|node index, sorted
+	tmp    []uint64 // scratch for sorting order
+}
+
+// freezeShared is the state a wheel shares with its Frozen copies, the only
+// state touched from more than one goroutine.
+type freezeShared struct {
+	pins  atomic.Int32               // Frozen copies not yet released
+	spare atomic.Pointer[frozenBufs] // a released Frozen's buffers, for the next Freeze
+}
+
+// frozenState is what releasing a Frozen needs: it is also the argument of
+// the cleanup that releases an unreachable Frozen, so it must not refer to
+// the Frozen.
+type frozenState struct {
+	shared   *freezeShared
+	released atomic.Bool
+}
+
+// Encoder stages.
+const (
+	stageHeader = iota
+	stageRecords
+	stageTrailer
+	stageDone
+)
+
+// Freeze returns an immutable copy of the wheel's timers, to be encoded
+// into a snapshot. It copies the slab's nodes and the extras by value (a
+// memcpy of about 56 bytes per node plus 32 per extra, into the buffers of
+// the last released Frozen when there is one) and the index of the long
+// data payloads; those payloads themselves are shared, and the wheel stops
+// recycling freed ones (letting the garbage collector have them) until
+// every Frozen is released, so none is overwritten while a Frozen may read
+// it. Nothing is sorted or encoded here: that is the Frozen's work, on
+// whichever goroutine calls its methods.
+//
+// The Frozen holds the state at the call: Now, and each live timer with
+// its add order as it stands (the wheel may renumber its internal add
+// sequence later; the copy keeps the numbers it had, which order the timers
+// the same way). Freeze may be called from an Advance callback: the copy
+// then shows the firing timer re-armed or removed, and the timers due at
+// Now() not fired yet as due now (delay 0), to fire first after a restore.
+func (w *Wheel) Freeze() *Frozen {
+	if w.frz == nil {
+		w.frz = new(freezeShared)
+		w.extra.pins = &w.frz.pins
+	}
+	b := w.frz.spare.Swap(nil)
+	if b == nil {
+		b = new(frozenBufs)
+	}
+	b.nodes = w.nodes.copyTo(b.nodes)
+	b.extras = w.extra.copyTo(b.extras)
+	b.big = append(b.big[:0], w.extra.big...)
+	w.frz.pins.Add(1)
+	st := &frozenState{shared: w.frz}
+	f := &Frozen{now: w.now, count: int(w.index.count), nsent: w.nodes.nsent, b: b, st: st}
+	runtime.AddCleanup(f, (*frozenState).unpin, st)
+	return f
+}
+
+// Now returns the frozen wheel's Now.
+func (f *Frozen) Now() uint64 { return f.now }
+
+// Len returns the number of timers in the Frozen, paused ones included.
+func (f *Frozen) Len() int { return f.count }
+
+// Release ends the Frozen's use: its memory goes back to the wheel for the
+// next Freeze, and once every Frozen of the wheel is released the wheel
+// recycles data buffers again. It may be called from any goroutine (not
+// concurrently with the Frozen's other methods); a second call does
+// nothing. The Frozen must not be used afterwards: its methods panic.
+func (f *Frozen) Release() {
+	b := f.b
+	if b == nil {
+		return
+	}
+	f.b = nil
+	clear(b.big) // let the garbage collector have the payloads
+	b.big = b.big[:0]
+	f.st.shared.spare.Store(b)
+	f.st.unpin()
+}
+
+func (st *frozenState) unpin() {
+	if st.released.CompareAndSwap(false, true) {
+		st.shared.pins.Add(-1)
+	}
+}
+
+// AppendNext appends the next piece of the snapshot to dst and returns the
+// extended slice, and done == true once the snapshot is complete (its last
+// bytes appended by this call). Concatenated, the pieces are the snapshot;
+// how it is cut depends only on the max of each call.
+//
+// Each call appends whole parts (the header, records, the checksum) while
+// fewer than max bytes have been appended in this call, so it appends at
+// least one part and at most max-1 bytes plus one record (a record is at
+// most about 60 bytes plus its data). max <= 0 appends all that is left.
+// To write a large snapshot with bounded memory, call it with the same
+// buffer, truncated after each write, until done. After done it appends
+// nothing. The first call sorts the timers by add order (a radix sort, about
+// 10 ms per million timers; see BenchmarkEncode).
+func (f *Frozen) AppendNext(dst []byte, max int) (out []byte, done bool) {
+	if f.b == nil {
+		panic("wheel: Frozen used after Release")
+	}
+	mark := len(dst)    // dst[mark:] is not in the checksum yet
+	stop := math.MaxInt // no part starts once len(dst) >= stop
+	if max > 0 {
+		stop = len(dst) + max
+	}
+	if f.stage == stageHeader {
+		f.prepare()
+		dst = append(dst, snapMagic[:]...)
+		dst = append(dst, SnapshotVersion)
+		dst = binary.AppendUvarint(dst, f.now)
+		dst = binary.AppendUvarint(dst, uint64(f.count))
+		f.stage = stageRecords
+	}
+	if f.stage == stageRecords {
+		dst = f.appendRecords(dst, stop)
+	}
+	f.crc = crc32.Update(f.crc, castagnoli, dst[mark:])
+	if f.stage == stageTrailer && len(dst) < stop {
+		dst = binary.LittleEndian.AppendUint32(dst, f.crc)
+		f.stage = stageDone
+	}
+	return dst, f.stage == stageDone
+}
+
+// Encode appends the rest of the snapshot (all of it on a new Frozen) to
+// dst: AppendNext without a limit.
+func (f *Frozen) Encode(dst []byte) []byte {
+	out, _ := f.AppendNext(dst, 0)
+	return out
+}
+
+// appendRecords appends records until len(dst) reaches stop or the last
+// is appended, after which the stage is stageTrailer.
+func (f *Frozen) appendRecords(dst []byte, stop int) []byte {
+	order, nodes := f.b.order, f.b.nodes
+	const ahead = 8 // prefetch distance: order need not follow the slab
+	for f.next < len(order) {
+		if len(dst) >= stop {
+			return dst
+		}
+		if j := f.next + ahead; j < len(order) {
+			prefetch(unsafe.Pointer(&nodes[uint32(order[j])]))
+		}
+		dst = f.appendRecord(dst, &nodes[uint32(order[f.next])])
+		f.next++
+	}
+	f.stage = stageTrailer
+	return dst
+}
+
+// appendRecord appends the record of the live timer n.
+func (f *Frozen) appendRecord(dst []byte, n *node) []byte {
+	every, fired := uint64(n.every), uint64(n.fired)
+	var data []byte
+	if n.hasExtra() {
+		x := &f.b.extras[n.every]
+		every = x.every
+		fired |= uint64(x.firedHi) << 32
+		data = payloadOf(x, f.b.big)
+	}
+	var flags byte
+	delay := n.due - f.now
+	if n.wprev == markPaused {
+		flags, delay = recPaused, n.due
+	}
+	if n.receiver == f.prevRecv {
+		flags |= recSameRecv
+	}
+	if every == delay {
+		flags |= recEveryDelay
+	}
+	if n.repeat != 0 {
+		flags |= recRepeat
+	}
+	if fired != 0 {
+		flags |= recFired
+	}
+	if len(data) != 0 {
+		flags |= recData
+	}
+	dst = append(dst, flags)
+	if flags&recSameRecv == 0 {
+		dst = binary.AppendUvarint(dst, n.receiver)
+		f.prevRecv = n.receiver
+	}
+	dst = binary.AppendUvarint(dst, n.tid)
+	dst = binary.AppendUvarint(dst, delay)
+	if flags&recEveryDelay == 0 {
+		dst = binary.AppendUvarint(dst, every)
+	}
+	if flags&recRepeat != 0 {
+		dst = binary.AppendUvarint(dst, uint64(n.repeat))
+	}
+	if flags&recFired != 0 {
+		dst = binary.AppendUvarint(dst, fired)
+	}
+	if flags&recData != 0 {
+		dst = binary.AppendUvarint(dst, uint64(len(data)))
+		dst = append(dst, data...)
+	}
+	return dst
+}
+
+// prepare lists the live timers in add order.
+func (f *Frozen) prepare() {
+	b := f.b
+	a := b.order[:0]
+	if cap(a) < f.count {
+		a = make([]uint64, 0, f.count)
+	}
+	for i := f.nsent; i < uint32(len(b.nodes)); i++ {
+		if n := &b.nodes[i]; n.wprev != markFree {
+			a = append(a, uint64(n.order())<<32|uint64(i))
+		}
+	}
+	if len(a) != f.count {
+		panic("wheel: Freeze copied an inconsistent wheel")
+	}
+	b.order, b.tmp = sortOrder(a, b.tmp)
+}
+
+// sortOrder sorts a, entries order<<32|index with distinct orders, using
+// tmp as scratch, and returns the sorted entries and the other buffer.
+// Sorted input (a restored wheel, timers never reordered by reuse of
+// freed nodes) is found in one pass; large input is radix-sorted on the
+// bits the orders span, 11 at a time (2 passes for up to 2^22 adds between
+// the oldest timer and the newest, 3 for any).
+func sortOrder(a, tmp []uint64) (sorted, scratch []uint64) {
+	if slices.IsSorted(a) {
+		return a, tmp
+	}
+	if len(a) < 512 {
+		slices.Sort(a)
+		return a, tmp
+	}
+	lo, hi := a[0]>>32, a[0]>>32
+	for _, e := range a {
+		lo, hi = min(lo, e>>32), max(hi, e>>32)
+	}
+	if cap(tmp) < len(a) {
+		tmp = make([]uint64, len(a))
+	}
+	tmp = tmp[:len(a)]
+	const radix = 11
+	var count [1 << radix]int
+	for shift := 0; shift < bits.Len64(hi-lo); shift += radix {
+		clear(count[:])
+		for _, e := range a {
+			count[(e>>32-lo)>>shift&(1<<radix-1)]++
+		}
+		sum := 0
+		for d, c := range count {
+			count[d] = sum
+			sum += c
+		}
+		for _, e := range a {
+			d := (e>>32 - lo) >> shift & (1<<radix - 1)
+			tmp[count[d]] = e
+			count[d]++
+		}
+		a, tmp = tmp, a
+	}
+	return a, tmp
+}
