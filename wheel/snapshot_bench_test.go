@@ -1,0 +1,171 @@
+package wheel
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+)
+
+// snapWheel returns a wheel of n timers over 1000 receivers, due within a
+// week of 10 ms ticks, a tenth of them with 8 to 64 bytes of data. With
+// churn, a third of them are cancelled and as many added again, so freed
+// nodes are reused and the slab is no longer in add order.
+func snapWheel(b testing.TB, n int, churn bool) *Wheel {
+	w := newWheel(b, 1_700_000_000_00, Config{})
+	r := rand.New(rand.NewPCG(21, 22))
+	data := make([]byte, 64)
+	add := func(i int) {
+		s := Spec{After: 1 + r.Uint64N(60_480_000)}
+		if i%10 == 0 {
+			s.Data = data[:8+r.IntN(57)]
+		}
+		if err := w.Add(Key{uint64(i % 1000), uint64(i)}, s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := range n {
+		add(i)
+	}
+	if churn {
+		for i := 0; i < n; i += 3 {
+			_ = w.Cancel(Key{uint64(i % 1000), uint64(i)})
+		}
+		for i := n; w.Len() < n; i++ {
+			add(i)
+		}
+	}
+	return w
+}
+
+// BenchmarkFreeze: the pause of the event loop for a snapshot, Freeze, at
+// 1M timers (10% with data). reuse: the buffers of the last released
+// Frozen are reused (the steady state); fresh: they are allocated anew.
+func BenchmarkFreeze(b *testing.B) {
+	w := snapWheel(b, 1_000_000, false)
+	for _, mode := range []string{"reuse", "fresh"} {
+		b.Run("timers=1M/"+mode, func(b *testing.B) {
+			w.Freeze().Release()
+			runtime.GC()
+			b.ReportAllocs()
+			var worst time.Duration
+			for b.Loop() {
+				if mode == "fresh" {
+					w.frz.spare.Store(nil)
+				}
+				t0 := time.Now()
+				f := w.Freeze()
+				worst = max(worst, time.Since(t0))
+				b.StopTimer()
+				f.Release()
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(worst.Microseconds())/1000, "worst-ms")
+		})
+	}
+}
+
+// BenchmarkEncode: encoding a Frozen of 1M timers in 1 MiB pieces, as a
+// writer to a file would, the sort by add order included. fresh: timers
+// added in order; churned: a third replaced, so the slab is out of order
+// and the records are sorted. MB/s is snapshot bytes per second.
+func BenchmarkEncode(b *testing.B) {
+	for _, churn := range []bool{false, true} {
+		name := map[bool]string{false: "fresh", true: "churned"}[churn]
+		b.Run("timers=1M/"+name, func(b *testing.B) {
+			w := snapWheel(b, 1_000_000, churn)
+			buf := make([]byte, 0, 2<<20)
+			size := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				f := w.Freeze()
+				b.StartTimer()
+				size = 0
+				for done := false; !done; {
+					buf, done = f.AppendNext(buf[:0], 1<<20)
+					size += len(buf)
+				}
+				b.StopTimer()
+				f.Release()
+				b.StartTimer()
+			}
+			b.SetBytes(int64(size))
+			b.ReportMetric(float64(size)/float64(w.Len()), "B/timer")
+		})
+	}
+}
+
+// BenchmarkRestore: restoring a snapshot written in 1 MiB pieces, as read
+// from a file, index build included. Run 10M with -benchtime=1x; it is
+// skipped under -short.
+func BenchmarkRestore(b *testing.B) {
+	for _, n := range []int{1_000_000, 10_000_000} {
+		b.Run(fmt.Sprintf("timers=%dM", n/1_000_000), func(b *testing.B) {
+			if testing.Short() && n > 1_000_000 {
+				b.Skip("10M timers under -short")
+			}
+			snap := func() []byte {
+				w := snapWheel(b, n, false)
+				f := w.Freeze()
+				defer f.Release()
+				return f.Encode(nil)
+			}()
+			runtime.GC()
+			b.ReportAllocs()
+			b.SetBytes(int64(len(snap)))
+			var w *Wheel
+			for b.Loop() {
+				w = nil
+				r, err := NewRestorer(Config{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for p := snap; len(p) > 0; {
+					k := min(len(p), 1<<20)
+					if _, err := r.Write(p[:k]); err != nil {
+						b.Fatal(err)
+					}
+					p = p[k:]
+				}
+				if w, err = r.Wheel(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if w.Len() != n {
+				b.Fatalf("restored %d timers", w.Len())
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/timer")
+			b.ReportMetric(float64(len(snap))/float64(n), "B/timer")
+		})
+	}
+}
+
+// BenchmarkSortOrder: sorting the live timers of a churned wheel of 1M by
+// add order, radix (sortOrder) against slices.Sort.
+func BenchmarkSortOrder(b *testing.B) {
+	w := snapWheel(b, 1_000_000, true)
+	f := w.Freeze()
+	defer f.Release()
+	var keys []uint64
+	for i := f.nsent; i < uint32(len(f.b.nodes)); i++ {
+		if n := &f.b.nodes[i]; n.wprev != markFree {
+			keys = append(keys, uint64(n.order())<<32|uint64(i))
+		}
+	}
+	a, tmp := make([]uint64, len(keys)), make([]uint64, len(keys))
+	b.Run("impl=radix", func(b *testing.B) {
+		for b.Loop() {
+			copy(a, keys)
+			sortOrder(a, tmp)
+		}
+	})
+	b.Run("impl=slices.Sort", func(b *testing.B) {
+		for b.Loop() {
+			copy(a, keys)
+			slices.Sort(a)
+		}
+	})
+}
