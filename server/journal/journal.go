@@ -74,9 +74,11 @@ type Options struct {
 	// log is kept from the oldest one kept, so that a snapshot found corrupt
 	// at Open is replaced by the previous one plus the log.
 	KeepSnapshots int
-	// MaxBacklog bounds the bytes of records held in memory (64 MiB if 0).
-	// While the journal is unhealthy, unwritten records wait in memory and
-	// past MaxBacklog Append refuses more with ErrBacklogFull. With
+	// MaxBacklog bounds the bytes of records held in memory (64 MiB if 0;
+	// each record also costs 40 bytes of bookkeeping). While the journal is
+	// unhealthy, unwritten records wait in memory and past MaxBacklog Append
+	// refuses more with ErrBacklogFull (the server refuses changes meanwhile,
+	// so only its small per-turn records should arrive). With
 	// SyncEverySec, written records are also kept until fsynced (so that a
 	// failed fsync can be repaired by writing them again): past a quarter
 	// of MaxBacklog the background fsync starts early, past all of it
