@@ -54,6 +54,7 @@ func newHarness(t testing.TB, mutate func(*Config, *Limits)) *harness {
 			}
 		})
 	}
+	h.c.SetClock(1, true) // tw-time moves only by fast-forwards and the test's advances
 	return h
 }
 

@@ -3,10 +3,12 @@ package session
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/tickwheel/tickwheel/protocol"
 	"github.com/tickwheel/tickwheel/wheel"
 )
 
@@ -17,9 +19,9 @@ import (
 // its writer with the replica's pending output for that session: Replay
 // itself only compares their lengths.
 //
-// The output of inputs recorded only by its length (inPad, inKill: a
-// read's reply, an error's text) is zeros in the replay: those bytes are
-// left out of the comparison, and check copies the live bytes into them.
+// The replies recorded only by their length (a read's, an error's) are
+// zeros in the replay: those frames are left out of the comparison, and
+// check copies the live bytes into them.
 //
 // Some inputs of the live Core are not recorded although they change what
 // a replay must reproduce (see TestReplay*: Core bugs, reported). Until
@@ -34,9 +36,6 @@ type replica struct {
 	// writes are the chunks the live Core's writer was handed with a
 	// recorded write, oldest first, not yet matched by the replay.
 	writes []chunk
-	// pads are the byte ranges of each replica session's pending output
-	// that the record gave only the length of.
-	pads map[uint64][][2]int
 	// unsent is, for a session the live writer closes inside a write, the
 	// bytes that closing leaves unsent (see closingInWrite).
 	unsent map[uint64]int
@@ -54,7 +53,7 @@ type chunk struct {
 // those live was made with.
 func newReplica(t testing.TB, live *Core, cfg Config, limits Limits, w *wheel.Wheel) *replica {
 	live.Record(true)
-	return &replica{t: t, live: live, c: New(cfg, limits, w, nil, nil), pads: make(map[uint64][][2]int), unsent: make(map[uint64]int)}
+	return &replica{t: t, live: live, c: New(cfg, limits, w, nil, nil), unsent: make(map[uint64]int)}
 }
 
 // takeRecord returns a copy of the inputs c recorded since the last call.
@@ -77,37 +76,39 @@ func (r *replica) sync() {
 	r.replay(takeRecord(r.live))
 }
 
-// replay replays rec, taken from the live Core.
+// replay replays rec, taken from the live Core, as Replay does (its loop
+// over replayOne), stopping between inputs to compare each recorded
+// write's bytes.
 func (r *replica) replay(rec []byte) {
 	r.t.Helper()
-	inputs, err := splitRecord(rec)
-	if err != nil {
-		r.t.Fatalf("replica: the live Core's record does not split: %v: %x", err, rec)
-	}
-	for _, in := range inputs {
+	c := r.c
+	c.replaying = true
+	defer func() {
+		c.replaying = false
+		r.clearDirty()
+	}()
+	d := decoder{b: rec}
+	for len(d.b) > 0 {
 		r.inputs++
-		switch in[0] {
-		case inWritten:
-			r.matchWrite(in)
-		case inClose:
-			r.standInWriting(in)
-		case inPad, inKill:
-			d := decoder{b: in[1:]}
-			sid, n := d.uv(), int(d.uv())
-			if s := r.c.sessions[sid]; s != nil {
-				r.pads[sid] = append(r.pads[sid], [2]int{len(s.out), len(s.out) + n})
-			}
-		}
+		kind := d.byte()
+		// The first two fields of the inputs looked at here: session id,
+		// and bytes.
+		peek := decoder{b: d.b}
+		sid, n := peek.uv(), int(peek.uv())
+		rs := c.sessions[sid]
 		var saved []inflight
 		var blocked bool
-		rs := r.session(in)
-		if in[0] == inWritten && rs != nil {
+		switch {
+		case kind == inWritten && rs != nil:
+			r.matchWrite(rs, n)
 			saved, blocked = slices.Clone(rs.inflight), rs.blocked
+		case kind == inClose && rs != nil:
+			r.standInWriting(rs, n)
 		}
-		if err := r.c.Replay(in); err != nil {
-			r.t.Fatalf("replica: input %d (kind %d): %v", r.inputs, in[0], err)
+		if err := c.replayOne(kind, &d); err != nil {
+			r.t.Fatalf("replica: input %d (kind %d): %v", r.inputs, kind, err)
 		}
-		if in[0] == inWritten && rs != nil {
+		if kind == inWritten && rs != nil {
 			// Stand-in: the live Core forgets the events that reached the
 			// kernel once the write is over and the connection has said
 			// what it still buffers (flushed); a replayed write does it at
@@ -115,16 +116,6 @@ func (r *replica) replay(rec []byte) {
 			rs.inflight, rs.blocked = saved, blocked
 		}
 	}
-}
-
-// session returns the replica's session input in names first, if any.
-func (r *replica) session(in []byte) *Session {
-	switch in[0] {
-	case inClose, inApply, inHello, inBuffered, inWritten, inPad, inKill:
-		d := decoder{b: in[1:]}
-		return r.c.sessions[d.uv()]
-	}
-	return nil
 }
 
 // flushed stands in for what a write's record leaves out: Flush is done
@@ -144,51 +135,58 @@ func (r *replica) flushed(s *Session) {
 // connection leaves unsent bytes of its output unsent.
 func (r *replica) closingInWrite(sid uint64, unsent int) { r.unsent[sid] = unsent }
 
-// standInWriting gives the replica's session the write in progress that
-// the recorded close leaves out (see closingInWrite).
-func (r *replica) standInWriting(in []byte) {
-	d := decoder{b: in[1:]}
-	sid, recorded := d.uv(), int(d.uv())
-	want, ok := r.unsent[sid]
-	delete(r.unsent, sid)
-	if s := r.c.sessions[sid]; ok && s != nil && want > recorded {
+// standInWriting gives the replica's session s the write in progress
+// that its recorded close (recorded unsent bytes) leaves out (see
+// closingInWrite).
+func (r *replica) standInWriting(s *Session, recorded int) {
+	want, ok := r.unsent[s.id]
+	delete(r.unsent, s.id)
+	if ok && want > recorded {
 		s.writing = want - recorded
 	}
 }
 
-// matchWrite compares a recorded write with the chunk the live writer got.
-func (r *replica) matchWrite(in []byte) {
+// matchWrite compares a recorded write of n bytes to replica session s
+// with the chunk the live writer got.
+func (r *replica) matchWrite(s *Session, n int) {
 	r.t.Helper()
-	d := decoder{b: in[1:]}
-	sid, n := d.uv(), int(d.uv())
 	if len(r.writes) == 0 {
-		r.t.Fatalf("replica: write %d of session %d recorded, none seen by the writer", n, sid)
+		r.t.Fatalf("replica: write %d of session %d recorded, none seen by the writer", n, s.id)
 	}
 	w := r.writes[0]
 	r.writes = r.writes[1:]
-	if w.sid != sid || len(w.b) != n {
-		r.t.Fatalf("replica: recorded write of %d bytes to session %d, the writer got %d to session %d", n, sid, len(w.b), w.sid)
+	if w.sid != s.id || len(w.b) != n {
+		r.t.Fatalf("replica: recorded write of %d bytes to session %d, the writer got %d to session %d", n, s.id, len(w.b), w.sid)
 	}
-	s := r.c.sessions[sid]
-	if s == nil {
-		r.t.Fatalf("replica: write to session %d, which the replay does not have open", sid)
+	if _, err := unpadded(s.out, w.b); err != nil {
+		r.t.Fatalf("replica: input %d: session %d: %v; wrote\n%x\nthe replay has\n%x", r.inputs, s.id, err, w.b, s.out)
 	}
-	if got := r.unpadded(sid, s.out, w.b); !bytes.Equal(got, w.b) {
-		r.t.Fatalf("replica: input %d: session %d wrote\n%x\nthe replay has (pads filled)\n%x", r.inputs, sid, w.b, got)
-	}
-	delete(r.pads, sid)
 }
 
-// unpadded returns a copy of out, a replica session's pending output, with
-// its padded ranges filled from live, the live session's.
-func (r *replica) unpadded(sid uint64, out, live []byte) []byte {
-	got := append([]byte(nil), out...)
-	for _, p := range r.pads[sid] {
-		if p[1] <= len(got) && p[1] <= len(live) {
-			copy(got[p[0]:p[1]], live[p[0]:p[1]])
-		}
+// unpadded returns a copy of out, a replica session's output, with the
+// frames the record gave only the length of (zeros in the replay) filled
+// in from live, the live session's; it fails unless every other frame is
+// the live one's.
+func unpadded(out, live []byte) ([]byte, error) {
+	if len(out) != len(live) {
+		return nil, fmt.Errorf("%d bytes, the live session has %d", len(out), len(live))
 	}
-	return got
+	got := append([]byte(nil), out...)
+	for off := 0; off < len(live); {
+		_, n, err := protocol.SplitFrame(live[off:], math.MaxInt32)
+		if err != nil {
+			return nil, fmt.Errorf("the live output at %d: %v", off, err)
+		}
+		frame := got[off : off+n]
+		if !bytes.Equal(frame, live[off:off+n]) {
+			if bytes.ContainsFunc(frame, func(r rune) bool { return r != 0 }) {
+				return nil, fmt.Errorf("the frame at byte %d differs", off)
+			}
+			copy(frame, live[off:off+n])
+		}
+		off += n
+	}
+	return got, nil
 }
 
 // pumpAll stands in for PumpAll's missing record: it runs PumpAll on the
@@ -225,58 +223,15 @@ func (r *replica) check(receivers []uint64) {
 	r.sync()
 	for sid, s := range r.c.sessions {
 		if ls := r.live.sessions[sid]; ls != nil {
-			s.out = r.unpadded(sid, s.out, ls.out)
+			if out, err := unpadded(s.out, ls.out); err == nil {
+				s.out = out // else the dumps differ
+			}
 		}
 	}
 	want, got := dumpState(r.live, receivers, false), dumpState(r.c, receivers, false)
 	if want != got {
 		r.t.Fatalf("replica: the replayed state differs after %d inputs:\n%s", r.inputs, diffLines(want, got))
 	}
-}
-
-// splitRecord cuts a record into its inputs, each with its kind byte.
-func splitRecord(rec []byte) ([][]byte, error) {
-	var out [][]byte
-	d := decoder{b: rec}
-	for len(d.b) > 0 {
-		begin := d.b
-		switch kind := d.byte(); kind {
-		case inOpen:
-			d.uv()
-		case inClose, inAdvance, inBuffered, inWritten, inWall, inPad, inKill:
-			d.uv()
-			d.uv()
-		case inApply:
-			d.uv()
-			d.bytes()
-		case inHello:
-			d.uv()
-			d.uv()
-			d.byte()
-			d.bytes()
-		case inClock:
-			d.uv()
-			d.uv()
-			d.byte()
-			d.u64()
-			d.uv()
-			d.uv()
-		case inLimits:
-			for range limitFields(&Limits{}) {
-				d.uv()
-			}
-		case inSetClock:
-			d.u64()
-			d.byte()
-		default:
-			return out, fmt.Errorf("input kind %d at byte %d", kind, len(rec)-len(begin))
-		}
-		if d.err != nil {
-			return out, d.err
-		}
-		out = append(out, begin[:len(begin)-len(d.b)])
-	}
-	return out, nil
 }
 
 // dumpState renders everything a replay must reproduce of c's state, in a
