@@ -1,7 +1,6 @@
 package server
 
 import (
-	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -118,101 +117,6 @@ func TestRequestsArrivingDuringFastForward(t *testing.T) {
 	assert.Equal(t, []uint64{start + 301}, okUints(t, protocol.OpAdd, c.reply(addID)))
 	assert.Equal(t, protocol.KindOK, c.reply(getID).Kind)
 	assert.Empty(t, c.events)
-}
-
-// TestPipelineAfterFastForward: requests pipelined behind a fast_forward are
-// answered after it, in order, and see tw-time after it; every event it
-// caused comes before its reply. max_fires_per_turn is small so that the
-// fast-forward spans several loop turns.
-func TestPipelineAfterFastForward(t *testing.T) {
-	for _, maxFires := range []int{0, 7} {
-		t.Run("max_fires_per_turn="+strconv.Itoa(maxFires), func(t *testing.T) {
-			srv := startServer(t, func(c *Config) { c.MaxFiresPerTurn = maxFires })
-			c := helloClient(t, srv, "ff")
-			other := helloClient(t, srv, "other")
-			c.bind(1, false)
-			other.bind(2, false)
-			for tid := range uint64(10) {
-				c.add(protocol.Request{Receiver: 1, Tid: tid, After: 1}) // 10 per tick, forever
-			}
-			other.add(protocol.Request{Receiver: 2, Tid: 1, After: 3})
-
-			buf, ids := c.pipeline(
-				protocol.Request{Op: protocol.OpFastForward, Ticks: 10},
-				protocol.Request{Op: protocol.OpPing},
-				protocol.Request{Op: protocol.OpAdd, Receiver: 1, Tid: 100, After: 5},
-				protocol.Request{Op: protocol.OpFastForward, Ticks: 2},
-				protocol.Request{Op: protocol.OpGet, Receiver: 1, Tid: 100},
-				protocol.Request{Op: protocol.OpPing},
-			)
-			c.write(buf)
-
-			// Read everything in arrival order.
-			type item struct {
-				kind protocol.Kind
-				id   uint64
-				tick uint64
-			}
-			var got []item
-			var replies []protocol.Message
-			for len(replies) < len(ids) {
-				m, err := c.read()
-				require.NoError(t, err)
-				if m.Kind == protocol.KindFire {
-					got = append(got, item{m.Kind, 0, m.Fire.Tick})
-					continue
-				}
-				got = append(got, item{m.Kind, m.ID, 0})
-				replies = append(replies, m)
-			}
-			for i, m := range replies {
-				require.Equal(t, ids[i], m.ID, "replies in request order")
-				require.Equal(t, protocol.KindOK, m.Kind, "%s %s", m.Code, m.Text)
-			}
-			assert.Equal(t, []uint64{start + 10, 100 + 3}, okUints(t, protocol.OpFastForward, replies[0]), "ff fired c's 100 and other's 3")
-			assert.Equal(t, []uint64{start + 10}, okUints(t, protocol.OpPing, replies[1]))
-			assert.Equal(t, []uint64{start + 15}, okUints(t, protocol.OpAdd, replies[2]))
-			assert.Equal(t, []uint64{start + 12, 21}, okUints(t, protocol.OpFastForward, replies[3]))
-			var tm protocol.Timer
-			require.NoError(t, protocol.DecodeTimer(replies[4].Result, &tm))
-			assert.Equal(t, uint64(start+15), tm.Due)
-			assert.Equal(t, uint64(3), tm.Remaining)
-			assert.Equal(t, []uint64{start + 12}, okUints(t, protocol.OpPing, replies[5]))
-
-			// Events: 100 (ticks 1..10, in order) before the first reply; 20
-			// (ticks 11, 12) between the second fast-forward's request and
-			// its reply.
-			pos := func(id uint64) int {
-				for i, it := range got {
-					if it.kind != protocol.KindFire && it.id == id {
-						return i
-					}
-				}
-				t.Fatalf("no reply %d", id)
-				return -1
-			}
-			require.Equal(t, 100, pos(ids[0]))
-			last := uint64(0)
-			for _, it := range got[:100] {
-				require.Equal(t, protocol.KindFire, it.kind)
-				require.GreaterOrEqual(t, it.tick, last)
-				require.LessOrEqual(t, it.tick, uint64(start+10))
-				last = it.tick
-			}
-			require.Equal(t, 103, pos(ids[2])+1, "ping and add follow the first ff reply directly")
-			require.Equal(t, 123, pos(ids[3]))
-			for _, it := range got[103:123] {
-				require.Equal(t, protocol.KindFire, it.kind)
-				require.Greater(t, it.tick, uint64(start+10))
-			}
-
-			// The other session was served as usual.
-			other.ping()
-			fs := other.fires()
-			require.Len(t, fs, 4)
-			assert.Equal(t, uint64(start+12), fs[3].Tick)
-		})
-	}
 }
 
 // TestBurstYieldsToOtherSessions: a burst bounded by max_fires_per_turn

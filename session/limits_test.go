@@ -1,4 +1,4 @@
-package server
+package session
 
 import (
 	"testing"
@@ -9,8 +9,8 @@ import (
 )
 
 func TestLimitMaxTimers(t *testing.T) {
-	srv := startServer(t, func(c *Config) { c.Limits.MaxTimers = 3 })
-	c := helloClient(t, srv, "l")
+	h := newHarness(t, func(_ *Config, l *Limits) { l.MaxTimers = 3 })
+	c := h.client("l")
 	c.add(protocol.Request{Receiver: 1, Tid: 1, After: 5})
 	c.add(protocol.Request{Receiver: 2, Tid: 1, After: 5})
 	c.add(protocol.Request{Receiver: 3, Tid: 1, After: 5})
@@ -31,8 +31,8 @@ func TestLimitMaxTimers(t *testing.T) {
 }
 
 func TestLimitMaxTimersPerReceiver(t *testing.T) {
-	srv := startServer(t, func(c *Config) { c.Limits.MaxTimersPerReceiver = 2 })
-	c := helloClient(t, srv, "l")
+	h := newHarness(t, func(_ *Config, l *Limits) { l.MaxTimersPerReceiver = 2 })
+	c := h.client("l")
 	c.add(protocol.Request{Receiver: 1, Tid: 1, After: 5})
 	c.add(protocol.Request{Receiver: 1, Tid: 2, After: 5})
 	text := c.failCode(protocol.CodeLimitExceeded, protocol.Request{Op: protocol.OpAdd, Receiver: 1, Tid: 3, After: 5})
@@ -51,8 +51,8 @@ func TestLimitMaxTimersPerReceiver(t *testing.T) {
 }
 
 func TestLimitMaxReceiversPerSession(t *testing.T) {
-	srv := startServer(t, func(c *Config) { c.Limits.MaxReceiversPerSession = 2 })
-	c := helloClient(t, srv, "l")
+	h := newHarness(t, func(_ *Config, l *Limits) { l.MaxReceiversPerSession = 2 })
+	c := h.client("l")
 	c.bind(1, false)
 	c.bind(2, true)
 	text := c.failCode(protocol.CodeLimitExceeded, protocol.Request{Op: protocol.OpBind, Receiver: 3})
@@ -68,21 +68,21 @@ func TestLimitMaxReceiversPerSession(t *testing.T) {
 	backlog, _ := c.bind(3, false)
 	assert.Equal(t, uint64(1), backlog)
 	// The limit is per session.
-	d := helloClient(t, srv, "d")
+	d := h.client("d")
 	d.bind(4, false)
 	d.bind(5, false)
 }
 
 func TestLimitMaxBacklog(t *testing.T) {
-	srv := startServer(t, func(c *Config) { c.Limits.MaxBacklog = 3 })
-	a := helloClient(t, srv, "admin")
+	h := newHarness(t, func(_ *Config, l *Limits) { l.MaxBacklog = 3 })
+	a := h.client("admin")
 	a.add(protocol.Request{Receiver: 1, Tid: 1, After: 1, Repeat: 5, Data: []byte("d")})
 	a.ff(5)
 	st := a.stats()
 	assert.Equal(t, uint64(3), st.BacklogEvents)
 	assert.Equal(t, uint64(2), st.DroppedTotal)
 
-	c := helloClient(t, srv, "c")
+	c := h.client("c")
 	backlog, dropped := c.bind(1, false)
 	assert.Equal(t, uint64(3), backlog)
 	assert.Equal(t, uint64(2), dropped, "the bind reply reports the dropped events")
@@ -112,8 +112,8 @@ func TestLimitMaxBacklog(t *testing.T) {
 // events, a new event for an unbound receiver replaces that receiver's
 // oldest; the drops are reported on bind.
 func TestLimitMaxBacklogTotal(t *testing.T) {
-	srv := startServer(t, func(c *Config) { c.Limits.MaxBacklogTotal = 4 })
-	a := helloClient(t, srv, "admin")
+	h := newHarness(t, func(_ *Config, l *Limits) { l.MaxBacklogTotal = 4 })
+	a := h.client("admin")
 	a.add(protocol.Request{Receiver: 1, Tid: 1, After: 1, Repeat: 3})
 	a.add(protocol.Request{Receiver: 2, Tid: 1, After: 1, Repeat: 3})
 	a.ff(3) // 6 events interleaved by tick (r1, r2, r1, r2, ...): each keeps its 2 newest
@@ -121,7 +121,7 @@ func TestLimitMaxBacklogTotal(t *testing.T) {
 	assert.Equal(t, uint64(4), st.BacklogEvents)
 	assert.Equal(t, uint64(2), st.DroppedTotal)
 
-	c := helloClient(t, srv, "c")
+	c := h.client("c")
 	for r := uint64(1); r <= 2; r++ {
 		backlog, dropped := c.bind(r, false)
 		assert.Equal(t, uint64(2), backlog, "receiver %d", r)

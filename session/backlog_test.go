@@ -1,4 +1,4 @@
-package server
+package session
 
 import (
 	"testing"
@@ -13,25 +13,23 @@ import (
 // delivered in order after the bind reply, and live events continue the
 // same sequence.
 func TestBacklogDeliveredOnBind(t *testing.T) {
-	srv := startServer(t, nil)
-	a := helloClient(t, srv, "admin")
+	h := newHarness(t, nil)
+	a := h.client("admin")
 	a.add(protocol.Request{Receiver: 1, Tid: 1, After: 2, Data: []byte("x")}) // every 2, forever
 	a.add(protocol.Request{Receiver: 1, Tid: 2, After: 3, Repeat: 2})
 	a.ff(6) // tid 1 at +2 +4 +6, tid 2 at +3 +6
 	assert.Equal(t, uint64(5), a.stats().BacklogEvents)
 
-	c := helloClient(t, srv, "c")
+	c := h.client("c")
 	id := c.send(protocol.Request{Op: protocol.OpBind, Receiver: 1})
 	// The reply comes first, then the backlog.
-	m, err := c.read()
-	require.NoError(t, err)
+	m := c.read()
 	require.Equal(t, protocol.KindOK, m.Kind)
 	require.Equal(t, id, m.ID)
 	assert.Equal(t, []uint64{5, 0}, okUints(t, protocol.OpBind, m))
 	var got []string
 	for range 5 {
-		m, err := c.read()
-		require.NoError(t, err)
+		m := c.read()
 		require.Equal(t, protocol.KindFire, m.Kind)
 		got = append(got, fireLine(start, m.Fire))
 	}
@@ -56,23 +54,23 @@ func TestBacklogDeliveredOnBind(t *testing.T) {
 // TestTimersFireWithNoClient: timers added by a session that then leaves
 // keep firing; their events wait for whoever binds the receiver.
 func TestTimersFireWithNoClient(t *testing.T) {
-	srv := startServer(t, nil)
-	a := helloClient(t, srv, "adder")
+	h := newHarness(t, nil)
+	a := h.client("adder")
 	a.bind(1, false)
 	a.add(protocol.Request{Receiver: 1, Tid: 1, After: 1, Repeat: 4})
 	a.add(protocol.Request{Receiver: 2, Tid: 1, After: 2, Repeat: 1})
-	a.conn.Close()
+	a.close() // nobody has receiver 1
 
-	b := helloClient(t, srv, "admin")
-	b.waitSessions(1) // a is gone: nobody has receiver 1
+	b := h.client("admin")
+	assert.Equal(t, uint64(1), b.stats().Sessions)
 	assert.Equal(t, []uint64{start + 10, 5}, b.ff(10))
 	st := b.stats()
 	assert.Equal(t, uint64(5), st.BacklogEvents)
 	assert.Equal(t, uint64(5), st.FiredTotal)
 	assert.Zero(t, st.Timers)
-	b.conn.Close()
+	b.close()
 
-	c := helloClient(t, srv, "binder")
+	c := h.client("binder")
 	backlog, dropped := c.bind(1, false)
 	assert.Equal(t, uint64(4), backlog)
 	assert.Zero(t, dropped)
@@ -95,10 +93,10 @@ func TestTimersFireWithNoClient(t *testing.T) {
 // TestTakeover: a second session binding a receiver takes it over; the first
 // gets a takeover notice naming the new session and no further events.
 func TestTakeover(t *testing.T) {
-	srv := startServer(t, nil)
-	admin := helloClient(t, srv, "admin")
-	first := helloClient(t, srv, "first")
-	second := helloClient(t, srv, "second")
+	h := newHarness(t, nil)
+	admin := h.client("admin")
+	first := h.client("first")
+	second := h.client("second")
 	first.bind(1, false)
 	first.bind(2, false)
 	admin.add(protocol.Request{Receiver: 1, Tid: 1, After: 1})
@@ -109,8 +107,7 @@ func TestTakeover(t *testing.T) {
 
 	backlog, _ := second.bind(1, false)
 	assert.Zero(t, backlog)
-	m, err := first.read() // pushed without a request of first's
-	require.NoError(t, err)
+	m := first.read() // pushed without a request of first's
 	require.Equal(t, protocol.KindTakeover, m.Kind)
 	assert.Equal(t, uint64(1), m.Receiver)
 	assert.Equal(t, second.session, m.Session)
@@ -130,14 +127,12 @@ func TestTakeover(t *testing.T) {
 	// first no longer has it: unbind is not_found, and first may take it back.
 	first.failCode(protocol.CodeNotFound, protocol.Request{Op: protocol.OpUnbind, Receiver: 1})
 	first.bind(1, false)
-	m, err = second.read()
-	require.NoError(t, err)
+	m = second.read()
 	require.Equal(t, protocol.KindTakeover, m.Kind)
 	assert.Equal(t, first.session, m.Session)
 
 	// A session closing after losing a receiver does not unbind it from its new owner.
-	second.conn.Close()
-	admin.waitSessions(2)
+	second.close()
 	admin.ff(1)
 	first.ping()
 	assert.Len(t, first.fires(), 2, "receivers 1 and 2")
@@ -146,9 +141,9 @@ func TestTakeover(t *testing.T) {
 // TestEphemeralBind: closing the session cancels the timers of its
 // ephemeral receivers only.
 func TestEphemeralBind(t *testing.T) {
-	srv := startServer(t, nil)
-	admin := helloClient(t, srv, "admin")
-	s := helloClient(t, srv, "s")
+	h := newHarness(t, nil)
+	admin := h.client("admin")
+	s := h.client("s")
 	s.bind(1, true)  // ephemeral
 	s.bind(2, false) // not
 	s.bind(3, true)  // ephemeral, but unbound before the close: its timers stay
@@ -158,12 +153,11 @@ func TestEphemeralBind(t *testing.T) {
 		s.add(protocol.Request{Receiver: r, Tid: 2, After: 10})
 	}
 	s.uints(protocol.Request{Op: protocol.OpUnbind, Receiver: 3})
-	other := helloClient(t, srv, "other")
+	other := h.client("other")
 	other.bind(4, false)
 	assert.Len(t, admin.list(3), 2, "unbind alone does not cancel")
 
-	s.conn.Close()
-	admin.waitSessions(2)
+	s.close()
 	assert.Empty(t, admin.list(1), "ephemeral receiver's timers are cancelled")
 	assert.Len(t, admin.list(2), 2)
 	assert.Len(t, admin.list(3), 2)
@@ -172,7 +166,7 @@ func TestEphemeralBind(t *testing.T) {
 
 	// The durable receiver's timers keep firing into its backlog.
 	admin.ff(5)
-	c := helloClient(t, srv, "c")
+	c := h.client("c")
 	backlog, _ := c.bind(2, false)
 	assert.Equal(t, uint64(1), backlog)
 }
