@@ -41,8 +41,8 @@ import (
 //     is the sum of the backlogs, a bound receiver's backlog is queued for
 //     its session, output waiting for a flush is marked dirty;
 //   - replaying the Core's records into a second Core, input by input, gives
-//     the same state (dumpState) after every step, and each recorded write
-//     hands the same bytes as the live Core's (see replica; the inputs the
+//     the same state (dumpState) every fzReplayEvery steps and at the end,
+//     and each recorded write hands the same bytes as the live Core's (see replica; the inputs the
 //     Core does not record yet are stood in for there);
 //   - at the end, once the connections drain and the wheel catches up, every
 //     fast-forward is answered, every held request is read and answered, and
@@ -65,6 +65,9 @@ func FuzzCore(f *testing.F) {
 		for i := 0; i < fzMaxSteps && len(p.b) > 0; i++ {
 			h.step(p)
 			h.check()
+			if i%fzReplayEvery == fzReplayEvery-1 {
+				h.rep.check(fzReceiverIDs) // the written bytes are compared at every step
+			}
 		}
 		h.drain()
 		if h.verbose {
@@ -74,11 +77,14 @@ func FuzzCore(f *testing.F) {
 }
 
 const (
-	fzSlots      = 4   // sessions open at once
-	fzReceivers  = 5   // receiver ids 0..4, so that sessions collide
-	fzTids       = 4   // tids 0..3
-	fzMaxSteps   = 500 // steps run of one input
-	fzAdminToken = "fz-admin"
+	fzSlots     = 4   // sessions open at once
+	fzReceivers = 5   // receiver ids 0..4, so that sessions collide
+	fzTids      = 4   // tids 0..3
+	fzMaxSteps  = 500 // steps run of one input
+	// fzReplayEvery is how often (in steps) the replayed state is compared
+	// in full, and at the end: dumping both states takes longer than a step.
+	fzReplayEvery = 8
+	fzAdminToken  = "fz-admin"
 )
 
 // Step actions: the low 4 bits of a step's op byte. 1-8 and 15 send a request.
