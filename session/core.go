@@ -262,8 +262,9 @@ func (c *Core) Close(s *Session, buffered int) {
 	if s.closed {
 		return
 	}
-	c.rec.close(s.id, buffered)
-	c.loseUnsent(s, buffered+s.writing)
+	unsent := buffered + s.writing
+	c.rec.close(s.id, unsent)
+	c.loseUnsent(s, unsent)
 	s.closed = true
 	delete(c.sessions, s.id)
 	for id, ephemeral := range s.receivers {

@@ -29,6 +29,9 @@ const (
 	inWall     = 11 // wall-clock Unix ns, tick
 	inPad      = 12 // sid, bytes of output a replay does not reproduce
 	inKill     = 13 // sid, bytes of output: as inPad, and the session is killed
+	inPumpAll  = 14 // the end-of-turn top-up of stalled sessions ran
+	inBlock    = 15 // sid: its output is full, its requests are not read
+	inWrote    = 16 // sid, bytes its connection buffers after a write
 )
 
 // recorder collects the inputs of the current turn while on.
@@ -135,6 +138,27 @@ func (r *recorder) pad(kind byte, sid uint64, n int) {
 	}
 	if r.on && (n > 0 || kind == inKill) {
 		r.buf = append(r.buf, kind)
+		r.uv(sid)
+		r.uv(uint64(n))
+	}
+}
+
+func (r *recorder) kind(k byte) {
+	if r.on {
+		r.buf = append(r.buf, k)
+	}
+}
+
+func (r *recorder) session(k byte, sid uint64) {
+	if r.on {
+		r.buf = append(r.buf, k)
+		r.uv(sid)
+	}
+}
+
+func (r *recorder) sessionN(k byte, sid uint64, n int) {
+	if r.on {
+		r.buf = append(r.buf, k)
 		r.uv(sid)
 		r.uv(uint64(n))
 	}
@@ -327,6 +351,17 @@ func (c *Core) replayOne(kind byte, d *decoder) error {
 			s.out = append(s.out, make([]byte, n)...)
 			s.kill = s.kill || kind == inKill
 		}
+	case inPumpAll:
+		c.PumpAll(nil)
+	case inBlock:
+		if s := d.session(c); d.err == nil {
+			c.block(s)
+		}
+	case inWrote:
+		s, n := d.session(c), int(d.uv())
+		if d.err == nil {
+			c.wrote(s, n)
+		}
 	case inWall:
 		ns, tick := d.uv(), d.uv()
 		if d.err == nil {
@@ -374,7 +409,6 @@ func (c *Core) replayWritten(d *decoder) error {
 	}
 	s.out = s.out[:0]
 	s.written += uint64(n)
-	c.afterWrite(s)
 	return nil
 }
 

@@ -60,11 +60,11 @@ func (rc *replayCase) replay() string {
 	return diffLines(dumpState(rc.c, ids, false), dumpState(c, ids, false))
 }
 
-// knownBug skips t with why when diff shows the replay differs, and passes
-// once it does not (the bug is fixed).
-func knownBug(t *testing.T, diff, why string) {
+// sameAfterReplay fails t with why when diff shows the replay differs.
+func sameAfterReplay(t *testing.T, diff, why string) {
+	t.Helper()
 	if diff != "" {
-		t.Skipf("bug: %s:\n%s", why, diff)
+		t.Fatalf("%s:\n%s", why, diff)
 	}
 }
 
@@ -103,8 +103,7 @@ func TestReplayCloseInsideWrite(t *testing.T) {
 	}, nil)
 	require.Equal(t, uint64(1), rc.c.Counters().Lost)
 	require.True(t, s.Closed())
-	knownBug(t, rc.replay(), "session/core.go Close records the bytes the connection buffers (rec.close(s.id, buffered)) "+
-		"but counts buffered+s.writing as unsent; a replay has no write in progress and loses nothing")
+	sameAfterReplay(t, rc.replay(), "a close inside a write: the batch being written counts as unsent")
 }
 
 // TestReplayWriteLeftBuffered: a write the connection keeps buffered (a
@@ -118,9 +117,7 @@ func TestReplayWriteLeftBuffered(t *testing.T) {
 	rc.c.Flush(func(_ *Session, out []byte) int { buffered += len(out); return buffered }, nil)
 	rc.c.Close(s, buffered)
 	require.Equal(t, uint64(1), rc.c.Counters().Lost)
-	knownBug(t, rc.replay(), "session/record.go replayWritten runs afterWrite with the bytes buffered before the write "+
-		"(the live Flush runs it after the writer's report, recorded after inWritten): the replay forgets the event as sent, "+
-		"and the close loses nothing")
+	sameAfterReplay(t, rc.replay(), "a write the connection left buffered: its events stay in flight")
 }
 
 // TestReplayPumpAll: PumpAll tops a stalled session up from its backlog as
@@ -133,7 +130,7 @@ func TestReplayPumpAll(t *testing.T) {
 	require.True(t, rc.c.PumpAll(func(*Session) int { return 0 }), "the drained connection takes the held events")
 	rc.c.Flush(discardOut, nil)
 	require.NotZero(t, s.written)
-	knownBug(t, rc.replay(), "session/route.go PumpAll's pump (events moved from backlogs to output) is not recorded")
+	sameAfterReplay(t, rc.replay(), "the end-of-turn top-up moves the same events")
 }
 
 // TestReplayMayReadBlock: MayRead blocks a session whose output is at
@@ -143,5 +140,5 @@ func TestReplayMayReadBlock(t *testing.T) {
 	s := rc.session(0)
 	require.False(t, rc.c.MayRead(s, 300))
 	require.True(t, s.Blocked())
-	knownBug(t, rc.replay(), "session/route.go MayRead's block (blocked, stalled) is not recorded")
+	sameAfterReplay(t, rc.replay(), "a session blocked on full output")
 }

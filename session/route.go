@@ -153,6 +153,14 @@ func (c *Core) PumpAll(buffered func(*Session) int) (moved bool) {
 	if len(c.stalled) == 0 {
 		return false
 	}
+	if buffered != nil { // what the sockets took, first: recorded before the pump
+		for _, s := range c.stalled {
+			if !s.closed {
+				c.Buffered(s, buffered(s))
+			}
+		}
+	}
+	c.rec.kind(inPumpAll)
 	before := c.backlogEvents
 	limit := c.limits.MaxOutbound
 	kept := c.stalled[:0]
@@ -160,9 +168,6 @@ func (c *Core) PumpAll(buffered func(*Session) int) (moved bool) {
 		if s.closed {
 			s.stalled = false
 			continue
-		}
-		if buffered != nil {
-			c.Buffered(s, buffered(s))
 		}
 		c.pump(s)
 		if s.blocked && c.pending(s) < limit {
@@ -189,9 +194,25 @@ func (c *Core) MayRead(s *Session, buffered int) bool {
 	if c.pending(s) < c.limits.MaxOutbound {
 		return true
 	}
+	c.block(s)
+	return false
+}
+
+// block stops reading s until its pending output drains. Recorded.
+func (c *Core) block(s *Session) {
+	if !s.blocked || !s.stalled {
+		c.rec.session(inBlock, s.id)
+	}
 	s.blocked = true
 	c.stall(s)
-	return false
+}
+
+// wrote takes note that s's connection buffers n bytes after a write.
+// Recorded.
+func (c *Core) wrote(s *Session, n int) {
+	c.rec.sessionN(inWrote, s.id, n)
+	s.buffered = n
+	c.afterWrite(s)
 }
 
 // afterWrite runs after s's output was handed to its connection, which
@@ -280,8 +301,7 @@ func (c *Core) Flush(write Writer, after func(*Session)) {
 			s.out = nil // a burst's buffer is not kept for the session's life
 		}
 		if !s.closed {
-			c.Buffered(s, n)
-			c.afterWrite(s)
+			c.wrote(s, n)
 		}
 		if after != nil {
 			after(s)
