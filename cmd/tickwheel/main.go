@@ -156,6 +156,12 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
+	// Signals are caught from here on: one that arrives while the state is
+	// being recovered, or right after the server starts, still stops it
+	// gracefully.
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
 	srv, err := server.New(cfg, log)
 	if err != nil {
 		return err
@@ -178,15 +184,27 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "tickwheel listening on %s\n", srv.Addr())
 
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	select {
 	case s := <-sig:
 		log.Info("shutting down", "signal", s.String())
 	case <-srv.Done():
 		return fmt.Errorf("server stopped")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// The last snapshot of a large state takes a while: a second signal
+	// stops waiting for it (the log still holds everything).
+	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
+	go func() {
+		select {
+		case s := <-sig:
+			log.Warn("second signal: exiting without waiting for the last snapshot", "signal", s.String())
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	return srv.Stop(ctx)
 }
+
+// stopTimeout bounds a graceful stop: writing what is queued and the last
+// snapshot (about a second per 10M timers).
+const stopTimeout = 60 * time.Second
