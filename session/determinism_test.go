@@ -285,14 +285,8 @@ func (d *detCore) run(in detInput) {
 		c.Close(s, d.conns[s.id].buffered)
 	case detMayRead:
 		c.MayRead(s, d.conns[s.id].buffered)
-		if d.rep != nil {
-			d.rep.mayRead(s) // stands in for the missing record
-		}
 	case detPump:
 		c.PumpAll(func(s *Session) int { return d.conns[s.id].buffered })
-		if d.rep != nil {
-			d.rep.pumpAll() // stands in for the missing record
-		}
 	case detConnSet:
 		d.setConn(d.conns[s.id], in.n)
 	case detExpire:
@@ -339,9 +333,6 @@ func (d *detCore) flush() {
 		switch {
 		case len(out) == 0:
 		case conn.reset:
-			if d.rep != nil {
-				d.rep.closingInWrite(s.id, conn.buffered+len(out)) // stands in for the missing record
-			}
 			d.c.Close(s, conn.buffered)
 		case conn.stuck:
 			conn.buffered += len(out)
@@ -349,9 +340,6 @@ func (d *detCore) flush() {
 		return conn.buffered
 	}
 	d.c.Flush(write, func(s *Session) {
-		if d.rep != nil {
-			d.rep.flushed(s) // stands in for the missing record
-		}
 		if s.Killed() {
 			d.c.Close(s, d.conns[s.id].buffered)
 		}

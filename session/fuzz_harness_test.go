@@ -170,7 +170,6 @@ func (h *fzHarness) flush() {
 		switch {
 		case len(out) == 0:
 		case fs.conn.reset:
-			h.rep.closingInWrite(s.id, fs.conn.buffered+len(out)) // stands in for the missing record
 			h.call(func() { h.c.Close(s, fs.conn.buffered) })
 		case fs.conn.stuck:
 			fs.conn.buffered += len(out)
@@ -178,7 +177,6 @@ func (h *fzHarness) flush() {
 		return fs.conn.buffered
 	}
 	h.c.Flush(write, func(s *Session) {
-		h.rep.flushed(s) // stands in for the missing record
 		if s.kill {
 			h.call(func() { h.c.Close(s, h.of[s].conn.buffered) })
 		}
@@ -192,7 +190,6 @@ func (h *fzHarness) flush() {
 func (h *fzHarness) endTurn() {
 	for range 1000 {
 		h.call(func() { h.c.PumpAll(func(s *Session) int { return h.of[s].conn.buffered }) })
-		h.rep.pumpAll() // stands in for the missing record of the pump
 		h.flush()
 		woke := false
 		for i, fs := range h.slots {

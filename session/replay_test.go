@@ -9,10 +9,10 @@ import (
 	"github.com/tickwheel/tickwheel/wheel"
 )
 
-// The tests here replay a whole record into a fresh Core with Replay
-// alone, no stand-in (see replica), and compare the states. Each covers an
-// input the server makes in one turn and the log must reproduce after a
-// restart.
+// The tests here replay a whole record into a fresh Core with the public
+// Replay (the replica replays input by input) and compare the states. Each
+// covers an input the server makes in one turn and the log must reproduce
+// after a restart.
 
 // replayCase is a live Core recording from its start, and the config it
 // was made with.

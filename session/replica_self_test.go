@@ -55,7 +55,7 @@ func TestReplicaCatchesDivergence(t *testing.T) {
 		return c, rep, s
 	}
 	flush := func(c *Core, rep *replica) {
-		c.Flush(func(s *Session, out []byte) int { rep.wrote(s, out); return 0 }, rep.flushed)
+		c.Flush(func(s *Session, out []byte) int { rep.wrote(s, out); return 0 }, nil)
 	}
 
 	c, rep, _ := setup()

@@ -22,13 +22,6 @@ import (
 // The replies recorded only by their length (a read's, an error's) are
 // zeros in the replay: those frames are left out of the comparison, and
 // check copies the live bytes into them.
-//
-// Some inputs of the live Core are not recorded although they change what
-// a replay must reproduce (see TestReplay*: Core bugs, reported). Until
-// they are, the test that drives the live Core also reports them here
-// (pumpAll, mayRead, closingInWrite, flushed) so that the replica's state
-// stays comparable; each such call is marked as a stand-in for a missing
-// record.
 type replica struct {
 	t    testing.TB
 	live *Core
@@ -36,9 +29,6 @@ type replica struct {
 	// writes are the chunks the live Core's writer was handed with a
 	// recorded write, oldest first, not yet matched by the replay.
 	writes []chunk
-	// unsent is, for a session the live writer closes inside a write, the
-	// bytes that closing leaves unsent (see closingInWrite).
-	unsent map[uint64]int
 	// inputs counts the inputs replayed, for messages.
 	inputs int
 }
@@ -53,7 +43,7 @@ type chunk struct {
 // those live was made with.
 func newReplica(t testing.TB, live *Core, cfg Config, limits Limits, w *wheel.Wheel) *replica {
 	live.Record(true)
-	return &replica{t: t, live: live, c: New(cfg, limits, w, nil, nil), unsent: make(map[uint64]int)}
+	return &replica{t: t, live: live, c: New(cfg, limits, w, nil, nil)}
 }
 
 // takeRecord returns a copy of the inputs c recorded since the last call.
@@ -95,54 +85,12 @@ func (r *replica) replay(rec []byte) {
 		// and bytes.
 		peek := decoder{b: d.b}
 		sid, n := peek.uv(), int(peek.uv())
-		rs := c.sessions[sid]
-		var saved []inflight
-		var blocked bool
-		switch {
-		case kind == inWritten && rs != nil:
+		if rs := c.sessions[sid]; kind == inWritten && rs != nil {
 			r.matchWrite(rs, n)
-			saved, blocked = slices.Clone(rs.inflight), rs.blocked
-		case kind == inClose && rs != nil:
-			r.standInWriting(rs, n)
 		}
 		if err := c.replayOne(kind, &d); err != nil {
 			r.t.Fatalf("replica: input %d (kind %d): %v", r.inputs, kind, err)
 		}
-		if kind == inWritten && rs != nil {
-			// Stand-in: the live Core forgets the events that reached the
-			// kernel once the write is over and the connection has said
-			// what it still buffers (flushed); a replayed write does it at
-			// once, with what the connection buffered before it.
-			rs.inflight, rs.blocked = saved, blocked
-		}
-	}
-}
-
-// flushed stands in for what a write's record leaves out: Flush is done
-// with live session s (call it from Flush's after), whose connection's
-// report of what it buffers is recorded only when it changed, and which
-// forgot the events that reached the kernel then.
-func (r *replica) flushed(s *Session) {
-	r.sync()
-	if rs := r.c.sessions[s.id]; rs != nil && !s.closed {
-		r.c.afterWrite(rs)
-	}
-}
-
-// closingInWrite stands in for what Close does not record (Core bug: it
-// records the bytes the connection buffers, not the write in progress it
-// also counts as unsent): the live writer is closing session sid, whose
-// connection leaves unsent bytes of its output unsent.
-func (r *replica) closingInWrite(sid uint64, unsent int) { r.unsent[sid] = unsent }
-
-// standInWriting gives the replica's session s the write in progress
-// that its recorded close (recorded unsent bytes) leaves out (see
-// closingInWrite).
-func (r *replica) standInWriting(s *Session, recorded int) {
-	want, ok := r.unsent[s.id]
-	delete(r.unsent, s.id)
-	if ok && want > recorded {
-		s.writing = want - recorded
 	}
 }
 
@@ -187,23 +135,6 @@ func unpadded(out, live []byte) ([]byte, error) {
 		off += n
 	}
 	return got, nil
-}
-
-// pumpAll stands in for PumpAll's missing record: it runs PumpAll on the
-// replica after the live Core's.
-func (r *replica) pumpAll() {
-	r.sync()
-	r.c.PumpAll(nil)
-	r.clearDirty()
-}
-
-// mayRead stands in for MayRead's missing record (its block).
-func (r *replica) mayRead(s *Session) {
-	r.sync()
-	if rs := r.c.sessions[s.id]; rs != nil {
-		r.c.MayRead(rs, rs.buffered)
-	}
-	r.clearDirty()
 }
 
 // clearDirty forgets the replica's dirty list, as Replay does: the
