@@ -2,7 +2,6 @@ package server
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -241,7 +240,7 @@ func (w *wire) next() (protocol.Message, error) {
 	if _, err := io.ReadFull(w.r, hdr[:]); err != nil {
 		return protocol.Message{}, netErr(err)
 	}
-	payload := make([]byte, binary.BigEndian.Uint32(hdr[:]))
+	payload := make([]byte, binary.BigEndian.Uint32(hdr[:])) // not reused: messages may alias it
 	if _, err := io.ReadFull(w.r, payload); err != nil {
 		return protocol.Message{}, netErr(err)
 	}
@@ -267,14 +266,11 @@ func (w *wire) reply(id uint64) (protocol.Message, error) {
 		}
 		switch m.Kind {
 		case protocol.KindFire:
-			f := m.Fire
-			f.Data = bytes.Clone(f.Data)
-			w.fires = append(w.fires, f)
+			w.fires = append(w.fires, m.Fire) // its Data aliases a payload of its own
 		case protocol.KindOK, protocol.KindError:
 			if m.ID != id {
 				return m, fmt.Errorf("reply to %d, want %d", m.ID, id)
 			}
-			m.Result = bytes.Clone(m.Result)
 			return m, nil
 		}
 	}
@@ -342,9 +338,7 @@ func (w *wire) waitFires(n int) ([]protocol.Fire, error) {
 			return w.fires, fmt.Errorf("waiting for %d events, have %d: %w", n, len(w.fires), err)
 		}
 		if m.Kind == protocol.KindFire {
-			f := m.Fire
-			f.Data = bytes.Clone(f.Data)
-			w.fires = append(w.fires, f)
+			w.fires = append(w.fires, m.Fire)
 		}
 	}
 	got := w.fires
