@@ -55,9 +55,10 @@ type Event struct {
 	// while the receiver is bound, has a backlog or has timers; it restarts
 	// at 1 after the receiver had none of these, and when the server restarts.
 	Seq uint64
-	// Late is how many ticks after Tick the timer fired: 0 normally; more
-	// when tw-time jumped past it (a fast-forward, or the catch-up after
-	// the server was down) or the server fell behind.
+	// Late is how many ticks after Tick the timer fired: 0 normally, and
+	// for ticks a fast-forward jumped over; more in the catch-up after the
+	// server was down (see the server's downtime setting), or when the
+	// server fell behind.
 	Late uint64
 
 	// Takeover only: the session that now has the receiver.

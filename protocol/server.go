@@ -97,9 +97,10 @@ type Fire struct {
 	Last          bool   // this firing removed the timer
 	Data          []byte // nil when the timer has no data
 	Seq           uint64 // per-receiver event sequence number, from 1; a gap means dropped events
-	// Late is how many ticks after its due tick the timer fired: 0 normally;
-	// more when tw-time jumped past it (a fast-forward, the catch-up after
-	// a restart) or the server fell behind. Absent (0) from older servers.
+	// Late is how many ticks after its due tick the timer fired: 0 normally,
+	// and for ticks a fast-forward jumped over (asked for at once); more in
+	// the catch-up after a restart, or when the server fell behind. Absent
+	// (0) from older servers.
 	Late uint64
 }
 

@@ -198,11 +198,12 @@ func (s *Server) Start() error {
 		_ = s.Stop(ctx)
 		return err
 	}
+	frozen := s.clock.Frozen() // read before clients can change it on the loop
 	go s.runTicker()
 	s.accepting.Store(true)
 	go s.acceptLoop()
 	s.ring() // requests served before the doorbell existed may have left work
-	s.log.Info("tickwheel listening", "addr", s.addr, "tick", s.cfg.Tick, "frozen", s.clock.Frozen(),
+	s.log.Info("tickwheel listening", "addr", s.addr, "tick", s.cfg.Tick, "frozen", frozen,
 		"persistence", s.cfg.Persistence, "data_dir", s.cfg.DataDir)
 	return nil
 }
