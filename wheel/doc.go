@@ -33,9 +33,31 @@
 //
 // Advance can stop after a given number of firings and continue later from
 // the same point, which lets a server bound the work of one loop turn.
+// While the wheel catches up that way, AddFrom counts After and At from the
+// caller's tw-time rather than the wheel's Now, and returns the due tick.
 // Likewise ListPage returns a receiver's timers a page at a time, in tid
 // order, for one walk of that receiver's timers per page (about 0.6 ms for
 // 100k timers) whatever order they were added in.
+//
+// # Snapshots
+//
+// A wheel can be saved and restored, for a service that recovers from a
+// snapshot plus a log. Freeze, on the goroutine that owns the wheel, takes
+// an immutable copy: a memcpy of the timers' memory (about 6 ms for 1M
+// timers; BenchmarkFreeze). The Frozen then encodes on any goroutine while
+// the wheel goes on, in pieces of bounded size (AppendNext), so that a
+// large snapshot streams to a file; Release hands its memory back for the
+// next Freeze.
+//
+// A snapshot (format version SnapshotVersion, documented there) holds Now
+// and every timer with all it shows (key, due tick or remaining ticks when
+// paused, interval, repeat, firings, data) in add order, as varints (about
+// 10 bytes per timer without data), and a checksum. It is canonical (wheels
+// with the same observable state give the same bytes) and independent of
+// the geometry. Restore, or a Restorer fed the pieces as they are read (it
+// is an io.Writer), builds a wheel that is observably identical to the one
+// frozen and freezes to the same bytes, at about 80 ns per timer (0.8 s for
+// 10M; BenchmarkRestore). Invalid input is an error, never a panic.
 //
 // # The clock
 //

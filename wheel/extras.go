@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"sync/atomic"
+	"unsafe"
 )
 
 // extra holds what most timers do not need, so that they do not pay for it:
@@ -128,7 +129,8 @@ func (e *extras) copyTo(dst []extra) []extra {
 	}
 	dst = dst[:n]
 	for c := 0; c<<extraChunkShift < n; c++ {
-		copy(dst[c<<extraChunkShift:], e.chunks[c][:])
+		k := min(n-c<<extraChunkShift, extraChunkSize)
+		copyMem(unsafe.Pointer(&dst[c<<extraChunkShift]), unsafe.Pointer(&e.chunks[c][0]), uintptr(k)*unsafe.Sizeof(extra{}))
 	}
 	return dst
 }

@@ -42,19 +42,22 @@ func Restore(cfg Config, snapshot []byte) (*Wheel, error) {
 // between two Writes is copied.
 //
 // The restored wheel is observably identical to the one frozen: Now, Len,
-// ReceiverLen, DataBytes, Get, List, ListPage and NextEvent give the same
-// results, Advance fires the same timers in the same order (timers due at
-// Now() not fired yet first), paused timers resume with their remaining
-// ticks, and a timer added next comes after every restored one in the
-// same-tick order; freezing it gives the same bytes. Only its memory
-// layout differs: its timers are packed in add order, and its index is
-// sized with room for twice as many timers before it grows.
+// ReceiverLen, DataBytes, Get, List and ListPage give the same results,
+// Advance fires the same timers in the same order (timers due at Now() not
+// fired yet first), paused timers resume with their remaining ticks, and a
+// timer added next comes after every restored one in the same-tick order;
+// freezing it gives the same bytes. NextEvent is the same too when the
+// geometry is (it reports ticks at which timers move down a level, which
+// depend on the geometry). Only the memory layout differs: the timers are
+// packed in add order, and the index is sized with room for twice as many
+// timers before it grows.
 //
 // Input that is not a valid snapshot makes Write or Wheel return an error
 // wrapping ErrSnapshot (or ErrSnapshotVersion, or ErrFull when it holds
 // more timers than the geometry can), never a panic; the Restorer is then
 // dead and every later call returns that error. Restoring costs about
-// 100 ns per timer (BenchmarkRestore).
+// 80 ns per timer (BenchmarkRestore: 0.8 s for 10M timers), and nothing is
+// allocated per timer but the buffer of a payload longer than 16 bytes.
 type Restorer struct {
 	cfg   Config // normalized
 	w     *Wheel // nil until the header is read

@@ -1,5 +1,7 @@
 package wheel
 
+import "unsafe"
+
 // nilIdx marks the end of a receiver list.
 const nilIdx = ^uint32(0)
 
@@ -123,7 +125,8 @@ func (s *slab) copyTo(dst []node) []node {
 	}
 	dst = dst[:n]
 	for c := 0; c<<chunkShift < n; c++ {
-		copy(dst[c<<chunkShift:], s.chunks[c].nodes[:])
+		k := min(n-c<<chunkShift, chunkSize)
+		copyMem(unsafe.Pointer(&dst[c<<chunkShift]), unsafe.Pointer(&s.chunks[c].nodes[0]), uintptr(k)*unsafe.Sizeof(node{}))
 	}
 	return dst
 }

@@ -198,8 +198,10 @@ func (st *frozenState) unpin() {
 // most about 60 bytes plus its data). max <= 0 appends all that is left.
 // To write a large snapshot with bounded memory, call it with the same
 // buffer, truncated after each write, until done. After done it appends
-// nothing. The first call sorts the timers by add order (a radix sort, about
-// 10 ms per million timers; see BenchmarkEncode).
+// nothing. The first call lists the timers in add order: one pass when the
+// slab is in that order, else a radix sort (about 10 ms per million
+// timers; BenchmarkSortOrder). Encoding runs at about 500-650 MB/s
+// (BenchmarkEncode).
 func (f *Frozen) AppendNext(dst []byte, max int) (out []byte, done bool) {
 	if f.b == nil {
 		panic("wheel: Frozen used after Release")
