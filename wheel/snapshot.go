@@ -75,7 +75,8 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // wheel, which reuses it for its next Freeze instead of allocating (so a
 // wheel that has been frozen keeps a spare copy of that size), and lets the
 // wheel recycle data buffers again. A Frozen that becomes unreachable
-// without Release is released by the garbage collector, its memory freed.
+// without Release is released when the garbage collector finds it so (a
+// runtime cleanup), its memory freed rather than reused.
 type Frozen struct {
 	now   uint64
 	count int // live timers
@@ -168,7 +169,7 @@ func (f *Frozen) Len() int { return f.count }
 // next Freeze, and once every Frozen of the wheel is released the wheel
 // recycles data buffers again. It may be called from any goroutine (not
 // concurrently with the Frozen's other methods); a second call does
-// nothing. The Frozen must not be used afterwards: its methods panic.
+// nothing. The Frozen cannot encode afterwards: AppendNext and Encode panic.
 func (f *Frozen) Release() {
 	b := f.b
 	if b == nil {
