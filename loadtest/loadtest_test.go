@@ -158,3 +158,51 @@ func TestCPUCount(t *testing.T) {
 		}
 	}
 }
+
+// TestCallers: the add scenario with a window below 256 (callers with one
+// request outstanding each, on few connections or one each) passes, and a
+// preload's timers stay after its connections close.
+func TestCallers(t *testing.T) {
+	addr := startServer(t)
+	for _, w := range []int{1, 8} {
+		p := tinyParams()
+		p.Conns = 64 / w
+		res, err := AddThroughput(context.Background(), &TickwheelTarget{Addr: addr, Token: testAdminToken, Window: w}, p)
+		if err != nil || res.Failed || res.Scheduled != int64(p.N) {
+			t.Fatalf("window %d: %v %+v", w, err, res)
+		}
+	}
+	if _, err := Preload(context.Background(), addr, testAdminToken, 3000, 4); err != nil {
+		t.Fatal(err)
+	}
+	tg := &TickwheelTarget{Addr: addr, Token: testAdminToken}
+	if err := tg.Open(context.Background(), 1, func(int, *Delivery) {}); err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	st, err := tg.Stats(context.Background())
+	if err != nil || st.Timers != 3000 {
+		t.Fatalf("after the preload the server holds %d timers (%v), want 3000", st.Timers, err)
+	}
+}
+
+func TestPersistArgs(t *testing.T) {
+	if a, err := PersistArgs("off", ""); err != nil || len(a) != 2 || a[0] != "-data-dir" || a[1] != "" {
+		t.Errorf("off: %q %v", a, err)
+	}
+	if a, err := PersistArgs("always", "/d"); err != nil || strings.Join(a, " ") != "-data-dir /d -fsync always" {
+		t.Errorf("always: %q %v", a, err)
+	}
+	for _, bad := range [][2]string{{"everysec", ""}, {"sometimes", "/d"}} {
+		if _, err := PersistArgs(bad[0], bad[1]); err == nil {
+			t.Errorf("%q: want an error", bad)
+		}
+	}
+}
+
+func TestParseLogLine(t *testing.T) {
+	m := parseLogLine(`time=2026-11-23T16:07:30.302Z level=INFO msg="persistence on: state recovered" dir=/x/log timers=1000000 records_replayed=0 took=252ms`)
+	if m["msg"] != "persistence on: state recovered" || m["timers"] != "1000000" || m["took"] != "252ms" || m["dir"] != "/x/log" {
+		t.Errorf("%q", m)
+	}
+}

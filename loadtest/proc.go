@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -86,26 +87,52 @@ func RaiseNoFile(want uint64) (soft, hard uint64, err error) {
 
 // Spawned is a tickwheel server started as a subprocess.
 type Spawned struct {
-	Cmd    *exec.Cmd
-	Addr   string
-	Pinned string // how it was pinned, or why not
+	Cmd      *exec.Cmd
+	Addr     string
+	Pinned   string        // how it was pinned, or why not
+	Started  time.Time     // when the process was started
+	Ready    time.Time     // when it first accepted a connection
+	StopWait time.Duration // how long Stop waits before SIGKILL; 0 = 5 s
+
+	exited  chan struct{}
+	waitErr error
 }
 
 // Spawn starts the tickwheel binary at path, serving on a free loopback
 // port with the given extra flags, pinned to the CPU list cpus (taskset
 // syntax: "0", "0,2", "2-3") with taskset when taskset exists (cpus "": not
 // pinned). The child inherits this process's RLIMIT_NOFILE. It returns once
-// the server accepts connections.
+// the server accepts connections. The caller's flags must say where the
+// server keeps its state (-data-dir DIR, or -data-dir "" for none): a
+// durable server would otherwise write ./tickwheel-data in the working
+// directory.
 func Spawn(ctx context.Context, path string, cpus string, args ...string) (*Spawned, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
+	return SpawnWith(ctx, SpawnOptions{Path: path, CPUs: cpus, Args: args})
+}
+
+// SpawnOptions are Spawn's, with where the server's log goes.
+type SpawnOptions struct {
+	Path string
+	CPUs string
+	Args []string
+	Addr string    // the address to serve on; "" picks a free loopback port
+	Log  io.Writer // the server's stderr (its log); nil = this process's stderr
+}
+
+// SpawnWith is Spawn with options.
+func SpawnWith(ctx context.Context, o SpawnOptions) (*Spawned, error) {
+	addr := o.Addr
+	if addr == "" {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		addr = ln.Addr().String()
+		ln.Close()
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	argv := append([]string{path, "-addr", addr}, args...)
+	argv := append([]string{o.Path, "-addr", addr}, o.Args...)
 	s := &Spawned{Addr: addr, Pinned: "not pinned"}
-	if cpus != "" {
+	if cpus := o.CPUs; cpus != "" {
 		if _, err := CPUCount(cpus); err != nil {
 			return nil, err
 		}
@@ -118,39 +145,65 @@ func Spawn(ctx context.Context, path string, cpus string, args ...string) (*Spaw
 	}
 	s.Cmd = exec.Command(argv[0], argv[1:]...)
 	s.Cmd.Stderr = os.Stderr
+	if o.Log != nil {
+		s.Cmd.Stderr = o.Log
+	}
+	s.Started = time.Now()
 	if err := s.Cmd.Start(); err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	exited := make(chan struct{})
+	go func() {
+		s.waitErr = s.Cmd.Wait()
+		close(exited)
+	}()
+	s.exited = exited
+	deadline := time.Now().Add(10 * time.Minute)
 	for {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
+			s.Ready = time.Now()
 			return s, nil
+		}
+		select {
+		case <-exited:
+			return nil, fmt.Errorf("spawned server exited before listening on %s: %v", addr, s.waitErr)
+		default:
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			s.Stop()
 			return nil, fmt.Errorf("spawned server never listened on %s: %v", addr, err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
 // PID is the server's pid (taskset execs the server in its own process).
 func (s *Spawned) PID() int { return s.Cmd.Process.Pid }
 
-// Stop sends SIGTERM, waits up to 5 s, then kills.
+// Stop sends SIGTERM (a graceful stop: a durable server writes a last
+// snapshot), waits up to StopWait (default 5 s), then kills.
 func (s *Spawned) Stop() error {
 	_ = s.Cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- s.Cmd.Wait() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(5 * time.Second):
-		_ = s.Cmd.Process.Kill()
-		return <-done
+	wait := s.StopWait
+	if wait == 0 {
+		wait = 5 * time.Second
 	}
+	select {
+	case <-s.exited:
+		return s.waitErr
+	case <-time.After(wait):
+		_ = s.Cmd.Process.Kill()
+		<-s.exited
+		return s.waitErr
+	}
+}
+
+// Kill kills the server with SIGKILL (a crash) and waits for it.
+func (s *Spawned) Kill() {
+	_ = s.Cmd.Process.Kill()
+	<-s.exited
 }
 
 // PinSelf pins every thread of this process to the CPU list cpus with

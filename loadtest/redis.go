@@ -41,6 +41,17 @@ type RedisTarget struct {
 	TickDur time.Duration // converts tick-based parameters (repeat periods); default 10ms
 	Batch   int           // the poller's LIMIT; default 1000
 	Poll    time.Duration // the poller's period; default 1ms
+	// Window is the commands per pipeline a worker sends before waiting
+	// for their replies; default 1000. 1 = a caller waiting for each reply.
+	Window int
+	// AOF, when set ("always", "everysec" or "no"), puts the server in AOF
+	// mode for the run (CONFIG SET appendonly yes, appendfsync AOF) at
+	// Open, and restores both settings at Close. Turning appendonly on
+	// makes Redis write its whole dataset to a new AOF in the background
+	// (a fork); Open waits until that rewrite is over. Redis also rewrites
+	// the AOF in the background on its own when it has doubled (and is
+	// at least 64 MB: auto-aof-rewrite-percentage / -min-size).
+	AOF string
 
 	rdb     *redis.Client
 	key     string
@@ -51,6 +62,11 @@ type RedisTarget struct {
 	done    chan struct{}
 	pollErr atomic.Pointer[error]
 	polls   atomic.Int64
+	restore map[string]string // the settings AOF changed, to put back at Close
+	// rewrites is aof_rewrites at Open (after the first rewrite), and
+	// note the rewrites since, read at Clear.
+	rewrites int
+	note     string
 }
 
 var redisOpens atomic.Int64
@@ -79,7 +95,12 @@ return items
 `)
 
 // Name implements Target.
-func (r *RedisTarget) Name() string { return "redis" }
+func (r *RedisTarget) Name() string {
+	if r.AOF != "" {
+		return "redis(aof=" + r.AOF + ")"
+	}
+	return "redis"
+}
 
 // Tick implements Target: the poller has no quantum to schedule on (its
 // 1 ms period is part of the measured lateness); TickDur only converts
@@ -118,6 +139,12 @@ func (r *RedisTarget) Open(ctx context.Context, conns int, sink Sink) error {
 	if err := popScript.Load(ctx, r.rdb).Err(); err != nil {
 		r.rdb.Close()
 		return fmt.Errorf("redis: script load: %w", err)
+	}
+	if r.AOF != "" {
+		if err := r.setAOF(ctx); err != nil {
+			r.rdb.Close()
+			return err
+		}
 	}
 	r.key = fmt.Sprintf("tickwheel-loadtest:%d:%d", os.Getpid(), redisOpens.Add(1))
 	r.epoch = Now()
@@ -245,8 +272,12 @@ func (r *RedisTarget) decode(m, score string, d *Delivery) bool {
 func (r *RedisTarget) Add(ctx context.Context, w int, ts []Timer) (AddResult, error) {
 	res := AddResult{Errors: map[string]int{}}
 	mine := r.members[w]
-	for lo := 0; lo < len(ts); lo += 1000 {
-		hi := min(lo+1000, len(ts))
+	batch := r.Window
+	if batch <= 0 {
+		batch = 1000
+	}
+	for lo := 0; lo < len(ts); lo += batch {
+		hi := min(lo+batch, len(ts))
 		pipe := r.rdb.Pipeline()
 		cmds := make([]*redis.IntCmd, 0, hi-lo)
 		for i := lo; i < hi; i++ {
@@ -314,6 +345,13 @@ func (r *RedisTarget) Clear(ctx context.Context) error {
 	if r.rdb == nil {
 		return nil
 	}
+	if r.AOF != "" {
+		r.note = fmt.Sprintf("redis AOF on (appendfsync %s), set at run time and restored after", r.AOF)
+		if m, err := r.AOFStats(ctx); err == nil {
+			n, _ := strconv.Atoi(m["aof_rewrites"])
+			r.note += fmt.Sprintf("; background AOF rewrites during the run: %d", n-r.rewrites)
+		}
+	}
 	return r.rdb.Del(ctx, r.key).Err()
 }
 
@@ -325,7 +363,8 @@ func (r *RedisTarget) Close() error {
 	close(r.stop)
 	<-r.done
 	_ = r.rdb.Del(context.Background(), r.key).Err()
-	err := r.rdb.Close()
+	err := r.restoreAOF(context.Background())
+	err = errors.Join(err, r.rdb.Close())
 	r.rdb = nil
 	return err
 }
@@ -340,3 +379,92 @@ func (r *RedisTarget) err() error {
 
 // Polls is how many times the poller ran the script since Open.
 func (r *RedisTarget) Polls() int64 { return r.polls.Load() }
+
+// setAOF turns AOF on with appendfsync r.AOF, noting the settings to
+// restore, and waits for the rewrite that turning it on starts.
+func (r *RedisTarget) setAOF(ctx context.Context) error {
+	switch r.AOF {
+	case "always", "everysec", "no":
+	default:
+		return fmt.Errorf("redis: aof %q: want always, everysec or no", r.AOF)
+	}
+	r.restore = map[string]string{}
+	for _, k := range []string{"appendonly", "appendfsync"} {
+		v, err := r.rdb.ConfigGet(ctx, k).Result()
+		if err != nil {
+			return fmt.Errorf("redis: CONFIG GET %s: %w", k, err)
+		}
+		r.restore[k] = v[k]
+	}
+	if err := r.rdb.ConfigSet(ctx, "appendfsync", r.AOF).Err(); err != nil {
+		return fmt.Errorf("redis: CONFIG SET appendfsync %s: %w", r.AOF, err)
+	}
+	if err := r.rdb.ConfigSet(ctx, "appendonly", "yes").Err(); err != nil {
+		return fmt.Errorf("redis: CONFIG SET appendonly yes: %w", err)
+	}
+	if err := r.waitRewrite(ctx); err != nil {
+		return err
+	}
+	if m, err := r.AOFStats(ctx); err == nil {
+		r.rewrites, _ = strconv.Atoi(m["aof_rewrites"])
+	}
+	r.note = ""
+	return nil
+}
+
+// Notes implements Noter.
+func (r *RedisTarget) Notes() []string {
+	if r.note == "" {
+		return nil
+	}
+	return []string{r.note}
+}
+
+// waitRewrite waits until AOF is on and no rewrite runs or is scheduled.
+func (r *RedisTarget) waitRewrite(ctx context.Context) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		info, err := r.rdb.Info(ctx, "persistence").Result()
+		if err != nil {
+			return fmt.Errorf("redis: INFO persistence: %w", err)
+		}
+		if strings.Contains(info, "aof_enabled:1") && strings.Contains(info, "aof_rewrite_in_progress:0") &&
+			strings.Contains(info, "aof_rewrite_scheduled:0") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redis: the AOF rewrite did not finish in 2 minutes")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// restoreAOF puts back the settings setAOF changed.
+func (r *RedisTarget) restoreAOF(ctx context.Context) error {
+	if r.restore == nil {
+		return nil
+	}
+	var err error
+	for _, k := range []string{"appendonly", "appendfsync"} {
+		if v, ok := r.restore[k]; ok && v != "" {
+			err = errors.Join(err, r.rdb.ConfigSet(ctx, k, v).Err())
+		}
+	}
+	r.restore = nil
+	return err
+}
+
+// AOFStats is Redis's INFO persistence as key: value pairs.
+func (r *RedisTarget) AOFStats(ctx context.Context) (map[string]string, error) {
+	info, err := r.rdb.Info(ctx, "persistence").Result()
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]string{}
+	for _, l := range strings.Split(info, "\r\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			m[k] = v
+		}
+	}
+	return m, nil
+}

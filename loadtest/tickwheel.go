@@ -36,8 +36,13 @@ const (
 type TickwheelTarget struct {
 	Addr   string
 	Token  string // hello token (admin ops need the admin token unless on loopback)
-	Window int    // unanswered requests per connection; default 4096
+	Window int    // unanswered requests per connection; default 4096 (1 = a caller waiting for each reply)
 	Pid    int    // the server's pid when known (spawned), for Process
+	Label  string // appended to the name in reports, e.g. "(fsync=always)"
+	// NoBind adds timers without binding their receivers first: they are
+	// not ephemeral, so they outlive the connection (and are not cleared).
+	// For preloading a server with timers that stay.
+	NoBind bool
 
 	tick  time.Duration
 	sink  Sink
@@ -51,7 +56,7 @@ type TickwheelTarget struct {
 }
 
 // Name implements Target.
-func (t *TickwheelTarget) Name() string { return "tickwheel" }
+func (t *TickwheelTarget) Name() string { return "tickwheel" + t.Label }
 
 // Tick implements Target; valid after Open.
 func (t *TickwheelTarget) Tick() time.Duration { return t.tick }
@@ -192,6 +197,9 @@ func (t *TickwheelTarget) tickAt(due int64, rt uint64, rtime int64) uint64 {
 func (t *TickwheelTarget) Add(ctx context.Context, w int, ts []Timer) (AddResult, error) {
 	c := t.conns[w]
 	c.begin()
+	if t.Window < 256 {
+		return t.addCallers(ctx, c, ts)
+	}
 	buf := c.wbuf[:0]
 	n := 0
 	flush := func() error {
@@ -207,23 +215,12 @@ func (t *TickwheelTarget) Add(ctx context.Context, w int, ts []Timer) (AddResult
 	var err error
 	for i := range ts {
 		tm := &ts[i]
-		if !c.bound[tm.Receiver] {
+		if !c.bound[tm.Receiver] && !t.NoBind {
 			c.bound[tm.Receiver] = true
 			buf = protocol.AppendRequest(buf, &protocol.Request{Op: protocol.OpBind, ID: idBind<<idShift | tm.Receiver, Receiver: tm.Receiver, Ephemeral: true})
 			n++
 		}
-		req := protocol.Request{Op: protocol.OpAdd, ID: idAdd<<idShift | tm.Tid&idMask, Receiver: tm.Receiver, Tid: tm.Tid, Repeat: uint64(tm.Repeat), Data: tm.Data}
-		if tm.AtTick != 0 {
-			req.At = tm.AtTick
-		} else if at, ok := t.tickFor(tm.Due); ok {
-			req.At = at
-		} else {
-			req.After = 1
-		}
-		if tm.Every > 0 {
-			req.Every = uint64((tm.Every + t.tick - 1) / t.tick)
-		}
-		buf = protocol.AppendRequest(buf, &req)
+		buf = protocol.AppendRequest(buf, t.addRequest(tm))
 		n++
 		if n >= 256 {
 			if err = flush(); err != nil {
@@ -241,15 +238,71 @@ func (t *TickwheelTarget) Add(ctx context.Context, w int, ts []Timer) (AddResult
 	return AddResult{OK: c.okN, Errors: c.errs}, err
 }
 
+// addCallers is Add with a window below 256: the connection carries Window
+// callers, each with one request outstanding, each sending its next
+// request as soon as its reply has been read. The requests of the callers
+// freed by one read of replies go out in one write (as a client library
+// that multiplexes callers on a connection batches them). With Window 1
+// the connection is one caller waiting for every reply.
+func (t *TickwheelTarget) addCallers(ctx context.Context, c *twConn, ts []Timer) (AddResult, error) {
+	buf := c.wbuf[:0]
+	var err error
+	for i := 0; i < len(ts) && err == nil; {
+		k := c.acquireUpTo(len(ts) - i + 64) // free callers (a bind takes a place too)
+		if k == 0 {
+			err = c.err
+			break
+		}
+		buf = buf[:0]
+		sent := 0
+		for ; sent < k && i < len(ts); sent++ {
+			tm := &ts[i]
+			if !c.bound[tm.Receiver] && !t.NoBind {
+				c.bound[tm.Receiver] = true
+				buf = protocol.AppendRequest(buf, &protocol.Request{Op: protocol.OpBind, ID: idBind<<idShift | tm.Receiver, Receiver: tm.Receiver, Ephemeral: true})
+				continue
+			}
+			buf = protocol.AppendRequest(buf, t.addRequest(tm))
+			i++
+		}
+		c.giveBack(k - sent)
+		if _, err = c.nc.Write(buf); err == nil {
+			err = ctx.Err()
+		}
+	}
+	c.wbuf = buf[:0]
+	if werr := c.drain(); err == nil {
+		err = werr
+	}
+	return AddResult{OK: c.okN, Errors: c.errs}, err
+}
+
+// addRequest is the add request of a timer.
+func (t *TickwheelTarget) addRequest(tm *Timer) *protocol.Request {
+	req := &protocol.Request{Op: protocol.OpAdd, ID: idAdd<<idShift | tm.Tid&idMask, Receiver: tm.Receiver, Tid: tm.Tid, Repeat: uint64(tm.Repeat), Data: tm.Data}
+	if tm.AtTick != 0 {
+		req.At = tm.AtTick
+	} else if at, ok := t.tickFor(tm.Due); ok {
+		req.At = at
+	} else {
+		req.After = 1
+	}
+	if tm.Every > 0 {
+		req.Every = uint64((tm.Every + t.tick - 1) / t.tick)
+	}
+	return req
+}
+
 // Cancel implements Target.
 func (t *TickwheelTarget) Cancel(ctx context.Context, w int, ks []Key) ([]Key, error) {
 	c := t.conns[w]
 	c.begin()
 	buf := c.wbuf[:0]
 	var err error
-	// Send in chunks of 256 requests with flow control.
-	for lo := 0; lo < len(ks) && err == nil; lo += 256 {
-		hi := min(lo+256, len(ks))
+	// Send in chunks of up to 256 requests with flow control.
+	batch := min(256, t.Window)
+	for lo := 0; lo < len(ks) && err == nil; lo += batch {
+		hi := min(lo+batch, len(ks))
 		for _, k := range ks[lo:hi] {
 			buf = protocol.AppendRequest(buf, &protocol.Request{Op: protocol.OpCancel, ID: idCancel<<idShift | k.Tid&idMask, Receiver: k.Receiver, Tid: k.Tid})
 		}
@@ -475,6 +528,34 @@ func (c *twConn) acquire(n int) error {
 	}
 	c.inflight += n
 	return nil
+}
+
+// acquireUpTo waits until at least one request fits in the window and
+// takes up to max of the free places; it returns 0 once the connection has
+// failed. The places taken count as in flight until answered, or until
+// giveBack returns those not used.
+func (c *twConn) acquireUpTo(max int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.inflight >= c.window && c.err == nil {
+		c.cond.Wait()
+	}
+	if c.err != nil {
+		return 0
+	}
+	k := min(c.window-c.inflight, max)
+	c.inflight += k
+	return k
+}
+
+// giveBack returns n places acquireUpTo took that carry no request.
+func (c *twConn) giveBack(n int) {
+	if n > 0 {
+		c.mu.Lock()
+		c.inflight -= n
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	}
 }
 
 // drain waits until every bulk request was answered.

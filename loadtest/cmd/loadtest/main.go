@@ -5,6 +5,13 @@
 //	loadtest -spawn /tmp/tickwheel -targets tickwheel,afterfunc -scenarios add,lateness
 //	loadtest -addr 127.0.0.1:7420 -token "$(cat ~/.local/state/tickwheel/admin.token)" -scenarios fire -n 200000 -json
 //	loadtest -spawn /tmp/tickwheel -redis 127.0.0.1:6390 -beanstalkd 127.0.0.1:11390 -targets tickwheel,redis,beanstalkd,afterfunc
+//	loadtest -spawn /tmp/tickwheel -persist off,everysec -redis-aof everysec -targets tickwheel,redis -scenarios add
+//	loadtest -spawn /tmp/tickwheel -scenarios recover -n 10000000 -tail 1000000
+//
+// A spawned server keeps its state where -persist says: "off" (the
+// default) in memory only (-data-dir ""), otherwise in a temporary data
+// directory under -data-root, removed at exit; never in the working
+// directory.
 package main
 
 import (
@@ -17,6 +24,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -59,6 +67,17 @@ func run() int {
 	flag.IntVar(&p.Idle, "idle", d.Idle, "idle: connections")
 	flag.DurationVar(&p.Hold, "hold", d.Hold, "idle: how long to hold them while measuring")
 	flag.Uint64Var(&p.Span, "span", d.Span, "ff: ticks the timers are spread over and fast-forwarded (8640000 = one day of 10 ms ticks)")
+	persist := flag.String("persist", "off", "with -spawn: comma-separated persistence modes, one spawned server each (a target named tickwheel(fsync=MODE)): "+
+		"off (-data-dir \"\"), no, everysec, always (-data-dir <temp dir> -fsync MODE); MODE:FILE also gives the server -config FILE")
+	dataRoot := flag.String("data-root", os.TempDir(), "with -spawn: where the durable servers' temporary data directories go")
+	keepData := flag.Bool("keep-data", false, "with -spawn: keep the durable servers' data directories at exit")
+	serverLog := flag.String("server-log", "", "with -spawn: write each spawned server's log to FILE.<mode> instead of stderr")
+	window := flag.Int("window", 0, "requests in flight per connection: tickwheel (default 4096) and redis (commands per pipeline, default 1000); 1 = each connection is a caller waiting for every reply")
+	redisAOF := flag.String("redis-aof", "", "comma-separated AOF modes for the redis target, one target each (redis(aof=MODE)): always, everysec, no (CONFIG SET appendonly yes + appendfsync MODE at run time, restored after); \"\" = Redis as started")
+	serverConfig := flag.String("server-config", "", "with -spawn: give every spawned server -config FILE (a -persist MODE:FILE overrides it for that one)")
+	preload := flag.Int("preload", 0, "add this many timers (due 1 hour to 1 week away, not ephemeral) to each tickwheel server before the scenarios; they stay")
+	tail := flag.Int("tail", 1_000_000, "recover: timers added after the graceful restart, before the SIGKILL")
+	recoverFsync := flag.String("recover-fsync", "everysec", "recover: the server's fsync policy")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -81,46 +100,125 @@ func run() int {
 		logf("raising RLIMIT_NOFILE: %v (soft %d, hard %d)", err, soft, hard)
 	}
 
-	tw := &loadtest.TickwheelTarget{Addr: *addr, Token: *token}
+	var tws []*loadtest.TickwheelTarget
+	var dataDirs []string
+	defer func() {
+		if !*keepData {
+			for _, d := range dataDirs {
+				os.RemoveAll(d)
+			}
+		}
+	}()
+	if *addr != "" {
+		tws = append(tws, &loadtest.TickwheelTarget{Addr: *addr, Token: *token, Window: *window})
+	}
 	if *spawn != "" {
 		// The spawned server takes its admin token from the environment
 		// (not a flag, which ps shows), so it touches no data directory.
-		if tw.Token == "" {
+		if *token == "" {
 			var b [16]byte
 			_, _ = rand.Read(b[:])
-			tw.Token = hex.EncodeToString(b[:])
+			*token = hex.EncodeToString(b[:])
 		}
-		os.Setenv("TICKWHEEL_ADMIN_TOKEN", tw.Token)
+		os.Setenv("TICKWHEEL_ADMIN_TOKEN", *token)
 		cpus := *serverCPUs
 		if *noPin {
 			cpus = ""
 		}
-		s, err := loadtest.Spawn(ctx, *spawn, cpus, "-tick", tick.String())
-		if err != nil {
-			logf("spawn: %v", err)
-			return 2
+		modes := strings.Split(*persist, ",")
+		if strings.Contains(*scenarios, "recover") {
+			modes = nil // recover spawns its own servers
 		}
-		defer s.Stop()
-		tw.Addr, tw.Pid = s.Addr, s.PID()
-		logf("spawned %s pid %d on %s (%s)", *spawn, s.PID(), s.Addr, s.Pinned)
+		for _, m := range modes {
+			mode, cfgFile, _ := strings.Cut(m, ":")
+			if cfgFile == "" && *serverConfig != "" {
+				cfgFile = *serverConfig
+			}
+			dir := ""
+			if mode != "off" {
+				var err error
+				if dir, err = os.MkdirTemp(*dataRoot, "tickwheel-loadtest-"+mode+"-"); err != nil {
+					logf("data dir: %v", err)
+					return 2
+				}
+				dataDirs = append(dataDirs, dir)
+			}
+			args, err := loadtest.PersistArgs(mode, dir)
+			if err != nil {
+				logf("-persist: %v", err)
+				return 2
+			}
+			args = append(args, "-tick", tick.String())
+			label := "(fsync=" + mode + ")"
+			if mode == "off" {
+				label = "(in-memory)"
+			}
+			if cfgFile != "" {
+				args = append(args, "-config", cfgFile)
+				label = label[:len(label)-1] + "," + strings.TrimSuffix(filepath.Base(cfgFile), filepath.Ext(cfgFile)) + ")"
+			}
+			if len(modes) == 1 && mode == "off" {
+				label = "" // the in-memory server alone: named as before
+			}
+			var logw *os.File
+			if *serverLog != "" {
+				name := *serverLog + "." + strings.Trim(strings.NewReplacer("(", "", ")", "", "=", "-", ",", "-").Replace(label), ".")
+				if label == "" {
+					name = *serverLog
+				}
+				if logw, err = os.Create(name); err != nil {
+					logf("-server-log: %v", err)
+					return 2
+				}
+				defer logw.Close()
+			}
+			o := loadtest.SpawnOptions{Path: *spawn, CPUs: cpus, Args: args}
+			if logw != nil {
+				o.Log = logw
+			}
+			s, err := loadtest.SpawnWith(ctx, o)
+			if err != nil {
+				logf("spawn: %v", err)
+				return 2
+			}
+			s.StopWait = time.Minute // a durable server writes a last snapshot
+			defer s.Stop()
+			tw := &loadtest.TickwheelTarget{Addr: s.Addr, Token: *token, Window: *window, Pid: s.PID(), Label: label}
+			tws = append(tws, tw)
+			logf("spawned %s pid %d on %s (%s), %s", *spawn, s.PID(), s.Addr, s.Pinned, strings.Join(args, " "))
+		}
 		if !*noPin {
 			logf("generator: %s", loadtest.PinSelf(*genCPUs))
+		}
+	}
+	for _, tw := range tws {
+		if *preload > 0 {
+			rate, err := loadtest.Preload(ctx, tw.Addr, tw.Token, *preload, p.Conns)
+			if err != nil {
+				logf("preload: %v", err)
+				return 2
+			}
+			logf("preloaded %d timers into %s (%.2fM adds/s)", *preload, tw.Name(), rate/1e6)
 		}
 	}
 	var tgs []loadtest.Target
 	for _, name := range strings.Split(*targets, ",") {
 		switch name {
 		case "tickwheel":
-			if tw.Addr == "" {
+			if len(tws) == 0 && !strings.Contains(*scenarios, "recover") {
 				logf("tickwheel needs -addr or -spawn")
 				return 2
 			}
-			tgs = append(tgs, tw)
+			for _, tw := range tws {
+				tgs = append(tgs, tw)
+			}
 		case "afterfunc":
 			tgs = append(tgs, &loadtest.AfterFuncTarget{TickDur: *tick})
 		case "redis":
 			pid := peerPID(logf, *redisAddr, "redis")
-			tgs = append(tgs, &loadtest.RedisTarget{Addr: *redisAddr, Pid: pid, TickDur: *tick})
+			for _, aof := range strings.Split(*redisAOF, ",") {
+				tgs = append(tgs, &loadtest.RedisTarget{Addr: *redisAddr, Pid: pid, TickDur: *tick, Window: *window, AOF: aof})
+			}
 		case "beanstalkd":
 			pid := peerPID(logf, *bsAddr, "beanstalkd")
 			tgs = append(tgs, &loadtest.BeanstalkdTarget{Addr: *bsAddr, Pid: pid, Consumers: *bsConsumers})
@@ -131,6 +229,39 @@ func run() int {
 	}
 	var scs []loadtest.Scenario
 	for _, name := range strings.Split(*scenarios, ",") {
+		if name == "recover" {
+			if *spawn == "" {
+				logf("recover needs -spawn")
+				return 2
+			}
+			cpus := *serverCPUs
+			if *noPin {
+				cpus = ""
+			}
+			scs = append(scs, loadtest.Scenario{Name: "recover", Run: func(ctx context.Context, tg loadtest.Target, p loadtest.Params) (*loadtest.Result, error) {
+				dir, err := os.MkdirTemp(*dataRoot, "tickwheel-loadtest-recover-")
+				if err != nil {
+					return nil, err
+				}
+				dataDirs = append(dataDirs, dir)
+				args := []string{"-tick", tick.String()}
+				if *serverConfig != "" {
+					args = append(args, "-config", *serverConfig)
+				}
+				rp := loadtest.RecoveryParams{Bin: *spawn, CPUs: cpus, Token: *token, Args: args,
+					Fsync: *recoverFsync, Dir: dir, N: p.N, Tail: *tail, Conns: p.Conns, Logf: logf}
+				if *serverLog != "" {
+					f, err := os.Create(*serverLog + ".recover")
+					if err != nil {
+						return nil, err
+					}
+					defer f.Close()
+					rp.Log = f
+				}
+				return loadtest.Recovery(ctx, rp)
+			}})
+			continue
+		}
 		sc, ok := loadtest.ScenarioByName(name)
 		if !ok {
 			logf("unknown scenario %q", name)
@@ -142,26 +273,34 @@ func run() int {
 	var results []*loadtest.Result
 	failed := false
 	for _, sc := range scs {
+		tgs := tgs
+		if sc.Name == "recover" {
+			tgs = []loadtest.Target{nil} // it spawns its own servers
+		}
 		for _, tg := range tgs {
 			if ctx.Err() != nil {
 				break
 			}
-			logf("%s / %s ...", sc.Name, tg.Name())
+			name := "tickwheel"
+			if tg != nil {
+				name = tg.Name()
+			}
+			logf("%s / %s ...", sc.Name, name)
 			t0 := time.Now()
 			res, err := sc.Run(ctx, tg, p)
 			switch {
 			case errors.Is(err, loadtest.ErrUnsupported):
-				logf("%s / %s: skipped (%v)", sc.Name, tg.Name(), err)
+				logf("%s / %s: skipped (%v)", sc.Name, name, err)
 				continue
 			case err != nil && res == nil:
-				logf("%s / %s: %v", sc.Name, tg.Name(), err)
+				logf("%s / %s: %v", sc.Name, name, err)
 				failed = true
 				continue
 			case err != nil:
 				res.Problems = append(res.Problems, err.Error())
 				res.Failed = true
 			}
-			logf("%s / %s: done in %v", sc.Name, tg.Name(), time.Since(t0).Round(time.Millisecond))
+			logf("%s / %s: done in %v", sc.Name, name, time.Since(t0).Round(time.Millisecond))
 			failed = failed || res.Failed
 			results = append(results, res)
 		}

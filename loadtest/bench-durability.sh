@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# bench-durability.sh OUT — the runs behind docs/BENCHMARKS.md "Durability".
+# From the repository root, as root (peers.sh installs redis-server):
+#
+#   loadtest/bench-durability.sh /tmp/bench
+#
+# Every spawned tickwheel keeps its state in a temporary data directory under
+# $TMPDIR (removed at exit) or in memory (-persist off): never in the work tree.
+# Redis's AOF is switched on at run time (CONFIG SET) and restored after.
+# Results: OUT/*.json (loadtest -json), server logs OUT/*.log.*. Only what is
+# listed in STEPS runs (default all): t1 t2 t3 t4 fsync.
+set -euo pipefail
+OUT=${1:?usage: $0 OUTDIR}
+STEPS=${STEPS:-fsync t1 t2 t3 t4}
+REPS=${REPS:-3}
+mkdir -p "$OUT"
+root=$(cd "$(dirname "$0")/.." && pwd)
+(cd "$root/loadtest" && go build -o /tmp/loadtest ./cmd/loadtest)
+(cd "$root" && go build -o /tmp/tickwheel ./cmd/tickwheel)
+"$root/loadtest/peers.sh" start
+cd "$OUT" # the loadtest writes nothing here but its results
+L="/tmp/loadtest -spawn /tmp/tickwheel -redis 127.0.0.1:6390 -json"
+cat >"$OUT/big.yaml" <<'EOF'
+limits:
+  max_timers: 20000000
+EOF
+cat >"$OUT/snapoften.yaml" <<'EOF'
+snapshot:
+  every_records: 100
+EOF
+cat >"$OUT/nosnap.yaml" <<'EOF'
+snapshot:
+  every_records: 100000000
+  every_bytes: 100000000000
+EOF
+
+for step in $STEPS; do
+	case $step in
+	fsync) # the disk's fsync latency: 1 KiB writes with O_DSYNC
+		for i in $(seq "$REPS"); do
+			dd if=/dev/zero of="$OUT/dd.tmp" bs=1k count=2000 oflag=dsync 2>&1 | tail -1
+		done | tee "$OUT/fsync.txt"
+		rm -f "$OUT/dd.tmp" ;;
+	t1) # pipelined adds: in-memory vs fsync everysec; Redis without AOF vs AOF everysec
+		for i in $(seq "$REPS"); do
+			$L -persist off,everysec -redis-aof ,everysec -targets tickwheel,redis \
+				-scenarios add,add,add,add,add -n 1000000 >"$OUT/t1-$i.json" 2>"$OUT/t1-$i.err"
+		done ;;
+	t2) # 64 callers, one request outstanding each: fsync always vs Redis appendfsync always
+		for i in $(seq "$REPS"); do
+			$L -persist off,always -redis-aof ,always -targets tickwheel,redis -scenarios add,add,add \
+				-n 20000 -c 64 -window 1 >"$OUT/t2-c64w1-$i.json" 2>"$OUT/t2-c64w1-$i.err"
+			$L -persist off,always -redis-aof ,always -targets tickwheel,redis -scenarios add,add,add \
+				-n 50000 -c 8 -window 8 >"$OUT/t2-c8w8-$i.json" 2>"$OUT/t2-c8w8-$i.err"
+			$L -persist off,always -redis-aof ,always -targets tickwheel,redis -scenarios add,add,add \
+				-n 50000 -c 1 -window 64 >"$OUT/t2-c1w64-$i.json" 2>"$OUT/t2-c1w64-$i.err"
+		done ;;
+	t3) # recovery of 10M timers: graceful (snapshot) and crash (snapshot + 1M adds of log)
+		for i in $(seq "$REPS"); do
+			$L -scenarios recover -n 10000000 -tail 1000000 -server-config "$OUT/big.yaml" \
+				-server-log "$OUT/t3-$i.log" >"$OUT/t3-$i.json" 2>"$OUT/t3-$i.err"
+		done ;;
+	t4) # lateness at 50k fires/s with 1M long timers held, snapshots back to back vs none
+		for i in $(seq "$REPS"); do
+			order="everysec:$OUT/snapoften.yaml,everysec:$OUT/nosnap.yaml"
+			[ $((i % 2)) = 0 ] && order="everysec:$OUT/nosnap.yaml,everysec:$OUT/snapoften.yaml"
+			$L -persist "$order" -preload 1000000 -targets tickwheel -scenarios lateness,lateness \
+				-rate 50000 -duration 5s -lead 2s -grace 10s -server-log "$OUT/t4-$i.log" \
+				>"$OUT/t4-$i.json" 2>"$OUT/t4-$i.err"
+		done ;;
+	*) echo "unknown step $step" >&2; exit 2 ;;
+	esac
+done
