@@ -210,7 +210,8 @@ func (s *Server) commit() {
 	if p == nil {
 		return
 	}
-	if now := s.nowNs(); now >= p.wallAt {
+	second := s.nowNs() >= p.wallAt
+	if second {
 		s.recordWall()
 	}
 	rec, replies := s.core.TakeRecord()
@@ -221,6 +222,9 @@ func (s *Server) commit() {
 	}
 	if err == nil && (p.failing != nil || replies && p.policy == journal.SyncAlways) {
 		err = p.j.Sync() // also retries what a failure left in memory
+	}
+	if err == nil && second && p.failing == nil {
+		err = p.j.Healthy() // the background fsync of everysec failed
 	}
 	switch {
 	case err != nil:
@@ -242,7 +246,7 @@ func (s *Server) commit() {
 		}
 	}
 	s.pollSnapshot()
-	if p.failing == nil && p.snap == nil && s.snapshotDue() {
+	if p.failing == nil && p.snap == nil && s.snapshotDue(second) {
 		s.startSnapshot()
 	}
 }
@@ -263,10 +267,11 @@ func (s *Server) logFailing(err error) {
 }
 
 // snapshotDue reports whether enough log has been written since the last
-// snapshot for another.
-func (s *Server) snapshotDue() bool {
+// snapshot for another: records are counted every turn, the log's bytes
+// looked at once a second (second).
+func (s *Server) snapshotDue(second bool) bool {
 	p := s.persist
-	return p.records >= s.cfg.Snapshot.EveryRecords || p.j.Stats().LogSinceSnapshot >= s.cfg.Snapshot.EveryBytes
+	return p.records >= s.cfg.Snapshot.EveryRecords || second && p.j.Stats().LogSinceSnapshot >= s.cfg.Snapshot.EveryBytes
 }
 
 // stopLog ends persistence at a graceful stop, after the event loop has
