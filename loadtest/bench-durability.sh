@@ -8,10 +8,10 @@
 # $TMPDIR (removed at exit) or in memory (-persist off): never in the work tree.
 # Redis's AOF is switched on at run time (CONFIG SET) and restored after.
 # Results: OUT/*.json (loadtest -json), server logs OUT/*.log.*. Only what is
-# listed in STEPS runs (default all): t1 t2 t3 t4 fsync.
+# listed in STEPS runs (default all): fsync t1 t2 t3 t4 t4b.
 set -euo pipefail
 OUT=${1:?usage: $0 OUTDIR}
-STEPS=${STEPS:-fsync t1 t2 t3 t4}
+STEPS=${STEPS:-fsync t1 t2 t3 t4 t4b}
 REPS=${REPS:-3}
 mkdir -p "$OUT"
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,6 +27,10 @@ EOF
 cat >"$OUT/snapoften.yaml" <<'EOF'
 snapshot:
   every_records: 100
+EOF
+cat >"$OUT/snap5k.yaml" <<'EOF'
+snapshot:
+  every_records: 5000
 EOF
 cat >"$OUT/nosnap.yaml" <<'EOF'
 snapshot:
@@ -67,6 +71,14 @@ for step in $STEPS; do
 			$L -persist "$order" -preload 1000000 -targets tickwheel -scenarios lateness,lateness \
 				-rate 50000 -duration 5s -lead 2s -grace 10s -server-log "$OUT/t4-$i.log" \
 				>"$OUT/t4-$i.json" 2>"$OUT/t4-$i.err"
+		done ;;
+	t4b) # the same with a snapshot every 5000 records (~1.7 s here) instead of back to back
+		for i in $(seq "$REPS"); do
+			order="everysec:$OUT/snap5k.yaml,everysec:$OUT/nosnap.yaml"
+			[ $((i % 2)) = 0 ] && order="everysec:$OUT/nosnap.yaml,everysec:$OUT/snap5k.yaml"
+			$L -persist "$order" -preload 1000000 -targets tickwheel -scenarios lateness,lateness \
+				-rate 50000 -duration 5s -lead 2s -grace 10s -server-log "$OUT/t4b-$i.log" \
+				>"$OUT/t4b-$i.json" 2>"$OUT/t4b-$i.err"
 		done ;;
 	*) echo "unknown step $step" >&2; exit 2 ;;
 	esac
