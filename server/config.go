@@ -103,10 +103,16 @@ type Limits = session.Limits
 
 // SnapshotPolicy sets when snapshots are taken (besides at a graceful stop):
 // after EveryRecords log records (event-loop turns that changed state) or
-// EveryBytes bytes of log, whichever comes first.
+// EveryBytes bytes of log, whichever comes first, but not within
+// MinInterval of the last one.
 type SnapshotPolicy struct {
 	EveryRecords int   `yaml:"every_records"` // Default 1000000.
 	EveryBytes   int64 `yaml:"every_bytes"`   // Default 256 MiB.
+	// MinInterval is the least time from the start of one snapshot to the
+	// next (besides the one at a graceful stop): encoding competes with the
+	// event loop for CPU, so a busy log must not make snapshots back to
+	// back. Default 10s; negative means none.
+	MinInterval time.Duration `yaml:"min_interval"`
 }
 
 // Timeouts bound how long a connection may hold server resources idle.

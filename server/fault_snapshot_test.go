@@ -27,7 +27,7 @@ func TestFaultSnapshotKilled(t *testing.T) {
 	}
 	dir := t.TempDir()
 	cfg := filepath.Join(t.TempDir(), "tickwheel.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte("snapshot:\n  every_records: 20\n"), 0o600))
+	require.NoError(t, os.WriteFile(cfg, []byte("snapshot:\n  every_records: 20\n  min_interval: -1s\n"), 0o600))
 	args := []string{"-config", cfg, "-data-dir", dir, "-fsync", "everysec", "-frozen", "-start-tick", "1000"}
 	st := &snapAdds{acked: make([]bool, 1)} // by tid, from 1
 	midSnapshot, tmpLeft := 0, false

@@ -1,11 +1,14 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
 	"time"
+
+	"github.com/panjf2000/gnet/v2"
 
 	"github.com/tickwheel/tickwheel/server/journal"
 	"github.com/tickwheel/tickwheel/session"
@@ -54,6 +57,7 @@ type persist struct {
 	records     int
 	snap        *snapshotRun // the snapshot being written, or nil
 	snapRetryAt int64        // ns since origin: no snapshot is started before it
+	syncQueued  bool         // a syncPass is queued on the loop
 	// gap: records were refused while the log could not be written (its
 	// memory backlog was full): until a snapshot covers them, a crash would
 	// lose them.
@@ -220,12 +224,61 @@ func (s *Server) commit() {
 		_, err = p.j.Append(rec)
 		p.records++
 	}
-	if err == nil && (p.failing != nil || replies && p.policy == journal.SyncAlways) {
+	deferred := err == nil && replies && p.policy == journal.SyncAlways && p.failing == nil && s.syncAfterPass()
+	if deferred {
+		// The replies leave after the pass's fsync (syncPass), which
+		// covers every connection read in this poll pass.
+		s.core.HoldReplied()
+	} else if err == nil && (p.failing != nil || replies && p.policy == journal.SyncAlways) {
 		err = p.j.Sync() // also retries what a failure left in memory
 	}
 	if err == nil && second && p.failing == nil {
 		err = p.j.Healthy() // the background fsync of everysec failed
 	}
+	s.afterSync(err)
+	s.pollSnapshot()
+	if p.failing == nil && p.snap == nil && s.snapshotDue(second) {
+		s.startSnapshot()
+	}
+}
+
+// syncAfterPass queues, once per poll pass, the fsync that group-commits
+// the records of every turn in it (fsync always): gnet runs the loop's
+// queued tasks after it has served every connection its poll found ready,
+// as Redis fsyncs once per pass of its event loop. It reports false when
+// the loop cannot take a task (before Start): the caller syncs at once.
+func (s *Server) syncAfterPass() bool {
+	p := s.persist
+	if p.syncQueued {
+		return true
+	}
+	l := s.loop.Load()
+	if l == nil {
+		return false
+	}
+	err := (*l).Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+		p.syncQueued = false
+		s.syncPass()
+		return nil
+	}))
+	p.syncQueued = err == nil
+	return p.syncQueued
+}
+
+// syncPass fsyncs the log for the replies held in this poll pass, lets
+// them go, and writes them out. Runs on the loop.
+func (s *Server) syncPass() {
+	s.afterSync(s.persist.j.Sync())
+	s.core.ReleaseHeld()
+	s.flush()
+	s.retime()
+}
+
+// afterSync takes a log write's or fsync's outcome: a failure holds the
+// replies that need it and refuses changes; a success after failures
+// accepts them again and lets the held replies go.
+func (s *Server) afterSync(err error) {
+	p := s.persist
 	switch {
 	case err != nil:
 		s.core.HoldReplied()
@@ -244,10 +297,6 @@ func (s *Server) commit() {
 			p.snapRetryAt = 0 // the log lacks records: a snapshot now
 			s.startSnapshot()
 		}
-	}
-	s.pollSnapshot()
-	if p.failing == nil && p.snap == nil && s.snapshotDue(second) {
-		s.startSnapshot()
 	}
 }
 
@@ -291,6 +340,7 @@ func (s *Server) stopLog() error {
 	}
 	var err error
 	if p.j.Healthy() == nil {
+		p.snapRetryAt = 0 // the last one is taken whatever the interval
 		s.startSnapshot()
 		err = s.waitSnapshot()
 	}

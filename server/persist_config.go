@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/tickwheel/tickwheel/server/journal"
 )
@@ -48,6 +49,12 @@ func (c *Config) persistenceDefaults() error {
 	}
 	if p.EveryBytes == 0 {
 		p.EveryBytes = 256 << 20
+	}
+	switch {
+	case p.MinInterval == 0:
+		p.MinInterval = 10 * time.Second
+	case p.MinInterval < 0:
+		p.MinInterval = 0
 	}
 	if p.EveryRecords < 0 || p.EveryBytes < 0 {
 		return fmt.Errorf("config: snapshot.every_records and snapshot.every_bytes must be positive")

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"runtime"
 	"time"
 
 	"github.com/tickwheel/tickwheel/server/journal"
@@ -21,8 +22,12 @@ type snapshotRun struct {
 	err   error
 }
 
-// snapshotChunk is how much of a snapshot is encoded at a time.
-const snapshotChunk = 1 << 20
+// A snapshot is encoded snapshotPiece bytes at a time, and written to its
+// file snapshotChunk bytes at a time.
+const (
+	snapshotPiece = 64 << 10
+	snapshotChunk = 1 << 20
+)
 
 // snapshotPoll is how often the loop checks whether a snapshot has finished.
 const snapshotPoll = 100 * time.Millisecond
@@ -45,6 +50,7 @@ func (s *Server) startSnapshot() {
 		s.snapshotFailed(err)
 		return
 	}
+	p.snapRetryAt = s.nowNs() + int64(s.cfg.Snapshot.MinInterval)
 	began := time.Now()
 	run := &snapshotRun{snap: s.core.Snapshot(), done: make(chan struct{}), index: index, began: began}
 	run.pause = time.Since(began)
@@ -55,17 +61,27 @@ func (s *Server) startSnapshot() {
 	}()
 }
 
-// writeSnapshot streams snap into w and commits it, or aborts it.
+// writeSnapshot streams snap into w and commits it, or aborts it. It
+// encodes in pieces of snapshotPiece bytes and yields the CPU between
+// them: with one CPU for the process (GOMAXPROCS 1, a pinned server), an
+// encoder that never yields keeps the event loop from its turn until the
+// scheduler preempts it, up to 10 ms later, and every firing due meanwhile
+// is late by that much.
 func writeSnapshot(w *journal.SnapshotWriter, snap *session.Snapshot) (int64, error) {
-	buf := make([]byte, 0, snapshotChunk+snapshotChunk/4)
+	buf := make([]byte, 0, snapshotChunk+snapshotPiece)
 	var n int64
 	for done := false; !done; {
-		buf, done = snap.AppendNext(buf[:0], snapshotChunk)
+		buf, done = snap.AppendNext(buf, snapshotPiece)
+		runtime.Gosched()
+		if len(buf) < snapshotChunk && !done {
+			continue
+		}
 		if _, err := w.Write(buf); err != nil {
 			w.Abort()
 			return n, err
 		}
 		n += int64(len(buf))
+		buf = buf[:0]
 	}
 	return n, w.Commit()
 }

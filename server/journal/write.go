@@ -411,7 +411,7 @@ func (j *Journal) fsync(f *os.File) error {
 			return err
 		}
 	}
-	return f.Sync()
+	return datasync(f)
 }
 
 // syncLoop is SyncEverySec's goroutine. It fsyncs its own descriptor of the
