@@ -72,3 +72,31 @@ func TestAdminToken(t *testing.T) {
 	fixed := servertest.RunT(t, servertest.WithConfig(func(c *servertest.Config) { c.AdminToken = "mine" }))
 	assert.Equal(t, "mine", fixed.AdminToken())
 }
+
+// TestRestart: a building upgrade survives a deploy. With WithDataDir the
+// server restarts on its state: the client reconnects and re-binds by
+// itself, the timer is still due at its tick, and fires there.
+func TestRestart(t *testing.T) {
+	srv := servertest.RunT(t, servertest.WithDataDir(t.TempDir()))
+	ctx := context.Background()
+	c, err := client.Dial(ctx, srv.Addr())
+	require.NoError(t, err)
+	defer c.Close()
+	const player, upgrade = 42, 1
+	_, _, err = c.Bind(ctx, player, false)
+	require.NoError(t, err)
+	due, err := c.AddAfter(ctx, player, upgrade, 8*time.Hour, &client.AddOptions{Repeat: 1, Data: []byte("barracks")})
+	require.NoError(t, err)
+	srv.Advance(time.Hour)
+
+	srv.Restart()
+	assert.Equal(t, due-7*360_000, srv.Now(), "tw-time is where it was (frozen)")
+	assert.Equal(t, 1, srv.Advance(7*time.Hour), "the upgrade fires after the restart")
+	select {
+	case ev := <-c.Events():
+		assert.Equal(t, due, ev.Tick)
+		assert.Equal(t, "barracks", string(ev.Data))
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event after the restart: the client did not re-bind")
+	}
+}
