@@ -228,6 +228,7 @@ func (s *Server) readDeferred() {
 		l.deferred = false
 		if !l.sess.Closed() {
 			s.readFrames(l)
+			s.commit() // a record per connection read keeps each record below max_inbound and the budget's worth
 		}
 	}
 }

@@ -185,6 +185,7 @@ func (s *Server) startLog(restored bool) error {
 		s.core.Restart()
 	}
 	s.core.SetLimits(s.cfg.Limits)
+	s.core.SetAddOnlyBound(s.cfg.AddOnlyBound)
 	s.core.SetClock(s.clock.Speed(), s.clock.Frozen())
 	s.recordWall()
 	rec, _ := s.core.TakeRecord()
@@ -219,10 +220,22 @@ func (s *Server) commit() {
 		s.recordWall()
 	}
 	rec, replies := s.core.TakeRecord()
+	if p.gap {
+		s.commitGap(replies)
+		return
+	}
 	var err error
 	if rec != nil {
-		_, err = p.j.Append(rec)
+		var index uint64
+		index, err = p.j.Append(rec)
 		p.records++
+		if index == 0 && err != nil { // refused: the log misses this turn
+			s.log.Error("persistence: a record was refused; a snapshot must cover the state before more is logged",
+				"err", err, "bytes", len(rec))
+			p.gap = true
+			s.commitGap(replies)
+			return
+		}
 	}
 	deferred := err == nil && replies && p.policy == journal.SyncAlways && p.failing == nil && s.syncAfterPass()
 	if deferred {
@@ -268,8 +281,14 @@ func (s *Server) syncAfterPass() bool {
 // syncPass fsyncs the log for the replies held in this poll pass, lets
 // them go, and writes them out. Runs on the loop.
 func (s *Server) syncPass() {
-	s.afterSync(s.persist.j.Sync())
-	s.core.ReleaseHeld()
+	p := s.persist
+	if !p.gap {
+		err := p.j.Sync()
+		s.afterSync(err)
+		if err == nil && p.failing == nil {
+			s.core.ReleaseHeld()
+		}
+	}
 	s.flush()
 	s.retime()
 }
@@ -282,22 +301,46 @@ func (s *Server) afterSync(err error) {
 	switch {
 	case err != nil:
 		s.core.HoldReplied()
-		if errors.Is(err, journal.ErrBacklogFull) {
-			// The record is not taken: the log misses this turn. The next
-			// snapshot (at once when the log is written again) covers it.
-			p.gap = true
-		}
 		s.logFailing(err)
-	case p.failing != nil && p.j.Healthy() == nil:
+	case p.failing != nil && !p.gap && p.j.Healthy() == nil: // (with a gap, commitGap decides)
 		s.log.Info("persistence: the log is written again; changes are accepted", "held_sessions", s.core.Held())
 		p.failing = nil
 		s.core.SetReadOnly("")
 		s.core.ReleaseHeld()
-		if p.gap {
-			p.snapRetryAt = 0 // the log lacks records: a snapshot now
-			s.startSnapshot()
-		}
 	}
+}
+
+// commitGap runs instead of commit's append while the log misses records:
+// ones refused while the disk was full and the journal's memory backlog
+// with it, or a turn's record too large for a segment. Records after a
+// hole would replay onto the wrong state, so nothing more is appended, the
+// replies that need a record wait, and changes are refused, until a
+// snapshot covers the whole state. That snapshot is written at once, on
+// the loop (it is rare: the loop stops for the whole encoding), as soon as
+// the log is healthy; then the held replies leave.
+func (s *Server) commitGap(replies bool) {
+	p := s.persist
+	if replies {
+		s.core.HoldReplied()
+	}
+	if s.nowNs() < p.retryAt {
+		return
+	}
+	err := p.j.Healthy()
+	if err != nil {
+		err = p.j.Sync() // writes what waits in memory, if the disk takes it
+	}
+	if err == nil {
+		err = s.snapshotNow()
+	}
+	if err != nil {
+		s.logFailing(err)
+		return
+	}
+	s.log.Info("persistence: a snapshot covers the records the log missed; changes are accepted", "held_sessions", s.core.Held())
+	p.gap, p.failing = false, nil
+	s.core.SetReadOnly("")
+	s.core.ReleaseHeld()
 }
 
 // logFailing makes the core read-only after a log write failed.
@@ -333,16 +376,14 @@ func (s *Server) stopLog() error {
 	}
 	_ = s.waitSnapshot()
 	rec, _ := s.core.TakeRecord()
-	if rec != nil {
+	if rec != nil && !p.gap { // after a hole only a snapshot may follow
 		if _, err := p.j.Append(rec); err != nil {
 			s.log.Error("persistence: the last record could not be written", "err", err)
 		}
 	}
 	var err error
 	if p.j.Healthy() == nil {
-		p.snapRetryAt = 0 // the last one is taken whatever the interval
-		s.startSnapshot()
-		err = s.waitSnapshot()
+		err = s.snapshotNow()
 	}
 	if cerr := p.j.Close(); cerr != nil {
 		err = errors.Join(err, cerr)

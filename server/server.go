@@ -233,6 +233,9 @@ func (s *Server) Stop(ctx context.Context) error {
 		flushed := make(chan struct{})
 		if (*l).Execute(ctx, gnet.RunnableFunc(func(context.Context) error {
 			s.endTurn()
+			if p := s.persist; p != nil && p.syncQueued {
+				s.syncPass() // the replies held for the pass's fsync go before the connections close
+			}
 			close(flushed)
 			return nil
 		})) == nil {

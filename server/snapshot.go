@@ -39,16 +39,16 @@ const snapshotRetry = 10 * time.Second
 // record so far, and writes it from another goroutine. The loop stops only
 // for the copy (its duration is logged). Runs on the loop, after commit
 // (no input is pending a record).
-func (s *Server) startSnapshot() {
+func (s *Server) startSnapshot() error {
 	p := s.persist
 	if p.snap != nil || s.nowNs() < p.snapRetryAt {
-		return
+		return nil
 	}
 	index := p.j.LastIndex()
 	w, err := p.j.CreateSnapshot(index)
 	if err != nil {
 		s.snapshotFailed(err)
-		return
+		return err
 	}
 	p.snapRetryAt = s.nowNs() + int64(s.cfg.Snapshot.MinInterval)
 	began := time.Now()
@@ -59,6 +59,19 @@ func (s *Server) startSnapshot() {
 		defer close(run.done)
 		run.bytes, run.err = writeSnapshot(w, run.snap)
 	}()
+	return nil
+}
+
+// snapshotNow writes a snapshot of the state as it is, and waits for it:
+// after one that is running, whatever the interval since the last. Runs on
+// the loop, right after a commit (no input waits for a record).
+func (s *Server) snapshotNow() error {
+	_ = s.waitSnapshot() // a failure is logged; this one is another try
+	s.persist.snapRetryAt = 0
+	if err := s.startSnapshot(); err != nil {
+		return err
+	}
+	return s.waitSnapshot()
 }
 
 // writeSnapshot streams snap into w and commits it, or aborts it. It

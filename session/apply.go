@@ -291,7 +291,7 @@ func (c *Core) unbind(s *Session, req *protocol.Request) {
 // mayTouch enforces AddOnlyBound: with it, a session changes only the
 // timers of receivers it has bound.
 func (c *Core) mayTouch(s *Session, req *protocol.Request) bool {
-	if !c.cfg.AddOnlyBound {
+	if !c.addOnlyBound {
 		return true
 	}
 	if _, ok := s.receivers[req.Receiver]; ok {

@@ -30,7 +30,9 @@ func (c *Core) pushBacklog(r *receiver, frame []byte) {
 // appendBacklog adds frame at the end of r's backlog, growing the ring.
 func (c *Core) appendBacklog(r *receiver, frame []byte) {
 	if r.n == len(r.backlog) { // grow the ring, oldest first
-		grown := make([][]byte, 0, min(c.limits.MaxBacklog, 2*len(r.backlog)+4))
+		// (At least one more slot: a restored backlog may hold more than
+		// max_backlog, had the limit been lowered since it filled.)
+		grown := make([][]byte, 0, max(min(c.limits.MaxBacklog, 2*len(r.backlog)+4), r.n+1))
 		for i := range r.n {
 			grown = append(grown, r.backlog[(r.head+i)%len(r.backlog)])
 		}

@@ -37,9 +37,12 @@ type PeerLog interface {
 type Core struct {
 	cfg    Config
 	limits Limits
-	log    *slog.Logger
-	peer   PeerLog
-	wheel  *wheel.Wheel
+	// addOnlyBound is Config.AddOnlyBound as in force: state, like the
+	// limits, since it decides which requests succeed (SetAddOnlyBound).
+	addOnlyBound bool
+	log          *slog.Logger
+	peer         PeerLog
+	wheel        *wheel.Wheel
 	// target is tw-time as of the last Advance or clock op: requests count
 	// from it (see now). The wheel may trail it while it catches up.
 	target uint64
@@ -210,7 +213,7 @@ func New(cfg Config, limits Limits, w *wheel.Wheel, log *slog.Logger, peer PeerL
 		peer = log
 	}
 	c := &Core{
-		cfg: cfg, limits: limits.WithDefaults(), log: log, peer: peer, wheel: w,
+		cfg: cfg, limits: limits.WithDefaults(), addOnlyBound: cfg.AddOnlyBound, log: log, peer: peer, wheel: w,
 		speed:     1,
 		sessions:  make(map[uint64]*Session),
 		receivers: make(map[uint64]*receiver),
@@ -233,6 +236,14 @@ func (c *Core) Limits() Limits { return c.limits }
 func (c *Core) SetLimits(l Limits) {
 	c.limits = l.WithDefaults()
 	c.rec.limits(&c.limits)
+}
+
+// SetAddOnlyBound changes whether sessions may change only the timers of
+// receivers they have bound (the server sets its configured value after
+// recovery). Recorded.
+func (c *Core) SetAddOnlyBound(on bool) {
+	c.rec.flag(inAddOnlyBound, on)
+	c.addOnlyBound = on
 }
 
 // SetWire changes the limits hello reports (not state).

@@ -16,22 +16,23 @@ import (
 // closes, whether it reached the socket, so a replay must lay the stream
 // out the same. Malformed and Expire also mark the session killed.
 const (
-	inOpen     = 1  // sid
-	inClose    = 2  // sid, unsent
-	inApply    = 3  // sid, payload
-	inHello    = 4  // sid, request id, outcome, name, reply length
-	inClock    = 5  // sid (0: none), request id, op, speed bits, ticks, target
-	inAdvance  = 6  // target, max fires
-	inBuffered = 7  // sid, bytes
-	inWritten  = 8  // sid, bytes
-	inLimits   = 9  // the limits, in field order
-	inSetClock = 10 // speed bits, frozen
-	inWall     = 11 // wall-clock Unix ns, tick
-	inPad      = 12 // sid, bytes of output a replay does not reproduce
-	inKill     = 13 // sid, bytes of output: as inPad, and the session is killed
-	inPumpAll  = 14 // the end-of-turn top-up of stalled sessions ran
-	inBlock    = 15 // sid: its output is full, its requests are not read
-	inWrote    = 16 // sid, bytes its connection buffers after a write
+	inOpen         = 1  // sid
+	inClose        = 2  // sid, unsent
+	inApply        = 3  // sid, payload
+	inHello        = 4  // sid, request id, outcome, name, reply length
+	inClock        = 5  // sid (0: none), request id, op, speed bits, ticks, target
+	inAdvance      = 6  // target, max fires
+	inBuffered     = 7  // sid, bytes
+	inWritten      = 8  // sid, bytes
+	inLimits       = 9  // the limits, in field order
+	inSetClock     = 10 // speed bits, frozen
+	inWall         = 11 // wall-clock Unix ns, tick
+	inPad          = 12 // sid, bytes of output a replay does not reproduce
+	inKill         = 13 // sid, bytes of output: as inPad, and the session is killed
+	inPumpAll      = 14 // the end-of-turn top-up of stalled sessions ran
+	inBlock        = 15 // sid: its output is full, its requests are not read
+	inWrote        = 16 // sid, bytes its connection buffers after a write
+	inAddOnlyBound = 17 // 0 or 1
 )
 
 // recorder collects the inputs of the current turn while on.
@@ -140,6 +141,12 @@ func (r *recorder) pad(kind byte, sid uint64, n int) {
 		r.buf = append(r.buf, kind)
 		r.uv(sid)
 		r.uv(uint64(n))
+	}
+}
+
+func (r *recorder) flag(k byte, on bool) {
+	if r.on {
+		r.buf = append(r.buf, k, b2u(on))
 	}
 }
 
@@ -350,6 +357,10 @@ func (c *Core) replayOne(kind byte, d *decoder) error {
 		if d.err == nil {
 			s.out = append(s.out, make([]byte, n)...)
 			s.kill = s.kill || kind == inKill
+		}
+	case inAddOnlyBound:
+		if on := d.byte(); d.err == nil {
+			c.SetAddOnlyBound(on != 0)
 		}
 	case inPumpAll:
 		c.PumpAll(nil)

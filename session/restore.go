@@ -27,6 +27,7 @@ func (c *Core) restoreCore(b []byte) ([]byte, error) {
 	for _, v := range limitFields(&c.limits) {
 		*v = int(d.uv())
 	}
+	c.addOnlyBound = d.byte() != 0
 	n := d.count()
 	queues := make(map[*Session][]uint64, n)
 	for range n {

@@ -66,6 +66,7 @@ func (c *Core) appendCore(e *encoder) {
 	for _, v := range limitFields(&c.limits) {
 		e.int(*v)
 	}
+	e.bool(c.addOnlyBound)
 	ids := sortedKeys(c.sessions)
 	e.int(len(ids))
 	for _, id := range ids {
@@ -190,8 +191,12 @@ func (c *Core) Snapshot() *Snapshot {
 func (s *Snapshot) Timers() int { return s.frozen.Len() }
 
 // AppendNext appends the next piece of the snapshot, of about max bytes
-// (at least one whole part), to dst, and reports whether it was the last.
+// (at least one whole part; max <= 0: all the rest), to dst, and reports
+// whether it was the last.
 func (s *Snapshot) AppendNext(dst []byte, max int) (out []byte, done bool) {
+	if max <= 0 {
+		max = math.MaxInt
+	}
 	start := len(dst)
 	for len(dst)-start < max {
 		switch s.next {

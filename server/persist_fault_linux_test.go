@@ -12,14 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tickwheel/tickwheel/protocol"
-	"github.com/tickwheel/tickwheel/server/journal"
 	"github.com/tickwheel/tickwheel/session"
 )
 
-// Red-team tests of the durable server. Each demonstrates a bug and is
-// skipped so that main stays green; TICKWHEEL_REDTEAM=1 runs them (they
-// then fail). They drive the server's loop-side functions directly on an
-// unstarted server (no gnet), as the loop would call them.
+// Regression tests from the red-team review of the durable server (each
+// failed before its fix). They drive the server's loop-side functions
+// directly on an unstarted server (no gnet), as the loop would call them.
 
 func skipBug(t *testing.T, why string) {
 	t.Helper()
@@ -28,9 +26,9 @@ func skipBug(t *testing.T, why string) {
 	}
 }
 
-// redteamServer builds an unstarted durable server (fsync always) on dir
+// unstartedDurable builds an unstarted durable server (fsync always) on dir
 // and a session that has said hello.
-func redteamServer(t *testing.T, dir string) (*Server, *session.Session) {
+func unstartedDurable(t *testing.T, dir string) (*Server, *session.Session) {
 	t.Helper()
 	srv, err := newUnstarted(t, slog.New(slog.DiscardHandler), durable(dir, "always"))
 	require.NoError(t, err)
@@ -56,19 +54,17 @@ func withFileSizeLimit(t *testing.T, limit uint64, fn func()) {
 	fn()
 }
 
-// TestRedteamSyncPassReleasesAfterFailedSync: syncPass (fsync always, the
-// per-pass group commit) calls afterSync with the fsync's error, which
-// holds the replies and makes the core read-only, and then calls
-// ReleaseHeld unconditionally: every held reply leaves although its record
-// is not durable (here: not even written). A crash then undoes an OK.
+// TestSyncPassHoldsAfterFailedSync: when the per-pass fsync of fsync
+// always fails, the replies held for it stay held (and changes are
+// refused): none leaves before its record is durable, or a crash would
+// undo an OK.
 //
 // The pass: turn A's add is appended and held for the pass's fsync (the
 // deferred path of commit); the disk fills; turn B's add cannot be
 // written (held, read-only). The queued syncPass's Sync fails too.
-func TestRedteamSyncPassReleasesAfterFailedSync(t *testing.T) {
-	skipBug(t, "bug: syncPass calls ReleaseHeld even when its fsync failed: held OK replies leave for records that are not durable")
+func TestSyncPassHoldsAfterFailedSync(t *testing.T) {
 	dir := t.TempDir()
-	srv, sess := redteamServer(t, dir)
+	srv, sess := unstartedDurable(t, dir)
 	t.Cleanup(srv.closeLog)
 	p := srv.persist
 
@@ -99,28 +95,18 @@ func TestRedteamSyncPassReleasesAfterFailedSync(t *testing.T) {
 		p.syncQueued = false
 		srv.syncPass()
 		require.Error(t, p.failing)
-		require.Equal(t, 2, srv.core.Held(), "replies released although the fsync failed")
+		require.Equal(t, 2, srv.core.Held(), "no reply leaves while the fsync fails")
 	})
 }
 
-// TestRedteamTooLargeRecordAcked: a turn whose record is larger than half
-// a log segment is refused by journal.Append with ErrTooLarge (index 0:
-// the record is NOT kept for a retry). afterSync treats it as a failed
-// write, not as ErrBacklogFull: no gap is noted, so no snapshot covers
-// the turn. The next commit's Sync succeeds (the journal is healthy), the
-// held replies leave and changes are accepted again: the OK replies of
-// that turn's adds are in no log and no snapshot. After a restart the
-// timers are gone and, since later records refer to output the lost turn
-// made, the replay fails.
-//
-// Reachable: onBell reads every connection deferred by readBudget in one
-// turn (readDeferred), each up to max_inbound (4 MiB) of requests; nine
-// such connections of adds with data make a record over 32 MiB, the limit
-// with the default 64 MiB segments.
-func TestRedteamTooLargeRecordAcked(t *testing.T) {
-	skipBug(t, "bug: a turn record over journal maxRec (ErrTooLarge) is dropped without gap/snapshot; its held OK replies are released on the next commit")
+// TestTooLargeRecordCoveredBySnapshot: a turn whose record is larger than
+// half a log segment is refused by journal.Append (ErrTooLarge: the record
+// is not kept). The log then misses that turn, so the server snapshots the
+// whole state at once and only then lets the turn's OK replies go: after a
+// crash every acknowledged timer is there.
+func TestTooLargeRecordCoveredBySnapshot(t *testing.T) {
 	dir := t.TempDir()
-	srv, sess := redteamServer(t, dir)
+	srv, sess := unstartedDurable(t, dir)
 	p := srv.persist
 
 	data := make([]byte, 4000)
@@ -129,15 +115,10 @@ func TestRedteamTooLargeRecordAcked(t *testing.T) {
 		srv.core.Apply(sess, addPayload(tid, tid, data))
 	}
 	srv.endTurn()
-	require.ErrorIs(t, p.failing, journal.ErrTooLarge)
-	require.Equal(t, 1, srv.core.Held(), "the replies wait for the record")
-
-	// The next turn, once retryAt has passed.
-	srv.core.Apply(sess, protocol.AppendRequest(nil, &protocol.Request{Op: protocol.OpPing, ID: n + 1})[4:])
-	srv.endTurn()
-	require.Zero(t, srv.core.Held(), "the held OK replies left")
-	require.Nil(t, p.snap, "no snapshot covers the lost turn")
-	require.False(t, p.gap)
+	require.False(t, p.gap, "a snapshot covers the turn the log missed")
+	require.NoError(t, p.failing)
+	require.Zero(t, srv.core.Held(), "the replies left once the snapshot was written")
+	require.Equal(t, p.j.LastIndex(), p.j.Stats().SnapshotIndex, "the snapshot covers every record")
 	// A crash now; the restart must have every acknowledged timer.
 	require.NoError(t, srv.stopLogCrash())
 	again, err := newUnstarted(t, slog.New(slog.DiscardHandler), durable(dir, "always"))
@@ -152,17 +133,16 @@ func (s *Server) stopLogCrash() error {
 	return s.persist.j.Close()
 }
 
-// TestRedteamSnapshotWithUncommittedInputs: afterSync starts a snapshot
-// (the log missed records: gap) when the log is written again, and it runs
-// from syncPass too, between turns, while the core holds inputs recorded
-// since the last commit (the last flush's written/wrote, an OnOpen's open,
-// an OnClose's close). The snapshot has their effects but covers only the
-// records appended so far; the next commit appends them after it, and a
-// restart replays them a second time: Replay fails.
-func TestRedteamSnapshotWithUncommittedInputs(t *testing.T) {
-	skipBug(t, "bug: afterSync's gap snapshot (reachable from syncPass) is taken with uncommitted inputs in the core's record: a restart replays them twice")
+// TestGapSnapshotAfterCommit: when the log missed records (a gap) and is
+// written again, the snapshot that covers the gap is taken at a commit,
+// never between turns (afterSync runs from syncPass too), where the core
+// holds inputs recorded since the last commit (an OnOpen's open, a flush's
+// writes): a snapshot with their effects but not their records would make
+// the next commit append them after it, and a restart would replay them
+// twice. Until that snapshot the held replies wait.
+func TestGapSnapshotAfterCommit(t *testing.T) {
 	dir := t.TempDir()
-	srv, _ := redteamServer(t, dir)
+	srv, _ := unstartedDurable(t, dir)
 	p := srv.persist
 
 	// Between turns: a connection opens (OnOpen records it, no commit).
@@ -170,23 +150,25 @@ func TestRedteamSnapshotWithUncommittedInputs(t *testing.T) {
 	// syncPass's afterSync after the log was failing and missed records.
 	p.failing, p.gap = errors.New("was failing"), true
 	srv.afterSync(nil)
-	require.NoError(t, srv.waitSnapshot())
-	srv.endTurn() // the next turn appends the open
+	require.Nil(t, p.snap, "no snapshot between turns")
+	require.Error(t, p.failing, "still refusing changes until the snapshot")
+	srv.endTurn() // the next commit takes the snapshot, the open included
+	require.False(t, p.gap)
+	require.NoError(t, p.failing)
 	require.NoError(t, srv.stopLogCrash())
 
 	_, err := newUnstarted(t, slog.New(slog.DiscardHandler), durable(dir, "always"))
 	require.NoError(t, err, "restart")
 }
 
-// TestRedteamResumeTickAfterFastForward: the catch-up after a crash is
-// computed from the last wall-clock pairing (SetWall, once a second):
-// resume = max(tw-time, wallTick + downtime). An admin fast-forward (or
-// any clock op) after the last pairing moves tw-time past wallTick; then
-// the downtime is lost entirely whenever it is shorter than the jump.
-func TestRedteamResumeTickAfterFastForward(t *testing.T) {
-	skipBug(t, "bug: resumeTick ignores the downtime when a fast-forward happened after the last SetWall (within the last second before a crash)")
+// TestResumeTickAfterFastForward: the catch-up after a crash counts from
+// the last wall-clock pairing (SetWall), which every clock op renews: an
+// admin fast-forward just before a crash does not swallow the downtime
+// (resume = max(tw-time, wallTick + downtime) would, with a pairing older
+// than the jump).
+func TestResumeTickAfterFastForward(t *testing.T) {
 	dir := t.TempDir()
-	srv, sess := redteamServer(t, dir)
+	srv, sess := unstartedDurable(t, dir)
 	srv.cfg.Downtime = DowntimeCatchUp
 	srv.core.SetClock(1, false)
 	srv.core.SetWall(uint64(srv.origin.UnixNano()), 1000)
