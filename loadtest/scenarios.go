@@ -401,6 +401,12 @@ func Lateness(ctx context.Context, tg Target, p Params) (*Result, error) {
 	r.res.Params["rate"], r.res.Params["duration"], r.res.Params["lead"], r.res.Params["conns"], r.res.Params["n"] = p.Rate, p.Duration.String(), p.Lead.String(), p.Conns, n
 	r.res.Params["max_send_lag"] = time.Duration(sendLag).String()
 	r.res.Params["added_after_due"] = addedLate
+	// The plan's window in wall-clock time (UTC, as the server's log), to
+	// tell which server events (e.g. "snapshot written") fell inside it.
+	wall := func(mono int64) string {
+		return time.Now().Add(time.Duration(mono - Now())).UTC().Format("2006-01-02T15:04:05.000Z")
+	}
+	r.res.Params["first_due_utc"], r.res.Params["last_due_utc"] = wall(t0+int64(p.Lead)), wall(last)
 	if addedLate > 0 {
 		r.res.Notes = append(r.res.Notes, fmt.Sprintf("%d timers were acknowledged only after their due (generator or server behind by more than the lead); their lateness counts", addedLate))
 	}
