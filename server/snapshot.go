@@ -82,6 +82,7 @@ func (s *Server) snapshotNow() error {
 // is late by that much.
 func writeSnapshot(w *journal.SnapshotWriter, snap *session.Snapshot) (int64, error) {
 	buf := make([]byte, 0, snapshotChunk+snapshotPiece)
+	snap.SetYield(runtime.Gosched) // also while it sorts the timers, before the first piece
 	var n int64
 	for done := false; !done; {
 		buf, done = snap.AppendNext(buf, snapshotPiece)

@@ -187,6 +187,11 @@ func (c *Core) Snapshot() *Snapshot {
 	return &Snapshot{core: e.b, recvs: c.receiverSnaps(), frozen: c.wheel.Freeze()}
 }
 
+// SetYield makes the encoding call yield now and then (see
+// wheel.Frozen.SetYield): runtime.Gosched, for an encoder that shares a
+// CPU with the Core's loop. Call it before the first AppendNext.
+func (s *Snapshot) SetYield(yield func()) { s.frozen.SetYield(yield) }
+
 // Timers returns the number of timers in the snapshot.
 func (s *Snapshot) Timers() int { return s.frozen.Len() }
 

@@ -84,6 +84,10 @@ type Frozen struct {
 	b     *frozenBufs // nil once released
 	st    *frozenState
 
+	// yield, when set, is called every yieldEvery timers of the work
+	// before the first record (SetYield).
+	yield func()
+
 	// The encoder's position.
 	stage    uint8
 	next     int // index in b.order of the next record
@@ -311,6 +315,16 @@ func (f *Frozen) appendRecord(dst []byte, n *node) []byte {
 }
 
 // prepare lists the live timers in add order.
+// SetYield makes the encoder call yield every yieldEvery timers of the
+// work that precedes the first record (finding the live timers and sorting
+// them into add order: milliseconds per million timers), so that an
+// encoder sharing one CPU with the wheel's owner can let it run
+// (runtime.Gosched). Call it before the first AppendNext.
+func (f *Frozen) SetYield(yield func()) { f.yield = yield }
+
+// yieldEvery is how many timers the encoder handles between yields.
+const yieldEvery = 1 << 16
+
 func (f *Frozen) prepare() {
 	b := f.b
 	a := b.order[:0]
@@ -318,6 +332,9 @@ func (f *Frozen) prepare() {
 		a = make([]uint64, 0, f.count)
 	}
 	for i := f.nsent; i < uint32(len(b.nodes)); i++ {
+		if f.yield != nil && i%yieldEvery == 0 {
+			f.yield()
+		}
 		if n := &b.nodes[i]; n.wprev != markFree {
 			a = append(a, uint64(n.order())<<32|uint64(i))
 		}
@@ -325,7 +342,7 @@ func (f *Frozen) prepare() {
 	if len(a) != f.count {
 		panic("wheel: Freeze copied an inconsistent wheel")
 	}
-	b.order, b.tmp = sortOrder(a, b.tmp)
+	b.order, b.tmp = sortOrder(a, b.tmp, f.yield)
 }
 
 // sortOrder sorts a, entries order<<32|index with distinct orders, using
@@ -334,7 +351,7 @@ func (f *Frozen) prepare() {
 // freed nodes) is found in one pass; large input is radix-sorted on the
 // bits the orders span, 11 at a time (2 passes for up to 2^22 adds between
 // the oldest timer and the newest, 3 for any).
-func sortOrder(a, tmp []uint64) (sorted, scratch []uint64) {
+func sortOrder(a, tmp []uint64, yield func()) (sorted, scratch []uint64) {
 	if slices.IsSorted(a) {
 		return a, tmp
 	}
@@ -357,12 +374,18 @@ func sortOrder(a, tmp []uint64) (sorted, scratch []uint64) {
 		for _, e := range a {
 			count[(e>>32-lo)>>shift&(1<<radix-1)]++
 		}
+		if yield != nil {
+			yield()
+		}
 		sum := 0
 		for d, c := range count {
 			count[d] = sum
 			sum += c
 		}
-		for _, e := range a {
+		for i, e := range a {
+			if yield != nil && i%yieldEvery == yieldEvery-1 {
+				yield()
+			}
 			d := (e>>32 - lo) >> shift & (1<<radix - 1)
 			tmp[count[d]] = e
 			count[d]++

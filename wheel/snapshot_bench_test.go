@@ -162,7 +162,7 @@ func BenchmarkSortOrder(b *testing.B) {
 	b.Run("impl=radix", func(b *testing.B) {
 		for b.Loop() {
 			copy(a, keys)
-			sortOrder(a, tmp)
+			sortOrder(a, tmp, nil)
 		}
 	})
 	b.Run("impl=slices.Sort", func(b *testing.B) {
