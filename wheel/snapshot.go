@@ -314,7 +314,6 @@ func (f *Frozen) appendRecord(dst []byte, n *node) []byte {
 	return dst
 }
 
-// prepare lists the live timers in add order.
 // SetYield makes the encoder call yield every yieldEvery timers of the
 // work that precedes the first record (finding the live timers and sorting
 // them into add order: milliseconds per million timers), so that an
@@ -325,6 +324,7 @@ func (f *Frozen) SetYield(yield func()) { f.yield = yield }
 // yieldEvery is how many timers the encoder handles between yields.
 const yieldEvery = 1 << 16
 
+// prepare lists the live timers in add order.
 func (f *Frozen) prepare() {
 	b := f.b
 	a := b.order[:0]
@@ -345,6 +345,19 @@ func (f *Frozen) prepare() {
 	b.order, b.tmp = sortOrder(a, b.tmp, f.yield)
 }
 
+// isSorted is slices.IsSorted, yielding now and then.
+func isSorted(a []uint64, yield func()) bool {
+	for i := 1; i < len(a); i++ {
+		if yield != nil && i%yieldEvery == 0 {
+			yield()
+		}
+		if a[i] < a[i-1] {
+			return false
+		}
+	}
+	return true
+}
+
 // sortOrder sorts a, entries order<<32|index with distinct orders, using
 // tmp as scratch, and returns the sorted entries and the other buffer.
 // Sorted input (a restored wheel, timers never reordered by reuse of
@@ -352,7 +365,7 @@ func (f *Frozen) prepare() {
 // bits the orders span, 11 at a time (2 passes for up to 2^22 adds between
 // the oldest timer and the newest, 3 for any).
 func sortOrder(a, tmp []uint64, yield func()) (sorted, scratch []uint64) {
-	if slices.IsSorted(a) {
+	if isSorted(a, yield) {
 		return a, tmp
 	}
 	if len(a) < 512 {
@@ -360,7 +373,10 @@ func sortOrder(a, tmp []uint64, yield func()) (sorted, scratch []uint64) {
 		return a, tmp
 	}
 	lo, hi := a[0]>>32, a[0]>>32
-	for _, e := range a {
+	for i, e := range a {
+		if yield != nil && i%yieldEvery == yieldEvery-1 {
+			yield()
+		}
 		lo, hi = min(lo, e>>32), max(hi, e>>32)
 	}
 	if cap(tmp) < len(a) {
@@ -371,11 +387,11 @@ func sortOrder(a, tmp []uint64, yield func()) (sorted, scratch []uint64) {
 	var count [1 << radix]int
 	for shift := 0; shift < bits.Len64(hi-lo); shift += radix {
 		clear(count[:])
-		for _, e := range a {
+		for i, e := range a {
+			if yield != nil && i%yieldEvery == yieldEvery-1 {
+				yield()
+			}
 			count[(e>>32-lo)>>shift&(1<<radix-1)]++
-		}
-		if yield != nil {
-			yield()
 		}
 		sum := 0
 		for d, c := range count {

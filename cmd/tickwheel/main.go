@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -156,6 +157,14 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
+	// A durable server gets at least two Ps even on one CPU (a server
+	// pinned with taskset): the snapshot goroutine's file writes and fsync
+	// would otherwise hold the only P while in the kernel, and the event
+	// loop would wait for the scheduler's monitor to hand it back, up to
+	// 10 ms late. With two, the kernel time-slices the threads instead.
+	if cfg.Persistence != "off" && runtime.GOMAXPROCS(0) < 2 {
+		runtime.GOMAXPROCS(2)
+	}
 	// Signals are caught from here on: one that arrives while the state is
 	// being recovered, or right after the server starts, still stops it
 	// gracefully.

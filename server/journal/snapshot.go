@@ -198,17 +198,20 @@ func (r *snapReader) Close() error {
 // must be called from one goroutine (not necessarily the loop's) while the
 // loop goes on appending.
 type SnapshotWriter struct {
-	j      *Journal
-	index  uint64
-	seg    uint32 // first segment after the snapshot
-	f      *os.File
-	bw     *bufio.Writer
-	n      int64
-	crc    uint32
-	err    error // sticky write error
-	done   bool
-	tmp    string
-	target string
+	j     *Journal
+	index uint64
+	seg   uint32 // first segment after the snapshot
+	f     *os.File
+	bw    *bufio.Writer
+	n     int64
+	// started: the payload bytes before it have had their writeback
+	// started (startWriteback).
+	started int64
+	crc     uint32
+	err     error // sticky write error
+	done    bool
+	tmp     string
+	target  string
 }
 
 // CreateSnapshot starts a snapshot covering every record <= index, which
@@ -283,8 +286,22 @@ func (w *SnapshotWriter) Write(p []byte) (int, error) {
 	w.crc = crc32.Update(w.crc, castagnoli, p[:n])
 	w.n += int64(n)
 	w.err = err
+	if err == nil && w.n-w.started >= writebackEvery {
+		// Start the disk on what is written so far, so Commit's fsync has
+		// little left to wait for: a long fsync stalls a one-CPU process.
+		startWriteback(w.f, w.n+headerSlack) // the header precedes the payload
+		w.started = w.n
+	}
 	return n, err
 }
+
+// writebackEvery is how many snapshot bytes are written between two
+// starts of their writeback; headerSlack covers the file's header, which
+// precedes the payload.
+const (
+	writebackEvery = 4 << 20
+	headerSlack    = 4096
+)
 
 // Commit finishes the snapshot: it writes the trailer, fsyncs the file,
 // renames it into place and fsyncs the directory; then it deletes snapshots
