@@ -329,13 +329,6 @@ func (c *Core) replayOne(kind byte, d *decoder) error {
 		if d.err == nil {
 			c.Advance(target, maxFires)
 		}
-	case inBuffered:
-		s, n := d.session(c), int(d.uv())
-		if d.err == nil {
-			c.Buffered(s, n)
-		}
-	case inWritten:
-		return c.replayWritten(d)
 	case inLimits:
 		var l Limits
 		for _, v := range limitFields(&l) {
@@ -349,6 +342,25 @@ func (c *Core) replayOne(kind byte, d *decoder) error {
 		if d.err == nil {
 			c.SetClock(speed, frozen != 0)
 		}
+	case inAddOnlyBound:
+		if on := d.byte(); d.err == nil {
+			c.SetAddOnlyBound(on != 0)
+		}
+	case inWall:
+		ns, tick := d.uv(), d.uv()
+		if d.err == nil {
+			c.SetWall(ns, tick)
+		}
+	default:
+		return c.replayFlow(kind, d)
+	}
+	return d.err
+}
+
+// replayFlow applies one recorded input of a session's output stream: what
+// it was sent that a replay does not reproduce, and what its socket took.
+func (c *Core) replayFlow(kind byte, d *decoder) error {
+	switch kind {
 	case inPad, inKill:
 		s, n := d.session(c), d.uv()
 		if d.err == nil && n > 1<<30 {
@@ -358,10 +370,13 @@ func (c *Core) replayOne(kind byte, d *decoder) error {
 			s.out = append(s.out, make([]byte, n)...)
 			s.kill = s.kill || kind == inKill
 		}
-	case inAddOnlyBound:
-		if on := d.byte(); d.err == nil {
-			c.SetAddOnlyBound(on != 0)
+	case inBuffered:
+		s, n := d.session(c), int(d.uv())
+		if d.err == nil {
+			c.Buffered(s, n)
 		}
+	case inWritten:
+		return c.replayWritten(d)
 	case inPumpAll:
 		c.PumpAll(nil)
 	case inBlock:
@@ -372,11 +387,6 @@ func (c *Core) replayOne(kind byte, d *decoder) error {
 		s, n := d.session(c), int(d.uv())
 		if d.err == nil {
 			c.wrote(s, n)
-		}
-	case inWall:
-		ns, tick := d.uv(), d.uv()
-		if d.err == nil {
-			c.SetWall(ns, tick)
 		}
 	default:
 		return fmt.Errorf("unknown input kind %d", kind)
