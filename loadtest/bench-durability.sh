@@ -8,11 +8,13 @@
 # $TMPDIR (removed at exit) or in memory (-persist off): never in the work tree.
 # Redis's AOF is switched on at run time (CONFIG SET) and restored after.
 # Results: OUT/*.json (loadtest -json), server logs OUT/*.log.*. Only what is
-# listed in STEPS runs (default all): fsync t1 t2 t3 t4 t4b t4c t4d. The
+# listed in STEPS runs (default all): fsync t1 t2 t3 t4 t4b t4c t4d t4m. The
 # peers (Redis) are started only for the steps that use them (t1, t2).
+# `uptime` is appended to OUT/uptime.txt before and after every step (the
+# machine's load, for the record).
 set -euo pipefail
 OUT=${1:?usage: $0 OUTDIR}
-STEPS=${STEPS:-fsync t1 t2 t3 t4 t4b t4c t4d}
+STEPS=${STEPS:-fsync t1 t2 t3 t4 t4b t4c t4d t4m}
 REPS=${REPS:-3}
 mkdir -p "$OUT"
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -50,6 +52,7 @@ snapshot:
 EOF
 
 for step in $STEPS; do
+	echo "before $step: $(uptime)" | tee -a "$OUT/uptime.txt"
 	case $step in
 	fsync) # the disk's fsync latency: 1 KiB writes with O_DSYNC
 		for i in $(seq "$REPS"); do
@@ -102,6 +105,16 @@ for step in $STEPS; do
 				-rate 50000 -duration 12s -lead 2s -grace 10s -server-log "$OUT/$step-$i.log" \
 				>"$OUT/$step-$i.json" 2>"$OUT/$step-$i.err"
 		done ;;
+	t4m) # no snapshots: in memory (one P) against fsync everysec (a durable server gets two Ps since
+		# c6025f3), interleaved, three 5 s plans each, 1M long timers held as in t4
+		for i in $(seq "$REPS"); do
+			order="off,everysec:$OUT/nosnap.yaml"
+			[ $((i % 2)) = 0 ] && order="everysec:$OUT/nosnap.yaml,off"
+			$L -persist "$order" -preload 1000000 -targets tickwheel -scenarios lateness,lateness,lateness \
+				-rate 50000 -duration 5s -lead 2s -grace 10s -server-log "$OUT/$step-$i.log" \
+				>"$OUT/$step-$i.json" 2>"$OUT/$step-$i.err"
+		done ;;
 	*) echo "unknown step $step" >&2; exit 2 ;;
 	esac
+	echo "after $step: $(uptime)" | tee -a "$OUT/uptime.txt"
 done
