@@ -39,8 +39,8 @@ commands:
 common flags: -addr HOST:PORT (default 127.0.0.1:7420), -json, -timeout D,
   -token T or -token-file FILE (or $TICKWHEEL_TOKEN): the hello token. By default, when
   -addr is a loopback address, the server's admin token is read from <data dir>/admin.token
-  (-data-dir DIR, default $XDG_STATE_HOME/tickwheel or ~/.local/state/tickwheel), so
-  commands on the server's machine need no token.
+  (-data-dir DIR, default ./tickwheel-data, as the server's), so commands run where the
+  server runs need no token.
 `
 
 // command is one CLI command: its flags are added to fs, run does the work.

@@ -3,7 +3,7 @@
 // process, and prints a table (or JSON). It exits 1 when a run FAILED.
 //
 //	loadtest -spawn /tmp/tickwheel -targets tickwheel,afterfunc -scenarios add,lateness
-//	loadtest -addr 127.0.0.1:7420 -token "$(cat ~/.local/state/tickwheel/admin.token)" -scenarios fire -n 200000 -json
+//	loadtest -addr 127.0.0.1:7420 -token "$(cat tickwheel-data/admin.token)" -scenarios fire -n 200000 -json
 //	loadtest -spawn /tmp/tickwheel -redis 127.0.0.1:6390 -beanstalkd 127.0.0.1:11390 -targets tickwheel,redis,beanstalkd,afterfunc
 //	loadtest -spawn /tmp/tickwheel -persist off,everysec -redis-aof everysec -targets tickwheel,redis -scenarios add
 //	loadtest -spawn /tmp/tickwheel -scenarios recover -n 10000000 -tail 1000000
