@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -32,19 +33,24 @@ func BenchmarkAppend(b *testing.B) {
 }
 
 // BenchmarkAppendSync is SyncAlways with one record per turn: Append and
-// Sync (one fsync) per op.
+// Sync (one fdatasync) per op, the segment growing by appending or
+// preallocated in 64 KiB steps (the server's setting).
 func BenchmarkAppendSync(b *testing.B) {
-	j := mustOpen(b, Options{Dir: b.TempDir(), Sync: SyncAlways})
-	defer j.Close()
-	rec := make([]byte, 200)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := j.Append(rec); err != nil {
-			b.Fatal(err)
-		}
-		if err := j.Sync(); err != nil {
-			b.Fatal(err)
-		}
+	for _, step := range []int64{0, 64 << 10} {
+		b.Run(fmt.Sprintf("preallocate=%d", step), func(b *testing.B) {
+			j := mustOpen(b, Options{Dir: b.TempDir(), Sync: SyncAlways, Preallocate: step})
+			defer j.Close()
+			rec := make([]byte, 200)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := j.Append(rec); err != nil {
+					b.Fatal(err)
+				}
+				if err := j.Sync(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

@@ -56,25 +56,29 @@
 // snapshot that later fails verification still leaves the previous snapshot
 // plus a log that reaches it.
 //
-// # Why github.com/rosedblabs/wal v1.3.8
+// While it is written, the active segment may be preallocated
+// (Options.Preallocate): its file then ends in zeros after the last record.
+// Zeros where a record would start, to the end of the file, are the log's
+// end, not a torn tail; Close and rotation cut them off. A chunk header of
+// zeros followed by valid records in the last segment is a torn tail too (a
+// sector whose write the disk lost while later ones were stored: none of
+// them was fsynced).
 //
-// The library gives each 32 KiB-block chunk a CRC, writes each record with a
-// single write(2) on the segment's file (no user-space buffer, so fsync on a
-// second descriptor of the active segment, from a goroutine of ours, makes
-// every returned Write durable without taking the library's mutex), and
-// rotates segments. github.com/tidwall/wal v1.2.1 keeps no checksum at all,
-// so a flipped bit would be replayed as data, and a torn tail makes its Open
-// fail with ErrCorrupt, so every crash during a write would become a refusal
-// to start. A format of our own would mean owning the framing, the block
-// layout and rotation too. What rosedblabs lacks we add here: a strict
-// scanner of our own (its Reader panics on a corrupt length field and accepts
-// chunk types out of order) that cuts a torn tail before the library opens
-// the last segment (it would append after the garbage), an index inside each
-// record, truncation of the active segment after a failed write (it does not
-// undo a partial write: it rewinds its offsets while O_APPEND would put the
-// next record after the garbage), and deletion of covered segments (it has
-// no truncate API: we rotate with OpenNewActiveSegment, delete files and
-// reopen it so that its descriptors on them are closed). Its Write allocates
-// one *ChunkPosition per record (24 bytes); nothing else on the Append path
-// allocates.
+// # The format is github.com/rosedblabs/wal v1.3.8's
+//
+// The segments were written by that library until the journal needed to
+// preallocate them: it opens segment files with O_APPEND, so every write
+// lands at the file's size, after any preallocated zeros. The journal now
+// writes the same bytes itself (segment.go, checked against the library in
+// TestFormatMatchesLibrary): one pwrite(2) per record at the end of its
+// records, fsynced on the same descriptor by the loop (SyncAlways) or by a
+// goroutine of ours (SyncEverySec) without blocking writes. The format was
+// chosen over github.com/tidwall/wal v1.2.1, which keeps no checksum at all
+// (a flipped bit would be replayed as data) and refuses to open a log with
+// a torn tail, so every crash during a write would become a refusal to
+// start. The rest was always ours: a strict scanner (the library's Reader
+// panics on a corrupt length field and accepts chunk types out of order)
+// that cuts a torn tail, an index inside each record, truncation of the
+// active segment after a failed write, and deletion of covered segments.
+// The Append path allocates nothing in the steady state.
 package journal

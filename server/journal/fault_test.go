@@ -11,8 +11,8 @@ import (
 )
 
 // diskFull makes writes (and/or fsyncs) fail while on is set. A failing
-// write first appends part of a chunk to the segment, as a write(2) cut
-// short by ENOSPC leaves it.
+// write first stores part of a chunk where the record goes, as a write(2)
+// cut short by ENOSPC leaves it.
 type diskFull struct {
 	writes, syncs atomic.Bool
 	written       atomic.Int64 // write attempts
@@ -21,13 +21,13 @@ type diskFull struct {
 
 func (d *diskFull) faults(t testing.TB) *faults {
 	return &faults{
-		write: func(seg string) error {
+		write: func(seg string, off int64) error {
 			d.written.Add(1)
 			if !d.writes.Load() {
 				return nil
 			}
 			if len(d.partial) > 0 {
-				appendToFile(t, seg, d.partial)
+				writeAtFile(t, seg, off, d.partial)
 			}
 			return syscall.ENOSPC
 		},
@@ -47,6 +47,7 @@ func lastChunkPrefix(t testing.TB, j *Journal, recLen, n int) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
+	b = b[:j.act.size] // without a preallocated tail
 	chunk := b[len(b)-recLen-chunkHeader-2:]
 	return append([]byte(nil), chunk[:n]...)
 }

@@ -200,3 +200,15 @@ func appendToFile(t testing.TB, path string, b []byte) {
 		t.Fatal(err)
 	}
 }
+
+func writeAtFile(t testing.TB, path string, off int64, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}

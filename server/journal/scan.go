@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -58,7 +59,9 @@ func (r *segReader) load(pos int64) ([]byte, error) {
 
 // next returns the next record's data (valid until the next call), io.EOF
 // at a clean end of file, an errBad (with r.start at the bad record) or a
-// read error.
+// read error. Zeros from where a record would start to the end of the file
+// (a preallocated tail, see Options.Preallocate) are a clean end: r.size
+// becomes their start, where the next record goes.
 func (r *segReader) next() ([]byte, error) {
 	assembling := false
 	r.start = r.pos
@@ -76,6 +79,12 @@ func (r *segReader) next() ([]byte, error) {
 			}
 			r.start = r.pos
 			continue
+		}
+		if !assembling {
+			if zero, err := r.zeroFrom(r.pos); err != nil || zero {
+				r.size = r.pos
+				return nil, cmp.Or(err, io.EOF)
+			}
 		}
 		if r.size-r.pos < chunkHeader {
 			return nil, errBad{"file ends inside a chunk header"}
@@ -158,6 +167,45 @@ func (r *segReader) padding(off int64) error {
 	}
 	r.pos += n
 	return nil
+}
+
+// zeroFrom reports whether the file holds only zeros from pos to its end.
+// It stops at the first non-zero byte: where a record starts, at its
+// header's first bytes; the whole tail is read once, at the end.
+func (r *segReader) zeroFrom(pos int64) (bool, error) {
+	for p := pos; p < r.size; {
+		b, err := r.load(p)
+		if err != nil {
+			return false, err
+		}
+		base := (p / blockSize) * blockSize
+		for _, c := range b[p-base:] {
+			if c != 0 {
+				return false, nil
+			}
+		}
+		p = base + int64(len(b))
+	}
+	return true, nil
+}
+
+// zeroHeader reports whether a whole chunk header of zeros is at pos: never
+// written (no chunk has length 0, and a bit flip does not clear 7 bytes),
+// as a sector of a preallocated segment reads when the disk lost its write.
+// In the last segment that is a torn tail even with valid records after it:
+// they were written after it, so none was fsynced when the machine
+// stopped (fdatasync covers every byte written before it). A segment that
+// grows by appending has no such gap: its size commits after its data.
+func (r *segReader) zeroHeader(pos int64) bool {
+	if r.size-pos < chunkHeader {
+		return false
+	}
+	b, err := r.load(pos)
+	if err != nil {
+		return false
+	}
+	off := pos % blockSize
+	return off+chunkHeader <= int64(len(b)) && string(b[off:off+chunkHeader]) == "\x00\x00\x00\x00\x00\x00\x00"
 }
 
 // validAfter reports whether a valid full or first chunk, holding an index
@@ -260,7 +308,7 @@ func (j *Journal) scanSegment(path string, id uint32, snap uint64, prev *uint64,
 			if err != nil {
 				return s, nil, fmt.Errorf("journal: reading %s: %w", path, err)
 			}
-			if more {
+			if more && !r.zeroHeader(r.start) {
 				ce.Reason += " (valid records follow)"
 				return s, ce, nil
 			}

@@ -252,10 +252,9 @@ func (j *Journal) CreateSnapshot(index uint64) (*SnapshotWriter, error) {
 
 func (j *Journal) startSnapshot(index uint64) (*SnapshotWriter, error) {
 	if j.act.size > 0 {
-		if err := j.wal.OpenNewActiveSegment(); err != nil {
-			return nil, fmt.Errorf("journal: starting a new segment: %w", err)
+		if err := j.rotate(); err != nil {
+			return nil, j.fail(err)
 		}
-		j.rotated(j.wal.ActiveSegmentID())
 	}
 	w := &SnapshotWriter{j: j, index: index, seg: j.act.id, target: j.snapPath(index)}
 	w.tmp = w.target + tmpExt

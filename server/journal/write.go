@@ -178,9 +178,9 @@ func (j *Journal) markDurable(idx uint64) {
 	}
 }
 
-// settle undoes what a failure left: it acts on a failed background fsync,
-// cuts a partial write off the active segment, and reopens the library after
-// a rewind or once a committed snapshot has made old segments deletable.
+// settle undoes what a failure left: it acts on a failed background fsync
+// and cuts a partial write off the active segment; and it deletes the
+// segments a committed snapshot has made deletable.
 func (j *Journal) settle() error {
 	if j.opts.Sync == SyncEverySec {
 		j.smu.Lock()
@@ -197,13 +197,14 @@ func (j *Journal) settle() error {
 			return err
 		}
 	}
-	if j.reopen || j.maint.Load() {
-		return j.maintain()
+	if j.maint.Load() {
+		j.maintain()
 	}
 	return nil
 }
 
-// cutActive truncates the active segment to the size of its good records,
+// cutActive truncates the active segment to the size of its good records
+// (dropping any preallocated tail with the bytes of a failed write),
 // (re)opening our descriptor on it if needed.
 func (j *Journal) cutActive() error {
 	if j.sf == nil {
@@ -218,6 +219,7 @@ func (j *Journal) cutActive() error {
 	if err := j.sf.Truncate(j.act.size); err != nil {
 		return fmt.Errorf("journal: cutting %s back to %d bytes: %w", j.sf.Name(), j.act.size, err)
 	}
+	j.alloc = j.act.size
 	if j.dirty {
 		j.log.Info("journal: cut the active segment back to its good records",
 			"file", j.sf.Name(), "size", j.act.size)
@@ -251,25 +253,17 @@ func (j *Journal) rewind() {
 	j.smu.Lock()
 	j.written = j.wIdx
 	j.smu.Unlock()
-	j.dirty, j.reopen = true, true
+	j.dirty = true
 }
 
-// maintain closes and reopens the library: after a rewind its offsets are
-// past the end of the file, and after a snapshot commit it still holds
-// descriptors on segments to delete (whose space is freed only once they
-// are closed). It deletes those segments in between.
-func (j *Journal) maintain() error {
+// maintain deletes the segments a committed snapshot has made deletable
+// (the journal holds no descriptor on them: only on the active segment).
+func (j *Journal) maintain() {
 	j.mu.Lock()
 	del := j.toDelete
 	j.toDelete = nil
 	j.maint.Store(false)
 	j.mu.Unlock()
-	if j.wal != nil {
-		if err := j.wal.Close(); err != nil {
-			j.log.Warn("journal: closing segments", "err", err)
-		}
-		j.wal = nil
-	}
 	for _, p := range del {
 		j.remove(p)
 	}
@@ -279,73 +273,24 @@ func (j *Journal) maintain() error {
 		}
 		j.log.Info("journal: deleted log segments covered by snapshots", "files", len(del))
 	}
-	j.reopen = true
-	if err := j.openWAL(); err != nil {
-		return err
-	}
-	if id := j.wal.ActiveSegmentID(); id != j.act.id {
-		return fmt.Errorf("journal: reopened log ends at segment %d, want %d", id, j.act.id)
-	}
-	j.reopen = false
-	return nil
 }
 
-// writeEntry writes the queue's next record through the library and notes
-// where it went.
+// writeEntry writes the queue's next record and notes where it went.
 func (j *Journal) writeEntry() error {
-	if f := j.opts.faults; f != nil && f.write != nil {
-		if err := f.write(j.segPath(j.act.id)); err != nil {
-			j.dirty = true
-			return err
-		}
-	}
-	pos, err := j.wal.Write(j.q.data(&j.q.ents[j.q.next]))
+	end, err := j.writeRec(j.q.data(&j.q.ents[j.q.next]))
 	if err != nil {
-		if id := j.wal.ActiveSegmentID(); id != j.act.id {
-			j.rotated(id)
-		}
 		j.dirty = true
 		return err
 	}
-	if pos.SegmentId != j.act.id {
-		j.rotated(pos.SegmentId) // may compact the queue: index it afresh below
-	}
-	e := &j.q.ents[j.q.next]
-	e.seg = pos.SegmentId
-	e.end = int64(pos.BlockNumber)*blockSize + pos.ChunkOffset + int64(pos.ChunkSize)
-	j.act.size = e.end
+	e := &j.q.ents[j.q.next] // writeRec may have rotated, which compacts the queue
+	e.seg = j.act.id
+	e.end = end
+	j.act.size = end
 	if j.act.first == 0 {
 		j.act.first = e.index
 	}
 	j.act.last = e.index
 	return nil
-}
-
-// rotated records that the library has moved to segment id. It fsynced the
-// previous segment first, so every record written so far is durable.
-func (j *Journal) rotated(id uint32) {
-	j.mu.Lock()
-	j.closedSeg = append(j.closedSeg, j.act)
-	j.mu.Unlock()
-	j.act = segInfo{id: id}
-	j.durOff = 0
-	j.markDurable(j.wIdx)
-	f, err := os.OpenFile(j.segPath(id), os.O_RDWR, 0)
-	if err != nil {
-		j.log.Warn("journal: cannot open the new segment for fsync", "err", err)
-		f = nil // settle retries
-	}
-	j.smu.Lock()
-	old := j.sf
-	j.sf = f
-	j.dirDirty = true
-	if j.durable < j.wIdx {
-		j.durable = j.wIdx
-	}
-	j.smu.Unlock()
-	if old != nil {
-		_ = old.Close() // a concurrent fsync on it finishes first (os.File refcount)
-	}
 }
 
 // Sync makes every appended record durable: it writes any unwritten ones,
