@@ -25,7 +25,11 @@ type Message struct {
 
 	Fire Fire // fire; Fire.Data aliases the payload
 
-	Receiver, Session uint64 // takeover: receiver is now bound to session
+	Receiver, Session uint64 // takeover: receiver is now bound to session; dropped: Receiver
+
+	// First and Last are a dropped notice's range of sequence numbers,
+	// inclusive.
+	First, Last uint64
 }
 
 // dec wraps a reader with a sticky first error, for the client-side decoders.
@@ -149,7 +153,7 @@ func (d *dec) end() error {
 // ErrMalformed when the payload is not one well-formed message.
 //
 // A message whose kind this version does not define (0..255 other than the
-// four kinds) is not an error: m.Kind holds it and nothing else is set;
+// five kinds) is not an error: m.Kind holds it and nothing else is set;
 // clients should ignore such messages.
 func DecodeMessage(payload []byte, m *Message) error {
 	*m = Message{}
@@ -173,6 +177,8 @@ func DecodeMessage(payload []byte, m *Message) error {
 		min, d.what = 9, "fire"
 	case KindTakeover:
 		min, d.what = 3, "takeover"
+	case KindDropped:
+		min, d.what = 4, "dropped"
 	default:
 		d.skip(n-1, 0)
 		return d.end()
@@ -217,6 +223,10 @@ func DecodeMessage(payload []byte, m *Message) error {
 	case KindTakeover:
 		m.Receiver = d.uint("receiver")
 		m.Session = d.uint("session")
+	case KindDropped:
+		m.Receiver = d.uint("receiver")
+		m.First = d.uint("first_seq")
+		m.Last = d.uint("last_seq")
 	}
 	d.skip(n-min, 0)
 	if err := d.end(); err != nil {

@@ -82,6 +82,8 @@ func docExamples() []docExample {
 		reqExample("pause", Request{Op: OpPause, ID: 10, Receiver: 42, Tid: 7}),
 		reqExample("resume", Request{Op: OpResume, ID: 11, Receiver: 42, Tid: 7}),
 		reqExample("ping", Request{Op: OpPing, ID: 12}),
+		reqExample("bind-ack", Request{Op: OpBind, ID: 18, Receiver: 42, Ack: true}),
+		reqExample("ack", Request{Op: OpAck, ID: 19, Receiver: 42, Seq: 5}),
 		reqExample("fast_forward", Request{Op: OpFastForward, ID: 13, Ticks: 8640000}),
 		reqExample("freeze", Request{Op: OpFreeze, ID: 14}),
 		reqExample("resume_sync", Request{Op: OpResumeSync, ID: 15}),
@@ -94,7 +96,8 @@ func docExamples() []docExample {
 				require.NoError(t, DecodeHello(r, &h))
 				assert.Equal(t, docHello, h)
 			}),
-		okExample("ok-bind", AppendOK(nil, 2, 0, 0), []string{"delivered", "dropped"}, uintsCheck(2, 0, 0)),
+		okExample("ok-bind", AppendOK(nil, 2, 0, 0, 1), []string{"delivered", "dropped", "first_seq"}, uintsCheck(2, 0, 0, 1)),
+		okExample("ok-bind-ack", AppendOK(nil, 18, 3, 0, 4), []string{"delivered", "dropped", "first_seq"}, uintsCheck(18, 3, 0, 4)),
 		okExample("ok-add", AppendOK(nil, 4, 1030), []string{"due"}, uintsCheck(4, 1030)),
 		okExample("ok-empty", AppendOK(nil, 6), nil, uintsCheck(6)),
 		okExample("ok-get", AppendTimerOK(nil, 7, &docTimer), []string{"timer"}, func(t *testing.T, r []byte) {
@@ -131,6 +134,12 @@ func docExamples() []docExample {
 				var m Message
 				require.NoError(t, DecodeMessage(p, &m))
 				assert.Equal(t, Message{Kind: KindTakeover, Receiver: 42, Session: 9}, m)
+			}},
+		{name: "dropped", frame: AppendDropped(nil, 42, 11, 17),
+			labels: []string{"kind dropped", "receiver", "first_seq", "last_seq"}, check: func(t *testing.T, p []byte) {
+				var m Message
+				require.NoError(t, DecodeMessage(p, &m))
+				assert.Equal(t, Message{Kind: KindDropped, Receiver: 42, First: 11, Last: 17}, m)
 			}},
 	}
 }

@@ -29,6 +29,8 @@ const (
 	fSpeed
 	fFromTid
 	fLimit
+	fAck
+	fSeq
 	numFields
 )
 
@@ -53,6 +55,8 @@ var fieldNames = [numFields]string{
 	fSpeed:     "speed",
 	fFromTid:   "from_tid",
 	fLimit:     "limit",
+	fAck:       "ack",
+	fSeq:       "seq",
 }
 
 // The want* texts say what a field of each kind accepts, for wrong-type
@@ -78,7 +82,7 @@ func (f field) want() string {
 		return wantStr
 	case fData:
 		return wantData
-	case fReplace, fEphemeral:
+	case fReplace, fEphemeral, fAck:
 		return wantBool
 	case fSpeed:
 		return wantFloat

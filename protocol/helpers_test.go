@@ -56,6 +56,8 @@ func randRequest(rng *rand.Rand) Request {
 			r.Replace = rng.IntN(2) == 1
 		case fEphemeral:
 			r.Ephemeral = rng.IntN(2) == 1
+		case fAck:
+			r.Ack = rng.IntN(2) == 1
 		case fSpeed:
 			r.Speed = rng.Float64() * 100
 		default:

@@ -57,6 +57,7 @@ const (
 	OpPause     Op = 9
 	OpResume    Op = 10
 	OpPing      Op = 11
+	OpAck       Op = 12
 
 	OpFastForward Op = 20
 	OpFreeze      Op = 21
@@ -77,6 +78,7 @@ var opNames = [...]string{
 	OpPause:       "pause",
 	OpResume:      "resume",
 	OpPing:        "ping",
+	OpAck:         "ack",
 	OpFastForward: "fast_forward",
 	OpFreeze:      "freeze",
 	OpResumeSync:  "resume_sync",
@@ -152,13 +154,14 @@ type Kind uint8
 const (
 	KindOK       Kind = 0 // [0, id, result]
 	KindError    Kind = 1 // [1, id, code, message]
-	KindFire     Kind = 2 // [2, receiver, tid, tick, fired, repeat, last, data, seq]
+	KindFire     Kind = 2 // [2, receiver, tid, tick, fired, repeat, last, data, seq, late]
 	KindTakeover Kind = 3 // [3, receiver, session]
+	KindDropped  Kind = 4 // [4, receiver, first_seq, last_seq]
 )
 
-var kindNames = [...]string{KindOK: "ok", KindError: "error", KindFire: "fire", KindTakeover: "takeover"}
+var kindNames = [...]string{KindOK: "ok", KindError: "error", KindFire: "fire", KindTakeover: "takeover", KindDropped: "dropped"}
 
-// String returns "ok", "error", "fire", "takeover", or "kind(N)".
+// String returns "ok", "error", "fire", "takeover", "dropped", or "kind(N)".
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
 		return kindNames[k]

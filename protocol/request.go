@@ -11,7 +11,7 @@ type Request struct {
 	Name    string // hello: client name, free-form (for logs and stats)
 	Token   string // hello: auth / admin token
 
-	Receiver uint64 // bind, unbind, add, cancel, get, list, cancel_all, pause, resume
+	Receiver uint64 // bind, unbind, add, cancel, get, list, cancel_all, pause, resume, ack
 	Tid      uint64 // add, cancel, get, pause, resume
 
 	// FromTid is list's cursor: the page holds the receiver's timers with
@@ -35,6 +35,13 @@ type Request struct {
 
 	Replace   bool // add: replace an existing timer instead of failing with exists
 	Ephemeral bool // bind: cancel the receiver's timers when this session closes
+	// Ack binds in acknowledged mode: the server keeps each event of the
+	// receiver in its outbox until an ack covers its sequence number, and
+	// delivers it again on the next bind if none did.
+	Ack bool
+	// Seq is ack's sequence number: every event of the receiver up to and
+	// including it has been handled.
+	Seq uint64
 
 	Ticks uint64  // fast_forward
 	Speed float64 // set_speed: as sent, NaN and infinities included; the server validates
@@ -43,7 +50,7 @@ type Request struct {
 // opArgs lists each op's arguments, in wire order after op and id.
 var opArgs = [len(opNames)][]field{
 	OpHello:       {fVersion, fName, fToken},
-	OpBind:        {fReceiver, fEphemeral},
+	OpBind:        {fReceiver, fEphemeral, fAck},
 	OpUnbind:      {fReceiver},
 	OpAdd:         {fReceiver, fTid, fAfter, fAt, fEvery, fRepeat, fData, fReplace},
 	OpCancel:      {fReceiver, fTid},
@@ -52,6 +59,7 @@ var opArgs = [len(opNames)][]field{
 	OpCancelAll:   {fReceiver},
 	OpPause:       {fReceiver, fTid},
 	OpResume:      {fReceiver, fTid},
+	OpAck:         {fReceiver, fSeq},
 	OpFastForward: {fTicks},
 	OpSetSpeed:    {fSpeed},
 	// ping, freeze, resume_sync and stats take no arguments.
@@ -79,6 +87,8 @@ func (r *Request) uintField(f field) *uint64 {
 		return &r.FromTid
 	case fLimit:
 		return &r.Limit
+	case fSeq:
+		return &r.Seq
 	}
 	return nil
 }
@@ -154,6 +164,8 @@ func DecodeRequest(payload []byte, r *Request) error {
 			r.Replace, p = rd.boolean()
 		case fEphemeral:
 			r.Ephemeral, p = rd.boolean()
+		case fAck:
+			r.Ack, p = rd.boolean()
 		case fSpeed:
 			r.Speed, p = rd.float()
 		default:
@@ -198,6 +210,8 @@ func AppendRequest(b []byte, r *Request) []byte {
 			b = appendBool(b, r.Replace)
 		case fEphemeral:
 			b = appendBool(b, r.Ephemeral)
+		case fAck:
+			b = appendBool(b, r.Ack)
 		case fSpeed:
 			b = appendFloat(b, r.Speed)
 		default:

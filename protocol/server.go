@@ -30,10 +30,14 @@ type Limits struct {
 	HandshakeTimeoutMs     uint64 // ms a connection has to say hello
 	IdleTimeoutMs          uint64 // ms a session may send nothing before it is closed (ping to stay)
 	FrameTimeoutMs         uint64 // ms a started frame has to arrive whole
+	MaxOutbox              uint64 // events not yet acknowledged per receiver in acknowledged mode
+	MaxOutboxBytes         uint64 // bytes of them per receiver
+	MaxOutboxTotal         uint64 // events in all outboxes together
+	MaxOutboxBytesTotal    uint64 // bytes in all outboxes together
 }
 
 // numLimits is the number of keys in the limits map.
-const numLimits = 19
+const numLimits = 23
 
 // limitField is one key of the limits map and the field it fills.
 type limitField struct {
@@ -54,6 +58,8 @@ func (l *Limits) fields() [numLimits]limitField {
 		{"max_list_page", &l.MaxListPage}, {"max_list_bytes", &l.MaxListBytes},
 		{"handshake_timeout_ms", &l.HandshakeTimeoutMs}, {"idle_timeout_ms", &l.IdleTimeoutMs},
 		{"frame_timeout_ms", &l.FrameTimeoutMs},
+		{"max_outbox", &l.MaxOutbox}, {"max_outbox_bytes", &l.MaxOutboxBytes},
+		{"max_outbox_total", &l.MaxOutboxTotal}, {"max_outbox_bytes_total", &l.MaxOutboxBytesTotal},
 	}
 }
 
@@ -252,5 +258,19 @@ func AppendTakeover(b []byte, receiver, session uint64) []byte {
 	b = append(b, 0x93, byte(KindTakeover))
 	b = appendUint(b, receiver)
 	b = appendUint(b, session)
+	return endFrame(b, start)
+}
+
+// AppendDropped appends the notice [4, receiver, first_seq, last_seq]: the
+// receiver's events first..last (sequence numbers, inclusive) were dropped
+// from its backlog and will never be delivered. The server sends it to the
+// receiver's session in the same turn as the drop, ahead of the receiver's
+// later events.
+func AppendDropped(b []byte, receiver, first, last uint64) []byte {
+	b, start := beginFrame(b)
+	b = append(b, 0x94, byte(KindDropped))
+	b = appendUint(b, receiver)
+	b = appendUint(b, first)
+	b = appendUint(b, last)
 	return endFrame(b, start)
 }

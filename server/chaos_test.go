@@ -399,7 +399,7 @@ func (s *chaosSession) check(m *protocol.Message) error {
 		switch req.op {
 		case protocol.OpBind:
 			v, err := protocol.DecodeUints(m.Result, nil)
-			if err != nil || len(v) != 2 {
+			if err != nil || len(v) != 3 {
 				return fmt.Errorf("bind result %v: %v", v, err)
 			}
 			r := s.recv[req.receiver]

@@ -177,7 +177,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("config: limits.max_data %d must fit in a frame (max_frame - 64)", l.MaxData)
 	case l.MaxTimersPerReceiver < 0 || l.MaxTimers < 0 || l.MaxReceiversPerSession < 0 || l.MaxBacklog < 0 ||
 		l.MaxBacklogTotal < 0 || l.MaxDataTotal < 0 || l.MaxBacklogBytes < 0 || l.MaxBacklogBytesTotal < 0 ||
-		l.MaxConnections < 0 || l.MaxName < 0 || l.MaxListPage < 0:
+		l.MaxConnections < 0 || l.MaxName < 0 || l.MaxListPage < 0 ||
+		l.MaxOutbox < 0 || l.MaxOutboxBytes < 0 || l.MaxOutboxTotal < 0 || l.MaxOutboxBytesTotal < 0:
 		return c, errors.New("config: limits must not be negative")
 	case l.MaxOutbound < 2*l.MaxFrame:
 		return c, fmt.Errorf("config: limits.max_outbound %d must be at least twice max_frame", l.MaxOutbound)
@@ -209,6 +210,8 @@ func (c *Config) wireLimits() protocol.Limits {
 		MaxListPage: uint64(l.MaxListPage), MaxListBytes: uint64(l.MaxListBytes),
 		HandshakeTimeoutMs: uint64(t.Handshake.Milliseconds()), IdleTimeoutMs: uint64(t.Idle.Milliseconds()),
 		FrameTimeoutMs: uint64(t.Frame.Milliseconds()),
+		MaxOutbox:      uint64(l.MaxOutbox), MaxOutboxBytes: uint64(l.MaxOutboxBytes),
+		MaxOutboxTotal: uint64(l.MaxOutboxTotal), MaxOutboxBytesTotal: uint64(l.MaxOutboxBytesTotal),
 	}
 }
 

@@ -310,8 +310,8 @@ func takeBacklog(c *wire, id uint64, r *mReceiver) error {
 	if err != nil {
 		return err
 	}
-	if want := []uint64{uint64(len(r.events)), 0}; !slices.Equal(v, want) {
-		return fmt.Errorf("bind %d: [delivered dropped] %v, want %v", id, v, want)
+	if want := []uint64{uint64(len(r.events)), 0, r.seq + 1 - uint64(len(r.events))}; !slices.Equal(v, want) {
+		return fmt.Errorf("bind %d: [delivered dropped first_seq] %v, want %v", id, v, want)
 	}
 	fires, err := c.waitFires(len(r.events))
 	if err != nil {

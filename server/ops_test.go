@@ -32,7 +32,8 @@ func TestHello(t *testing.T) {
 		MaxBacklogBytes: 16 << 20, MaxBacklogTotal: 1_000_000, MaxBacklogBytesTotal: 512 << 20,
 		MaxDataTotal: 1 << 30, MaxInbound: 4 << 20, MaxConnections: uint64(srv.cfg.Limits.MaxConnections),
 		MaxName: 256, MaxListPage: 1000, MaxListBytes: 1 << 20,
-		HandshakeTimeoutMs: 10_000, IdleTimeoutMs: 120_000, FrameTimeoutMs: 10_000}, h.Limits)
+		HandshakeTimeoutMs: 10_000, IdleTimeoutMs: 120_000, FrameTimeoutMs: 10_000,
+		MaxOutbox: 10_000, MaxOutboxBytes: 16 << 20, MaxOutboxTotal: 1_000_000, MaxOutboxBytesTotal: 512 << 20}, h.Limits)
 	other := helloClient(t, srv, "h2")
 	assert.NotEqual(t, h.Session, other.session, "session ids are distinct")
 	// Before hello, requests are refused; an unknown op is answered.
@@ -99,7 +100,7 @@ func TestReceiverOpsOverTCP(t *testing.T) {
 	m, err = first.read()
 	require.NoError(t, err)
 	require.Equal(t, id, m.ID, "the reply comes first, then the backlog")
-	assert.Equal(t, []uint64{2, 0}, okUints(t, protocol.OpBind, m))
+	assert.Equal(t, []uint64{2, 0, 2}, okUints(t, protocol.OpBind, m))
 	for seq := uint64(2); seq <= 3; seq++ {
 		m, err := first.read()
 		require.NoError(t, err)

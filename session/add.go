@@ -25,10 +25,10 @@ func (c *Core) add(s *Session, req *protocol.Request) {
 	}
 	k := wheel.Key{Receiver: req.Receiver, Tid: req.Tid}
 	if !c.dataFits(k, req) {
-		c.fail(s, req.ID, protocol.CodeLimitExceeded, fmt.Sprintf("limit max_data_total (%d bytes) reached: the timers hold %d bytes of data", l.MaxDataTotal, c.wheel.DataBytes()))
+		c.fail(s, req.ID, protocol.CodeLimitExceeded, fmt.Sprintf("limit max_data_total (%d bytes) reached: the timers hold %d bytes of data", l.MaxDataTotal, c.wheel.DataBytes()+c.parkedBytes))
 		return
 	}
-	if c.wheel.Len() >= l.MaxTimers || c.wheel.ReceiverLen(req.Receiver) >= l.MaxTimersPerReceiver {
+	if live, mine := c.timerCounts(req.Receiver); live >= l.MaxTimers || mine >= l.MaxTimersPerReceiver {
 		// At a limit only a replace of an existing timer, which keeps the
 		// count as it is, goes through; a duplicate is still "exists".
 		_, err := c.wheel.Get(k)
@@ -36,7 +36,7 @@ func (c *Core) add(s *Session, req *protocol.Request) {
 		case err == nil && !req.Replace:
 			c.reply(s, req.ID, wheel.ErrExists)
 			return
-		case err != nil && c.wheel.Len() >= l.MaxTimers:
+		case err != nil && live >= l.MaxTimers:
 			c.fail(s, req.ID, protocol.CodeLimitExceeded, fmt.Sprintf("limit max_timers (%d) reached", l.MaxTimers))
 			return
 		case err != nil:
@@ -50,14 +50,31 @@ func (c *Core) add(s *Session, req *protocol.Request) {
 		c.reply(s, req.ID, err)
 		return
 	}
+	c.unhold(k) // a replace makes a new timer: the server holds it no more
 	s.out = protocol.AppendOK(s.out, req.ID, due)
+}
+
+// timerCounts returns the timers counted against max_timers (live ones,
+// and firings parked for room in an outbox, which were timers and are not
+// delivered yet) and those of them of receiver r, for
+// max_timers_per_receiver.
+func (c *Core) timerCounts(r uint64) (live, mine int) {
+	live, mine = c.wheel.Len(), c.wheel.ReceiverLen(r)
+	if c.parkedTotal > 0 {
+		live += int(c.parkedTotal)
+		if rec := c.receivers[r]; rec != nil {
+			mine += len(rec.parked)
+		}
+	}
+	return live, mine
 }
 
 // dataFits reports whether the data of add req fits in max_data_total,
 // counting the data a replace would free.
 func (c *Core) dataFits(k wheel.Key, req *protocol.Request) bool {
 	total := uint64(c.limits.MaxDataTotal)
-	room := total - min(c.wheel.DataBytes(), total)
+	used := c.wheel.DataBytes() + c.parkedBytes
+	room := total - min(used, total)
 	if uint64(len(req.Data)) <= room {
 		return true
 	}
@@ -128,13 +145,14 @@ func (c *Core) Stats() protocol.Stats {
 // Counters are totals the server reports in its logs and metrics.
 type Counters struct {
 	Fired, Dropped, Lost, BacklogEvents, BacklogBytes uint64
+	Parked                                            uint64 // firings waiting for room in an outbox
 	Sessions, Receivers, Timers                       int
 }
 
 // Counters returns the Core's totals.
 func (c *Core) Counters() Counters {
 	return Counters{Fired: c.firedTotal, Dropped: c.droppedTotal, Lost: c.lostTotal,
-		BacklogEvents: c.backlogEvents, BacklogBytes: c.backlogBytes,
+		BacklogEvents: c.backlogEvents, BacklogBytes: c.backlogBytes, Parked: c.parkedTotal,
 		Sessions: len(c.sessions), Receivers: len(c.receivers), Timers: c.wheel.Len()}
 }
 

@@ -84,7 +84,7 @@ func changesTimers(op protocol.Op) bool {
 // payload: those that may change state, except hello and the clock ops,
 // recorded with their outcome.
 func recordedAsSent(op protocol.Op) bool {
-	return changesTimers(op) || op == protocol.OpBind || op == protocol.OpUnbind
+	return changesTimers(op) || op == protocol.OpBind || op == protocol.OpUnbind || op == protocol.OpAck
 }
 
 // dispatch applies a decoded request that passed the session checks.
@@ -99,8 +99,11 @@ func (c *Core) dispatch(s *Session, req *protocol.Request) {
 		c.unbind(s, req)
 	case protocol.OpAdd:
 		c.add(s, req)
+	case protocol.OpAck:
+		c.ack(s, req)
 	case protocol.OpCancel:
 		if c.mayTouch(s, req) {
+			c.unhold(k)
 			c.reply(s, req.ID, c.wheel.Cancel(k))
 			c.tidy(req.Receiver)
 		}
@@ -116,6 +119,9 @@ func (c *Core) dispatch(s *Session, req *protocol.Request) {
 		c.list(s, req)
 	case protocol.OpCancelAll:
 		if c.mayTouch(s, req) {
+			if r := c.receivers[req.Receiver]; r != nil {
+				r.holding = nil
+			}
 			n := c.wheel.CancelAll(req.Receiver)
 			c.work += n
 			s.out = protocol.AppendOK(s.out, req.ID, uint64(n))
@@ -123,10 +129,15 @@ func (c *Core) dispatch(s *Session, req *protocol.Request) {
 		}
 	case protocol.OpPause:
 		if c.mayTouch(s, req) {
+			if c.unhold(k) { // paused by the server for a parked firing: now the user's pause
+				c.ok(s, req.ID)
+				return
+			}
 			c.reply(s, req.ID, c.wheel.Pause(k))
 		}
 	case protocol.OpResume:
 		if c.mayTouch(s, req) {
+			c.unhold(k)
 			c.reply(s, req.ID, c.wheel.Resume(k))
 		}
 	case protocol.OpPing:
@@ -247,7 +258,16 @@ func tokenEqual(a, b string) bool {
 }
 
 // bind gives receiver req.Receiver to s, taking it over from another
-// session, and delivers its backlog after the reply.
+// session, and delivers its backlog after the reply: [pending, dropped,
+// first_seq], first_seq being the sequence number of the first event that
+// follows (in acknowledged mode the outbox is delivered again from its
+// first event, whether or not it was sent before; so is it when a bind
+// without ack ends acknowledged mode). A bind with ack
+// of a receiver with nothing pending moves its sequence numbers on to at
+// least the server's count of firings, so that a receiver the server
+// forgot and made again never repeats a number it used (its count would
+// otherwise start again at 1, and a client would take the new events for
+// duplicates).
 func (c *Core) bind(s *Session, req *protocol.Request) {
 	id := req.Receiver
 	if _, ok := s.receivers[id]; !ok && len(s.receivers) >= c.limits.MaxReceiversPerSession {
@@ -263,11 +283,12 @@ func (c *Core) bind(s *Session, req *protocol.Request) {
 	}
 	r.owner, r.ephemeral = s, req.Ephemeral
 	s.receivers[id] = req.Ephemeral
+	c.bindMode(r, req.Ack)
 	dropped := r.dropped
 	r.dropped = 0
 	// The reply announces how many backlog events follow it; they go out
 	// as the connection drains (route.go), before any newer event of r.
-	s.out = protocol.AppendOK(s.out, req.ID, uint64(r.n), dropped)
+	s.out = protocol.AppendOK(s.out, req.ID, uint64(r.n), dropped, r.firstSeq())
 	if r.n > 0 {
 		c.hold(s, r)
 		c.pump(s)
@@ -284,6 +305,7 @@ func (c *Core) unbind(s *Session, req *protocol.Request) {
 	delete(s.receivers, req.Receiver)
 	r := c.receivers[req.Receiver]
 	r.owner = nil
+	r.releaseAcked()
 	c.forgetIfIdle(r)
 	c.ok(s, req.ID)
 }

@@ -1,27 +1,36 @@
 package session
 
-// pushBacklog appends frame to r's backlog. Past a bound it first drops r's
-// oldest events: while r holds max_backlog events or its bytes would pass
-// max_backlog_bytes, and while all backlogs together hold max_backlog_total
-// events or their bytes would pass max_backlog_bytes_total. When r holds no
-// event to drop and a total bound is still reached, the new event is
-// dropped instead. Every drop is counted (see drop).
+import "github.com/tickwheel/tickwheel/protocol"
+
+// pushBacklog appends frame, r's newest event (numbered r.seq), to r's
+// backlog. Past a bound it first drops r's oldest events: while r holds
+// max_backlog events or its bytes would pass max_backlog_bytes, and while
+// all backlogs together (outboxes are bounded apart) hold
+// max_backlog_total events or their bytes would pass
+// max_backlog_bytes_total. When r holds no event to
+// drop and a bound is still reached (the other receivers fill the total,
+// or the event alone is over max_backlog_bytes), the new event is dropped
+// instead. Every drop is counted and reported (see drop).
+//
+// Not for a receiver in acknowledged mode, whose outbox drops nothing
+// (see fireAcked).
 func (c *Core) pushBacklog(r *receiver, frame []byte) {
 	l := &c.limits
 	size := len(frame)
 	for r.n > 0 && (r.n >= l.MaxBacklog || r.bytes+size > l.MaxBacklogBytes) {
+		c.drop(r, r.seq-uint64(r.n)) // the oldest: the backlog holds r.seq-n .. r.seq-1
 		c.popBacklog(r)
-		c.drop(r)
 	}
 	overTotal := func() bool {
-		return c.backlogEvents >= uint64(l.MaxBacklogTotal) || c.backlogBytes+uint64(size) > uint64(l.MaxBacklogBytesTotal)
+		events, bytes := c.backlogEvents-c.outboxEvents, c.backlogBytes-c.outboxBytes
+		return events >= uint64(l.MaxBacklogTotal) || bytes+uint64(size) > uint64(l.MaxBacklogBytesTotal)
 	}
 	for r.n > 0 && overTotal() {
+		c.drop(r, r.seq-uint64(r.n))
 		c.popBacklog(r)
-		c.drop(r)
 	}
 	if size > l.MaxBacklogBytes || overTotal() {
-		c.drop(r)
+		c.drop(r, r.seq)
 		return
 	}
 	c.appendBacklog(r, frame)
@@ -32,7 +41,11 @@ func (c *Core) appendBacklog(r *receiver, frame []byte) {
 	if r.n == len(r.backlog) { // grow the ring, oldest first
 		// (At least one more slot: a restored backlog may hold more than
 		// max_backlog, had the limit been lowered since it filled.)
-		grown := make([][]byte, 0, max(min(c.limits.MaxBacklog, 2*len(r.backlog)+4), r.n+1))
+		limit := c.limits.MaxBacklog
+		if r.acked {
+			limit = c.limits.MaxOutbox
+		}
+		grown := make([][]byte, 0, max(min(limit, 2*len(r.backlog)+4), r.n+1))
 		for i := range r.n {
 			grown = append(grown, r.backlog[(r.head+i)%len(r.backlog)])
 		}
@@ -43,16 +56,43 @@ func (c *Core) appendBacklog(r *receiver, frame []byte) {
 	r.bytes += len(frame)
 	c.backlogEvents++
 	c.backlogBytes += uint64(len(frame))
+	if r.acked {
+		c.outboxEvents++
+		c.outboxBytes += uint64(len(frame))
+	}
 }
 
-// drop counts one event of r dropped from (or before) its backlog. While r
-// is bound the gap in its sequence numbers tells its session at once; while
-// it is unbound the next bind's reply reports it.
-func (c *Core) drop(r *receiver) {
+// drop counts event seq of r dropped from (or before) its backlog. While r
+// is bound its session is sent a dropped notice at once (in this turn's
+// output, ahead of r's later events); while it is unbound the next bind's
+// reply reports the count.
+func (c *Core) drop(r *receiver, seq uint64) {
 	c.droppedTotal++
+	if seq <= r.high { // sent once in acknowledged mode, which has ended
+		c.lostTotal++
+	}
 	if r.owner == nil {
 		r.dropped++
+		return
 	}
+	c.noteDropped(r.owner, r.id, seq)
+}
+
+// noteDropped tells s that event seq of receiver was dropped: it extends
+// the dropped notice at the end of s's output when that one ends just
+// before seq for the same receiver, else appends a new notice. (A burst
+// into a full backlog drops its events one by one, oldest first: they
+// make one notice, not one each.)
+func (c *Core) noteDropped(s *Session, receiver, seq uint64) {
+	if s.noteEnd > 0 && s.noteEnd == len(s.out) && s.noteRecv == receiver && s.noteLast+1 == seq {
+		s.out = s.out[:s.noteStart]
+	} else {
+		s.noteStart, s.noteRecv, s.noteFirst = len(s.out), receiver, seq
+	}
+	s.noteLast = seq
+	s.out = protocol.AppendDropped(s.out, receiver, s.noteFirst, seq)
+	s.noteEnd = len(s.out)
+	c.markDirty(s)
 }
 
 // popBacklog removes and returns r's oldest backlog event.
@@ -64,6 +104,10 @@ func (c *Core) popBacklog(r *receiver) []byte {
 	r.bytes -= len(frame)
 	c.backlogEvents--
 	c.backlogBytes -= uint64(len(frame))
+	if r.acked {
+		c.outboxEvents--
+		c.outboxBytes -= uint64(len(frame))
+	}
 	if r.n == 0 {
 		r.backlog, r.head = nil, 0 // an emptied backlog keeps no memory
 	}

@@ -26,7 +26,7 @@ func TestBacklogDeliveredOnBind(t *testing.T) {
 	m := c.read()
 	require.Equal(t, protocol.KindOK, m.Kind)
 	require.Equal(t, id, m.ID)
-	assert.Equal(t, []uint64{5, 0}, okUints(t, protocol.OpBind, m))
+	assert.Equal(t, []uint64{5, 0, 1}, okUints(t, protocol.OpBind, m))
 	var got []string
 	for range 5 {
 		m := c.read()

@@ -139,7 +139,7 @@ func (c *client) ff(n uint64) []uint64 {
 func (c *client) bind(receiver uint64, ephemeral bool) (backlog, dropped uint64) {
 	c.t.Helper()
 	v := c.uints(protocol.Request{Op: protocol.OpBind, Receiver: receiver, Ephemeral: ephemeral})
-	require.Len(c.t, v, 2, "bind result is [backlog, dropped]")
+	require.Len(c.t, v, 3, "bind result is [backlog, dropped, first_seq]")
 	return v[0], v[1]
 }
 

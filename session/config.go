@@ -37,8 +37,12 @@ type Limits struct {
 	MaxReceiversPerSession int `yaml:"max_receivers_per_session"` // bound at once. Default 100000.
 	MaxBacklog             int `yaml:"max_backlog"`               // events queued per receiver; the oldest are dropped. Default 10000.
 	MaxBacklogBytes        int `yaml:"max_backlog_bytes"`         // bytes of events queued per receiver; the oldest are dropped. Default 16 MiB.
-	MaxBacklogTotal        int `yaml:"max_backlog_total"`         // events queued in all receivers together. Default 1000000.
-	MaxBacklogBytesTotal   int `yaml:"max_backlog_bytes_total"`   // bytes of events queued in all receivers together. Default 512 MiB.
+	MaxBacklogTotal        int `yaml:"max_backlog_total"`         // events queued in all backlogs together; past it a receiver's own oldest is dropped, or the new one. Default 1000000.
+	MaxBacklogBytesTotal   int `yaml:"max_backlog_bytes_total"`   // bytes of events queued in all backlogs together. Default 512 MiB.
+	MaxOutbox              int `yaml:"max_outbox"`                // events not yet acknowledged per receiver in acknowledged mode; past it firings wait. Default 10000.
+	MaxOutboxBytes         int `yaml:"max_outbox_bytes"`          // bytes of them per receiver. Default 16 MiB.
+	MaxOutboxTotal         int `yaml:"max_outbox_total"`          // events in all outboxes together. Default 1000000.
+	MaxOutboxBytesTotal    int `yaml:"max_outbox_bytes_total"`    // bytes in all outboxes together. Default 512 MiB.
 	MaxOutbound            int `yaml:"max_outbound"`              // bytes of replies and events pending to one connection before the server stops adding to them. Default 8 MiB.
 	MaxInbound             int `yaml:"max_inbound"`               // bytes of requests held unread for one connection (while its replies wait) before it is closed. Default 4 MiB.
 	MaxConnections         int `yaml:"max_connections"`           // open client connections. Default: the fd limit less a reserve, at most 100000.
@@ -66,6 +70,10 @@ func (l Limits) WithDefaults() Limits {
 	def(&l.MaxDataTotal, 1<<30)
 	def(&l.MaxBacklogBytes, 16<<20)
 	def(&l.MaxBacklogBytesTotal, 512<<20)
+	def(&l.MaxOutbox, 10_000)
+	def(&l.MaxOutboxBytes, 16<<20)
+	def(&l.MaxOutboxTotal, 1_000_000)
+	def(&l.MaxOutboxBytesTotal, 512<<20)
 	def(&l.MaxInbound, 4<<20)
 	def(&l.MaxName, 256)
 	def(&l.MaxListPage, 1000)

@@ -79,11 +79,18 @@ type Core struct {
 	req      protocol.Request
 
 	firedTotal    uint64
-	droppedTotal  uint64     // events dropped from backlogs, and lost with closed connections
-	lostTotal     uint64     // of droppedTotal, those lost with closed connections
-	backlogEvents uint64     // events in all backlogs (held for bound receivers included)
-	backlogBytes  uint64     // their bytes
-	stalled       []*Session // sessions with events held back or requests unread (route.go)
+	droppedTotal  uint64      // events dropped from backlogs, and lost with closed connections
+	lostTotal     uint64      // of droppedTotal, those lost with closed connections
+	backlogEvents uint64      // events in all backlogs (held for bound receivers included)
+	backlogBytes  uint64      // their bytes
+	outboxEvents  uint64      // of backlogEvents, those in outboxes (acknowledged mode)
+	outboxBytes   uint64      // their bytes
+	pumped        uint64      // events moved from backlogs to sessions by top-ups
+	parkedTotal   uint64      // firings waiting for room in an outbox (outbox.go)
+	parkedBytes   uint64      // their data bytes
+	toHold        []wheel.Key // repeating timers whose firing parked in this advance
+	scratch       []byte      // an event being encoded for an outbox
+	stalled       []*Session  // sessions with events held back or requests unread (route.go)
 	// work counts the requests handled and the timers they walked (list,
 	// cancel_all): the server bounds how much of it one connection's
 	// requests may take in one turn.
@@ -142,6 +149,12 @@ type Session struct {
 	// output kept back until the log is written (not state: I/O timing).
 	replied bool
 	held    bool
+	// note locates the dropped notice at the end of out, which a drop of
+	// the next event of the same receiver extends (see noteDropped):
+	// out[noteStart:noteEnd] announces noteRecv's events noteFirst
+	// through noteLast. noteEnd 0: none.
+	noteStart, noteEnd            int
+	noteRecv, noteFirst, noteLast uint64
 
 	// Conn is the server's handle of the connection; the Core never reads it.
 	Conn any
@@ -190,6 +203,19 @@ type receiver struct {
 	bytes     int      // bytes of the frames in backlog
 	queuedIn  *Session // the session whose queue lists r (see Session.queue)
 	dropped   uint64   // events dropped or lost since it was last bound (reported by the next bind)
+
+	// Acknowledged mode (outbox.go): acked says the backlog is an outbox,
+	// whose first sent events were handed to the owner and wait for an
+	// ack; parked are firings waiting for room in it; holding the
+	// repeating timers the server paused meanwhile.
+	// high is the highest seq handed to a connection in acknowledged
+	// mode: giving up on an event at or below it (an ephemeral session
+	// ending, a drop after acknowledged mode ended) counts it as lost.
+	acked   bool
+	sent    int
+	high    uint64
+	parked  []parked
+	holding map[uint64]struct{}
 }
 
 // waiter is a fast-forward whose reply is due once the wheel passes
@@ -281,13 +307,14 @@ func (c *Core) Close(s *Session, buffered int) {
 	for id, ephemeral := range s.receivers {
 		r := c.receivers[id]
 		r.owner = nil
+		r.releaseAcked()
 		if ephemeral { // its timers and undelivered events end with the session
 			n := c.wheel.CancelAll(id)
 			c.log.Debug("ephemeral receiver released", "session", s.id, "receiver", id, "cancelled", n, "events", r.n)
 			for r.n > 0 {
-				c.popBacklog(r)
-				c.droppedTotal++
+				c.giveUp(r)
 			}
+			c.dropParked(r)
 			r.dropped = 0
 		}
 		c.forgetIfIdle(r)
@@ -353,7 +380,7 @@ func recvSlot(id uint64) uint64 { return id * 0x9E3779B97F4A7C15 >> (64 - recvCa
 // a visible seq gap; while it has drops to report, the next bind reports
 // them.
 func (c *Core) forgetIfIdle(r *receiver) {
-	if r.owner == nil && r.n == 0 && r.dropped == 0 && c.wheel.ReceiverLen(r.id) == 0 {
+	if r.owner == nil && r.n == 0 && r.dropped == 0 && len(r.parked) == 0 && c.wheel.ReceiverLen(r.id) == 0 {
 		delete(c.receivers, r.id)
 		if slot := &c.recvCache[recvSlot(r.id)]; *slot == r {
 			*slot = nil
@@ -371,10 +398,14 @@ func (c *Core) tidy(id uint64) {
 // ReceiverState describes a receiver's record, for diagnostics and tests.
 type ReceiverState struct {
 	ID        uint64
-	Backlog   int  // events held
+	Backlog   int  // events held (in acknowledged mode: the outbox, sent and unsent)
 	Timers    int  // live timers
 	Bound     bool // bound by a session
 	Ephemeral bool
+	Acked     bool   // acknowledged mode
+	Sent      int    // of Backlog, those handed to the owner and not yet acknowledged
+	Parked    int    // firings waiting for room in the outbox
+	Seq       uint64 // sequence number of the last event
 }
 
 // Receivers returns every receiver record, by id.
@@ -382,7 +413,8 @@ func (c *Core) Receivers() []ReceiverState {
 	out := make([]ReceiverState, 0, len(c.receivers))
 	for _, id := range sortedKeys(c.receivers) {
 		r := c.receivers[id]
-		out = append(out, ReceiverState{ID: id, Backlog: r.n, Timers: c.wheel.ReceiverLen(id), Bound: r.owner != nil, Ephemeral: r.ephemeral})
+		out = append(out, ReceiverState{ID: id, Backlog: r.n, Timers: c.wheel.ReceiverLen(id), Bound: r.owner != nil, Ephemeral: r.ephemeral,
+			Acked: r.acked, Sent: r.sent, Parked: len(r.parked), Seq: r.seq})
 	}
 	return out
 }

@@ -117,7 +117,8 @@ type detConn struct {
 func newDetCore(t *testing.T, replicated bool) *detCore {
 	cfg := Config{AdminToken: testAdminToken, ClientToken: detClient, TickNs: 1_000_000, MaxFiresPerTurn: 40, ServerVersion: "det"}
 	limits := Limits{MaxData: 64, MaxDataTotal: 3000, MaxTimers: 150, MaxTimersPerReceiver: 20, MaxReceiversPerSession: 5,
-		MaxBacklog: 8, MaxBacklogTotal: 50, MaxBacklogBytes: 600, MaxOutbound: 1500, MaxListPage: 5, MaxListBytes: 600}
+		MaxBacklog: 8, MaxBacklogTotal: 50, MaxBacklogBytes: 600, MaxOutbound: 1500, MaxListPage: 5, MaxListBytes: 600,
+		MaxOutbox: 6, MaxOutboxTotal: 30, MaxOutboxBytes: 500}
 	w, err := wheel.New(start, wheel.Config{Levels: 4, Slots: 8})
 	require.NoError(t, err)
 	d := &detCore{t: t, c: New(cfg, limits, w, nil, nil), now: start, conns: make(map[uint64]*detConn)}
@@ -215,9 +216,14 @@ func (d *detCore) request(rng *rand.Rand, slot int) []byte {
 			req.Version++
 		}
 	case x < 18:
-		req.Op, req.Ephemeral = protocol.OpBind, rng.IntN(3) == 0
+		req.Op, req.Ephemeral, req.Ack = protocol.OpBind, rng.IntN(3) == 0, rng.IntN(2) == 0
 	case x < 22:
 		req.Op = protocol.OpUnbind
+	case x < 27: // below, within and past what the outbox sent
+		req.Op, req.Seq = protocol.OpAck, uint64(rng.IntN(4))
+		if r := d.c.receivers[req.Receiver]; r != nil {
+			req.Seq += r.firstSeq() - 2 + uint64(rng.IntN(r.sent+1))
+		}
 	case x < 50:
 		req.Op = protocol.OpAdd
 		d.add(rng, &req)

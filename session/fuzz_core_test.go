@@ -103,7 +103,7 @@ const (
 var fzOps = [32]protocol.Op{
 	protocol.OpBind, protocol.OpBind, protocol.OpBind, protocol.OpBind,
 	protocol.OpUnbind, protocol.OpUnbind,
-	protocol.OpAdd, protocol.OpAdd, protocol.OpAdd, protocol.OpAdd, protocol.OpAdd, protocol.OpAdd, protocol.OpAdd, protocol.OpAdd,
+	protocol.OpAdd, protocol.OpAdd, protocol.OpAdd, protocol.OpAdd, protocol.OpAdd, protocol.OpAdd, protocol.OpAdd, protocol.OpAck,
 	protocol.OpCancel, protocol.OpCancel, protocol.OpCancel, protocol.OpCancelAll, protocol.OpCancelAll,
 	protocol.OpPause, protocol.OpResume, protocol.OpList, protocol.OpGet, protocol.OpPing,
 	protocol.OpFastForward, protocol.OpFastForward, protocol.OpFastForward,
@@ -144,8 +144,9 @@ type fzSession struct {
 	held     []fzFrame // requests received and not read yet
 	scanned  int       // bytes of s.out checked so far
 	seqs     map[uint64]uint64
-	eph      []uint64 // its ephemeral receivers before the current call
-	released bool     // its close was applied to the timer model
+	acked    map[uint64]bool // receivers it bound in acknowledged mode
+	eph      []uint64        // its ephemeral receivers before the current call
+	released bool            // its close was applied to the timer model
 }
 
 // fzFrame is a request frame's payload and what its reply needs of it.
@@ -154,6 +155,7 @@ type fzFrame struct {
 	id       uint64
 	op       protocol.Op // 0 for one that does not decode
 	receiver uint64
+	ack      bool // a bind in acknowledged mode
 }
 
 type fzHarness struct {
@@ -168,6 +170,7 @@ type fzHarness struct {
 	timers   map[wheel.Key]bool // the timers adds imply, each with "fires forever"
 	before   [fzReceivers]*receiver
 	seqs     map[*receiver]uint64 // per receiver record, the last seq that left the server
+	high     map[*receiver]uint64 // per receiver record, the highest seq that left the server (redeliveries repeat seqs)
 	events   uint64               // events written to sessions' output
 	// verbose (TICKWHEEL_FUZZ_TRACE set) keeps a trace of every step and
 	// message, logged at the end and on failure.
@@ -181,7 +184,8 @@ func newFzHarness(t *testing.T, opt byte) *fzHarness {
 	limits := Limits{MaxFrame: 1024, MaxData: 64, MaxDataTotal: [...]int{0, 200}[opt>>5&1], MaxTimers: 12,
 		MaxTimersPerReceiver: 6, MaxReceiversPerSession: 3, MaxBacklog: [...]int{5, 1}[opt>>3&1],
 		MaxBacklogTotal: [...]int{12, 3}[opt>>4&1], MaxBacklogBytes: [...]int{0, 300}[opt>>6&1],
-		MaxOutbound: 2048, MaxInbound: 2048, MaxListPage: 3, MaxListBytes: 1024}
+		MaxOutbound: 2048, MaxInbound: 2048, MaxListPage: 3, MaxListBytes: 1024,
+		MaxOutbox: [...]int{4, 1}[opt>>3&1], MaxOutboxTotal: [...]int{10, 3}[opt>>4&1], MaxOutboxBytes: [...]int{0, 300}[opt>>6&1]}
 	// A small wheel: cheap to make for every input, and timers move between
 	// its levels within a few ticks.
 	wheels := [2]*wheel.Wheel{}
@@ -191,7 +195,7 @@ func newFzHarness(t *testing.T, opt byte) *fzHarness {
 		wheels[i] = w
 	}
 	h := &fzHarness{t: t, c: New(cfg, limits, wheels[0], nil, nil), maxFires: cfg.MaxFiresPerTurn, now: start,
-		of: make(map[*Session]*fzSession), timers: make(map[wheel.Key]bool), seqs: make(map[*receiver]uint64),
+		of: make(map[*Session]*fzSession), timers: make(map[wheel.Key]bool), seqs: make(map[*receiver]uint64), high: make(map[*receiver]uint64),
 		verbose: os.Getenv("TICKWHEEL_FUZZ_TRACE") != ""}
 	h.limits = h.c.Limits()
 	h.rep = newReplica(t, h.c, cfg, limits, wheels[1])
@@ -278,7 +282,7 @@ func (h *fzHarness) setConn(fs *fzSession, how int, reset bool) {
 }
 
 func (h *fzHarness) open(slot int, hello, admin bool) {
-	fs := &fzSession{conn: &fzConn{}, seqs: make(map[uint64]uint64)}
+	fs := &fzSession{conn: &fzConn{}, seqs: make(map[uint64]uint64), acked: make(map[uint64]bool)}
 	h.call(func() { fs.s = h.c.Open() })
 	h.slots[slot], h.of[fs.s] = fs, fs
 	h.note("%d: open session %d, hello %v admin %v", slot, fs.s.id, hello, admin)
@@ -299,6 +303,12 @@ func (h *fzHarness) request(p *fzProg) protocol.Request {
 	switch req.Op {
 	case protocol.OpBind:
 		req.Ephemeral = flags&1 != 0
+		req.Ack = flags&2 != 0
+	case protocol.OpAck: // about the receiver's outbox: below, in, and past what was sent
+		req.Seq = uint64(p.n(4))
+		if r := h.c.receivers[req.Receiver]; r != nil {
+			req.Seq += r.firstSeq() - 2 + uint64(r.sent)/2*uint64(flags&1)
+		}
 	case protocol.OpAdd:
 		x := p.byte()
 		req.After = uint64(x & 3)
@@ -364,7 +374,7 @@ func (h *fzHarness) send(fs *fzSession, req protocol.Request) {
 	fs.lastID++
 	req.ID = fs.lastID
 	payload := protocol.AppendRequest(nil, &req)[protocol.HeaderSize:]
-	h.receive(fs, fzFrame{payload, req.ID, req.Op, req.Receiver})
+	h.receive(fs, fzFrame{payload, req.ID, req.Op, req.Receiver, req.Ack})
 }
 
 // receive plays OnTraffic for a frame arriving: the connection buffers it

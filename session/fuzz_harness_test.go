@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"math"
 	"slices"
 
@@ -49,9 +50,9 @@ func (h *fzHarness) call(fn func()) {
 			h.scan(fs)
 		}
 	}
-	if st.firedTotal != h.events+st.backlogEvents+st.droppedTotal-st.lostTotal {
-		h.fail("%d events fired: %d written out, %d in backlogs, %d dropped, %d of the written lost",
-			st.firedTotal, h.events, st.backlogEvents, st.droppedTotal, st.lostTotal)
+	if queued := h.unsent(); st.firedTotal != h.events+queued+st.parkedTotal+st.droppedTotal-st.lostTotal {
+		h.fail("%d events fired: %d written out, %d in backlogs never written, %d parked, %d dropped, %d of the written lost",
+			st.firedTotal, h.events, queued, st.parkedTotal, st.droppedTotal, st.lostTotal)
 	}
 }
 
@@ -103,14 +104,23 @@ func (h *fzHarness) message(fs *fzSession, m *protocol.Message) {
 		switch {
 		case m.Kind != protocol.KindOK:
 		case p.op == protocol.OpBind:
-			if v, err := protocol.DecodeUints(m.Result, nil); err != nil || len(v) != 2 {
+			v, err := protocol.DecodeUints(m.Result, nil)
+			if err != nil || len(v) != 3 {
 				h.fail("session %d: bind result %v %v", fs.s.id, v, err)
 			}
 			if _, ok := fs.seqs[p.receiver]; !ok {
 				fs.seqs[p.receiver] = 0
 			}
+			fs.acked[p.receiver] = p.ack
+			// The backlog follows from first_seq: again, in acknowledged
+			// mode or as it ends, if it was sent before.
+			fs.seqs[p.receiver] = v[2] - 1
+			if r := h.record(p.receiver); r != nil {
+				h.seqs[r] = v[2] - 1
+			}
 		case p.op == protocol.OpUnbind:
 			delete(fs.seqs, p.receiver)
+			delete(fs.acked, p.receiver)
 		}
 	case protocol.KindFire:
 		h.fire(fs, &m.Fire)
@@ -119,13 +129,15 @@ func (h *fzHarness) message(fs *fzSession, m *protocol.Message) {
 			h.fail("session %d: takeover of receiver %d, which it does not hold", fs.s.id, m.Receiver)
 		}
 		delete(fs.seqs, m.Receiver)
+		delete(fs.acked, m.Receiver)
+	case protocol.KindDropped:
+		h.dropped(fs, m)
 	default:
 		h.fail("session %d: message kind %s", fs.s.id, m.Kind)
 	}
 }
 
 func (h *fzHarness) fire(fs *fzSession, f *protocol.Fire) {
-	h.events++
 	last, ok := fs.seqs[f.Receiver]
 	switch {
 	case !ok:
@@ -133,13 +145,11 @@ func (h *fzHarness) fire(fs *fzSession, f *protocol.Fire) {
 	case f.Seq <= last:
 		h.fail("session %d: receiver %d: seq %d after %d", fs.s.id, f.Receiver, f.Seq, last)
 	}
-	fs.seqs[f.Receiver] = f.Seq
-	// The record the event came from: the one the call ended with, or
-	// began with if it forgot it.
-	r := h.c.receivers[f.Receiver]
-	if r == nil && f.Receiver < fzReceivers {
-		r = h.before[f.Receiver]
+	if fs.acked[f.Receiver] && f.Seq != last+1 {
+		h.fail("session %d: receiver %d in acknowledged mode: seq %d after %d", fs.s.id, f.Receiver, f.Seq, last)
 	}
+	fs.seqs[f.Receiver] = f.Seq
+	r := h.record(f.Receiver)
 	if r == nil {
 		h.fail("event of receiver %d, which has no record", f.Receiver)
 	}
@@ -147,6 +157,53 @@ func (h *fzHarness) fire(fs *fzSession, f *protocol.Fire) {
 		h.fail("receiver %d: seq %d left the server after %d", f.Receiver, f.Seq, h.seqs[r])
 	}
 	h.seqs[r] = f.Seq
+	if f.Seq > h.high[r] { // not a redelivery
+		h.high[r] = f.Seq
+		h.events++
+	}
+}
+
+// unsent counts the events in backlogs and outboxes that were never
+// written out.
+func (h *fzHarness) unsent() uint64 {
+	var n uint64
+	for _, r := range h.c.receivers {
+		for i := range r.n {
+			if r.firstSeq()+uint64(i) > h.high[r] {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// record returns the record an event of receiver came from: the one the
+// call ended with, or began with if it forgot it.
+func (h *fzHarness) record(receiver uint64) *receiver {
+	r := h.c.receivers[receiver]
+	if r == nil && receiver < fzReceivers {
+		r = h.before[receiver]
+	}
+	return r
+}
+
+// dropped checks a dropped notice: it names a receiver the session holds,
+// not in acknowledged mode, and events after the last it got; the next
+// event comes after them.
+func (h *fzHarness) dropped(fs *fzSession, m *protocol.Message) {
+	last, ok := fs.seqs[m.Receiver]
+	switch {
+	case !ok:
+		h.fail("session %d: dropped notice of receiver %d, which it does not hold", fs.s.id, m.Receiver)
+	case fs.acked[m.Receiver]:
+		h.fail("session %d: dropped notice of receiver %d, in acknowledged mode", fs.s.id, m.Receiver)
+	case m.First <= last || m.Last < m.First:
+		h.fail("session %d: receiver %d: dropped %d..%d after %d", fs.s.id, m.Receiver, m.First, m.Last, last)
+	}
+	fs.seqs[m.Receiver] = m.Last
+	if r := h.record(m.Receiver); r != nil {
+		h.seqs[r] = max(h.seqs[r], m.Last)
+	}
 }
 
 // flush plays Server.flush: Flush hands each dirty session's output (the
@@ -247,14 +304,15 @@ func (h *fzHarness) drain() {
 	}
 	h.check()
 	h.rep.check(fzReceiverIDs)
+	h.checkSnapshot()
 	for _, fs := range h.slots {
 		if fs != nil && !fs.s.kill && (len(fs.pending) > 0 || len(fs.held) > 0 || fs.s.blocked) {
 			h.fail("session %d: %d requests unanswered, %d unread, blocked %v", fs.s.id, len(fs.pending), len(fs.held), fs.s.blocked)
 		}
 	}
 	for id, r := range h.c.receivers {
-		if r.owner != nil && r.n > 0 {
-			h.fail("receiver %d: %d events never delivered to session %d", id, r.n, r.owner.id)
+		if r.owner != nil && (r.unsent() > 0 || len(r.parked) > 0 && r.n == 0) {
+			h.fail("receiver %d: %d events never delivered to session %d (%d parked)", id, r.unsent(), r.owner.id, len(r.parked))
 		}
 	}
 }
@@ -279,8 +337,8 @@ func (h *fzHarness) check() {
 var fzReceiverIDs = []uint64{0, 1, 2, 3, 4}
 
 func (h *fzHarness) checkReceivers() {
-	st, l := h.c, h.limits
-	backlog := 0
+	st := h.c
+	backlog, outbox, parked := 0, 0, 0
 	for id, r := range st.receivers {
 		o := r.owner
 		ephemeral, listed := false, false
@@ -294,17 +352,29 @@ func (h *fzHarness) checkReceivers() {
 			h.fail("receiver %d: owner session %d is closed", id, o.id)
 		case o != nil && (!listed || ephemeral != r.ephemeral):
 			h.fail("receiver %d: owner session %d does not list it (ephemeral %v)", id, o.id, r.ephemeral)
-		case o != nil && r.n > 0 && (r.queuedIn != o || !o.stalled):
-			h.fail("receiver %d: %d events held for session %d, which will not pump them", id, r.n, o.id)
-		case o == nil && r.n == 0 && r.dropped == 0 && st.wheel.ReceiverLen(id) == 0:
+		case o != nil && r.unsent() > 0 && (r.queuedIn != o || !o.stalled):
+			h.fail("receiver %d: %d events held for session %d, which will not pump them", id, r.unsent(), o.id)
+		case r.sent < 0 || r.sent > r.n || (o == nil || !r.acked) && r.sent != 0:
+			h.fail("receiver %d: %d of %d events sent (acked %v, bound %v)", id, r.sent, r.n, r.acked, o != nil)
+		case !r.acked && (len(r.parked) > 0 || r.holding != nil):
+			h.fail("receiver %d: %d firings parked, %d timers held, not in acknowledged mode", id, len(r.parked), len(r.holding))
+		case o == nil && r.n == 0 && r.dropped == 0 && len(r.parked) == 0 && st.wheel.ReceiverLen(id) == 0:
 			h.fail("receiver %d: idle but not forgotten", id)
-		case r.n > l.MaxBacklog:
-			h.fail("receiver %d: backlog %d over max_backlog", id, r.n)
 		}
+		// (Outboxes and backlogs may pass their bounds when a bind changes
+		// the mode: a backlog becomes an outbox whole, an outbox and its
+		// parked firings become a backlog whole.)
 		backlog += r.n
+		if r.acked {
+			outbox += r.n
+		}
+		parked += len(r.parked)
 	}
-	if uint64(backlog) != st.backlogEvents || backlog > l.MaxBacklogTotal {
-		h.fail("backlogs hold %d events, backlog_events says %d", backlog, st.backlogEvents)
+	if uint64(parked) != st.parkedTotal {
+		h.fail("receivers hold %d parked firings, parked_total says %d", parked, st.parkedTotal)
+	}
+	if uint64(backlog) != st.backlogEvents || uint64(outbox) != st.outboxEvents {
+		h.fail("backlogs hold %d events, backlog_events says %d; outboxes %d, outbox_events %d", backlog, st.backlogEvents, outbox, st.outboxEvents)
 	}
 	for _, r := range st.recvCache {
 		if r != nil && st.receivers[r.id] != r {
@@ -377,5 +447,29 @@ func (h *fzHarness) checkTimers() {
 	}
 	if st.wheel.Len() != live || live > l.MaxTimers {
 		h.fail("%d timers, Len says %d, max_timers %d", live, st.wheel.Len(), l.MaxTimers)
+	}
+}
+
+// checkSnapshot restores a snapshot of the state and checks that the
+// restored Core snapshots to the same bytes.
+func (h *fzHarness) checkSnapshot() {
+	encode := func(c *Core) []byte {
+		snap := c.Snapshot()
+		defer snap.Release()
+		b, _ := snap.AppendNext(nil, 0)
+		return b
+	}
+	data := encode(h.c)
+	r, err := Restore(h.c.cfg, data, nil, nil)
+	if err != nil {
+		h.fail("restore: %v", err)
+	}
+	if !bytes.Equal(data, encode(r)) {
+		h.fail("the restored state snapshots differently")
+	}
+	if r.parkedTotal != h.c.parkedTotal || r.parkedBytes != h.c.parkedBytes || r.backlogEvents != h.c.backlogEvents ||
+		r.outboxEvents != h.c.outboxEvents || r.outboxBytes != h.c.outboxBytes || r.backlogBytes != h.c.backlogBytes {
+		h.fail("restored totals differ: parked %d/%d bytes %d/%d backlog %d/%d", r.parkedTotal, h.c.parkedTotal,
+			r.parkedBytes, h.c.parkedBytes, r.backlogEvents, h.c.backlogEvents)
 	}
 }

@@ -89,7 +89,7 @@ func TestUnknownOp(t *testing.T) {
 	// Before hello too: an unknown op is not malformed.
 	c.failCode(protocol.CodeUnknownOp, protocol.Request{Op: 99})
 	c.sayHello("u", "")
-	for _, op := range []protocol.Op{0, 12, 19, 25, 255} {
+	for _, op := range []protocol.Op{0, 13, 19, 25, 255} {
 		text := c.failCode(protocol.CodeUnknownOp, protocol.Request{Op: op})
 		assert.Contains(t, text, "unknown op")
 	}

@@ -33,6 +33,7 @@ const (
 	inBlock        = 15 // sid: its output is full, its requests are not read
 	inWrote        = 16 // sid, bytes its connection buffers after a write
 	inAddOnlyBound = 17 // 0 or 1
+	inLimitsN      = 18 // the number of limits, then the limits in field order
 )
 
 // recorder collects the inputs of the current turn while on.
@@ -188,18 +189,39 @@ func b2u(b bool) byte {
 
 func (r *recorder) limits(l *Limits) {
 	if r.on {
-		r.buf = append(r.buf, inLimits)
-		for _, v := range limitFields(l) {
+		fields := limitFields(l)
+		r.buf = append(r.buf, inLimitsN)
+		r.uv(uint64(len(fields)))
+		for _, v := range fields {
 			r.uv(uint64(*v))
 		}
 	}
 }
 
-// limitFields lists the limits in their recorded order.
+// limitFields lists the limits in their recorded order. New limits go at
+// the end: a record or snapshot written before them holds the first
+// legacyLimits, and the others take their defaults.
 func limitFields(l *Limits) []*int {
 	return []*int{&l.MaxFrame, &l.MaxData, &l.MaxDataTotal, &l.MaxTimersPerReceiver, &l.MaxTimers,
 		&l.MaxReceiversPerSession, &l.MaxBacklog, &l.MaxBacklogBytes, &l.MaxBacklogTotal, &l.MaxBacklogBytesTotal,
-		&l.MaxOutbound, &l.MaxInbound, &l.MaxConnections, &l.MaxName, &l.MaxListPage, &l.MaxListBytes}
+		&l.MaxOutbound, &l.MaxInbound, &l.MaxConnections, &l.MaxName, &l.MaxListPage, &l.MaxListBytes,
+		&l.MaxOutbox, &l.MaxOutboxBytes, &l.MaxOutboxTotal, &l.MaxOutboxBytesTotal}
+}
+
+// legacyLimits is the number of limits in inLimits records and version 1
+// snapshots.
+const legacyLimits = 16
+
+// readLimits reads n limits in field order (more than this version knows
+// are skipped, fewer leave the others 0: their defaults).
+func readLimits(d *decoder, l *Limits, n int) {
+	fields := limitFields(l)
+	for i := range n {
+		v := int(d.uv())
+		if i < len(fields) {
+			*fields[i] = v
+		}
+	}
 }
 
 // Record turns recording of inputs on or off (it is off in a new Core).
@@ -329,11 +351,13 @@ func (c *Core) replayOne(kind byte, d *decoder) error {
 		if d.err == nil {
 			c.Advance(target, maxFires)
 		}
-	case inLimits:
+	case inLimits, inLimitsN:
 		var l Limits
-		for _, v := range limitFields(&l) {
-			*v = int(d.uv())
+		n := legacyLimits
+		if kind == inLimitsN {
+			n = d.count()
 		}
+		readLimits(d, &l, n)
 		if d.err == nil {
 			c.SetLimits(l)
 		}
@@ -429,6 +453,7 @@ func (c *Core) replayWritten(d *decoder) error {
 		return fmt.Errorf("session %d wrote %d bytes, the replay has %d", s.id, n, len(s.out))
 	}
 	s.out = s.out[:0]
+	s.noteEnd = 0
 	s.written += uint64(n)
 	return nil
 }
@@ -437,6 +462,8 @@ func (c *Core) replayWritten(d *decoder) error {
 type decoder struct {
 	b   []byte
 	err error
+	// version is a snapshot's format version, for the fields it has.
+	version byte
 }
 
 var errShort = errors.New("record truncated")

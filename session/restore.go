@@ -12,10 +12,11 @@ func (c *Core) restoreCore(b []byte) ([]byte, error) {
 	if !bytes.HasPrefix(b, []byte(snapMagic)) || len(b) < len(snapMagic)+1 {
 		return nil, fmt.Errorf("%w: not a core snapshot", ErrSnapshot)
 	}
-	if v := b[len(snapMagic)]; v != snapVersion {
-		return nil, fmt.Errorf("%w: format version %d, this server reads %d", ErrSnapshot, v, snapVersion)
+	v := b[len(snapMagic)]
+	if v < 1 || v > snapVersion {
+		return nil, fmt.Errorf("%w: format version %d, this server reads 1 to %d", ErrSnapshot, v, snapVersion)
 	}
-	d := &decoder{b: b[len(snapMagic)+1:]}
+	d := &decoder{b: b[len(snapMagic)+1:], version: v}
 	c.target = d.uv()
 	c.caughtUp = d.byte() != 0
 	c.speed = math.Float64frombits(d.u64())
@@ -24,9 +25,12 @@ func (c *Core) restoreCore(b []byte) ([]byte, error) {
 	c.wallNs, c.wallTick = d.uv(), d.uv()
 	c.nextSession = d.uv()
 	c.firedTotal, c.droppedTotal, c.lostTotal = d.uv(), d.uv(), d.uv()
-	for _, v := range limitFields(&c.limits) {
-		*v = int(d.uv())
+	nl := legacyLimits
+	if d.version >= 2 {
+		nl = d.count()
 	}
+	readLimits(d, &c.limits, nl)
+	c.limits = c.limits.WithDefaults()
 	c.addOnlyBound = d.byte() != 0
 	n := d.count()
 	queues := make(map[*Session][]uint64, n)
@@ -85,6 +89,13 @@ func restoreSession(d *decoder) (*Session, []uint64) {
 	for range d.count() {
 		q = append(q, d.uv())
 	}
+	if d.version >= 2 {
+		s.noteStart, s.noteEnd = int(d.uv()), int(d.uv())
+		s.noteRecv, s.noteFirst, s.noteLast = d.uv(), d.uv(), d.uv()
+		if d.err == nil && (s.noteStart > s.noteEnd || s.noteEnd > len(s.out)) {
+			d.fail(fmt.Errorf("session %d: dropped notice at %d..%d of %d bytes", s.id, s.noteStart, s.noteEnd, len(s.out)))
+		}
+	}
 	return s, q
 }
 
@@ -97,10 +108,39 @@ func (c *Core) restoreReceivers(d *decoder) {
 		for range d.count() {
 			c.appendBacklog(r, append([]byte(nil), d.bytes()...))
 		}
+		if d.version >= 2 {
+			c.restoreAcked(d, r)
+		}
 		if d.err != nil {
 			return
 		}
 		c.receivers[r.id] = r
+	}
+}
+
+// restoreAcked reads a receiver's acknowledged-mode fields.
+func (c *Core) restoreAcked(d *decoder, r *receiver) {
+	r.acked = d.byte() != 0
+	if r.acked { // its frames, restored above, are its outbox
+		c.outboxEvents += uint64(r.n)
+		c.outboxBytes += uint64(r.bytes)
+	}
+	r.sent, r.high = int(d.uv()), d.uv()
+	for range d.count() {
+		p := parked{tid: d.uv(), tick: d.uv(), fired: d.uv(), repeat: d.uv(), last: d.byte() != 0}
+		p.data = append([]byte(nil), d.bytes()...)
+		r.parked = append(r.parked, p)
+		c.parkedTotal++
+		c.parkedBytes += uint64(len(p.data))
+	}
+	for range d.count() {
+		if r.holding == nil {
+			r.holding = make(map[uint64]struct{})
+		}
+		r.holding[d.uv()] = struct{}{}
+	}
+	if d.err == nil && (r.sent > r.n || !r.acked && (r.sent != 0 || len(r.parked) > 0)) {
+		d.fail(fmt.Errorf("receiver %d: %d of %d events sent, %d parked, acked %v", r.id, r.sent, r.n, len(r.parked), r.acked))
 	}
 }
 

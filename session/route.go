@@ -64,6 +64,10 @@ func (c *Core) Buffered(s *Session, n int) {
 func (c *Core) onFire(f *wheel.Fire) {
 	c.firedTotal++
 	r := c.receiver(f.Receiver)
+	if r.acked {
+		c.fireAcked(r, f)
+		return
+	}
 	r.seq++
 	// Field by field, not a composite literal: the compiler builds a
 	// literal on the stack and copies it with wide loads that cannot be
@@ -73,10 +77,7 @@ func (c *Core) onFire(f *wheel.Fire) {
 	ev := &c.fireBuf
 	ev.Receiver, ev.Tid, ev.Tick, ev.Fired = f.Receiver, f.Tid, f.Tick, f.Fired
 	ev.Repeat, ev.Last, ev.Data, ev.Seq = uint64(f.Repeat), f.Last, f.Data, r.seq
-	ev.Late = 0
-	if f.Tick > c.skipped { // not fast-forwarded over: late if the wheel trails tw-time
-		ev.Late = c.target - min(f.Tick, c.target)
-	}
+	ev.Late = c.late(f.Tick) // 0 if fast-forwarded over; late if the wheel trails tw-time
 	s := r.owner
 	if s != nil && r.n == 0 && c.pending(s) < c.limits.MaxOutbound {
 		s.out = protocol.AppendFire(s.out, ev)
@@ -120,13 +121,22 @@ func (c *Core) pump(s *Session) {
 			}
 			continue // unbound or taken over: its backlog went with it
 		}
-		for r.n > 0 && pend < limit {
+		for r.acked && r.sent < r.n && pend < limit { // the outbox keeps it until acked
+			frame := r.at(r.sent)
+			s.out = append(s.out, frame...)
+			pend += len(frame)
+			r.sent++
+			c.pumped++
+			r.high = max(r.high, r.firstSeq()+uint64(r.sent)-1)
+		}
+		for !r.acked && r.n > 0 && pend < limit {
 			frame := c.popBacklog(r)
 			s.out = append(s.out, frame...)
 			pend += len(frame)
 			s.inflight = append(s.inflight, inflight{r.id, s.written + uint64(len(s.out))})
+			c.pumped++
 		}
-		if r.n > 0 {
+		if r.unsent() > 0 {
 			kept = append(kept, r)
 		} else {
 			r.queuedIn = nil
@@ -161,7 +171,7 @@ func (c *Core) PumpAll(buffered func(*Session) int) (moved bool) {
 		}
 	}
 	c.rec.kind(inPumpAll)
-	before := c.backlogEvents
+	before := c.pumped
 	limit := c.limits.MaxOutbound
 	kept := c.stalled[:0]
 	for _, s := range c.stalled {
@@ -183,7 +193,7 @@ func (c *Core) PumpAll(buffered func(*Session) int) (moved bool) {
 	}
 	clear(c.stalled[len(kept):])
 	c.stalled = kept
-	return moved || c.backlogEvents != before
+	return moved || c.pumped != before
 }
 
 // MayRead reports whether s's next request may be read now, its connection
@@ -291,6 +301,7 @@ func (c *Core) Flush(write Writer, after func(*Session)) {
 		out := s.out
 		s.out = s.out[:0]
 		if len(out) > 0 && !s.closed {
+			s.noteEnd = 0 // the notice, if any, leaves: nothing to extend
 			c.rec.written(s.id, len(out))
 			s.written += uint64(len(out))
 			s.writing = len(out)

@@ -22,9 +22,14 @@ import (
 // first): tw-time and clock settings, counters, limits, the sessions with
 // their flow-control state, the stalled and dirty lists, the waiting
 // fast-forwards, and the receivers with their backlogs.
+//
+// Version 2 added acknowledged mode: the number of limits before them,
+// each session's dropped-notice position, and each receiver's mode, sent
+// count, high-water seq, parked firings and held timers. Version 1
+// snapshots are still read.
 const (
 	snapMagic   = "TWCS"
-	snapVersion = 1
+	snapVersion = 2
 )
 
 // ErrSnapshot wraps every error of restoring a snapshot.
@@ -39,8 +44,9 @@ func (e *encoder) bool(v bool)    { e.b = append(e.b, b2u(v)) }
 func (e *encoder) f64(v float64)  { e.b = binary.LittleEndian.AppendUint64(e.b, math.Float64bits(v)) }
 func (e *encoder) bytes(v []byte) { e.uv(uint64(len(v))); e.b = append(e.b, v...) }
 
+// sid returns s's id, or 0 for none or a closed session.
 func sid(s *Session) uint64 {
-	if s == nil {
+	if s == nil || s.closed {
 		return 0
 	}
 	return s.id
@@ -63,7 +69,9 @@ func (c *Core) appendCore(e *encoder) {
 	e.uv(c.firedTotal)
 	e.uv(c.droppedTotal)
 	e.uv(c.lostTotal)
-	for _, v := range limitFields(&c.limits) {
+	fields := limitFields(&c.limits)
+	e.int(len(fields))
+	for _, v := range fields {
 		e.int(*v)
 	}
 	e.bool(c.addOnlyBound)
@@ -72,17 +80,29 @@ func (c *Core) appendCore(e *encoder) {
 	for _, id := range ids {
 		appendSession(e, c.sessions[id])
 	}
-	e.int(len(c.stalled))
-	for _, s := range c.stalled {
+	// A session closed this turn may still be listed; it is gone for
+	// good, so the snapshot leaves it out.
+	open := func(list []*Session) []*Session {
+		var out []*Session
+		for _, s := range list {
+			if !s.closed {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	stalled, dirty := open(c.stalled), open(c.dirty)
+	e.int(len(stalled))
+	for _, s := range stalled {
 		e.uv(s.id)
 	}
-	e.int(len(c.dirty))
-	for _, s := range c.dirty {
+	e.int(len(dirty))
+	for _, s := range dirty {
 		e.uv(s.id)
 	}
 	e.int(len(c.waiters))
 	for _, w := range c.waiters {
-		e.uv(sid(w.s))
+		e.uv(sid(w.s)) // (Close sets s to nil)
 		e.uv(w.id)
 		e.uv(w.target)
 		e.uv(w.fired)
@@ -117,6 +137,11 @@ func appendSession(e *encoder, s *Session) {
 	for _, r := range s.queue {
 		e.uv(r.id)
 	}
+	e.int(s.noteStart)
+	e.int(s.noteEnd)
+	e.uv(s.noteRecv)
+	e.uv(s.noteFirst)
+	e.uv(s.noteLast)
 }
 
 // receiverSnap is a receiver as a snapshot holds it: the record's fields
@@ -126,6 +151,11 @@ type receiverSnap struct {
 	id, owner, seq, dropped, queuedIn uint64
 	ephemeral                         bool
 	frames                            [][]byte
+	acked                             bool
+	sent                              int
+	high                              uint64
+	parked                            []parked // copied: refill reuses the slice
+	holding                           []uint64 // sorted
 }
 
 // receiverSnaps copies the receivers' records, by id.
@@ -135,7 +165,8 @@ func (c *Core) receiverSnaps() []receiverSnap {
 	for i, id := range ids {
 		r := c.receivers[id]
 		out[i] = receiverSnap{id: id, owner: sid(r.owner), seq: r.seq, dropped: r.dropped, queuedIn: sid(r.queuedIn),
-			ephemeral: r.ephemeral, frames: r.backlogFrames()}
+			ephemeral: r.ephemeral, frames: r.backlogFrames(), acked: r.acked, sent: r.sent, high: r.high,
+			parked: append([]parked(nil), r.parked...), holding: sortedKeys(r.holding)}
 	}
 	return out
 }
@@ -151,6 +182,22 @@ func appendReceiver(e *encoder, r *receiverSnap) {
 		e.int(len(r.frames))
 		for _, f := range r.frames {
 			e.bytes(f)
+		}
+		e.bool(r.acked)
+		e.int(r.sent)
+		e.uv(r.high)
+		e.int(len(r.parked))
+		for _, p := range r.parked {
+			e.uv(p.tid)
+			e.uv(p.tick)
+			e.uv(p.fired)
+			e.uv(p.repeat)
+			e.bool(p.last)
+			e.bytes(p.data)
+		}
+		e.int(len(r.holding))
+		for _, tid := range r.holding {
+			e.uv(tid)
 		}
 	}
 }

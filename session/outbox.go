@@ -1,0 +1,262 @@
+package session
+
+import (
+	"fmt"
+
+	"github.com/tickwheel/tickwheel/protocol"
+	"github.com/tickwheel/tickwheel/wheel"
+)
+
+// Acknowledged mode. A receiver bound with ack keeps every event in its
+// outbox — the backlog ring, holding events already handed to the session
+// as well as those not yet sent — until an ack covers its sequence number:
+//
+//   - The outbox holds consecutive sequence numbers, r.seq-r.n+1 through
+//     r.seq; its first r.sent events have been handed to the owner's
+//     connection since it bound. An ack pops events from the front.
+//   - Closing the session, unbinding, or a takeover sets r.sent to 0: the
+//     next bind delivers the outbox again from its first event.
+//   - The outbox is bounded by max_outbox and max_outbox_bytes per
+//     receiver, and max_outbox_total and max_outbox_bytes_total for all
+//     outboxes together (apart from the backlogs of receivers not in
+//     acknowledged mode, which drop their oldest events). When an event
+//     does not fit, nothing is dropped: the firing waits ("parks") with its
+//     receiver, unnumbered, and later firings of the receiver queue behind
+//     it. A repeating timer whose firing parks is paused by the server (it
+//     is "held"), so it adds at most one parked firing; acks make room,
+//     parked firings enter the outbox in order, numbered then and reported
+//     late by the ticks they waited, and held timers resume with their full
+//     interval. Parked firings count as timers of their receiver for
+//     max_timers and max_timers_per_receiver, so the timer limits bound
+//     them.
+
+// parked is a firing waiting for room in its receiver's outbox.
+type parked struct {
+	tid, tick, fired, repeat uint64
+	last                     bool
+	data                     []byte // owned
+}
+
+// unsent returns how many of r's backlog events have not been handed to its
+// owner: all of them, except in acknowledged mode.
+func (r *receiver) unsent() int { return r.n - r.sent }
+
+// firstSeq returns the sequence number of the first event in r's backlog,
+// or the next one when it is empty.
+func (r *receiver) firstSeq() uint64 { return r.seq - uint64(r.n) + 1 }
+
+// at returns r's backlog event i, 0 being the oldest.
+func (r *receiver) at(i int) []byte { return r.backlog[(r.head+i)%len(r.backlog)] }
+
+// outboxFits reports whether an event of size bytes fits in r's outbox.
+// One event always fits an empty outbox, whatever the per-receiver bounds.
+func (c *Core) outboxFits(r *receiver, size int) bool {
+	l := &c.limits
+	if r.n > 0 && (r.n >= l.MaxOutbox || r.bytes+size > l.MaxOutboxBytes) {
+		return false
+	}
+	return c.outboxEvents < uint64(l.MaxOutboxTotal) && c.outboxBytes+uint64(size) <= uint64(l.MaxOutboxBytesTotal)
+}
+
+// fireAcked routes a firing of a receiver in acknowledged mode: into its
+// outbox, and on to its owner when nothing unsent is ahead of it and the
+// session has room; or, when the outbox is full or firings already wait,
+// to the parked firings.
+func (c *Core) fireAcked(r *receiver, f *wheel.Fire) {
+	if len(r.parked) == 0 {
+		ev := &c.fireBuf
+		ev.Receiver, ev.Tid, ev.Tick, ev.Fired = f.Receiver, f.Tid, f.Tick, f.Fired
+		ev.Repeat, ev.Last, ev.Data, ev.Seq = uint64(f.Repeat), f.Last, f.Data, r.seq+1
+		ev.Late = c.late(f.Tick)
+		c.scratch = protocol.AppendFire(c.scratch[:0], ev)
+		if c.outboxFits(r, len(c.scratch)) {
+			r.seq++
+			c.enterOutbox(r, append([]byte(nil), c.scratch...))
+			return
+		}
+	}
+	r.parked = append(r.parked, parked{tid: f.Tid, tick: f.Tick, fired: f.Fired, repeat: uint64(f.Repeat),
+		last: f.Last, data: append([]byte(nil), f.Data...)})
+	c.parkedTotal++
+	c.parkedBytes += uint64(len(f.Data))
+	if !f.Last {
+		c.toHold = append(c.toHold, wheel.Key{Receiver: r.id, Tid: f.Tid})
+	}
+}
+
+// late returns how many ticks a firing due at tick is late now.
+func (c *Core) late(tick uint64) uint64 {
+	if tick <= c.skipped { // fast-forwarded over: asked for at once
+		return 0
+	}
+	return c.target - min(tick, c.target)
+}
+
+// enterOutbox appends frame, r's newest event, to its outbox and hands it
+// to the owner, or holds it for the owner's next top-up.
+func (c *Core) enterOutbox(r *receiver, frame []byte) {
+	c.appendBacklog(r, frame)
+	s := r.owner
+	if s == nil {
+		return
+	}
+	if r.sent == r.n-1 && c.pending(s) < c.limits.MaxOutbound {
+		s.out = append(s.out, frame...)
+		r.sent++
+		r.high = max(r.high, r.seq)
+		c.markDirty(s)
+		return
+	}
+	c.hold(s, r)
+}
+
+// holdParked pauses the repeating timers whose firing parked during the
+// last advance (the wheel is not changed while it fires).
+func (c *Core) holdParked() {
+	for _, k := range c.toHold {
+		if c.wheel.Pause(k) == nil {
+			r := c.receiver(k.Receiver)
+			if r.holding == nil {
+				r.holding = make(map[uint64]struct{})
+			}
+			r.holding[k.Tid] = struct{}{}
+		}
+	}
+	clear(c.toHold)
+	c.toHold = c.toHold[:0]
+}
+
+// unhold gives timer k back to its user before a request changes it: the
+// server no longer resumes it when its parked firing goes out. It reports
+// whether the server was holding it (paused).
+func (c *Core) unhold(k wheel.Key) bool {
+	r := c.receivers[k.Receiver]
+	if r == nil || r.holding == nil {
+		return false
+	}
+	if _, ok := r.holding[k.Tid]; !ok {
+		return false
+	}
+	delete(r.holding, k.Tid)
+	if len(r.holding) == 0 {
+		r.holding = nil
+	}
+	return true
+}
+
+// refill moves r's parked firings into its outbox while they fit, oldest
+// first, numbering them now and resuming the timers held for them.
+func (c *Core) refill(r *receiver) {
+	for len(r.parked) > 0 {
+		p := &r.parked[0]
+		ev := &c.fireBuf
+		ev.Receiver, ev.Tid, ev.Tick, ev.Fired = r.id, p.tid, p.tick, p.fired
+		ev.Repeat, ev.Last, ev.Data, ev.Seq = p.repeat, p.last, p.data, r.seq+1
+		ev.Late = c.late(p.tick)
+		c.scratch = protocol.AppendFire(c.scratch[:0], ev)
+		if r.acked && !c.outboxFits(r, len(c.scratch)) {
+			return
+		}
+		r.seq++
+		frame := append([]byte(nil), c.scratch...)
+		if r.acked {
+			c.enterOutbox(r, frame)
+		} else { // acknowledged mode ended: keep them all, over the bounds for once
+			c.appendBacklog(r, frame)
+		}
+		if !p.last && c.unhold(wheel.Key{Receiver: r.id, Tid: p.tid}) {
+			_ = c.wheel.Resume(wheel.Key{Receiver: r.id, Tid: p.tid}) // ErrOverflow: it stays paused
+		}
+		c.parkedTotal--
+		c.parkedBytes -= uint64(len(p.data))
+		*p = parked{}
+		r.parked = r.parked[1:]
+	}
+	r.parked = nil
+}
+
+// ack handles ack: the session has handled every event of the receiver up
+// to req.Seq. It pops them from the outbox and lets parked firings in.
+func (c *Core) ack(s *Session, req *protocol.Request) {
+	if _, ok := s.receivers[req.Receiver]; !ok {
+		c.fail(s, req.ID, protocol.CodeNotFound, fmt.Sprintf("receiver %d is not bound by this session", req.Receiver))
+		return
+	}
+	r := c.receivers[req.Receiver]
+	if !r.acked {
+		c.fail(s, req.ID, protocol.CodeInvalidArgument, fmt.Sprintf("receiver %d is not bound in acknowledged mode", req.Receiver))
+		return
+	}
+	first := r.firstSeq()
+	lastSent := first + uint64(r.sent) - 1
+	if req.Seq > lastSent {
+		c.fail(s, req.ID, protocol.CodeInvalidArgument, fmt.Sprintf("ack %d of receiver %d is past the last event delivered to this session (%d)", req.Seq, req.Receiver, lastSent))
+		return
+	}
+	for seq := first; seq <= req.Seq; seq++ {
+		c.popBacklog(r)
+		r.sent--
+	}
+	c.ok(s, req.ID)
+	c.refill(r)
+}
+
+// bindMode sets r's delivery mode for a bind by s: acknowledged or not.
+// Either way the backlog is delivered from its first event. Binding
+// without ack ends acknowledged mode: the parked firings join the backlog
+// (numbered now; kept even past its bounds, which the next firings
+// restore by dropping the oldest) and held timers resume. Binding with
+// ack a receiver with nothing pending moves its sequence numbers past any
+// it had before it was forgotten (see bind).
+func (c *Core) bindMode(r *receiver, ack bool) {
+	r.sent = 0
+	switch {
+	case ack:
+		if !r.acked { // the backlog becomes the outbox
+			r.acked = true
+			c.outboxEvents += uint64(r.n)
+			c.outboxBytes += uint64(r.bytes)
+		}
+		if r.n == 0 && len(r.parked) == 0 {
+			r.seq = max(r.seq, c.firedTotal)
+		}
+	case r.acked:
+		r.acked = false
+		c.outboxEvents -= uint64(r.n)
+		c.outboxBytes -= uint64(r.bytes)
+		c.refill(r)
+		for tid := range r.holding { // parked firings were all numbered above
+			_ = c.wheel.Resume(wheel.Key{Receiver: r.id, Tid: tid})
+		}
+		r.holding = nil
+	}
+}
+
+// giveUp drops r's oldest backlog event for good, counting it as dropped,
+// and as lost if a connection was handed it (see receiver.high).
+func (c *Core) giveUp(r *receiver) {
+	if r.firstSeq() <= r.high {
+		c.lostTotal++
+	}
+	c.popBacklog(r)
+	c.droppedTotal++
+}
+
+// releaseAcked ends r's delivery to its owner, which unbinds it or closes:
+// the outbox will go out again from its first event at the next bind.
+func (r *receiver) releaseAcked() {
+	if r.acked {
+		r.sent = 0
+	}
+}
+
+// dropParked forgets r's parked firings and held timers (an ephemeral
+// receiver's session ended), counting the firings as dropped.
+func (c *Core) dropParked(r *receiver) {
+	for _, p := range r.parked {
+		c.parkedBytes -= uint64(len(p.data))
+	}
+	c.droppedTotal += uint64(len(r.parked))
+	c.parkedTotal -= uint64(len(r.parked))
+	r.parked, r.holding = nil, nil
+}
