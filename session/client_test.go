@@ -87,7 +87,7 @@ func (c *client) reply(id uint64) protocol.Message {
 	c.t.Helper()
 	for {
 		m := c.read()
-		if m.Kind == protocol.KindFire || m.Kind == protocol.KindTakeover {
+		if m.Kind == protocol.KindFire || m.Kind == protocol.KindTakeover || m.Kind == protocol.KindDropped {
 			c.events = append(c.events, m)
 			continue
 		}
