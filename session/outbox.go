@@ -11,6 +11,10 @@ import (
 // outbox — the backlog ring, holding events already handed to the session
 // as well as those not yet sent — until an ack covers its sequence number:
 //
+//   - An event of an outbox counts as a reply to a recorded input (see
+//     TakeRecord): with fsync always it leaves only once the record of
+//     the turn it fired in is on disk, so a crash of the machine cannot
+//     undo a firing a client has seen (and reuse its seq).
 //   - The outbox holds consecutive sequence numbers, r.seq-r.n+1 through
 //     r.seq; its first r.sent events have been handed to the owner's
 //     connection since it bound. An ack pops events from the front.
@@ -104,6 +108,7 @@ func (c *Core) enterOutbox(r *receiver, frame []byte) {
 		s.out = append(s.out, frame...)
 		r.sent++
 		r.high = max(r.high, r.seq)
+		c.noteReplied(s)
 		c.markDirty(s)
 		return
 	}

@@ -128,6 +128,7 @@ func (c *Core) pump(s *Session) {
 			r.sent++
 			c.pumped++
 			r.high = max(r.high, r.firstSeq()+uint64(r.sent)-1)
+			c.noteReplied(s) // it leaves after the log has it (outbox.go)
 		}
 		for !r.acked && r.n > 0 && pend < limit {
 			frame := c.popBacklog(r)
