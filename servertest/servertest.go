@@ -9,7 +9,7 @@
 //	func TestPoison(t *testing.T) {
 //		srv := servertest.RunT(t)                  // stopped by t.Cleanup
 //		c, _ := client.Dial(ctx, srv.Addr())
-//		c.Bind(ctx, player, false)
+//		c.Bind(ctx, player, nil)
 //		c.AddAfter(ctx, player, poisonTick, time.Second, &client.AddOptions{Repeat: 10})
 //		srv.Advance(10 * time.Second)              // ten ticks of poison, in milliseconds
 //		for range 10 { <-c.Events() }
@@ -21,6 +21,18 @@
 // Stats, ...) dials with client.WithToken(srv.AdminToken()): each server has
 // a random admin token, and a temporary data directory, so a test never
 // touches the working tree.
+//
+// DropConnections resets every client connection, so that a test can check
+// how its code handles a reconnect: with receivers bound in acknowledged
+// mode (client.BindOptions.Ack), that every event is handled once:
+//
+//	c.Bind(ctx, 7, &client.BindOptions{Ack: client.AckAuto})
+//	c.Add(ctx, 7, 1, 1, &client.AddOptions{Repeat: 4})
+//	srv.AdvanceTicks(2)                    // events 1 and 2 reach the client, not taken yet
+//	srv.DropConnections()                  // the client reconnects and re-binds
+//	srv.AdvanceTicks(2)
+//	for i := 1; i <= 4; i++ { <-c.Events() } // 1, 2, 3, 4: once each
+//	c.Redelivered()                        // 2: the client dropped them
 //
 // The server keeps its state in memory, unless the test gives it a data
 // directory with WithDataDir: then Restart stops it gracefully and starts
@@ -42,9 +54,10 @@ import (
 
 // Server is a running in-process server.
 type Server struct {
-	t   testing.TB
-	srv *server.Server
-	cfg server.Config
+	t     testing.TB
+	srv   *server.Server
+	cfg   server.Config
+	relay *relay // what clients dial (Addr): forwards to srv, for DropConnections
 }
 
 // Config is the server configuration, for WithConfig.
@@ -86,10 +99,17 @@ func RunT(t testing.TB, opts ...Option) *Server {
 	}
 	s := &Server{t: t, cfg: cfg}
 	s.start()
+	r, err := newRelay(s.srv.Addr())
+	if err != nil {
+		s.stop()
+		t.Fatalf("servertest: %v", err)
+	}
+	s.relay = r
 	t.Cleanup(func() {
 		if s.srv != nil {
 			s.stop()
 		}
+		s.relay.stop()
 	})
 	return s
 }
@@ -130,8 +150,21 @@ func (s *Server) Restart() {
 	s.start()
 }
 
-// Addr returns the server's address, for client.Dial.
-func (s *Server) Addr() string { return s.srv.Addr() }
+// Addr returns the server's address, for client.Dial. Clients reach the
+// server through a relay of the servertest's own, byte for byte, so that
+// DropConnections can cut their connections; Server().Addr() is the
+// server's own address, which DropConnections does not reach.
+func (s *Server) Addr() string { return s.relay.addr() }
+
+// DropConnections cuts every client connection made to Addr with a TCP
+// reset (RST), both ways, as a network failure would, and returns how many
+// it cut. The server closes their sessions; clients that reconnect
+// (client.WithReconnect, on by default) bind their receivers again and get
+// what the server kept meanwhile: in acknowledged mode, every event they
+// had not acknowledged, from the bind reply's first seq. Events in flight
+// when the connection was cut are lost with it, as they would be in
+// production. New connections are accepted at once.
+func (s *Server) DropConnections() int { return s.relay.reset() }
 
 // Tick returns the duration of one tick.
 func (s *Server) Tick() time.Duration { return s.srv.Tick() }
