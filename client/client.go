@@ -35,6 +35,11 @@ type Client struct {
 	closeEvq  sync.Once
 	closeOnce sync.Once
 
+	// pushed counts the events queued to evq; handledN those the handler
+	// returned for: what the user has taken (takenCount), for auto acks.
+	pushed, handledN atomic.Uint64
+	acks             acker
+
 	// dropped counts the events the server gave up on or that went
 	// missing (see Dropped).
 	dropped atomic.Uint64
@@ -43,13 +48,16 @@ type Client struct {
 	seqMu sync.Mutex
 	seqs  map[uint64]uint64
 
+	// dispatched is closed when the handler's goroutine has exited.
+	dispatched chan struct{}
+
 	mu     sync.Mutex
-	cn     *conn           // current connection; nil while reconnecting
-	ready  chan struct{}   // closed when cn is set (or lost is set)
-	closed bool            // Close was called
-	lost   error           // the connection dropped and reconnection is off
-	hello  protocol.Hello  // the current connection's hello result
-	bound  map[uint64]bool // receivers to re-bind after a reconnect, with their ephemeral flag
+	cn     *conn                  // current connection; nil while reconnecting
+	ready  chan struct{}          // closed when cn is set (or lost is set)
+	closed bool                   // Close was called
+	lost   error                  // the connection dropped and reconnection is off
+	hello  protocol.Hello         // the current connection's hello result
+	bound  map[uint64]BindOptions // receivers to re-bind after a reconnect, with their options
 }
 
 // Dial connects to the server at addr (host:port) and says hello. It
@@ -63,16 +71,21 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		addr:  addr,
 		done:  make(chan struct{}),
 		ready: make(chan struct{}),
-		bound: make(map[uint64]bool),
+		bound: make(map[uint64]BindOptions),
 		seqs:  make(map[uint64]uint64),
+
+		dispatched: make(chan struct{}),
 	}
 	for _, opt := range opts {
 		opt(&c.o)
 	}
+	c.acks.init(c.o.log, c.takenCount)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.evq = make(chan Event, c.o.eventBuffer)
 	if c.o.handler != nil {
 		c.wg.Go(c.dispatchLoop)
+	} else {
+		close(c.dispatched)
 	}
 	if err := c.connect(ctx); err != nil {
 		c.Close()
@@ -85,6 +98,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 // (events still queued then are dropped) or until the queue is closed after
 // a final connection loss (they are delivered first).
 func (c *Client) dispatchLoop() {
+	defer close(c.dispatched)
 	for {
 		select {
 		case <-c.done:
@@ -97,6 +111,7 @@ func (c *Client) dispatchLoop() {
 				return
 			}
 			c.o.handler(ev)
+			c.handledN.Add(1)
 		case <-c.done:
 			return
 		}
@@ -111,7 +126,7 @@ func (c *Client) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cn := newConn(nc, &c.nextID)
+	cn := newConn(nc, &c.nextID, &c.acks)
 	c.wg.Go(func() { c.readLoop(cn) })
 	c.wg.Go(cn.writeLoop)
 	stop := context.AfterFunc(ctx, func() { nc.Close() }) // a cancelled dial+hello drops the connection
@@ -133,34 +148,7 @@ func (c *Client) connect(ctx context.Context) error {
 
 	// Re-bind before publishing, so that the binds precede every call made
 	// on the new connection.
-	type rebind struct {
-		receiver  uint64
-		ephemeral bool
-		cl        *call
-	}
-	c.mu.Lock()
-	// The new session is current from here: a re-bind delivers its
-	// backlog at once, and whoever reads those events must see it.
-	c.hello = h
-	rebinds := make([]rebind, 0, len(c.bound))
-	for r, eph := range c.bound {
-		rebinds = append(rebinds, rebind{receiver: r, ephemeral: eph})
-	}
-	c.mu.Unlock()
-	cn.mu.Lock()
-	if h.Limits.MaxFrame > 0 && h.Limits.MaxFrame < uint64(maxServerFrame) {
-		cn.maxFrame = int(h.Limits.MaxFrame)
-	}
-	cn.mu.Unlock()
-	cn.setIdleTimeout(h.Limits.IdleTimeoutMs)
-	for i := range rebinds {
-		rb := &rebinds[i]
-		rb.cl = &call{op: protocol.OpBind, ch: make(chan reply, 1), onOK: c.bindReplied(rb.receiver)}
-		req := protocol.Request{Op: protocol.OpBind, ID: c.nextID.Add(1), Receiver: rb.receiver, Ephemeral: rb.ephemeral}
-		if err := cn.send(&req, rb.cl); err != nil {
-			rb.cl.ch <- reply{err: err}
-		}
-	}
+	rebinds := c.queueRebinds(cn, &h)
 
 	c.mu.Lock()
 	cn.mu.Lock()
@@ -179,28 +167,73 @@ func (c *Client) connect(ctx context.Context) error {
 	c.cn = cn
 	close(c.ready)
 	c.mu.Unlock()
+	c.acks.setConn(cn)
 	stop()
 	c.o.log.Info("tickwheel: connected", "addr", c.addr, "session", h.Session, "rebinds", len(rebinds))
 
+	c.awaitRebinds(ctx, rebinds)
+	return nil
+}
+
+// rebind is a re-bind after a reconnect, and its call.
+type rebind struct {
+	receiver uint64
+	opts     BindOptions
+	cl       *call
+}
+
+// queueRebinds makes h's session the current one and queues on cn a bind of
+// every receiver bound before, with its options.
+func (c *Client) queueRebinds(cn *conn, h *protocol.Hello) []rebind {
+	c.mu.Lock()
+	// The new session is current from here: a re-bind delivers its
+	// backlog at once, and whoever reads those events must see it.
+	c.hello = *h
+	rebinds := make([]rebind, 0, len(c.bound))
+	for r, o := range c.bound {
+		rebinds = append(rebinds, rebind{receiver: r, opts: o})
+	}
+	c.mu.Unlock()
+	cn.mu.Lock()
+	if h.Limits.MaxFrame > 0 && h.Limits.MaxFrame < uint64(maxServerFrame) {
+		cn.maxFrame = int(h.Limits.MaxFrame)
+	}
+	cn.mu.Unlock()
+	cn.setIdleTimeout(h.Limits.IdleTimeoutMs)
+	for i := range rebinds {
+		rb := &rebinds[i]
+		rb.cl = &call{op: protocol.OpBind, ch: make(chan reply, 1), onOK: c.bindReplied(rb.receiver, rb.opts)}
+		req := protocol.Request{Op: protocol.OpBind, ID: c.nextID.Add(1), Receiver: rb.receiver,
+			Ephemeral: rb.opts.Ephemeral, Ack: rb.opts.Ack != AckNone}
+		if err := cn.send(&req, rb.cl); err != nil {
+			rb.cl.ch <- reply{err: err}
+		}
+	}
+	return rebinds
+}
+
+// awaitRebinds waits for the re-binds' replies (or ctx) and forgets the
+// receivers the server refused to bind again.
+func (c *Client) awaitRebinds(ctx context.Context, rebinds []rebind) {
 	for _, rb := range rebinds {
 		var r reply
 		select {
 		case r = <-rb.cl.ch:
 		case <-ctx.Done():
-			return nil // the connection is up; a later loss will retry
+			return // the connection is up; a later loss will retry
 		}
-		if r.err != nil {
-			c.o.log.Warn("tickwheel: re-bind failed", "receiver", rb.receiver, "err", r.err)
-			var e *Error
-			if errors.As(r.err, &e) {
-				c.mu.Lock()
-				delete(c.bound, rb.receiver)
-				c.mu.Unlock()
-				c.forgetSeq(rb.receiver)
-			}
+		if r.err == nil {
+			continue
+		}
+		c.o.log.Warn("tickwheel: re-bind failed", "receiver", rb.receiver, "err", r.err)
+		if errors.As(r.err, new(*Error)) {
+			c.mu.Lock()
+			delete(c.bound, rb.receiver)
+			c.mu.Unlock()
+			c.forgetSeq(rb.receiver)
+			c.acks.forget(rb.receiver)
 		}
 	}
-	return nil
 }
 
 // lose handles the end of cn, reported by its reader with the cause: fails
@@ -232,12 +265,13 @@ func (c *Client) lose(cn *conn, cause error) {
 		}
 	}
 	c.mu.Unlock()
+	c.acks.lost(cn)
 	err := ErrClosed
 	if !closing {
 		err = disconnected(cause)
 	}
 	for _, cl := range pending {
-		cl.ch <- reply{err: err}
+		cl.fail(err)
 	}
 }
 
@@ -271,6 +305,11 @@ func (c *Client) reconnect() {
 // included (so it must not be called from the handler); the Events channel
 // is then closed, after the events still buffered in it. Close is
 // idempotent and always returns nil.
+//
+// Before closing the connection, Close writes the acks due (AckAuto events
+// already taken, deferred Ack calls), without waiting for their replies;
+// events still queued to the handler are not handled, and are delivered
+// again to the receiver's next binder.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
@@ -280,12 +319,41 @@ func (c *Client) Close() error {
 		close(c.done)
 		c.cancel()
 		if cn != nil {
+			c.flushAcks(cn)
 			cn.nc.Close()
 		}
 		c.wg.Wait()
 		c.closeEvq.Do(func() { close(c.evq) })
 	})
 	return nil
+}
+
+// flushAcks writes the acks due on cn right away, for Close.
+func (c *Client) flushAcks(cn *conn) {
+	if c.acks.n.Load() == 0 {
+		return
+	}
+	// Let the handler return for its last event, so that it is acked; a
+	// handler stuck in a call ends with the connection, after this wait.
+	t := time.NewTimer(closeFlushTimeout)
+	select {
+	case <-c.dispatched:
+	case <-t.C:
+	}
+	t.Stop()
+	items := c.acks.flush(cn, nil)
+	if len(items) == 0 {
+		return
+	}
+	var b []byte
+	for _, it := range items {
+		b = protocol.AppendRequest(b, &protocol.Request{Op: protocol.OpAck, ID: c.nextID.Add(1), Receiver: it.receiver, Seq: it.seq})
+	}
+	// One Write is not interleaved with the writer's: frames stay whole.
+	_ = cn.nc.SetWriteDeadline(time.Now().Add(closeFlushTimeout))
+	if _, err := cn.nc.Write(b); err != nil {
+		c.o.log.Debug("tickwheel: writing the last acks", "err", err)
+	}
 }
 
 // Events returns the channel of events (fires, takeovers and reports of

@@ -31,7 +31,8 @@ type conn struct {
 	nc   net.Conn
 	bell chan struct{}  // doorbell: frames were queued in wbuf, or pingEvery set (capacity 1)
 	quit chan struct{}  // closed by the reader when it exits: stops the writer
-	ids  *atomic.Uint64 // the Client's request ids, for the writer's pings
+	ids  *atomic.Uint64 // the Client's request ids, for the writer's pings and acks
+	acks *acker         // the Client's acknowledged-mode state: the writer sends the acks
 
 	mu       sync.Mutex
 	wbuf     []byte           // frames queued for the writer
@@ -58,6 +59,19 @@ type call struct {
 	op   protocol.Op
 	ch   chan reply // capacity 1: the reader never blocks on it
 	onOK okHook     // run by the reader on an ok reply, before ch is sent to
+	// done, when set, takes the reply instead of ch, on the reader (or on
+	// the goroutine failing the connection's calls): for requests no
+	// caller waits for (acks). It must not block.
+	done func(result []byte, err error)
+}
+
+// fail hands the call an error.
+func (cl *call) fail(err error) {
+	if cl.done != nil {
+		cl.done(nil, err)
+		return
+	}
+	cl.ch <- reply{err: err}
 }
 
 // okHook runs on the reader goroutine when a call's ok reply arrives, with
@@ -66,7 +80,9 @@ type call struct {
 // right after the reply is handed over: so it precedes the events that
 // follow the reply on the wire, and the caller gets its reply even while
 // the event buffer is full.
-type okHook func(result []byte) Event
+//
+// cn is the connection the reply came on.
+type okHook func(cn *conn, result []byte) Event
 
 type reply struct {
 	result []byte // ok result, a private copy
@@ -77,12 +93,13 @@ type reply struct {
 // was not sent, so it may be retried on the next connection.
 var errConnDead = errors.New("connection dead")
 
-func newConn(nc net.Conn, ids *atomic.Uint64) *conn {
+func newConn(nc net.Conn, ids *atomic.Uint64, acks *acker) *conn {
 	return &conn{
 		nc:       nc,
 		bell:     make(chan struct{}, 1),
 		quit:     make(chan struct{}),
 		ids:      ids,
+		acks:     acks,
 		pending:  make(map[uint64]*call),
 		maxFrame: protocol.DefaultMaxFrame,
 	}
@@ -149,12 +166,17 @@ func (cn *conn) forget(id uint64) {
 // goroutine; the ping's reply, answering no call, is dropped by the
 // reader). It exits when quit is closed, or after a write error, which it
 // turns into a connection loss by closing the socket (the reader then sees
-// the error).
+// the error). It also sends the acks of acknowledged-mode receivers (see
+// acker.writerPass): with whatever else it writes, else ackDelay after
+// they are due.
 func (cn *conn) writeLoop() {
 	var spare []byte
 	var idle idleTimer
+	var ackT ackTimer
 	defer idle.stop()
+	defer ackT.stop()
 	for {
+		ackDue := false
 		select {
 		case <-cn.bell:
 		case <-idle.c:
@@ -162,6 +184,8 @@ func (cn *conn) writeLoop() {
 				continue
 			}
 			cn.queuePing()
+		case <-ackT.c:
+			ackT.running, ackDue = false, true
 		case <-cn.quit:
 			return
 		}
@@ -173,10 +197,13 @@ func (cn *conn) writeLoop() {
 		// gRPC-go's loopyWriter does the same. With nothing else runnable
 		// the yield returns at once.
 		cn.mu.Lock()
-		small := len(cn.wbuf) < minBatch
+		queued := len(cn.wbuf)
 		cn.mu.Unlock()
-		if small {
+		if queued < minBatch {
 			runtime.Gosched()
+		}
+		if (ackDue || cn.acks.n.Load() > 0) && cn.acks.writerPass(cn, ackDue, queued > 0) {
+			ackT.start(ackDelay)
 		}
 		cn.mu.Lock()
 		out := cn.wbuf
@@ -261,6 +288,33 @@ func (it *idleTimer) stop() {
 	}
 }
 
+// ackTimer wakes the writer to send acks. Owned by the writer goroutine.
+type ackTimer struct {
+	t       *time.Timer
+	c       <-chan time.Time // t.C; nil until the first start
+	running bool
+}
+
+// start sets the timer to fire in d, unless it is already running.
+func (at *ackTimer) start(d time.Duration) {
+	switch {
+	case at.running:
+		return
+	case at.t == nil:
+		at.t = time.NewTimer(d)
+		at.c = at.t.C
+	default:
+		at.t.Reset(d)
+	}
+	at.running = true
+}
+
+func (at *ackTimer) stop() {
+	if at.t != nil {
+		at.t.Stop()
+	}
+}
+
 // readLoop reads frames until the connection fails, dispatching replies to
 // their calls and events to the Client, then hands the loss to the Client.
 func (c *Client) readLoop(cn *conn) {
@@ -333,34 +387,65 @@ func (c *Client) dispatch(cn *conn, m *protocol.Message) bool {
 			return true // its caller gave up
 		}
 		if m.Kind == protocol.KindError {
-			cl.ch <- reply{err: &Error{Op: cl.op, Code: m.Code, Message: m.Text}}
+			cl.fail(&Error{Op: cl.op, Code: m.Code, Message: m.Text})
+			return true
+		}
+		if cl.done != nil {
+			cl.done(m.Result, nil)
 			return true
 		}
 		var ev Event
 		if cl.onOK != nil {
-			ev = cl.onOK(m.Result)
+			ev = cl.onOK(cn, m.Result)
 		}
 		cl.ch <- reply{result: append([]byte(nil), m.Result...)}
 		return ev.Kind == 0 || c.deliver(ev)
 	case protocol.KindFire:
-		f := &m.Fire
-		if gap := c.seqGap(f.Receiver, f.Seq); gap > 0 && !c.reportDropped(f.Receiver, gap) {
-			return false
-		}
-		ev := Event{Kind: Fire, Receiver: f.Receiver, Tid: f.Tid, Tick: f.Tick, Fired: f.Fired,
-			Repeat: f.Repeat, Last: f.Last, Seq: f.Seq, Late: f.Late}
-		if len(f.Data) > 0 {
-			ev.Data = append([]byte(nil), f.Data...)
-		}
-		return c.deliver(ev)
+		return c.dispatchFire(cn, &m.Fire)
 	case protocol.KindTakeover:
 		c.mu.Lock()
 		delete(c.bound, m.Receiver)
 		c.mu.Unlock()
 		c.forgetSeq(m.Receiver)
+		c.acks.forget(m.Receiver)
 		return c.deliver(Event{Kind: Takeover, Receiver: m.Receiver, NewSession: m.Session})
+	case protocol.KindDropped:
+		if m.Last < m.First {
+			c.o.log.Warn("tickwheel: dropped notice with an empty range", "receiver", m.Receiver, "first", m.First, "last", m.Last)
+			return true
+		}
+		c.seqPast(m.Receiver, m.Last)
+		return c.reportDropped(m.Receiver, satAdd(m.Last-m.First, 1))
 	}
 	return true // a kind this version does not know: ignored
+}
+
+// dispatchFire delivers a fire event: after a Dropped event for a gap in
+// its receiver's seqs, and not at all when it is the redelivery of an
+// event already delivered (acknowledged mode).
+func (c *Client) dispatchFire(cn *conn, f *protocol.Fire) bool {
+	var auto bool
+	var gen uint64
+	if c.acks.n.Load() > 0 {
+		var dup bool
+		if dup, auto, gen = c.acks.fire(cn, f); dup {
+			return true
+		}
+	}
+	if gap := c.seqGap(f.Receiver, f.Seq); gap > 0 && !c.reportDropped(f.Receiver, gap) {
+		return false
+	}
+	ev := Event{Kind: Fire, Receiver: f.Receiver, Tid: f.Tid, Tick: f.Tick, Fired: f.Fired,
+		Repeat: f.Repeat, Last: f.Last, Seq: f.Seq, Late: f.Late}
+	if len(f.Data) > 0 {
+		ev.Data = append([]byte(nil), f.Data...)
+	}
+	if auto {
+		// This reader is the queue's only sender: the event will be the
+		// next one pushed.
+		c.acks.queued(c.pushed.Load()+1, f.Receiver, f.Seq, gen)
+	}
+	return c.deliver(ev)
 }
 
 // deliver queues ev for the consumer, waiting while the queue is full: this
@@ -369,6 +454,7 @@ func (c *Client) dispatch(cn *conn, m *protocol.Message) bool {
 func (c *Client) deliver(ev Event) bool {
 	select {
 	case c.evq <- ev:
+		c.pushed.Add(1)
 		return true
 	case <-c.done:
 		return false

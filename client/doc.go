@@ -7,7 +7,7 @@
 //	if err != nil { ... }
 //	defer c.Close()
 //
-//	c.Bind(ctx, 42, false) // events of receiver 42 come here
+//	c.Bind(ctx, 42, nil) // events of receiver 42 come here
 //	c.AddAfter(ctx, 42, 1, 5*time.Second, &client.AddOptions{Repeat: 1}) // once, in 5s
 //	c.Add(ctx, 42, 2, 10, &client.AddOptions{Repeat: 3, Data: []byte("regen")}) // 3 times, 10 ticks apart
 //	c.Add(ctx, 42, 3, 100, nil) // every 100 ticks, forever (Repeat 0)
@@ -58,13 +58,62 @@
 // last bound; the Client delivers that count as an event of kind Dropped
 // (Receiver, Count) ahead of the backlog events that follow, for Bind and
 // for the automatic re-binds after a reconnect alike (Bind also returns
-// it). The Client also follows each bound receiver's sequence numbers
-// (Event.Seq): a fire whose seq jumps past the last one plus one comes
-// after a Dropped event for the missing count. Client.Dropped totals every
-// reported count. The two sources do not double count: a bind's dropped
-// count moves the expected seq on by as much. The seq is forgotten on
-// Unbind and Takeover, and a seq of 1 (the server forgot the receiver, or
-// restarted) starts it again without a drop.
+// it). When the server drops events of a receiver bound here (its backlog
+// overflowed while the connection was held back), it says so at once with
+// the range of seqs dropped, which comes as a Dropped event too, ahead of
+// the later events. The Client also follows each bound receiver's sequence
+// numbers (Event.Seq): a fire whose seq jumps past the last one plus one
+// comes after a Dropped event for the missing count. Client.Dropped totals
+// every reported count. The sources do not double count: a bind's dropped
+// count, and a notice's range, move the expected seq on past the events
+// reported. The seq is forgotten on Unbind and Takeover, and a seq of 1
+// (the server forgot the receiver, or restarted) starts it again without a
+// drop. In acknowledged mode (below) events are not lost with a
+// connection; if the server ever drops some (see its outbox limits in
+// PROTOCOL.md), they are reported the same way.
+//
+// # Acknowledged mode
+//
+// Without it, an event the server wrote to a connection that then died is
+// gone. A receiver bound with BindOptions.Ack set is in acknowledged mode:
+// the server keeps each of its events in the receiver's outbox until an
+// ack covers its seq, and at the next bind of the receiver — the Client's
+// re-bind after a reconnect, or another client taking it over — it
+// delivers them again, from BindResult.FirstSeq, before any newer event.
+// Every event is delivered at least once, in seq order.
+//
+// Acks are cumulative: an ack of seq covers every event of the receiver up
+// to it. With AckAuto the Client sends them: an event counts as done once
+// the handler (WithHandler) has returned for it, or once the Events
+// consumer has received it from the channel — events still in the channel
+// are not acked. Acks are batched, one per receiver for many events: they
+// go with whatever else the Client writes, at the latest about 2 ms after
+// they are due, and at once every 256 events; their replies are checked
+// (failures are logged) and never reach the user. With AckManual the user
+// calls Client.Ack after its own work for the event is done — after its
+// result is stored, say — which makes a crash in between deliver the event
+// again rather than lose it. Ack may also be used in AckAuto mode, to ack
+// ahead. Unbind and Close send the acks due first.
+//
+// A duplicate is an event delivered again: the same Receiver and Seq (and
+// timer, tick and firing) as one delivered before. After a reconnect the
+// Client removes them itself: it remembers, per receiver, the events it
+// delivered that the server has not confirmed as acked, and drops a
+// redelivered event that is one of them (Client.Redelivered counts them).
+// So within one Client, every event reaches the user exactly once. The
+// user sees a duplicate only when the redelivery goes to another Client
+// than the one that delivered the event: a new process after a crash or a
+// restart (or after Close, for events not yet taken), or another game
+// server taking the receiver over. To drop those, keep the seq of the last
+// event handled per receiver in your own durable state, updated with the
+// work's result, and skip events with Seq at or below it (see the Ack
+// example). The seqs of a receiver increase by one per event and never go
+// back while the server keeps its state; they may jump forward at a bind
+// (a receiver the server forgot starts above its old seqs), and FirstSeq
+// then says where they go on, with no Dropped event. A server restarted
+// without its state (no persistence) numbers the receiver's events from 1
+// again; the Client then sees that the redelivered seqs are other events,
+// and delivers them.
 //
 // # Reconnection
 //
@@ -72,8 +121,8 @@
 // ErrDisconnected and the Client redials with exponential backoff and
 // jitter (WithReconnect; 100ms to 5s by default), says hello again — the
 // session id changes — and binds again every receiver it had bound, with
-// the same ephemeral flag, before any other call; the server then delivers
-// the events kept meanwhile. Calls made while reconnecting wait for the new
+// the same BindOptions, before any other call; the server then delivers
+// the events kept meanwhile (in acknowledged mode, every event not acked). Calls made while reconnecting wait for the new
 // connection, bounded by their context. Timers live in the server and
 // survive the loss, except those of receivers bound as ephemeral.
 //

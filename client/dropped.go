@@ -27,25 +27,53 @@ import "github.com/tickwheel/tickwheel/protocol"
 // seen in sequence numbers. Safe from any goroutine.
 func (c *Client) Dropped() uint64 { return c.dropped.Load() }
 
-// bindReplied returns the hook for the ok reply of a bind of receiver: it
-// moves the receiver's expected seq past the dropped events and returns
-// the Dropped event to deliver, if any.
-func (c *Client) bindReplied(receiver uint64) okHook {
-	return func(result []byte) Event {
-		var buf [2]uint64
-		v, err := protocol.DecodeUints(result, buf[:0])
-		if err != nil || len(v) < 2 || v[1] == 0 {
+// bindReplied returns the hook for the ok reply of a bind of receiver with
+// opts: it moves the receiver's expected seq past the dropped events — or,
+// in acknowledged mode, to the reply's first_seq — and returns the Dropped
+// event to deliver, if any.
+func (c *Client) bindReplied(receiver uint64, opts BindOptions) okHook {
+	return func(cn *conn, result []byte) Event {
+		v, ack := bindReply(result, opts.Ack)
+		if len(v) < 2 {
 			return Event{} // a malformed reply fails the call itself
 		}
-		n := v[1]
+		pending, n := v[0], v[1]
 		c.seqMu.Lock()
-		if last, ok := c.seqs[receiver]; ok {
+		last, known := c.seqs[receiver]
+		switch {
+		case ack:
+			// first_seq is authoritative: a jump forward is no drop, and
+			// a redelivery goes on after the last seq seen (duplicates
+			// are dropped before they reach seqGap).
+			if next := satSub(v[2], 1); !known || next > last {
+				c.seqs[receiver] = next
+			}
+		case known:
 			c.seqs[receiver] = satAdd(last, n)
 		}
 		c.seqMu.Unlock()
+		if ack {
+			c.acks.bound(cn, receiver, opts.Ack, pending, v[2])
+		} else {
+			c.acks.forget(receiver)
+		}
+		if n == 0 {
+			return Event{}
+		}
 		c.dropped.Add(n)
 		return Event{Kind: Dropped, Receiver: receiver, Count: n}
 	}
+}
+
+// bindReply decodes a bind result: [pending, dropped], or in acknowledged
+// mode [pending, dropped, first_seq]. ack reports whether the receiver is
+// bound in acknowledged mode: asked for, and the reply has first_seq.
+func bindReply(result []byte, mode AckMode) (v []uint64, ack bool) {
+	v, err := protocol.DecodeUints(result, make([]uint64, 0, 3))
+	if err != nil {
+		return nil, false
+	}
+	return v, mode != AckNone && len(v) >= 3
 }
 
 // reportDropped counts n events of receiver as lost and delivers the
@@ -71,6 +99,17 @@ func (c *Client) seqGap(receiver, seq uint64) uint64 {
 		return 0
 	}
 	return seq - last - 1
+}
+
+// seqPast moves receiver's expected seq past last: the server's notice
+// that the events up to last were dropped, reported as such, so that the
+// gap they leave is not counted again.
+func (c *Client) seqPast(receiver, last uint64) {
+	c.seqMu.Lock()
+	if cur, known := c.seqs[receiver]; !known || cur < last {
+		c.seqs[receiver] = last
+	}
+	c.seqMu.Unlock()
 }
 
 // forgetSeq forgets receiver's last seq: it is no longer bound here.

@@ -41,10 +41,9 @@ func TestDroppedOnBind(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 10, srv.AdvanceTicks(10))
 
-	delivered, dropped, err := c.Bind(ctx, 5, false)
+	bound, err := c.Bind(ctx, 5, nil)
 	require.NoError(t, err)
-	assert.Equal(t, uint64(3), delivered)
-	assert.Equal(t, uint64(7), dropped)
+	assert.Equal(t, BindResult{Pending: 3, Dropped: 7}, bound)
 	assert.Equal(t, Event{Kind: Dropped, Receiver: 5, Count: 7}, nextEvent(t, c.Events()))
 	for i := uint64(8); i <= 10; i++ {
 		assert.Equal(t, fireEvent(5, 1, i, 10, i), nextEvent(t, c.Events()))
@@ -70,11 +69,11 @@ func testDroppedOnRebind(t *testing.T, seen uint64) {
 	c := dial(t, srv.Addr(), noToken, WithReconnect(500*time.Millisecond, 500*time.Millisecond))
 	probe := dial(t, srv.Addr(), noToken, WithReconnect(0, 0))
 	ctx := tctx(t)
-	_, _, err := c.Bind(ctx, 5, false)
+	_, err := c.Bind(ctx, 5, nil)
 	require.NoError(t, err)
 	// A timer of an ephemeral receiver shows when the server has closed
 	// the session: it is cancelled then.
-	_, _, err = c.Bind(ctx, 6, true)
+	_, err = c.Bind(ctx, 6, &BindOptions{Ephemeral: true})
 	require.NoError(t, err)
 	_, err = c.Add(ctx, 6, 1, 1000, nil)
 	require.NoError(t, err)
@@ -159,22 +158,22 @@ func TestDroppedSeqGaps(t *testing.T) {
 		}
 		return out
 	}
-	_, _, err := c.Bind(ctx, 7, false)
+	_, err := c.Bind(ctx, 7, nil)
 	require.NoError(t, err)
 	assert.Equal(t, []int64{7001, 7002, -7002, 7005, 7006, 7001, 7002, -7006, 7009, 7004, 7005}, got(11))
 	assert.Equal(t, uint64(8), c.Dropped())
 
-	_, _, err = c.Bind(ctx, 8, false)
+	_, err = c.Bind(ctx, 8, nil)
 	require.NoError(t, err)
 	assert.Equal(t, []int64{8003, 8004, -8001, 8006}, got(4), "the first seq seen is not a gap")
 	assert.Equal(t, uint64(9), c.Dropped())
 
 	require.NoError(t, c.Unbind(ctx, 7))
-	_, _, err = c.Bind(ctx, 7, false)
+	_, err = c.Bind(ctx, 7, nil)
 	require.NoError(t, err)
 	assert.Equal(t, []int64{7030}, got(1), "after an unbind, another session's events are no gap")
 
-	_, _, err = c.Bind(ctx, 9, false)
+	_, err = c.Bind(ctx, 9, nil)
 	require.NoError(t, err)
 	assert.Equal(t, []int64{9020, 0}, got(2))
 	c.seqMu.Lock()

@@ -14,9 +14,9 @@ const (
 	Takeover EventKind = 2
 	// Dropped: Count events of the receiver were lost — the server gave up
 	// on them (its backlog overflowed, or they went with a closed
-	// connection), as a bind reply reports, or the sequence numbers show
-	// a gap. It comes in order, ahead of the events that follow the loss.
-	// Client.Dropped totals the counts.
+	// connection), as a bind reply or the server's dropped notice reports,
+	// or the sequence numbers show a gap. It comes in order, ahead of the
+	// events that follow the loss. Client.Dropped totals the counts.
 	Dropped EventKind = 3
 )
 
@@ -54,6 +54,9 @@ type Event struct {
 	// gap as a Dropped event before the fire. The server keeps the count
 	// while the receiver is bound, has a backlog or has timers; it restarts
 	// at 1 after the receiver had none of these, and when the server restarts.
+	// In acknowledged mode the server keeps the count while it keeps its
+	// state, and (Receiver, Seq) identifies the event: a redelivered event
+	// has the seq it had (see the package doc on duplicates).
 	Seq uint64
 	// Late is how many ticks after Tick the timer fired: 0 normally, and
 	// for ticks a fast-forward jumped over; more in the catch-up after the

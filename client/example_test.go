@@ -51,7 +51,7 @@ func Example() {
 	defer c.Close()
 
 	// Events of receiver 42 (a player, a zone, ...) now come to this client.
-	if _, _, err := c.Bind(ctx, 42, false); err != nil {
+	if _, err := c.Bind(ctx, 42, nil); err != nil {
 		log.Fatal(err)
 	}
 	// A one-shot timer in 25ms: 3 ticks of 10ms, rounded up.
@@ -107,7 +107,7 @@ func Example_seed() {
 		}
 	}
 	for _, r := range []uint64{1, 2} {
-		if _, _, err := c.Bind(ctx, r, false); err != nil {
+		if _, err := c.Bind(ctx, r, nil); err != nil {
 			log.Fatal(err)
 		}
 	}
@@ -156,7 +156,7 @@ func ExampleWithHandler() {
 	}
 	defer c.Close()
 
-	if _, _, err := c.Bind(ctx, 7, false); err != nil {
+	if _, err := c.Bind(ctx, 7, nil); err != nil {
 		log.Fatal(err)
 	}
 	if _, err := c.Add(ctx, 7, 1, 1, &client.AddOptions{Repeat: 2}); err != nil {

@@ -136,13 +136,6 @@ func (c *Client) dropConn() {
 	}
 }
 
-// current returns the connection calls go to now (nil while reconnecting).
-func (c *Client) current() *conn {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.cn
-}
-
 // pendingCalls returns the number of calls in flight on the current connection.
 func (c *Client) pendingCalls() int {
 	cn := c.current()
@@ -155,9 +148,15 @@ func (c *Client) pendingCalls() int {
 }
 
 func (c *Client) isBound(receiver uint64) (ephemeral, ok bool) {
+	o, ok := c.bindOptions(receiver)
+	return o.Ephemeral, ok
+}
+
+// bindOptions returns the options the Client re-binds receiver with.
+func (c *Client) bindOptions(receiver uint64) (o BindOptions, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ephemeral, ok = c.bound[receiver]
+	o, ok = c.bound[receiver]
 	return
 }
 

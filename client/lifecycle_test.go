@@ -35,7 +35,7 @@ func TestContextCancellation(t *testing.T) {
 	ctx, cancel = context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		_, _, err := c.Bind(ctx, 1, false)
+		_, err := c.Bind(ctx, 1, nil)
 		errc <- err
 	}()
 	eventually(t, "the call in flight", func() bool { return c.pendingCalls() == 1 })
@@ -111,7 +111,7 @@ func TestNoGoroutineLeaks(t *testing.T) {
 	got := make(chan Event, 100)
 	c1, err := Dial(ctx, srv.Addr(), WithToken(testAdminToken), WithHandler(func(ev Event) { got <- ev }), WithReconnect(time.Millisecond, time.Millisecond))
 	require.NoError(t, err)
-	_, _, err = c1.Bind(ctx, 1, false)
+	_, err = c1.Bind(ctx, 1, nil)
 	require.NoError(t, err)
 	_, err = c1.Add(ctx, 1, 1, 1, &AddOptions{Repeat: 3})
 	require.NoError(t, err)
@@ -129,7 +129,7 @@ func TestNoGoroutineLeaks(t *testing.T) {
 	// A consumer that never reads: the reader blocks on a full buffer.
 	c2, err := Dial(ctx, srv.Addr(), WithToken(testAdminToken), WithEventBuffer(1))
 	require.NoError(t, err)
-	_, _, err = c2.Bind(ctx, 2, false)
+	_, err = c2.Bind(ctx, 2, nil)
 	require.NoError(t, err)
 	for tid := range uint64(5) {
 		_, err = c2.Add(ctx, 2, tid, 1, nil)

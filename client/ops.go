@@ -181,44 +181,99 @@ func (c *Client) Resume(ctx context.Context, receiver, tid uint64) error {
 	return err
 }
 
+// BindOptions are the optional parts of a bind. A nil *BindOptions is the
+// zero value: not ephemeral, not acknowledged.
+type BindOptions struct {
+	// Ephemeral has the server cancel the receiver's timers when this
+	// session ends — on a connection loss too, before the re-bind.
+	Ephemeral bool
+	// Ack binds the receiver in acknowledged mode (AckAuto or AckManual):
+	// the server keeps each of its events until an ack covers it, and
+	// delivers the unacknowledged ones again at the next bind. See the
+	// package doc, "Acknowledged mode". AckNone (the default) binds it
+	// without, and turns the mode off for a receiver that had it.
+	Ack AckMode
+}
+
+// BindResult is what the server answered a bind.
+type BindResult struct {
+	// Pending is how many events follow the reply, in order, before any
+	// newer event of the receiver: those kept while it was unbound, or in
+	// acknowledged mode the unacknowledged ones, delivered again from
+	// FirstSeq.
+	Pending uint64
+	// Dropped is how many of the receiver's events the server gave up on
+	// since it was last bound (0 in acknowledged mode, normally).
+	Dropped uint64
+	// FirstSeq, in acknowledged mode only (0 otherwise), is the seq of the
+	// next event delivered: the first of the Pending ones, or the
+	// receiver's last seq + 1 when none is pending.
+	FirstSeq uint64
+}
+
 // Bind makes this Client the receiver's destination: its events come to
 // Events (or the handler), taking it over from any other session, which is
-// sent a Takeover event. delivered is how many backlog events the server
-// kept while the receiver was unbound (they follow at once, before any
-// later reply), dropped how many of the receiver's events it gave up on
-// since it was last bound (the sequence numbers show the gap). A dropped
-// count above 0 also comes as a Dropped event, ahead of the backlog
-// events, and adds to Client.Dropped. With ephemeral, the server cancels
-// the receiver's timers when this session ends — on a connection loss too,
-// before the re-bind.
+// sent a Takeover event. o may be nil (see BindOptions). The result's
+// Pending events follow at once, before any later reply. A Dropped count
+// above 0 also comes as a Dropped event, ahead of them, and adds to
+// Client.Dropped.
 //
 // The Client remembers bound receivers and binds them again, with the same
-// ephemeral flag, after each reconnect, where the counts of lost events
-// reach the user only as Dropped events; Unbind and a Takeover make it
+// options, after each reconnect, where the counts of lost events reach the
+// user only as Dropped events, and where redelivered events the user
+// already has are dropped (see Redelivered); Unbind and a Takeover make it
 // forget.
-func (c *Client) Bind(ctx context.Context, receiver uint64, ephemeral bool) (delivered, dropped uint64, err error) {
-	replied := c.bindReplied(receiver)
-	v, err := c.uints(ctx, &protocol.Request{Op: protocol.OpBind, Receiver: receiver, Ephemeral: ephemeral}, 2, func(res []byte) Event {
+//
+// A server that does not know acknowledged mode binds the receiver without
+// it: Bind with Ack then returns an error (the receiver is bound).
+func (c *Client) Bind(ctx context.Context, receiver uint64, o *BindOptions) (BindResult, error) {
+	var opts BindOptions
+	if o != nil {
+		opts = *o
+	}
+	if opts.Ack > AckManual {
+		return BindResult{}, &Error{Op: protocol.OpBind, Code: protocol.CodeInvalidArgument, Message: "unknown ack mode " + opts.Ack.String()}
+	}
+	replied := c.bindReplied(receiver, opts)
+	req := protocol.Request{Op: protocol.OpBind, Receiver: receiver, Ephemeral: opts.Ephemeral, Ack: opts.Ack != AckNone}
+	v, err := c.uints(ctx, &req, 2, func(cn *conn, res []byte) Event {
+		eff := opts
+		if _, ok := bindReply(res, opts.Ack); !ok {
+			eff.Ack = AckNone // re-bind as the server bound it
+		}
 		c.mu.Lock()
-		c.bound[receiver] = ephemeral
+		c.bound[receiver] = eff
 		c.mu.Unlock()
-		return replied(res)
+		return replied(cn, res)
 	})
 	if err != nil {
-		return 0, 0, err
+		return BindResult{}, err
 	}
-	return v[0], v[1], nil
+	r := BindResult{Pending: v[0], Dropped: v[1]}
+	if opts.Ack != AckNone {
+		if len(v) < 3 {
+			return r, fmt.Errorf("tickwheel: bind: the server does not support acknowledged mode: receiver %d is bound without it", receiver)
+		}
+		r.FirstSeq = v[2]
+	}
+	return r, nil
 }
 
 // Unbind stops the receiver's events coming to this Client; the server
 // keeps them in its backlog until the next Bind. Its timers stay (even for
-// an ephemeral bind). ErrNotFound if this session has not bound it.
+// an ephemeral bind). ErrNotFound if this session has not bound it. In
+// acknowledged mode the acks due for the receiver are sent first, so that
+// the next binder gets only what the user has not taken.
 func (c *Client) Unbind(ctx context.Context, receiver uint64) error {
-	_, err := c.do(ctx, &protocol.Request{Op: protocol.OpUnbind, Receiver: receiver}, func([]byte) Event {
+	if cn := c.current(); cn != nil {
+		cn.acks.send(cn, c.acks.flush(cn, &receiver))
+	}
+	_, err := c.do(ctx, &protocol.Request{Op: protocol.OpUnbind, Receiver: receiver}, func(*conn, []byte) Event {
 		c.mu.Lock()
 		delete(c.bound, receiver)
 		c.mu.Unlock()
 		c.forgetSeq(receiver)
+		c.acks.forget(receiver)
 		return Event{}
 	})
 	return err

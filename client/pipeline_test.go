@@ -16,7 +16,7 @@ func TestPipelining(t *testing.T) {
 	ctx := tctx(t)
 	const receivers, goroutines, perG = 4, 20, 50
 	for r := uint64(1); r <= receivers; r++ {
-		_, _, err := c.Bind(ctx, r, false)
+		_, err := c.Bind(ctx, r, nil)
 		require.NoError(t, err)
 	}
 
@@ -78,7 +78,7 @@ func TestSlowConsumerBackpressure(t *testing.T) {
 	srv := startServer(t, nil)
 	c := dial(t, srv.Addr(), WithEventBuffer(2))
 	ctx := tctx(t)
-	_, _, err := c.Bind(ctx, 1, false)
+	_, err := c.Bind(ctx, 1, nil)
 	require.NoError(t, err)
 	for tid := range uint64(10) {
 		_, err := c.Add(ctx, 1, tid, 1, nil)

@@ -23,9 +23,9 @@ func TestReconnectSamePort(t *testing.T) {
 	addr := srv1.Addr()
 	c := dial(t, addr, WithReconnect(300*time.Millisecond, 300*time.Millisecond))
 	ctx := tctx(t)
-	_, _, err := c.Bind(ctx, 1, false)
+	_, err := c.Bind(ctx, 1, nil)
 	require.NoError(t, err)
-	_, _, err = c.Bind(ctx, 2, true)
+	_, err = c.Bind(ctx, 2, &BindOptions{Ephemeral: true})
 	require.NoError(t, err)
 
 	// Work around the server bug shown by TestRestartSamePortImmediately:
@@ -63,7 +63,7 @@ func TestReconnectSamePort(t *testing.T) {
 	// takes them over from this Client.
 	other := dial(t, addr)
 	for _, r := range []uint64{1, 2} {
-		_, _, err = other.Bind(ctx, r, false)
+		_, err = other.Bind(ctx, r, nil)
 		require.NoError(t, err)
 		ev := nextEvent(t, c.Events())
 		assert.Equal(t, Event{Kind: Takeover, Receiver: r, NewSession: other.Session()}, ev)
@@ -101,9 +101,9 @@ func TestEventsWhileDisconnected(t *testing.T) {
 	c := dial(t, srv.Addr(), WithReconnect(500*time.Millisecond, 500*time.Millisecond))
 	admin := dial(t, srv.Addr(), WithReconnect(0, 0))
 	ctx := tctx(t)
-	_, _, err := c.Bind(ctx, 1, false)
+	_, err := c.Bind(ctx, 1, nil)
 	require.NoError(t, err)
-	_, _, err = c.Bind(ctx, 2, true) // ephemeral: its timers die with the session
+	_, err = c.Bind(ctx, 2, &BindOptions{Ephemeral: true}) // ephemeral: its timers die with the session
 	require.NoError(t, err)
 	_, err = c.Add(ctx, 1, 10, 1, &AddOptions{Repeat: 3, Data: []byte("d")})
 	require.NoError(t, err)

@@ -22,7 +22,7 @@ func TestSlowConsumerRecovers(t *testing.T) {
 	slow := dial(t, srv.Addr(), WithEventBuffer(1), WithReconnect(10*time.Millisecond, 10*time.Millisecond))
 	admin := dial(t, srv.Addr())
 	ctx := tctx(t)
-	_, _, err := slow.Bind(ctx, 1, false)
+	_, err := slow.Bind(ctx, 1, nil)
 	require.NoError(t, err)
 	session1 := slow.Session()
 

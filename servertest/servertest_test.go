@@ -21,7 +21,7 @@ func TestPoison(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	const player, poison = 42, 7
-	_, _, err = c.Bind(ctx, player, false)
+	_, err = c.Bind(ctx, player, nil)
 	require.NoError(t, err)
 	start := srv.Now()
 	_, err = c.AddAfter(ctx, player, poison, time.Second, &client.AddOptions{Repeat: 10, Data: []byte("poison")})
@@ -83,7 +83,7 @@ func TestRestart(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	const player, upgrade = 42, 1
-	_, _, err = c.Bind(ctx, player, false)
+	_, err = c.Bind(ctx, player, nil)
 	require.NoError(t, err)
 	due, err := c.AddAfter(ctx, player, upgrade, 8*time.Hour, &client.AddOptions{Repeat: 1, Data: []byte("barracks")})
 	require.NoError(t, err)
@@ -99,4 +99,57 @@ func TestRestart(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no event after the restart: the client did not re-bind")
 	}
+}
+
+// TestDropConnections: DropConnections resets the client's connection; the
+// client reconnects, re-binds, and gets the events fired meanwhile. Its
+// connection is then cut again, with the server's own still working.
+func TestDropConnections(t *testing.T) {
+	srv := servertest.RunT(t)
+	ctx := context.Background()
+	c, err := client.Dial(ctx, srv.Addr(), client.WithReconnect(time.Millisecond, 10*time.Millisecond))
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Bind(ctx, 7, nil)
+	require.NoError(t, err)
+	_, err = c.Add(ctx, 7, 1, 1, &client.AddOptions{Repeat: 2})
+	require.NoError(t, err)
+	session := c.Session()
+
+	assert.Equal(t, 1, srv.DropConnections())
+	assert.Equal(t, 1, srv.AdvanceTicks(1))
+	ev := <-c.Events()
+	assert.Equal(t, uint64(1), ev.Fired, "kept while the client was away, delivered after the re-bind")
+	assert.NotEqual(t, session, c.Session(), "a new session")
+
+	assert.Equal(t, 1, srv.DropConnections())
+	assert.Equal(t, 1, srv.AdvanceTicks(1))
+	ev = <-c.Events()
+	assert.Equal(t, uint64(2), ev.Fired)
+	assert.NotEqual(t, srv.Addr(), srv.Server().Addr(), "clients go through the relay")
+}
+
+// TestDropConnectionsAck is the servertest doc's test of redelivery: with
+// acknowledged mode, events delivered but not yet taken when the
+// connection is cut come again after the re-bind; the client drops those it
+// had delivered, so the test sees each event once.
+func TestDropConnectionsAck(t *testing.T) {
+	srv := servertest.RunT(t)
+	ctx := context.Background()
+	c, err := client.Dial(ctx, srv.Addr(), client.WithReconnect(time.Millisecond, 10*time.Millisecond))
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Bind(ctx, 7, &client.BindOptions{Ack: client.AckAuto})
+	require.NoError(t, err)
+	_, err = c.Add(ctx, 7, 1, 1, &client.AddOptions{Repeat: 4})
+	require.NoError(t, err)
+	srv.AdvanceTicks(2)
+	require.Eventually(t, func() bool { return len(c.Events()) == 2 }, 5*time.Second, time.Millisecond,
+		"the events cross the relay")
+	assert.Equal(t, 1, srv.DropConnections())
+	srv.AdvanceTicks(2)
+	for i := uint64(1); i <= 4; i++ {
+		assert.Equal(t, i, (<-c.Events()).Seq)
+	}
+	assert.Equal(t, uint64(2), c.Redelivered())
 }

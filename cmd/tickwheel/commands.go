@@ -327,12 +327,12 @@ func watchCmd(fs *flag.FlagSet) func(*env) error {
 			if err != nil {
 				return err
 			}
-			delivered, dropped, err := e.c.Bind(ctx, receiver, *ephemeral)
+			r, err := e.c.Bind(ctx, receiver, &client.BindOptions{Ephemeral: *ephemeral})
 			if err != nil {
 				return err
 			}
-			e.print(map[string]any{"bound": receiver, "backlog": delivered, "dropped": dropped},
-				fmt.Sprintf("watching receiver %d (%d waiting events, %d dropped)", receiver, delivered, dropped))
+			e.print(map[string]any{"bound": receiver, "backlog": r.Pending, "dropped": r.Dropped},
+				fmt.Sprintf("watching receiver %d (%d waiting events, %d dropped)", receiver, r.Pending, r.Dropped))
 		}
 		for seen := 0; *n == 0 || seen < *n; seen++ {
 			select {

@@ -1,0 +1,492 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tickwheel/tickwheel/protocol"
+)
+
+// AckMode says whether a receiver is bound in acknowledged mode, and who
+// acknowledges its events. See the package doc, "Acknowledged mode".
+type AckMode uint8
+
+// Ack modes.
+const (
+	// AckNone: not acknowledged (the default). The server forgets an
+	// event once it has written it to the connection.
+	AckNone AckMode = iota
+	// AckAuto: acknowledged mode; the Client acknowledges each event once
+	// the handler (WithHandler) has returned for it, or once the Events
+	// consumer has received it from the channel.
+	AckAuto
+	// AckManual: acknowledged mode; the user acknowledges with Client.Ack,
+	// typically after its own work for the event is done.
+	AckManual
+)
+
+// String returns "none", "auto", "manual" or "ack(N)".
+func (m AckMode) String() string {
+	switch m {
+	case AckNone:
+		return "none"
+	case AckAuto:
+		return "auto"
+	case AckManual:
+		return "manual"
+	}
+	return "ack(" + strconv.Itoa(int(m)) + ")"
+}
+
+// Timing of automatic acks.
+const (
+	// ackDelay is how long an event taken by the user may wait for its
+	// ack when the Client has nothing else to write: acks ride along with
+	// any other write, else they go this long after the first one is due.
+	ackDelay = 2 * time.Millisecond
+	// ackBatch: every ackBatch events of auto-mode receivers the Client
+	// queues, the acks due are sent without waiting for ackDelay, so that
+	// the server's outbox stays short under a high rate.
+	ackBatch = 256
+	// maxKept is how many delivered and unacknowledged events the Client
+	// remembers per receiver to recognize their redelivery as duplicates.
+	maxKept = 1 << 16
+	// closeFlushTimeout bounds Close's write of the last acks.
+	closeFlushTimeout = time.Second
+)
+
+// Ack acknowledges every event of receiver up to and including seq: the
+// server removes them from the receiver's outbox and will not deliver them
+// again. Acks are cumulative; an ack at or below the current one changes
+// nothing and succeeds. Use it with AckManual, after your own work for the
+// event is done; with AckAuto it acks ahead of the automatic acks.
+//
+// Ack normally sends the ack at once and returns the server's answer:
+// ErrNotFound if this session has not bound the receiver, ErrInvalidArgument
+// if it is not bound in acknowledged mode or seq is above the last seq the
+// server delivered. One case is not sent at once: the ack of an event this
+// Client delivered while the connection is being replaced, or before the
+// server has re-delivered that event after the re-bind (see the package
+// doc on duplicates). Ack then records it and returns nil; the Client sends
+// it as soon as the server allows it on the new connection.
+func (c *Client) Ack(ctx context.Context, receiver, seq uint64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if c.acks.deferAck(c.current(), receiver, seq) {
+		return nil
+	}
+	_, err := c.do(ctx, &protocol.Request{Op: protocol.OpAck, Receiver: receiver, Seq: seq}, nil)
+	if err == nil {
+		c.acks.ackedAtOnce(receiver, seq)
+	}
+	return err
+}
+
+// Redelivered returns how many events the server delivered again after a
+// re-bind (the unacknowledged events of acknowledged-mode receivers) that
+// this Client had already delivered to the user, and so dropped instead of
+// delivering twice. Safe from any goroutine.
+func (c *Client) Redelivered() uint64 { return c.acks.redelivered.Load() }
+
+// current returns the connection calls go to now (nil while reconnecting).
+func (c *Client) current() *conn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cn
+}
+
+// takenCount returns how many events the user has taken from the event
+// queue: handled by the handler (counted once it returned), or received
+// from the Events channel. The latter is pushed - len(evq), read in that
+// order: every event counted in pushed was in the channel before, so the
+// count is never above the truth; a push between the two reads would lower
+// it, so they are read again when pushed moved meanwhile.
+func (c *Client) takenCount() uint64 {
+	if c.o.handler != nil {
+		return c.handledN.Load()
+	}
+	var p, l uint64
+	for range 4 {
+		p = c.pushed.Load()
+		l = uint64(len(c.evq))
+		if c.pushed.Load() == p {
+			break
+		}
+	}
+	if l > p {
+		return 0
+	}
+	return p - l
+}
+
+// acker keeps the state of the acknowledged-mode receivers: what was
+// delivered and taken, what to ack, and the events kept to recognize
+// duplicates. Its methods are safe from any goroutine.
+type acker struct {
+	log         *slog.Logger
+	taken       func() uint64 // Client.takenCount
+	redelivered atomic.Uint64
+
+	// n is len(recv), read without mu so that a Client without
+	// acknowledged-mode receivers pays nothing per event.
+	n atomic.Int32
+
+	mu    sync.Mutex
+	recv  map[uint64]*ackRecv // acknowledged-mode receivers bound here
+	dirty map[uint64]struct{} // receivers whose handled is above sent
+	// queue holds the auto-mode events pushed to the event queue and not
+	// yet taken by the user, in push order.
+	queue  []takenRec
+	head   int   // queue[head:] is live
+	cn     *conn // the current connection: its writer sends the acks
+	armed  bool  // the current writer runs its ack timer (or is woken to)
+	urgent bool  // ackBatch events went by: send the acks due now
+	pushes int   // auto-mode events queued since the last urgent
+}
+
+// ackRecv is one acknowledged-mode receiver.
+type ackRecv struct {
+	mode AckMode
+	// gen counts the times the server's numbering was found to have
+	// started again (a server that lost its state): queued events of an
+	// older gen are not acked.
+	gen uint64
+	cn  *conn // the connection of the last bind reply
+	// recvd is the highest seq the server has delivered on cn (first_seq
+	// - 1 at the bind reply): an ack above it would be refused.
+	recvd uint64
+	sent  uint64 // highest ack sent on cn, or first_seq - 1
+	// handed is the highest seq queued to the user; handled the highest
+	// the user has taken (auto) or acked with a deferred Ack.
+	handed, handled uint64
+	kept            []keptEvent // handed events not known acked, by seq
+}
+
+// keptEvent identifies a delivered event, so that its redelivery can be
+// told from a new event with the same seq.
+type keptEvent struct{ seq, tid, tick, fired uint64 }
+
+// takenRec is an auto-mode event pushed as the idx-th event of the queue.
+type takenRec struct{ idx, receiver, seq, gen uint64 }
+
+// ackItem is an ack to send.
+type ackItem struct{ receiver, seq, gen uint64 }
+
+func (a *acker) init(log *slog.Logger, taken func() uint64) {
+	a.log, a.taken = log, taken
+	a.recv = make(map[uint64]*ackRecv)
+	a.dirty = make(map[uint64]struct{})
+}
+
+// wakeLocked makes sure the current writer runs its ack timer, or, when
+// urgent, sends the acks due at once.
+func (a *acker) wakeLocked(urgent bool) {
+	if urgent {
+		a.urgent = true
+	} else if a.armed {
+		return
+	}
+	a.armed = true
+	if a.cn != nil {
+		a.cn.ring()
+	}
+}
+
+// setConn makes cn (nil: none) the connection whose writer sends acks.
+func (a *acker) setConn(cn *conn) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.cn, a.armed = cn, false
+	if cn != nil && a.outstandingLocked() {
+		a.wakeLocked(false)
+	}
+}
+
+// lost forgets cn if it is the current connection.
+func (a *acker) lost(cn *conn) {
+	a.mu.Lock()
+	if a.cn == cn {
+		a.cn, a.armed = nil, false
+	}
+	a.mu.Unlock()
+}
+
+func (a *acker) outstandingLocked() bool { return a.head < len(a.queue) || len(a.dirty) > 0 }
+
+// bound records an acknowledged-mode bind reply on cn: pending events
+// follow, from seq first.
+func (a *acker) bound(cn *conn, receiver uint64, mode AckMode, pending, first uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := a.recv[receiver]
+	if st == nil {
+		st = &ackRecv{}
+		a.recv[receiver] = st
+		a.n.Store(int32(len(a.recv)))
+	}
+	acked := satSub(first, 1) // the server's acked seq
+	st.mode, st.cn, st.recvd, st.sent = mode, cn, acked, acked
+	if st.handed > satAdd(acked, pending) {
+		// The server's outbox ends below what it delivered before: its
+		// numbering started again.
+		st.restart()
+	}
+	st.trim(acked)
+	if st.handled > st.sent {
+		a.dirty[receiver] = struct{}{}
+		a.wakeLocked(false)
+	}
+}
+
+// forget drops receiver's state: it is no longer bound here in
+// acknowledged mode.
+func (a *acker) forget(receiver uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.recv[receiver]; !ok {
+		return
+	}
+	delete(a.recv, receiver)
+	delete(a.dirty, receiver)
+	a.n.Store(int32(len(a.recv)))
+	if len(a.recv) == 0 {
+		a.queue, a.head = a.queue[:0], 0
+	}
+}
+
+// fire notes a fire received on cn. dup reports a redelivered event the
+// user already has; auto an event to ack once taken, of generation gen.
+func (a *acker) fire(cn *conn, f *protocol.Fire) (dup, auto bool, gen uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := a.recv[f.Receiver]
+	if st == nil || st.cn != cn || f.Seq == 0 {
+		return false, false, 0
+	}
+	st.recvd = max(st.recvd, f.Seq)
+	if f.Seq <= st.handed {
+		if st.isKept(f) {
+			a.redelivered.Add(1)
+			if st.handled > st.sent && st.recvd >= st.handled {
+				// The redelivery has caught up with what the user took
+				// before the re-bind: ack it now, not a timer later, lest
+				// the next loss deliver it all again.
+				a.wakeLocked(true)
+			}
+			return true, false, 0
+		}
+		st.restart() // not what was delivered with that seq: a new numbering
+	}
+	st.handed = f.Seq
+	st.keep(keptEvent{seq: f.Seq, tid: f.Tid, tick: f.Tick, fired: f.Fired})
+	return false, st.mode == AckAuto, st.gen
+}
+
+// queued notes that the auto-mode event (receiver, seq) of generation gen
+// is about to be pushed as the idx-th event of the queue.
+func (a *acker) queued(idx, receiver, seq, gen uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.head > 0 && a.head >= len(a.queue)/2 {
+		a.queue = a.queue[:copy(a.queue, a.queue[a.head:])]
+		a.head = 0
+	}
+	a.queue = append(a.queue, takenRec{idx: idx, receiver: receiver, seq: seq, gen: gen})
+	a.pushes++
+	if a.pushes >= ackBatch {
+		a.pushes = 0
+		a.wakeLocked(true)
+	} else {
+		a.wakeLocked(false)
+	}
+}
+
+// collectLocked moves the events the user has taken to handled and
+// returns the acks due on cn — of receiver only, when only is set — marking
+// them sent.
+func (a *acker) collectLocked(cn *conn, only *uint64) []ackItem {
+	taken := a.taken()
+	for a.head < len(a.queue) && a.queue[a.head].idx <= taken {
+		e := a.queue[a.head]
+		a.head++
+		st := a.recv[e.receiver]
+		if st != nil && st.gen == e.gen && st.mode == AckAuto && e.seq > st.handled {
+			st.handled = e.seq
+			a.dirty[e.receiver] = struct{}{}
+		}
+	}
+	if a.head == len(a.queue) {
+		a.queue, a.head = a.queue[:0], 0
+	}
+	var items []ackItem
+	for r := range a.dirty {
+		if only != nil && r != *only {
+			continue
+		}
+		st := a.recv[r]
+		if st == nil {
+			delete(a.dirty, r)
+			continue
+		}
+		if st.cn != cn {
+			continue // waiting for the re-bind on the new connection
+		}
+		if seq := min(st.handled, st.recvd); seq > st.sent {
+			st.sent = seq
+			items = append(items, ackItem{receiver: r, seq: seq, gen: st.gen})
+		}
+		if st.handled <= st.sent {
+			delete(a.dirty, r)
+		}
+	}
+	return items
+}
+
+// writerPass runs on cn's writer at each wake-up. It sends the acks due
+// when the ack timer fired, when something else is about to be written
+// (piggy), or when ackBatch events went by; and it reports whether the ack
+// timer must run: while acks may become due.
+func (a *acker) writerPass(cn *conn, timer, piggy bool) (arm bool) {
+	a.mu.Lock()
+	if a.cn != cn {
+		a.mu.Unlock()
+		return false
+	}
+	var items []ackItem
+	if timer || piggy || a.urgent {
+		a.urgent = false
+		items = a.collectLocked(cn, nil)
+	}
+	arm = a.outstandingLocked()
+	a.armed = arm
+	a.mu.Unlock()
+	a.send(cn, items)
+	return arm
+}
+
+// send queues ack requests for items on cn; their replies go to ackDone.
+func (a *acker) send(cn *conn, items []ackItem) {
+	if len(items) == 0 {
+		return
+	}
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	if cn.dead {
+		return
+	}
+	for _, it := range items {
+		req := protocol.Request{Op: protocol.OpAck, ID: cn.ids.Add(1), Receiver: it.receiver, Seq: it.seq}
+		cn.wbuf = protocol.AppendRequest(cn.wbuf, &req)
+		cn.pending[req.ID] = &call{op: protocol.OpAck, done: a.ackDone(it)}
+	}
+}
+
+// ackDone handles the reply to an automatic ack: errors are logged (the
+// events are then delivered again after the next bind).
+func (a *acker) ackDone(it ackItem) func([]byte, error) {
+	return func(_ []byte, err error) {
+		switch {
+		case err == nil:
+			a.confirmed(it.receiver, it.gen, it.seq)
+		case errors.Is(err, ErrDisconnected) || errors.Is(err, ErrClosed):
+			a.log.Debug("tickwheel: ack lost with the connection", "receiver", it.receiver, "seq", it.seq, "err", err)
+		default:
+			a.log.Warn("tickwheel: ack refused", "receiver", it.receiver, "seq", it.seq, "err", err)
+		}
+	}
+}
+
+// confirmed notes that the server acked receiver up to seq: the events
+// kept for duplicates up to there can go.
+func (a *acker) confirmed(receiver, gen, seq uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if st := a.recv[receiver]; st != nil && st.gen == gen {
+		st.trim(seq)
+	}
+}
+
+// deferAck records a user's ack that cannot be sent on the current
+// connection cur yet (see Ack) and reports whether it did.
+func (a *acker) deferAck(cur *conn, receiver, seq uint64) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := a.recv[receiver]
+	if st == nil || seq > st.handed || (st.cn == cur && cur != nil && seq <= st.recvd) {
+		return false
+	}
+	if seq > st.handled {
+		st.handled = seq
+		a.dirty[receiver] = struct{}{}
+		a.wakeLocked(false)
+	}
+	return true
+}
+
+// ackedAtOnce notes a user's ack the server accepted.
+func (a *acker) ackedAtOnce(receiver, seq uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if st := a.recv[receiver]; st != nil && seq <= st.recvd {
+		st.sent = max(st.sent, seq)
+		st.handled = max(st.handled, seq)
+		st.trim(seq)
+	}
+}
+
+// flush returns the acks due on cn now, of receiver only when only is set
+// (for Unbind and Close).
+func (a *acker) flush(cn *conn, only *uint64) []ackItem {
+	if a.n.Load() == 0 {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.collectLocked(cn, only)
+}
+
+// restart forgets what was delivered: the server's numbering started
+// again, so earlier seqs say nothing about later events.
+func (st *ackRecv) restart() {
+	st.gen++
+	st.handed, st.handled = 0, 0
+	st.kept = nil
+}
+
+// keep remembers a handed event, forgetting the oldest beyond maxKept.
+func (st *ackRecv) keep(e keptEvent) {
+	if len(st.kept) >= maxKept {
+		st.kept = st.kept[len(st.kept)-maxKept/2:]
+	}
+	st.kept = append(st.kept, e)
+}
+
+// trim forgets the kept events up to seq (acked: never delivered again).
+func (st *ackRecv) trim(seq uint64) {
+	i := sort.Search(len(st.kept), func(i int) bool { return st.kept[i].seq > seq })
+	st.kept = st.kept[i:] // append reallocates, dropping the trimmed head
+}
+
+// isKept reports whether f is the redelivery of a kept event.
+func (st *ackRecv) isKept(f *protocol.Fire) bool {
+	i := sort.Search(len(st.kept), func(i int) bool { return st.kept[i].seq >= f.Seq })
+	if i == len(st.kept) {
+		return false
+	}
+	e := st.kept[i]
+	return e.seq == f.Seq && e.tid == f.Tid && e.tick == f.Tick && e.fired == f.Fired
+}
+
+func satSub(a, b uint64) uint64 {
+	if a < b {
+		return 0
+	}
+	return a - b
+}
