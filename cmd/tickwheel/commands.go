@@ -28,7 +28,9 @@ commands:
   get RECEIVER TID         show a timer
   list RECEIVER            show the timers of a receiver in tid order, fetched a page at a time
   watch RECEIVER...        bind receivers and print their events until interrupted;
-                           -n N stops after N events, -ephemeral binds ephemerally
+                           -n N stops after N events, -ephemeral binds ephemerally, -ack binds in
+                           acknowledged mode (each event printed is acknowledged; the others come
+                           again at the next watch)
   ff TICKS|DURATION        fast-forward tw-time (admin)
   freeze                   stop tw-time following the clock (admin)
   resume                   make tw-time follow the clock again (admin)
@@ -319,20 +321,24 @@ func listCmd(e *env) error {
 func watchCmd(fs *flag.FlagSet) func(*env) error {
 	n := fs.Int("n", 0, "exit after this many events (0 = until interrupted)")
 	ephemeral := fs.Bool("ephemeral", false, "bind ephemerally: the receivers' timers are cancelled when watch exits")
+	ack := fs.Bool("ack", false, "bind in acknowledged mode: each event printed is acknowledged, the unacknowledged ones come again at the next bind")
 	return func(e *env) error {
 		ctx, stop := signal.NotifyContext(e.ctx, os.Interrupt, syscall.SIGTERM)
 		defer stop()
+		o := &client.BindOptions{Ephemeral: *ephemeral}
+		if *ack {
+			o.Ack = client.AckAuto
+		}
 		for _, a := range e.args {
 			receiver, err := uintArg(a, "receiver")
 			if err != nil {
 				return err
 			}
-			r, err := e.c.Bind(ctx, receiver, &client.BindOptions{Ephemeral: *ephemeral})
+			r, err := e.c.Bind(ctx, receiver, o)
 			if err != nil {
 				return err
 			}
-			e.print(map[string]any{"bound": receiver, "backlog": r.Pending, "dropped": r.Dropped},
-				fmt.Sprintf("watching receiver %d (%d waiting events, %d dropped)", receiver, r.Pending, r.Dropped))
+			e.printBound(receiver, r, *ack)
 		}
 		for seen := 0; *n == 0 || seen < *n; seen++ {
 			select {
@@ -347,6 +353,18 @@ func watchCmd(fs *flag.FlagSet) func(*env) error {
 		}
 		return nil
 	}
+}
+
+// printBound prints watch's line for a bound receiver.
+func (e *env) printBound(receiver uint64, r client.BindResult, ack bool) {
+	v := map[string]any{"bound": receiver, "backlog": r.Pending, "dropped": r.Dropped}
+	text := fmt.Sprintf("watching receiver %d (%d waiting events, %d dropped)", receiver, r.Pending, r.Dropped)
+	if ack {
+		v["ack"], v["first_seq"] = true, r.FirstSeq
+		text = fmt.Sprintf("watching receiver %d, acknowledged (%d unacknowledged events from seq %d, %d dropped)",
+			receiver, r.Pending, r.FirstSeq, r.Dropped)
+	}
+	e.print(v, text)
 }
 
 func (e *env) printEvent(ev client.Event) {
