@@ -385,6 +385,10 @@ func DecodeStats(result []byte, s *Stats) error {
 			p = &s.Receivers
 		case "backlog_events":
 			p = &s.BacklogEvents
+		case "outbox_events":
+			p = &s.OutboxEvents
+		case "waiting_firings":
+			p = &s.WaitingFirings
 		case "fired_total":
 			p = &s.FiredTotal
 		case "dropped_total":

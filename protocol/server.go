@@ -90,8 +90,12 @@ type Stats struct {
 	Now, Target, Lag                                uint64 // tw-time tick, the clock's target tick, target - now
 	Timers, Sessions, Connections, Receivers        uint64
 	BacklogEvents, FiredTotal, DroppedTotal, TickNs uint64
-	Speed                                           float64 // clock speed factor, 1 = real time
-	Frozen                                          bool    // clock sync stopped (freeze)
+	// OutboxEvents are, of BacklogEvents, those in outboxes (acknowledged
+	// mode, sent or not); WaitingFirings the firings waiting for room in a
+	// full outbox.
+	OutboxEvents, WaitingFirings uint64
+	Speed                        float64 // clock speed factor, 1 = real time
+	Frozen                       bool    // clock sync stopped (freeze)
 }
 
 // Fire is a fire event: [2, receiver, tid, tick, fired, repeat, last, data, seq, late].
@@ -206,7 +210,7 @@ func TimerSize(t *Timer) int {
 // is a map with string keys.
 func AppendStatsOK(b []byte, id uint64, s *Stats) []byte {
 	b, start := appendOKHead(b, id)
-	b = append(b, 0x91, 0x8d)
+	b = append(b, 0x91, 0x8f)
 	b = appendUint(appendStr(b, "now"), s.Now)
 	b = appendUint(appendStr(b, "target"), s.Target)
 	b = appendUint(appendStr(b, "lag"), s.Lag)
@@ -215,6 +219,8 @@ func AppendStatsOK(b []byte, id uint64, s *Stats) []byte {
 	b = appendUint(appendStr(b, "connections"), s.Connections)
 	b = appendUint(appendStr(b, "receivers"), s.Receivers)
 	b = appendUint(appendStr(b, "backlog_events"), s.BacklogEvents)
+	b = appendUint(appendStr(b, "outbox_events"), s.OutboxEvents)
+	b = appendUint(appendStr(b, "waiting_firings"), s.WaitingFirings)
 	b = appendUint(appendStr(b, "fired_total"), s.FiredTotal)
 	b = appendUint(appendStr(b, "dropped_total"), s.DroppedTotal)
 	b = appendUint(appendStr(b, "tick_ns"), s.TickNs)

@@ -137,6 +137,7 @@ func (c *Core) Stats() protocol.Stats {
 		Now: now, Target: c.target, Lag: c.target - min(now, c.target),
 		Timers: uint64(c.wheel.Len()), Sessions: uint64(sessions), Connections: uint64(len(c.sessions)),
 		Receivers: uint64(len(c.receivers)), BacklogEvents: c.backlogEvents,
+		OutboxEvents: c.outboxEvents, WaitingFirings: c.parkedTotal,
 		FiredTotal: c.firedTotal, DroppedTotal: c.droppedTotal,
 		TickNs: c.cfg.TickNs, Speed: c.speed, Frozen: c.frozen,
 	}
