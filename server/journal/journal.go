@@ -83,13 +83,13 @@ type Options struct {
 	// Append fsyncs itself. With SyncAlways they are kept until Sync.
 	MaxBacklog int64
 	// Preallocate, if positive, makes the active segment's file grow ahead
-	// of its records in steps of this many bytes (fallocate(2); rounded to
-	// whole steps, at most SegmentSize), so that the fdatasync of a record
-	// written inside the file commits no new file size: on ext4 it took
-	// 142 instead of 190 µs. The file then ends in zeros after its last
-	// record while it is written (Open reads them as the log's end) and is
-	// cut back to its records when the segment is closed or at Close. 0 (or
-	// a file system without fallocate) appends as the file grows.
+	// of its records in steps of this many bytes (zeros written after them,
+	// at most to SegmentSize), so that the fdatasync of a record written
+	// inside the file commits no new file size or block (see preallocate).
+	// The file then ends in zeros after its last record while it is
+	// written (Open reads them as the log's end) and is cut back to its
+	// records when the segment is closed or at Close. 0: the file grows by
+	// appending.
 	Preallocate int64
 	// Repair makes Open cut a corrupt log at the first bad record (and
 	// delete every later segment) instead of failing with a *CorruptError.
