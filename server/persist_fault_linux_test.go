@@ -79,10 +79,11 @@ func TestSyncPassHoldsAfterFailedSync(t *testing.T) {
 	srv.flush()
 	require.Equal(t, 1, srv.core.Held())
 
-	seg, _ := lastSegment(t, dir)
-	fi, err := os.Stat(seg)
-	require.NoError(t, err)
-	withFileSizeLimit(t, uint64(fi.Size()), func() {
+	// The limit is where the records end, not the file's size: the file
+	// is preallocated past them (journal.Options.Preallocate).
+	st := p.j.Stats()
+	require.Equal(t, 1, st.Segments)
+	withFileSizeLimit(t, uint64(st.LogBytes), func() {
 		// Turn B: its record cannot be written.
 		sess2 := srv.core.Open()
 		srv.core.Apply(sess2, protocol.AppendRequest(nil, &protocol.Request{Op: protocol.OpHello, Version: protocol.Version, Name: "rt2", Token: testAdminToken})[4:])
