@@ -8,8 +8,9 @@
 # $TMPDIR (removed at exit) or in memory (-persist off): never in the work tree.
 # Redis's AOF is switched on at run time (CONFIG SET) and restored after.
 # Results: OUT/*.json (loadtest -json), server logs OUT/*.log.*. Only what is
-# listed in STEPS runs (default all): fsync t1 t2 t3 t4 t4b t4c t4d t4m. The
-# peers (Redis) are started only for the steps that use them (t1, t2).
+# listed in STEPS runs (default all but t2ab): fsync t1 t2 t3 t4 t4b t4c t4d
+# t4m; t2ab (BEFORE=binary) is t2 against an earlier build. The peers (Redis)
+# are started only for the steps that use them (t1, t2, t2ab).
 # `uptime` is appended to OUT/uptime.txt before and after every step (the
 # machine's load, for the record).
 set -euo pipefail
@@ -20,7 +21,7 @@ mkdir -p "$OUT"
 root=$(cd "$(dirname "$0")/.." && pwd)
 (cd "$root/loadtest" && go build -o /tmp/loadtest ./cmd/loadtest)
 (cd "$root" && go build -o /tmp/tickwheel ./cmd/tickwheel)
-case " $STEPS " in *" t1 "* | *" t2 "*) "$root/loadtest/peers.sh" start ;; esac
+case " $STEPS " in *" t1 "* | *" t2 "* | *" t2ab "*) "$root/loadtest/peers.sh" start ;; esac
 cd "$OUT" # the loadtest writes nothing here but its results
 L="/tmp/loadtest -spawn /tmp/tickwheel -redis 127.0.0.1:6390 -json"
 cat >"$OUT/big.yaml" <<'EOF'
@@ -72,6 +73,27 @@ for step in $STEPS; do
 				-n 50000 -c 8 -window 8 >"$OUT/t2-c8w8-$i.json" 2>"$OUT/t2-c8w8-$i.err"
 			$L -persist off,always -redis-aof ,always -targets tickwheel,redis -scenarios add,add,add \
 				-n 50000 -c 1 -window 64 >"$OUT/t2-c1w64-$i.json" 2>"$OUT/t2-c1w64-$i.err"
+		done ;;
+	t2ab) # t2 with two builds interleaved: /tmp/tickwheel and $BEFORE (a tickwheel
+		# binary), each run waiting up to 60 s for a quieter machine (no compiler or
+		# test binary running, 1-minute load < 1.5). Results OUT/{after,before}-t2-*.json.
+		: "${BEFORE:?t2ab needs BEFORE=<a tickwheel binary to compare with>}"
+		for i in $(seq "$REPS"); do
+			for w in $(seq 60); do
+				l=$(cut -d' ' -f1 /proc/loadavg)
+				if ! pgrep -x compile >/dev/null && ! pgrep -f '\.test( |$)' >/dev/null &&
+					awk "BEGIN{exit !($l < 1.5)}"; then break; fi
+				sleep 1
+			done
+			for b in after before; do
+				bin=/tmp/tickwheel
+				[ "$b" = before ] && bin=$BEFORE
+				echo "$b $i: $(uptime)" >>"$OUT/uptime.txt"
+				LL="/tmp/loadtest -spawn $bin -redis 127.0.0.1:6390 -json -persist off,always -redis-aof ,always -targets tickwheel,redis -scenarios add,add,add"
+				$LL -n 20000 -c 64 -window 1 >"$OUT/$b-t2-c64w1-$i.json" 2>"$OUT/$b-t2-c64w1-$i.err"
+				$LL -n 50000 -c 8 -window 8 >"$OUT/$b-t2-c8w8-$i.json" 2>"$OUT/$b-t2-c8w8-$i.err"
+				$LL -n 50000 -c 1 -window 64 >"$OUT/$b-t2-c1w64-$i.json" 2>"$OUT/$b-t2-c1w64-$i.err"
+			done
 		done ;;
 	t3) # recovery of 10M timers: graceful (snapshot) and crash (snapshot + 1M adds of log)
 		for i in $(seq "$REPS"); do
