@@ -65,7 +65,7 @@ func lastSegment(t *testing.T, dir string) (string, []byte) {
 	for i := len(segs) - 1; i >= 0; i-- {
 		b, err := os.ReadFile(segs[i])
 		require.NoError(t, err)
-		if len(b) > 0 {
+		if b = b[:logEnd(b)]; len(b) > 0 {
 			return segs[i], b
 		}
 	}
@@ -78,6 +78,25 @@ func lastSegment(t *testing.T, dir string) (string, []byte) {
 type segChunk struct {
 	start, end int64
 	first      bool // a record starts here (a full or first chunk)
+}
+
+// logEnd is where a segment's records end: at its size, or where a chunk
+// header of zeros starts the zeros the journal preallocates the active
+// segment with (journal.Options.Preallocate).
+func logEnd(seg []byte) int {
+	const block, header = 32 << 10, 7
+	o := 0
+	for o+header <= len(seg) {
+		if rest := block - o%block; rest <= header {
+			o += rest // padding
+			continue
+		}
+		if bytes.Equal(seg[o:o+header], make([]byte, header)) {
+			return o
+		}
+		o += header + int(binary.LittleEndian.Uint16(seg[o+4:]))
+	}
+	return len(seg)
 }
 
 // chunks splits a segment into its chunks, failing on trailing bytes.

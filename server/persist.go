@@ -37,6 +37,14 @@ import (
 // logDir is the log's directory in the data directory.
 const logDir = "log"
 
+// logPreallocate is the step in which the active log segment's file grows
+// ahead of its records, zeros written (journal.Options.Preallocate): an
+// fdatasync then writes the records only, not the file system's journal
+// (a new size, new blocks), but once per step; with fsync always that took
+// the server's fdatasync from ~190 to ~140 µs. Small, so that a full disk
+// shows within a few KiB of records (the file cannot grow) as it did.
+const logPreallocate = 64 << 10
+
 // retryEvery is how often an unwritable log is tried again.
 const retryEvery = 200 * time.Millisecond
 
@@ -90,7 +98,8 @@ func (s *Server) openState(start uint64) (restored bool, err error) {
 	}
 	policy, _ := journal.ParseSyncPolicy(cfg.Fsync) // checked by withDefaults
 	dir := filepath.Join(cfg.DataDir, logDir)
-	j, err := journal.Open(journal.Options{Dir: dir, Sync: policy, Repair: cfg.Repair, Log: s.log})
+	j, err := journal.Open(journal.Options{Dir: dir, Sync: policy, Repair: cfg.Repair, Log: s.log,
+		Preallocate: logPreallocate})
 	if err != nil {
 		return false, fmt.Errorf("persistence: %w", err)
 	}
