@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -49,11 +48,14 @@ const (
 	// ackDelay is how long an event taken by the user may wait for its
 	// ack when the Client has nothing else to write: acks ride along with
 	// any other write, else they go this long after the first one is due.
-	ackDelay = 2 * time.Millisecond
-	// ackBatch: every ackBatch events of auto-mode receivers the Client
-	// queues, the acks due are sent without waiting for ackDelay, so that
-	// the server's outbox stays short under a high rate.
-	ackBatch = 256
+	ackDelay = time.Millisecond
+	// ackBatch: every ackBatch events per auto-mode receiver (counting at
+	// most maxBatchReceivers of them) the Client queues, the acks due are
+	// sent without waiting for ackDelay, so that the server's outbox stays
+	// short under a high rate, and yet with many receivers one ack covers
+	// many events (each ack is a request the server answers).
+	ackBatch          = 256
+	maxBatchReceivers = 64
 	// maxKept is how many delivered and unacknowledged events the Client
 	// remembers per receiver to recognize their redelivery as duplicates.
 	maxKept = 1 << 16
@@ -166,12 +168,8 @@ type ackRecv struct {
 	// handed is the highest seq queued to the user; handled the highest
 	// the user has taken (auto) or acked with a deferred Ack.
 	handed, handled uint64
-	kept            []keptEvent // handed events not known acked, by seq
+	kept            keptRing // handed events not known acked, by seq
 }
-
-// keptEvent identifies a delivered event, so that its redelivery can be
-// told from a new event with the same seq.
-type keptEvent struct{ seq, tid, tick, fired uint64 }
 
 // takenRec is an auto-mode event pushed as the idx-th event of the queue.
 type takenRec struct{ idx, receiver, seq, gen uint64 }
@@ -285,7 +283,7 @@ func (a *acker) fire(cn *conn, f *protocol.Fire) (dup, auto bool, gen uint64) {
 		st.restart() // not what was delivered with that seq: a new numbering
 	}
 	st.handed = f.Seq
-	st.keep(keptEvent{seq: f.Seq, tid: f.Tid, tick: f.Tick, fired: f.Fired})
+	st.kept.push(f.Seq, fingerprint(f.Tid, f.Tick, f.Fired))
 	return false, st.mode == AckAuto, st.gen
 }
 
@@ -300,7 +298,7 @@ func (a *acker) queued(idx, receiver, seq, gen uint64) {
 	}
 	a.queue = append(a.queue, takenRec{idx: idx, receiver: receiver, seq: seq, gen: gen})
 	a.pushes++
-	if a.pushes >= ackBatch {
+	if a.pushes >= ackBatch*min(max(len(a.recv), 1), maxBatchReceivers) {
 		a.pushes = 0
 		a.wakeLocked(true)
 	} else {
@@ -457,31 +455,16 @@ func (a *acker) flush(cn *conn, only *uint64) []ackItem {
 func (st *ackRecv) restart() {
 	st.gen++
 	st.handed, st.handled = 0, 0
-	st.kept = nil
-}
-
-// keep remembers a handed event, forgetting the oldest beyond maxKept.
-func (st *ackRecv) keep(e keptEvent) {
-	if len(st.kept) >= maxKept {
-		st.kept = st.kept[len(st.kept)-maxKept/2:]
-	}
-	st.kept = append(st.kept, e)
+	st.kept = keptRing{}
 }
 
 // trim forgets the kept events up to seq (acked: never delivered again).
-func (st *ackRecv) trim(seq uint64) {
-	i := sort.Search(len(st.kept), func(i int) bool { return st.kept[i].seq > seq })
-	st.kept = st.kept[i:] // append reallocates, dropping the trimmed head
-}
+func (st *ackRecv) trim(seq uint64) { st.kept.trim(seq) }
 
 // isKept reports whether f is the redelivery of a kept event.
 func (st *ackRecv) isKept(f *protocol.Fire) bool {
-	i := sort.Search(len(st.kept), func(i int) bool { return st.kept[i].seq >= f.Seq })
-	if i == len(st.kept) {
-		return false
-	}
-	e := st.kept[i]
-	return e.seq == f.Seq && e.tid == f.Tid && e.tick == f.Tick && e.fired == f.Fired
+	fp, ok := st.kept.find(f.Seq)
+	return ok && fp == fingerprint(f.Tid, f.Tick, f.Fired)
 }
 
 func satSub(a, b uint64) uint64 {

@@ -29,7 +29,7 @@ func (c *Client) ackedUpTo(receiver uint64) (sent uint64, confirmed bool) {
 	if st == nil {
 		return 0, false
 	}
-	return st.sent, len(st.kept) == 0 || st.kept[0].seq > st.sent
+	return st.sent, st.kept.n == 0 || st.kept.first > st.sent
 }
 
 // waitAcked waits until the server has confirmed c's acks of receiver up

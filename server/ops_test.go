@@ -33,7 +33,7 @@ func TestHello(t *testing.T) {
 		MaxDataTotal: 1 << 30, MaxInbound: 4 << 20, MaxConnections: uint64(srv.cfg.Limits.MaxConnections),
 		MaxName: 256, MaxListPage: 1000, MaxListBytes: 1 << 20,
 		HandshakeTimeoutMs: 10_000, IdleTimeoutMs: 120_000, FrameTimeoutMs: 10_000,
-		MaxOutbox: 10_000, MaxOutboxBytes: 16 << 20, MaxOutboxTotal: 1_000_000, MaxOutboxBytesTotal: 512 << 20}, h.Limits)
+		MaxOutbox: 100_000, MaxOutboxBytes: 16 << 20, MaxOutboxTotal: 10_000_000, MaxOutboxBytesTotal: 512 << 20}, h.Limits)
 	other := helloClient(t, srv, "h2")
 	assert.NotEqual(t, h.Session, other.session, "session ids are distinct")
 	// Before hello, requests are refused; an unknown op is answered.

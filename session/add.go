@@ -63,7 +63,7 @@ func (c *Core) timerCounts(r uint64) (live, mine int) {
 	if c.parkedTotal > 0 {
 		live += int(c.parkedTotal)
 		if rec := c.receivers[r]; rec != nil {
-			mine += len(rec.parked)
+			mine += rec.parked.len()
 		}
 	}
 	return live, mine

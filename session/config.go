@@ -39,9 +39,9 @@ type Limits struct {
 	MaxBacklogBytes        int `yaml:"max_backlog_bytes"`         // bytes of events queued per receiver; the oldest are dropped. Default 16 MiB.
 	MaxBacklogTotal        int `yaml:"max_backlog_total"`         // events queued in all backlogs together; past it a receiver's own oldest is dropped, or the new one. Default 1000000.
 	MaxBacklogBytesTotal   int `yaml:"max_backlog_bytes_total"`   // bytes of events queued in all backlogs together. Default 512 MiB.
-	MaxOutbox              int `yaml:"max_outbox"`                // events not yet acknowledged per receiver in acknowledged mode; past it firings wait. Default 10000.
+	MaxOutbox              int `yaml:"max_outbox"`                // events not yet acknowledged per receiver in acknowledged mode; past it firings wait. Default 100000.
 	MaxOutboxBytes         int `yaml:"max_outbox_bytes"`          // bytes of them per receiver. Default 16 MiB.
-	MaxOutboxTotal         int `yaml:"max_outbox_total"`          // events in all outboxes together. Default 1000000.
+	MaxOutboxTotal         int `yaml:"max_outbox_total"`          // events in all outboxes together. Default 10000000.
 	MaxOutboxBytesTotal    int `yaml:"max_outbox_bytes_total"`    // bytes in all outboxes together. Default 512 MiB.
 	MaxOutbound            int `yaml:"max_outbound"`              // bytes of replies and events pending to one connection before the server stops adding to them. Default 8 MiB.
 	MaxInbound             int `yaml:"max_inbound"`               // bytes of requests held unread for one connection (while its replies wait) before it is closed. Default 4 MiB.
@@ -70,9 +70,9 @@ func (l Limits) WithDefaults() Limits {
 	def(&l.MaxDataTotal, 1<<30)
 	def(&l.MaxBacklogBytes, 16<<20)
 	def(&l.MaxBacklogBytesTotal, 512<<20)
-	def(&l.MaxOutbox, 10_000)
+	def(&l.MaxOutbox, 100_000) // past it firings wait, which takes more memory than the events would: not smaller than needed
 	def(&l.MaxOutboxBytes, 16<<20)
-	def(&l.MaxOutboxTotal, 1_000_000)
+	def(&l.MaxOutboxTotal, 10_000_000)
 	def(&l.MaxOutboxBytesTotal, 512<<20)
 	def(&l.MaxInbound, 4<<20)
 	def(&l.MaxName, 256)

@@ -89,7 +89,8 @@ type Core struct {
 	parkedTotal   uint64      // firings waiting for room in an outbox (outbox.go)
 	parkedBytes   uint64      // their data bytes
 	toHold        []wheel.Key // repeating timers whose firing parked in this advance
-	scratch       []byte      // an event being encoded for an outbox
+	scratch       []byte      // an event being encoded for a backlog or an outbox
+	rings         ringPool    // emptied backlog rings for reuse (backlog.go)
 	stalled       []*Session  // sessions with events held back or requests unread (route.go)
 	// work counts the requests handled and the timers they walked (list,
 	// cancel_all): the server bounds how much of it one connection's
@@ -201,6 +202,7 @@ type receiver struct {
 	head      int
 	n         int
 	bytes     int      // bytes of the frames in backlog
+	chunk     []byte   // where the next frames are carved out (see newFrame)
 	queuedIn  *Session // the session whose queue lists r (see Session.queue)
 	dropped   uint64   // events dropped or lost since it was last bound (reported by the next bind)
 
@@ -214,7 +216,7 @@ type receiver struct {
 	acked   bool
 	sent    int
 	high    uint64
-	parked  []parked
+	parked  parkQueue
 	holding map[uint64]struct{}
 }
 
@@ -380,7 +382,7 @@ func recvSlot(id uint64) uint64 { return id * 0x9E3779B97F4A7C15 >> (64 - recvCa
 // a visible seq gap; while it has drops to report, the next bind reports
 // them.
 func (c *Core) forgetIfIdle(r *receiver) {
-	if r.owner == nil && r.n == 0 && r.dropped == 0 && len(r.parked) == 0 && c.wheel.ReceiverLen(r.id) == 0 {
+	if r.owner == nil && r.n == 0 && r.dropped == 0 && r.parked.len() == 0 && c.wheel.ReceiverLen(r.id) == 0 {
 		delete(c.receivers, r.id)
 		if slot := &c.recvCache[recvSlot(r.id)]; *slot == r {
 			*slot = nil
@@ -414,7 +416,7 @@ func (c *Core) Receivers() []ReceiverState {
 	for _, id := range sortedKeys(c.receivers) {
 		r := c.receivers[id]
 		out = append(out, ReceiverState{ID: id, Backlog: r.n, Timers: c.wheel.ReceiverLen(id), Bound: r.owner != nil, Ephemeral: r.ephemeral,
-			Acked: r.acked, Sent: r.sent, Parked: len(r.parked), Seq: r.seq})
+			Acked: r.acked, Sent: r.sent, Parked: r.parked.len(), Seq: r.seq})
 	}
 	return out
 }

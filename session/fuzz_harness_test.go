@@ -311,8 +311,8 @@ func (h *fzHarness) drain() {
 		}
 	}
 	for id, r := range h.c.receivers {
-		if r.owner != nil && (r.unsent() > 0 || len(r.parked) > 0 && r.n == 0) {
-			h.fail("receiver %d: %d events never delivered to session %d (%d parked)", id, r.unsent(), r.owner.id, len(r.parked))
+		if r.owner != nil && (r.unsent() > 0 || r.parked.len() > 0 && r.n == 0) {
+			h.fail("receiver %d: %d events never delivered to session %d (%d parked)", id, r.unsent(), r.owner.id, r.parked.len())
 		}
 	}
 }
@@ -356,9 +356,9 @@ func (h *fzHarness) checkReceivers() {
 			h.fail("receiver %d: %d events held for session %d, which will not pump them", id, r.unsent(), o.id)
 		case r.sent < 0 || r.sent > r.n || (o == nil || !r.acked) && r.sent != 0:
 			h.fail("receiver %d: %d of %d events sent (acked %v, bound %v)", id, r.sent, r.n, r.acked, o != nil)
-		case !r.acked && (len(r.parked) > 0 || r.holding != nil):
-			h.fail("receiver %d: %d firings parked, %d timers held, not in acknowledged mode", id, len(r.parked), len(r.holding))
-		case o == nil && r.n == 0 && r.dropped == 0 && len(r.parked) == 0 && st.wheel.ReceiverLen(id) == 0:
+		case !r.acked && (r.parked.len() > 0 || r.holding != nil):
+			h.fail("receiver %d: %d firings parked, %d timers held, not in acknowledged mode", id, r.parked.len(), len(r.holding))
+		case o == nil && r.n == 0 && r.dropped == 0 && r.parked.len() == 0 && st.wheel.ReceiverLen(id) == 0:
 			h.fail("receiver %d: idle but not forgotten", id)
 		}
 		// (Outboxes and backlogs may pass their bounds when a bind changes
@@ -368,7 +368,7 @@ func (h *fzHarness) checkReceivers() {
 		if r.acked {
 			outbox += r.n
 		}
-		parked += len(r.parked)
+		parked += r.parked.len()
 	}
 	if uint64(parked) != st.parkedTotal {
 		h.fail("receivers hold %d parked firings, parked_total says %d", parked, st.parkedTotal)

@@ -50,7 +50,16 @@ func (r *receiver) unsent() int { return r.n - r.sent }
 func (r *receiver) firstSeq() uint64 { return r.seq - uint64(r.n) + 1 }
 
 // at returns r's backlog event i, 0 being the oldest.
-func (r *receiver) at(i int) []byte { return r.backlog[(r.head+i)%len(r.backlog)] }
+func (r *receiver) at(i int) []byte { return r.backlog[r.slot(i)] }
+
+// slot returns the ring index of r's backlog event i (i <= len(backlog)),
+// without a division.
+func (r *receiver) slot(i int) int {
+	if j := r.head + i; j < len(r.backlog) {
+		return j
+	}
+	return r.head + i - len(r.backlog)
+}
 
 // outboxFits reports whether an event of size bytes fits in r's outbox.
 // One event always fits an empty outbox, whatever the per-receiver bounds.
@@ -67,7 +76,7 @@ func (c *Core) outboxFits(r *receiver, size int) bool {
 // session has room; or, when the outbox is full or firings already wait,
 // to the parked firings.
 func (c *Core) fireAcked(r *receiver, f *wheel.Fire) {
-	if len(r.parked) == 0 {
+	if r.parked.len() == 0 {
 		ev := &c.fireBuf
 		ev.Receiver, ev.Tid, ev.Tick, ev.Fired = f.Receiver, f.Tid, f.Tick, f.Fired
 		ev.Repeat, ev.Last, ev.Data, ev.Seq = uint64(f.Repeat), f.Last, f.Data, r.seq+1
@@ -75,11 +84,11 @@ func (c *Core) fireAcked(r *receiver, f *wheel.Fire) {
 		c.scratch = protocol.AppendFire(c.scratch[:0], ev)
 		if c.outboxFits(r, len(c.scratch)) {
 			r.seq++
-			c.enterOutbox(r, append([]byte(nil), c.scratch...))
+			c.enterOutbox(r, r.newFrame(c.scratch))
 			return
 		}
 	}
-	r.parked = append(r.parked, parked{tid: f.Tid, tick: f.Tick, fired: f.Fired, repeat: uint64(f.Repeat),
+	r.parked.push(parked{tid: f.Tid, tick: f.Tick, fired: f.Fired, repeat: uint64(f.Repeat),
 		last: f.Last, data: append([]byte(nil), f.Data...)})
 	c.parkedTotal++
 	c.parkedBytes += uint64(len(f.Data))
@@ -135,6 +144,9 @@ func (c *Core) holdParked() {
 // server no longer resumes it when its parked firing goes out. It reports
 // whether the server was holding it (paused).
 func (c *Core) unhold(k wheel.Key) bool {
+	if c.parkedTotal == 0 { // a held timer has a parked firing
+		return false
+	}
 	r := c.receivers[k.Receiver]
 	if r == nil || r.holding == nil {
 		return false
@@ -152,8 +164,8 @@ func (c *Core) unhold(k wheel.Key) bool {
 // refill moves r's parked firings into its outbox while they fit, oldest
 // first, numbering them now and resuming the timers held for them.
 func (c *Core) refill(r *receiver) {
-	for len(r.parked) > 0 {
-		p := &r.parked[0]
+	for r.parked.len() > 0 {
+		p := r.parked.front()
 		ev := &c.fireBuf
 		ev.Receiver, ev.Tid, ev.Tick, ev.Fired = r.id, p.tid, p.tick, p.fired
 		ev.Repeat, ev.Last, ev.Data, ev.Seq = p.repeat, p.last, p.data, r.seq+1
@@ -163,7 +175,7 @@ func (c *Core) refill(r *receiver) {
 			return
 		}
 		r.seq++
-		frame := append([]byte(nil), c.scratch...)
+		frame := r.newFrame(c.scratch)
 		if r.acked {
 			c.enterOutbox(r, frame)
 		} else { // acknowledged mode ended: keep them all, over the bounds for once
@@ -174,10 +186,8 @@ func (c *Core) refill(r *receiver) {
 		}
 		c.parkedTotal--
 		c.parkedBytes -= uint64(len(p.data))
-		*p = parked{}
-		r.parked = r.parked[1:]
+		r.parked.pop()
 	}
-	r.parked = nil
 }
 
 // ack handles ack: the session has handled every event of the receiver up
@@ -222,7 +232,7 @@ func (c *Core) bindMode(r *receiver, ack bool) {
 			c.outboxEvents += uint64(r.n)
 			c.outboxBytes += uint64(r.bytes)
 		}
-		if r.n == 0 && len(r.parked) == 0 {
+		if r.n == 0 && r.parked.len() == 0 {
 			r.seq = max(r.seq, c.firedTotal)
 		}
 	case r.acked:
@@ -258,10 +268,10 @@ func (r *receiver) releaseAcked() {
 // dropParked forgets r's parked firings and held timers (an ephemeral
 // receiver's session ended), counting the firings as dropped.
 func (c *Core) dropParked(r *receiver) {
-	for _, p := range r.parked {
+	for _, p := range r.parked.all() {
 		c.parkedBytes -= uint64(len(p.data))
 	}
-	c.droppedTotal += uint64(len(r.parked))
-	c.parkedTotal -= uint64(len(r.parked))
-	r.parked, r.holding = nil, nil
+	c.droppedTotal += uint64(r.parked.len())
+	c.parkedTotal -= uint64(r.parked.len())
+	r.parked, r.holding = parkQueue{}, nil
 }

@@ -129,7 +129,7 @@ func (c *Core) restoreAcked(d *decoder, r *receiver) {
 	for range d.count() {
 		p := parked{tid: d.uv(), tick: d.uv(), fired: d.uv(), repeat: d.uv(), last: d.byte() != 0}
 		p.data = append([]byte(nil), d.bytes()...)
-		r.parked = append(r.parked, p)
+		r.parked.push(p)
 		c.parkedTotal++
 		c.parkedBytes += uint64(len(p.data))
 	}
@@ -139,8 +139,8 @@ func (c *Core) restoreAcked(d *decoder, r *receiver) {
 		}
 		r.holding[d.uv()] = struct{}{}
 	}
-	if d.err == nil && (r.sent > r.n || !r.acked && (r.sent != 0 || len(r.parked) > 0)) {
-		d.fail(fmt.Errorf("receiver %d: %d of %d events sent, %d parked, acked %v", r.id, r.sent, r.n, len(r.parked), r.acked))
+	if d.err == nil && (r.sent > r.n || !r.acked && (r.sent != 0 || r.parked.len() > 0)) {
+		d.fail(fmt.Errorf("receiver %d: %d of %d events sent, %d parked, acked %v", r.id, r.sent, r.n, r.parked.len(), r.acked))
 	}
 }
 

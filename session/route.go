@@ -85,7 +85,8 @@ func (c *Core) onFire(f *wheel.Fire) {
 		c.markDirty(s)
 		return
 	}
-	c.pushBacklog(r, protocol.AppendFire(nil, ev))
+	c.scratch = protocol.AppendFire(c.scratch[:0], ev)
+	c.pushBacklog(r, r.newFrame(c.scratch))
 	if s != nil && r.n > 0 {
 		c.hold(s, r)
 	}

@@ -154,7 +154,7 @@ type receiverSnap struct {
 	acked                             bool
 	sent                              int
 	high                              uint64
-	parked                            []parked // copied: refill reuses the slice
+	parked                            []parked // a copy
 	holding                           []uint64 // sorted
 }
 
@@ -166,7 +166,7 @@ func (c *Core) receiverSnaps() []receiverSnap {
 		r := c.receivers[id]
 		out[i] = receiverSnap{id: id, owner: sid(r.owner), seq: r.seq, dropped: r.dropped, queuedIn: sid(r.queuedIn),
 			ephemeral: r.ephemeral, frames: r.backlogFrames(), acked: r.acked, sent: r.sent, high: r.high,
-			parked: append([]parked(nil), r.parked...), holding: sortedKeys(r.holding)}
+			parked: r.parked.all(), holding: sortedKeys(r.holding)}
 	}
 	return out
 }
