@@ -259,14 +259,17 @@ func (a *acker) forget(receiver uint64) {
 	}
 }
 
-// fire notes a fire received on cn. dup reports a redelivered event the
-// user already has; auto an event to ack once taken, of generation gen.
-func (a *acker) fire(cn *conn, f *protocol.Fire) (dup, auto bool, gen uint64) {
+// fire notes a fire received on cn, to be pushed as the idx-th event of
+// the queue unless it is a duplicate. dup reports a redelivered event the
+// user already has; acked that the receiver is in acknowledged mode (its
+// seqs have no gaps to report: the server drops nothing in that mode).
+// An event of an auto-mode receiver is queued to be acked once taken.
+func (a *acker) fire(cn *conn, f *protocol.Fire, idx uint64) (dup, acked bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := a.recv[f.Receiver]
 	if st == nil || st.cn != cn || f.Seq == 0 {
-		return false, false, 0
+		return false, false
 	}
 	st.recvd = max(st.recvd, f.Seq)
 	if f.Seq <= st.handed {
@@ -278,20 +281,21 @@ func (a *acker) fire(cn *conn, f *protocol.Fire) (dup, auto bool, gen uint64) {
 				// the next loss deliver it all again.
 				a.wakeLocked(true)
 			}
-			return true, false, 0
+			return true, true
 		}
 		st.restart() // not what was delivered with that seq: a new numbering
 	}
 	st.handed = f.Seq
 	st.kept.push(f.Seq, fingerprint(f.Tid, f.Tick, f.Fired))
-	return false, st.mode == AckAuto, st.gen
+	if st.mode == AckAuto {
+		a.queuedLocked(idx, f.Receiver, f.Seq, st.gen)
+	}
+	return false, true
 }
 
-// queued notes that the auto-mode event (receiver, seq) of generation gen
-// is about to be pushed as the idx-th event of the queue.
-func (a *acker) queued(idx, receiver, seq, gen uint64) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+// queuedLocked notes that the auto-mode event (receiver, seq) of
+// generation gen is about to be pushed as the idx-th event of the queue.
+func (a *acker) queuedLocked(idx, receiver, seq, gen uint64) {
 	if a.head > 0 && a.head >= len(a.queue)/2 {
 		a.queue = a.queue[:copy(a.queue, a.queue[a.head:])]
 		a.head = 0

@@ -424,26 +424,24 @@ func (c *Client) dispatch(cn *conn, m *protocol.Message) bool {
 // its receiver's seqs, and not at all when it is the redelivery of an
 // event already delivered (acknowledged mode).
 func (c *Client) dispatchFire(cn *conn, f *protocol.Fire) bool {
-	var auto bool
-	var gen uint64
+	acked := false
 	if c.acks.n.Load() > 0 {
+		// This reader is the queue's only sender, and an acknowledged-mode
+		// event has no gap to report first: it will be the next one pushed.
 		var dup bool
-		if dup, auto, gen = c.acks.fire(cn, f); dup {
+		if dup, acked = c.acks.fire(cn, f, c.pushed.Load()+1); dup {
 			return true
 		}
 	}
-	if gap := c.seqGap(f.Receiver, f.Seq); gap > 0 && !c.reportDropped(f.Receiver, gap) {
-		return false
+	if !acked {
+		if gap := c.seqGap(f.Receiver, f.Seq); gap > 0 && !c.reportDropped(f.Receiver, gap) {
+			return false
+		}
 	}
 	ev := Event{Kind: Fire, Receiver: f.Receiver, Tid: f.Tid, Tick: f.Tick, Fired: f.Fired,
 		Repeat: f.Repeat, Last: f.Last, Seq: f.Seq, Late: f.Late}
 	if len(f.Data) > 0 {
 		ev.Data = append([]byte(nil), f.Data...)
-	}
-	if auto {
-		// This reader is the queue's only sender: the event will be the
-		// next one pushed.
-		c.acks.queued(c.pushed.Load()+1, f.Receiver, f.Seq, gen)
 	}
 	return c.deliver(ev)
 }
