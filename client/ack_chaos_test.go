@@ -1,0 +1,65 @@
+package client
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickwheel/tickwheel/server"
+	"github.com/tickwheel/tickwheel/servertest"
+)
+
+// TestAckChaos: the public Client in AckAuto mode, 3 receivers, 100k
+// events at a high rate (20 timers per receiver firing every tick of a
+// real 1 ms clock), its connection reset (RST) at 50+ random moments while
+// events flow, and reconnecting: the user gets every event exactly once,
+// per receiver in strictly increasing seq order with no gap; the Client
+// drops the redelivered ones itself, and they are bounded by what was
+// unacknowledged at the resets.
+func TestAckChaos(t *testing.T) {
+	timers, repeat, resets := 20, 1667, 50 // 100,020 events
+	if testing.Short() {
+		repeat, resets = 200, 10
+	}
+	srv := servertest.RunT(t, servertest.WithConfig(func(c *server.Config) {
+		c.Frozen, c.StartTick, c.Tick = false, 0, time.Millisecond
+	}))
+	c := dial(t, srv.Addr(), noToken, WithReconnect(time.Millisecond, 5*time.Millisecond))
+	ctx := tctx(t)
+	recv := []uint64{1, 2, 3}
+	for _, r := range recv {
+		_, err := c.Bind(ctx, r, &BindOptions{Ack: AckAuto})
+		require.NoError(t, err)
+	}
+	for _, r := range recv {
+		for tid := range timers {
+			_, err := c.Add(ctx, r, uint64(tid+1), 1, &AddOptions{Every: 1, Repeat: uint32(repeat)})
+			require.NoError(t, err)
+		}
+	}
+	want := len(recv) * timers * repeat
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
+	gap := want / (resets + 5)
+	nextReset := gap/2 + rng.IntN(gap)
+	last := map[uint64]uint64{}
+	cut := 0
+	for got := 0; got < want; got++ {
+		ev := nextEvent(t, c.Events())
+		require.Equal(t, Fire, ev.Kind, "%+v", ev)
+		if l, ok := last[ev.Receiver]; ok {
+			require.Equal(t, l+1, ev.Seq, "receiver %d: each event once, in order, none missing", ev.Receiver)
+		}
+		last[ev.Receiver] = ev.Seq
+		if got == nextReset {
+			if srv.DropConnections() > 0 {
+				cut++
+			}
+			nextReset += gap/2 + rng.IntN(gap)
+		}
+	}
+	require.GreaterOrEqual(t, cut, resets)
+	require.Zero(t, c.Dropped())
+	t.Logf("%d events, %d resets, %d redelivered and dropped by the Client", want, cut, c.Redelivered())
+}
