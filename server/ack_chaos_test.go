@@ -251,7 +251,9 @@ func TestAckChaosKill9(t *testing.T) {
 	for _, r := range recv {
 		require.Equal(t, uint64(timers*repeat), a.fires[r], "receiver %d", r)
 	}
-	require.Equal(t, kills, killed)
+	if !testing.Short() { // (the short run's events may all be read before its second kill)
+		require.Equal(t, kills, killed)
+	}
 	t.Logf("%d events, %d resets, %d kills, %d duplicates (at most %d for one receiver after one reconnect)",
 		a.unique, a.resets, killed, a.dups, a.maxDups)
 }

@@ -23,7 +23,11 @@ func TestCrashCatchUp(t *testing.T) {
 	p := startProc(t, args...)
 	c, err := dialWire(p.addr, "before", procToken)
 	require.NoError(t, err)
-	gap, err := c.uints(protocol.Request{Op: protocol.OpAdd, Receiver: 7, Tid: 1, After: 30, Repeat: 1, Data: []byte("gap")})
+	downtime, gapAfter := time.Second, uint64(30)
+	if testing.Short() {
+		downtime, gapAfter = 300*time.Millisecond, 10 // well inside the gap, so that it is late
+	}
+	gap, err := c.uints(protocol.Request{Op: protocol.OpAdd, Receiver: 7, Tid: 1, After: gapAfter, Repeat: 1, Data: []byte("gap")})
 	require.NoError(t, err)
 	later, err := c.uints(protocol.Request{Op: protocol.OpAdd, Receiver: 7, Tid: 2, After: 100_000})
 	require.NoError(t, err)
@@ -32,11 +36,6 @@ func TestCrashCatchUp(t *testing.T) {
 	before, wallBefore := v[0], time.Now()
 	require.Less(t, before, gap[0], "the gap timer must not be due before the kill")
 	p.kill()
-
-	downtime := time.Second
-	if testing.Short() {
-		downtime = 300 * time.Millisecond
-	}
 	time.Sleep(downtime)
 	p = startProc(t, args...)
 	c, err = dialWire(p.addr, "after", procToken)
