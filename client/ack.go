@@ -273,7 +273,12 @@ func (a *acker) fire(cn *conn, f *protocol.Fire, idx uint64) (dup, acked bool) {
 	}
 	st.recvd = max(st.recvd, f.Seq)
 	if f.Seq <= st.handed {
-		if st.isKept(f) {
+		// The bind reply showed the server's outbox reaching what it
+		// delivered before (see bound), so a seq at or below it is a
+		// redelivery — unless a kept fingerprint says it is not the same
+		// event (a renumbering the reply could not show). Past the kept
+		// window (maxKept), the seq alone decides.
+		if fp, ok := st.kept.find(f.Seq); !ok || fp == fingerprint(f.Tid, f.Tick, f.Fired) {
 			a.redelivered.Add(1)
 			if st.handled > st.sent && st.recvd >= st.handled {
 				// The redelivery has caught up with what the user took
@@ -464,12 +469,6 @@ func (st *ackRecv) restart() {
 
 // trim forgets the kept events up to seq (acked: never delivered again).
 func (st *ackRecv) trim(seq uint64) { st.kept.trim(seq) }
-
-// isKept reports whether f is the redelivery of a kept event.
-func (st *ackRecv) isKept(f *protocol.Fire) bool {
-	fp, ok := st.kept.find(f.Seq)
-	return ok && fp == fingerprint(f.Tid, f.Tick, f.Fired)
-}
 
 func satSub(a, b uint64) uint64 {
 	if a < b {

@@ -235,9 +235,10 @@ func TestDroppedNoticeAtOnce(t *testing.T) {
 	assert.Equal(t, uint64(3), a.stats().DroppedTotal)
 }
 
-// TestAckBindSeqNeverRepeats: a receiver forgotten (all acknowledged, no
-// timers, unbound) and bound again in acknowledged mode goes on with seqs
-// above any it used, so a client's duplicate check never hides new events.
+// TestAckBindSeqNeverRepeats: a receiver in acknowledged mode that goes
+// idle (all acknowledged, no timers, unbound) keeps its record, and bound
+// again goes on with seqs above any it used, so a client's duplicate check
+// never hides new events.
 func TestAckBindSeqNeverRepeats(t *testing.T) {
 	h := newHarness(t, nil)
 	a := h.client("a")
@@ -248,7 +249,8 @@ func TestAckBindSeqNeverRepeats(t *testing.T) {
 	require.Equal(t, []uint64{1, 2, 3}, a.seqs())
 	a.ack(1, 3)
 	a.uints(protocol.Request{Op: protocol.OpUnbind, Receiver: 1})
-	require.Empty(t, h.c.Receivers(), "forgotten")
+	require.Len(t, h.c.Receivers(), 1, "kept in acknowledged mode")
+	require.True(t, h.c.Receivers()[0].Acked)
 
 	v := a.bindAck(1)
 	assert.Greater(t, v[2], uint64(3), "first_seq goes on past 3")

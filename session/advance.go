@@ -89,9 +89,6 @@ func (c *Core) Advance(target uint64, maxFires int) (more bool) {
 	c.rec.advance(target, maxFires)
 	c.target = target
 	_, done := c.wheel.Advance(target, maxFires, c.onFire)
-	if len(c.toHold) > 0 {
-		c.holdParked()
-	}
 	c.caughtUp = done
 	c.answerWaiters(done)
 	return !done

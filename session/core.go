@@ -88,7 +88,7 @@ type Core struct {
 	pumped        uint64      // events moved from backlogs to sessions by top-ups
 	parkedTotal   uint64      // firings waiting for room in an outbox (outbox.go)
 	parkedBytes   uint64      // their data bytes
-	toHold        []wheel.Key // repeating timers whose firing parked in this advance
+	waiting       []*receiver // receivers with parked firings, in the order their waits began
 	scratch       []byte      // an event being encoded for a backlog or an outbox
 	rings         ringPool    // emptied backlog rings for reuse (backlog.go)
 	stalled       []*Session  // sessions with events held back or requests unread (route.go)
@@ -264,6 +264,11 @@ func (c *Core) Limits() Limits { return c.limits }
 func (c *Core) SetLimits(l Limits) {
 	c.limits = l.WithDefaults()
 	c.rec.limits(&c.limits)
+	if c.parkedTotal > 0 { // more room, perhaps
+		for _, r := range append([]*receiver(nil), c.waiting...) {
+			c.refill(r)
+		}
+	}
 }
 
 // SetAddOnlyBound changes whether sessions may change only the timers of
@@ -317,6 +322,7 @@ func (c *Core) Close(s *Session, buffered int) {
 				c.giveUp(r)
 			}
 			c.dropParked(r)
+			c.endAcked(r) // an ephemeral receiver's mode ends with it too
 			r.dropped = 0
 		}
 		c.forgetIfIdle(r)
@@ -380,9 +386,12 @@ func recvSlot(id uint64) uint64 { return id * 0x9E3779B97F4A7C15 >> (64 - recvCa
 // or lost any more. Its sequence numbers start again at 1 if it is used
 // again. While it has timers the record stays, so a connection loss leaves
 // a visible seq gap; while it has drops to report, the next bind reports
-// them.
+// them. A receiver in acknowledged mode is never forgotten: its events
+// must keep that mode (no drop) and never reuse a seq its client may
+// have handled, whoever adds timers for it while it is unbound; its record
+// (a few hundred bytes) stays until a bind without ack ends that mode.
 func (c *Core) forgetIfIdle(r *receiver) {
-	if r.owner == nil && r.n == 0 && r.dropped == 0 && r.parked.len() == 0 && c.wheel.ReceiverLen(r.id) == 0 {
+	if r.owner == nil && !r.acked && r.n == 0 && r.dropped == 0 && r.parked.len() == 0 && c.wheel.ReceiverLen(r.id) == 0 {
 		delete(c.receivers, r.id)
 		if slot := &c.recvCache[recvSlot(r.id)]; *slot == r {
 			*slot = nil

@@ -358,7 +358,7 @@ func (h *fzHarness) checkReceivers() {
 			h.fail("receiver %d: %d of %d events sent (acked %v, bound %v)", id, r.sent, r.n, r.acked, o != nil)
 		case !r.acked && (r.parked.len() > 0 || r.holding != nil):
 			h.fail("receiver %d: %d firings parked, %d timers held, not in acknowledged mode", id, r.parked.len(), len(r.holding))
-		case o == nil && r.n == 0 && r.dropped == 0 && r.parked.len() == 0 && st.wheel.ReceiverLen(id) == 0:
+		case o == nil && !r.acked && r.n == 0 && r.dropped == 0 && r.parked.len() == 0 && st.wheel.ReceiverLen(id) == 0:
 			h.fail("receiver %d: idle but not forgotten", id)
 		}
 		// (Outboxes and backlogs may pass their bounds when a bind changes
@@ -369,6 +369,18 @@ func (h *fzHarness) checkReceivers() {
 			outbox += r.n
 		}
 		parked += r.parked.len()
+	}
+	listed := map[*receiver]bool{}
+	for _, r := range st.waiting {
+		if listed[r] || r.parked.len() == 0 || st.receivers[r.id] != r {
+			h.fail("receiver %d listed as waiting: twice %v, %d parked, filed %v", r.id, listed[r], r.parked.len(), st.receivers[r.id] == r)
+		}
+		listed[r] = true
+	}
+	for _, r := range st.receivers {
+		if r.parked.len() > 0 && !listed[r] {
+			h.fail("receiver %d has %d parked firings and is not listed as waiting", r.id, r.parked.len())
+		}
 	}
 	if uint64(parked) != st.parkedTotal {
 		h.fail("receivers hold %d parked firings, parked_total says %d", parked, st.parkedTotal)

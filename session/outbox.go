@@ -88,12 +88,15 @@ func (c *Core) fireAcked(r *receiver, f *wheel.Fire) {
 			return
 		}
 	}
+	if r.parked.len() == 0 {
+		c.listWaiting(r)
+	}
 	r.parked.push(parked{tid: f.Tid, tick: f.Tick, fired: f.Fired, repeat: uint64(f.Repeat),
 		last: f.Last, data: append([]byte(nil), f.Data...)})
 	c.parkedTotal++
 	c.parkedBytes += uint64(len(f.Data))
-	if !f.Last {
-		c.toHold = append(c.toHold, wheel.Key{Receiver: r.id, Tid: f.Tid})
+	if !f.Last { // paused at once (the wheel allows it from its callback): it fires no more meanwhile
+		c.holdTimer(wheel.Key{Receiver: r.id, Tid: f.Tid}, r)
 	}
 }
 
@@ -124,20 +127,16 @@ func (c *Core) enterOutbox(r *receiver, frame []byte) {
 	c.hold(s, r)
 }
 
-// holdParked pauses the repeating timers whose firing parked during the
-// last advance (the wheel is not changed while it fires).
-func (c *Core) holdParked() {
-	for _, k := range c.toHold {
-		if c.wheel.Pause(k) == nil {
-			r := c.receiver(k.Receiver)
-			if r.holding == nil {
-				r.holding = make(map[uint64]struct{})
-			}
-			r.holding[k.Tid] = struct{}{}
-		}
+// holdTimer pauses the repeating timer k whose firing just parked, and
+// notes it held: the server resumes it when that firing goes out.
+func (c *Core) holdTimer(k wheel.Key, r *receiver) {
+	if c.wheel.Pause(k) != nil {
+		return
 	}
-	clear(c.toHold)
-	c.toHold = c.toHold[:0]
+	if r.holding == nil {
+		r.holding = make(map[uint64]struct{})
+	}
+	r.holding[k.Tid] = struct{}{}
 }
 
 // unhold gives timer k back to its user before a request changes it: the
@@ -187,6 +186,42 @@ func (c *Core) refill(r *receiver) {
 		c.parkedTotal--
 		c.parkedBytes -= uint64(len(p.data))
 		r.parked.pop()
+		if r.parked.len() == 0 {
+			c.unlistWaiting(r)
+		}
+	}
+}
+
+// listWaiting notes r, whose first firing just parked, at the end of the
+// receivers with waiting firings: when the outbox totals free room, they
+// are refilled in that order (see refillWaiting).
+func (c *Core) listWaiting(r *receiver) { c.waiting = append(c.waiting, r) }
+
+// unlistWaiting takes r, which has no waiting firing any more, off the list.
+func (c *Core) unlistWaiting(r *receiver) {
+	for i, w := range c.waiting {
+		if w == r {
+			c.waiting = append(c.waiting[:i], c.waiting[i+1:]...)
+			return
+		}
+	}
+}
+
+// refillWaiting lets the waiting firings of every receiver in, in the
+// order their waits began, while the outbox totals have room: a receiver
+// held back by the totals (not by its own outbox) has no ack of its own to
+// wake it.
+func (c *Core) refillWaiting() {
+	l := &c.limits
+	for i := 0; i < len(c.waiting); {
+		if c.outboxEvents >= uint64(l.MaxOutboxTotal) || c.outboxBytes >= uint64(l.MaxOutboxBytesTotal) {
+			return
+		}
+		r := c.waiting[i]
+		c.refill(r) // unlists r when it drains
+		if i < len(c.waiting) && c.waiting[i] == r {
+			i++
+		}
 	}
 }
 
@@ -214,6 +249,9 @@ func (c *Core) ack(s *Session, req *protocol.Request) {
 	}
 	c.ok(s, req.ID)
 	c.refill(r)
+	if c.parkedTotal > 0 {
+		c.refillWaiting()
+	}
 }
 
 // bindMode sets r's delivery mode for a bind by s: acknowledged or not.
@@ -235,15 +273,17 @@ func (c *Core) bindMode(r *receiver, ack bool) {
 		if r.n == 0 && r.parked.len() == 0 {
 			r.seq = max(r.seq, c.firedTotal)
 		}
+		c.refill(r) // the limits may have changed since its firings began to wait
 	case r.acked:
 		r.acked = false
 		c.outboxEvents -= uint64(r.n)
 		c.outboxBytes -= uint64(r.bytes)
 		c.refill(r)
-		for tid := range r.holding { // parked firings were all numbered above
+		for _, tid := range sortedKeys(r.holding) { // parked firings were all numbered above
 			_ = c.wheel.Resume(wheel.Key{Receiver: r.id, Tid: tid})
 		}
 		r.holding = nil
+		c.refillWaiting() // its outbox's room is everybody's
 	}
 }
 
@@ -255,6 +295,12 @@ func (c *Core) giveUp(r *receiver) {
 	}
 	c.popBacklog(r)
 	c.droppedTotal++
+}
+
+// endAcked takes r, whose outbox is empty and nothing parked, out of
+// acknowledged mode.
+func (c *Core) endAcked(r *receiver) {
+	r.acked, r.sent = false, 0
 }
 
 // releaseAcked ends r's delivery to its owner, which unbinds it or closes:
@@ -270,6 +316,9 @@ func (r *receiver) releaseAcked() {
 func (c *Core) dropParked(r *receiver) {
 	for _, p := range r.parked.all() {
 		c.parkedBytes -= uint64(len(p.data))
+	}
+	if r.parked.len() > 0 {
+		c.unlistWaiting(r)
 	}
 	c.droppedTotal += uint64(r.parked.len())
 	c.parkedTotal -= uint64(r.parked.len())

@@ -55,7 +55,20 @@ func (c *Core) restoreCore(b []byte) ([]byte, error) {
 		w := waiter{s: c.sessionByID(d, d.uv()), id: d.uv(), target: d.uv(), fired: d.uv()}
 		c.waiters = append(c.waiters, w)
 	}
+	var waiting []uint64
+	if d.version >= 2 {
+		for range d.count() {
+			waiting = append(waiting, d.uv())
+		}
+	}
 	c.restoreReceivers(d)
+	for _, id := range waiting {
+		if r := c.receivers[id]; r != nil && r.parked.len() > 0 {
+			c.waiting = append(c.waiting, r)
+		} else {
+			d.fail(fmt.Errorf("receiver %d listed as waiting has no waiting firing", id))
+		}
+	}
 	for s, q := range queues { // each queue lists receivers restored above
 		for _, id := range q {
 			if r := c.receivers[id]; r != nil {

@@ -24,7 +24,8 @@ import (
 // fast-forwards, and the receivers with their backlogs.
 //
 // Version 2 added acknowledged mode: the number of limits before them,
-// each session's dropped-notice position, and each receiver's mode, sent
+// the receivers with waiting firings in order, each session's
+// dropped-notice position, and each receiver's mode, sent
 // count, high-water seq, parked firings and held timers. Version 1
 // snapshots are still read.
 const (
@@ -106,6 +107,10 @@ func (c *Core) appendCore(e *encoder) {
 		e.uv(w.id)
 		e.uv(w.target)
 		e.uv(w.fired)
+	}
+	e.int(len(c.waiting))
+	for _, r := range c.waiting {
+		e.uv(r.id)
 	}
 }
 
