@@ -170,20 +170,3 @@ func TestEphemeralBind(t *testing.T) {
 	backlog, _ := c.bind(2, false)
 	assert.Equal(t, uint64(1), backlog)
 }
-
-// TestRingPool: rings come back by size, at least as large as asked, and a
-// size past the pooled ones is made exactly.
-func TestRingPool(t *testing.T) {
-	var p ringPool
-	for _, n := range []int{1, 8, 9, 100, 1024} {
-		r := p.get(n)
-		assert.GreaterOrEqual(t, len(r), n)
-		assert.Equal(t, 0, len(r)&(len(r)-1), "a power of two")
-		p.put(r)
-		assert.Equal(t, &r[0], &p.get(n)[0], "the same ring again")
-	}
-	assert.Len(t, p.get(1025), 1025)
-	assert.Len(t, p.get(5000), 5000)
-	p.put(make([][]byte, 5000)) // not pooled
-	assert.Len(t, p.get(5000), 5000)
-}

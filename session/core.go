@@ -90,7 +90,6 @@ type Core struct {
 	parkedBytes   uint64      // their data bytes
 	waiting       []*receiver // receivers with parked firings, in the order their waits began
 	scratch       []byte      // an event being encoded for a backlog or an outbox
-	rings         ringPool    // emptied backlog rings for reuse (backlog.go)
 	stalled       []*Session  // sessions with events held back or requests unread (route.go)
 	// work counts the requests handled and the timers they walked (list,
 	// cancel_all): the server bounds how much of it one connection's
@@ -197,14 +196,12 @@ type receiver struct {
 	id        uint64
 	owner     *Session
 	ephemeral bool
-	seq       uint64   // sequence number of the last event
-	backlog   [][]byte // encoded fire frames, oldest first (a ring from head)
-	head      int
-	n         int
-	bytes     int      // bytes of the frames in backlog
-	chunk     []byte   // where the next frames are carved out (see newFrame)
-	queuedIn  *Session // the session whose queue lists r (see Session.queue)
-	dropped   uint64   // events dropped or lost since it was last bound (reported by the next bind)
+	seq       uint64     // sequence number of the last event
+	q         frameQueue // the backlog: encoded fire frames, oldest first (in acknowledged mode, the outbox)
+	n         int        // frames in q
+	bytes     int        // their bytes
+	queuedIn  *Session   // the session whose queue lists r (see Session.queue)
+	dropped   uint64     // events dropped or lost since it was last bound (reported by the next bind)
 
 	// Acknowledged mode (outbox.go): acked says the backlog is an outbox,
 	// whose first sent events were handed to the owner and wait for an

@@ -49,18 +49,6 @@ func (r *receiver) unsent() int { return r.n - r.sent }
 // or the next one when it is empty.
 func (r *receiver) firstSeq() uint64 { return r.seq - uint64(r.n) + 1 }
 
-// at returns r's backlog event i, 0 being the oldest.
-func (r *receiver) at(i int) []byte { return r.backlog[r.slot(i)] }
-
-// slot returns the ring index of r's backlog event i (i <= len(backlog)),
-// without a division.
-func (r *receiver) slot(i int) int {
-	if j := r.head + i; j < len(r.backlog) {
-		return j
-	}
-	return r.head + i - len(r.backlog)
-}
-
 // outboxFits reports whether an event of size bytes fits in r's outbox.
 // One event always fits an empty outbox, whatever the per-receiver bounds.
 func (c *Core) outboxFits(r *receiver, size int) bool {
@@ -84,7 +72,7 @@ func (c *Core) fireAcked(r *receiver, f *wheel.Fire) {
 		c.scratch = protocol.AppendFire(c.scratch[:0], ev)
 		if c.outboxFits(r, len(c.scratch)) {
 			r.seq++
-			c.enterOutbox(r, r.newFrame(c.scratch))
+			c.enterOutbox(r, c.scratch)
 			return
 		}
 	}
@@ -117,7 +105,7 @@ func (c *Core) enterOutbox(r *receiver, frame []byte) {
 		return
 	}
 	if r.sent == r.n-1 && c.pending(s) < c.limits.MaxOutbound {
-		s.out = append(s.out, frame...)
+		s.out = append(s.out, r.q.next()...) // the frame just queued
 		r.sent++
 		r.high = max(r.high, r.seq)
 		c.noteReplied(s)
@@ -174,11 +162,10 @@ func (c *Core) refill(r *receiver) {
 			return
 		}
 		r.seq++
-		frame := r.newFrame(c.scratch)
 		if r.acked {
-			c.enterOutbox(r, frame)
+			c.enterOutbox(r, c.scratch)
 		} else { // acknowledged mode ended: keep them all, over the bounds for once
-			c.appendBacklog(r, frame)
+			c.appendBacklog(r, c.scratch)
 		}
 		if !p.last && c.unhold(wheel.Key{Receiver: r.id, Tid: p.tid}) {
 			_ = c.wheel.Resume(wheel.Key{Receiver: r.id, Tid: p.tid}) // ErrOverflow: it stays paused
@@ -263,6 +250,7 @@ func (c *Core) ack(s *Session, req *protocol.Request) {
 // it had before it was forgotten (see bind).
 func (c *Core) bindMode(r *receiver, ack bool) {
 	r.sent = 0
+	r.q.rewind()
 	switch {
 	case ack:
 		if !r.acked { // the backlog becomes the outbox
@@ -301,6 +289,7 @@ func (c *Core) giveUp(r *receiver) {
 // acknowledged mode.
 func (c *Core) endAcked(r *receiver) {
 	r.acked, r.sent = false, 0
+	r.q.rewind()
 }
 
 // releaseAcked ends r's delivery to its owner, which unbinds it or closes:
@@ -308,6 +297,7 @@ func (c *Core) endAcked(r *receiver) {
 func (r *receiver) releaseAcked() {
 	if r.acked {
 		r.sent = 0
+		r.q.rewind()
 	}
 }
 

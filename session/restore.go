@@ -119,7 +119,14 @@ func (c *Core) restoreReceivers(d *decoder) {
 		r.seq, r.dropped = d.uv(), d.uv()
 		r.queuedIn = c.sessionByID(d, d.uv())
 		for range d.count() {
-			c.appendBacklog(r, append([]byte(nil), d.bytes()...))
+			f := d.bytes()
+			if d.err == nil && (len(f) < 4 || frameLen(f) != len(f)) {
+				d.fail(fmt.Errorf("receiver %d: a backlog frame of %d bytes is not one whole frame", r.id, len(f)))
+			}
+			if d.err != nil {
+				break
+			}
+			c.appendBacklog(r, f) // (copied)
 		}
 		if d.version >= 2 {
 			c.restoreAcked(d, r)
@@ -139,6 +146,9 @@ func (c *Core) restoreAcked(d *decoder, r *receiver) {
 		c.outboxBytes += uint64(r.bytes)
 	}
 	r.sent, r.high = int(d.uv()), d.uv()
+	for i := 0; i < r.sent && i < r.n; i++ { // the cursor at the first frame not sent
+		r.q.next()
+	}
 	for range d.count() {
 		p := parked{tid: d.uv(), tick: d.uv(), fired: d.uv(), repeat: d.uv(), last: d.byte() != 0}
 		p.data = append([]byte(nil), d.bytes()...)

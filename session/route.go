@@ -86,7 +86,7 @@ func (c *Core) onFire(f *wheel.Fire) {
 		return
 	}
 	c.scratch = protocol.AppendFire(c.scratch[:0], ev)
-	c.pushBacklog(r, r.newFrame(c.scratch))
+	c.pushBacklog(r, c.scratch)
 	if s != nil && r.n > 0 {
 		c.hold(s, r)
 	}
@@ -123,7 +123,7 @@ func (c *Core) pump(s *Session) {
 			continue // unbound or taken over: its backlog went with it
 		}
 		for r.acked && r.sent < r.n && pend < limit { // the outbox keeps it until acked
-			frame := r.at(r.sent)
+			frame := r.q.next()
 			s.out = append(s.out, frame...)
 			pend += len(frame)
 			r.sent++
