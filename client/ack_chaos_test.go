@@ -33,9 +33,13 @@ func TestAckChaos(t *testing.T) {
 		_, err := c.Bind(ctx, r, &BindOptions{Ack: AckAuto})
 		require.NoError(t, err)
 	}
+	// All first due 200 ticks ahead: the events must not fill the Client's
+	// queue while this goroutine still waits for add replies.
+	now, err := c.Ping(ctx)
+	require.NoError(t, err)
 	for _, r := range recv {
 		for tid := range timers {
-			_, err := c.Add(ctx, r, uint64(tid+1), 1, &AddOptions{Every: 1, Repeat: uint32(repeat)})
+			_, err := c.AddAt(ctx, r, uint64(tid+1), now+200, &AddOptions{Every: 1, Repeat: uint32(repeat)})
 			require.NoError(t, err)
 		}
 	}
