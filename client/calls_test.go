@@ -297,3 +297,23 @@ func TestErrorType(t *testing.T) {
 		assert.NotNil(t, (&Error{Code: code}).Unwrap(), "code %s", code)
 	}
 }
+
+// TestAddRepeat: the shortest Add is a one-shot timer, like time.AfterFunc;
+// firing until cancelled is asked for by name (Forever, repeat 0 on the
+// wire); a count is a count.
+func TestAddRepeat(t *testing.T) {
+	srv := startServer(t, nil)
+	c := dial(t, srv.Addr())
+	ctx := tctx(t)
+	_, err := c.Add(ctx, 1, 1, 5, nil)
+	require.NoError(t, err)
+	_, err = c.Add(ctx, 1, 2, 5, &AddOptions{Repeat: Forever})
+	require.NoError(t, err)
+	_, err = c.Add(ctx, 1, 3, 5, &AddOptions{Repeat: 7})
+	require.NoError(t, err)
+	for tid, want := range map[uint64]uint64{1: 1, 2: 0, 3: 7} {
+		tm, err := c.Get(ctx, 1, tid)
+		require.NoError(t, err)
+		assert.Equal(t, want, tm.Repeat, "tid %d: repeat on the server (0 = forever)", tid)
+	}
+}

@@ -10,7 +10,8 @@
 //	c.Bind(ctx, 42, nil) // events of receiver 42 come here
 //	c.AddAfter(ctx, 42, 1, 5*time.Second, &client.AddOptions{Repeat: 1}) // once, in 5s
 //	c.Add(ctx, 42, 2, 10, &client.AddOptions{Repeat: 3, Data: []byte("regen")}) // 3 times, 10 ticks apart
-//	c.Add(ctx, 42, 3, 100, nil) // every 100 ticks, forever (Repeat 0)
+//	c.Add(ctx, 42, 3, 100, nil) // once, 100 ticks from now
+//	c.Add(ctx, 42, 4, 100, &client.AddOptions{Repeat: client.Forever}) // every 100 ticks until cancelled
 //
 //	for ev := range c.Events() { // closed by Close
 //		fmt.Println(ev.Receiver, ev.Tid, ev.Tick, ev.Fired, ev.Last, ev.Data)

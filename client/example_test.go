@@ -113,7 +113,7 @@ func Example_seed() {
 	}
 	must(c.Add(ctx, 1, 11, 3, &client.AddOptions{Repeat: 4}))
 	must(c.Add(ctx, 1, 12, 1, &client.AddOptions{Repeat: 5}))
-	must(c.Add(ctx, 2, 20, 3, nil)) // Repeat 0: forever
+	must(c.Add(ctx, 2, 20, 3, &client.AddOptions{Repeat: client.Forever}))
 
 	for range 12 {
 		if _, _, err := c.FastForward(ctx, 1); err != nil {

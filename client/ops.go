@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/tickwheel/tickwheel/protocol"
@@ -21,15 +22,17 @@ import (
 type Timer = protocol.Timer
 
 // AddOptions are the optional parts of a timer. A nil *AddOptions is the
-// zero value: every firing `after` ticks apart, FOREVER (Repeat 0, as in the
-// protocol), no data, ErrExists if the timer exists. For a one-shot timer,
-// pass &AddOptions{Repeat: 1}.
+// zero value: a one-shot timer (it fires once, like time.AfterFunc), no
+// data, ErrExists if the timer exists. A timer that fires until cancelled
+// asks for it by name: &AddOptions{Repeat: Forever}.
 type AddOptions struct {
 	// Every is the interval between firings in ticks; 0 means the first
 	// delay (after, or at minus now). Use Client.Ticks to convert a
 	// duration, rounding up.
 	Every uint64
-	// Repeat is the number of firings; 0 means forever, 1 a one-shot timer.
+	// Repeat is the number of firings: 0 (the default) and 1 mean once,
+	// Forever until cancelled. (The wire protocol's repeat 0 means
+	// forever; the Client translates.)
 	Repeat uint32
 	// Data is delivered with every firing (at most Limits().MaxData bytes,
 	// else ErrLimitExceeded). It is copied into the request; empty means none.
@@ -39,10 +42,25 @@ type AddOptions struct {
 	Replace bool
 }
 
+// Forever, as AddOptions.Repeat, makes a timer fire until it is cancelled.
+// (So a count of exactly 2^32-1 firings cannot be asked for.)
+const Forever uint32 = math.MaxUint32
+
+// wireRepeat returns the protocol's repeat for AddOptions.Repeat.
+func wireRepeat(r uint32) uint64 {
+	switch r {
+	case 0:
+		return 1
+	case Forever:
+		return 0
+	}
+	return uint64(r)
+}
+
 func (c *Client) add(ctx context.Context, receiver, tid, after, at uint64, o *AddOptions) (uint64, error) {
-	req := protocol.Request{Op: protocol.OpAdd, Receiver: receiver, Tid: tid, After: after, At: at}
+	req := protocol.Request{Op: protocol.OpAdd, Receiver: receiver, Tid: tid, After: after, At: at, Repeat: 1}
 	if o != nil {
-		req.Every, req.Repeat, req.Data, req.Replace = o.Every, uint64(o.Repeat), o.Data, o.Replace
+		req.Every, req.Repeat, req.Data, req.Replace = o.Every, wireRepeat(o.Repeat), o.Data, o.Replace
 	}
 	v, err := c.uints(ctx, &req, 1, nil)
 	if err != nil {

@@ -22,7 +22,7 @@ const usage = `usage: tickwheel [serve] [server flags]        run the server (th
 
 commands:
   add RECEIVER TID AFTER   add a timer firing after AFTER (ticks, or a duration such as 1.5s,
-                           rounded up to whole ticks); -every, -repeat (0 = forever), -data, -replace,
+                           rounded up to whole ticks); -every, -repeat N|forever (default 1), -data, -replace,
                            -at TICK (absolute first firing instead of AFTER; pass AFTER as 0)
   cancel RECEIVER TID      cancel a timer
   get RECEIVER TID         show a timer
@@ -208,7 +208,7 @@ func (e *env) print(v any, text string) {
 
 func addCmd(fs *flag.FlagSet) func(*env) error {
 	every := fs.String("every", "", "interval between firings (ticks or a duration); default AFTER")
-	repeat := fs.Uint("repeat", 1, "number of firings, 0 = forever")
+	repeat := fs.String("repeat", "1", `number of firings, or "forever"`)
 	data := fs.String("data", "", "data delivered with every firing")
 	replace := fs.Bool("replace", false, "replace an existing timer of the same key")
 	at := fs.Uint64("at", 0, "absolute tick of the first firing (instead of AFTER)")
@@ -221,7 +221,11 @@ func addCmd(fs *flag.FlagSet) func(*env) error {
 		if err != nil {
 			return err
 		}
-		o := &client.AddOptions{Repeat: uint32(*repeat), Data: []byte(*data), Replace: *replace}
+		n, err := repeatArg(*repeat)
+		if err != nil {
+			return err
+		}
+		o := &client.AddOptions{Repeat: n, Data: []byte(*data), Replace: *replace}
 		if *every != "" {
 			if o.Every, err = e.ticksArg(*every, "every"); err != nil {
 				return err
@@ -445,4 +449,17 @@ func statsCmd(e *env) error {
 	fmt.Fprintf(e.stdout, "receivers   %d (backlog %d events)\n", s.Receivers, s.BacklogEvents)
 	fmt.Fprintf(e.stdout, "fired       %d (dropped %d)\n", s.FiredTotal, s.DroppedTotal)
 	return nil
+}
+
+// repeatArg parses -repeat: a number of firings from 1 to 2^32-2, or
+// "forever".
+func repeatArg(s string) (uint32, error) {
+	if s == "forever" {
+		return client.Forever, nil
+	}
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil || n == 0 || n == uint64(client.Forever) {
+		return 0, fmt.Errorf(`-repeat %q: want a number of firings from 1 to %d, or "forever"`, s, client.Forever-1)
+	}
+	return uint32(n), nil
 }

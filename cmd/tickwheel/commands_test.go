@@ -48,9 +48,15 @@ func TestCommands(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	assert.Equal(t, "added 7/11: first firing at tick 1003\n", out)
 
-	code, out, _ = cli(t, addr, "add", "7", "12", "20ms", "-every", "1", "-repeat", "0") // 20ms = 2 ticks of 10ms
+	code, out, _ = cli(t, addr, "add", "7", "12", "20ms", "-every", "1", "-repeat", "forever") // 20ms = 2 ticks of 10ms
 	require.Equal(t, 0, code)
 	assert.Equal(t, "added 7/12: first firing at tick 1002\n", out)
+
+	for _, bad := range []string{"0", "-1", "4294967295", "always"} { // forever is asked for by name
+		code, _, errOut = cli(t, addr, "add", "7", "13", "1", "-repeat", bad)
+		assert.NotEqual(t, 0, code, "-repeat %s", bad)
+		assert.Contains(t, errOut, `or "forever"`, "-repeat %s", bad)
+	}
 
 	code, out, _ = cli(t, addr, "get", "7", "11")
 	require.Equal(t, 0, code)
