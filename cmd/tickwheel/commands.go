@@ -447,6 +447,9 @@ func statsCmd(e *env) error {
 	fmt.Fprintf(e.stdout, "timers      %d\n", s.Timers)
 	fmt.Fprintf(e.stdout, "sessions    %d\n", s.Sessions)
 	fmt.Fprintf(e.stdout, "receivers   %d (backlog %d events)\n", s.Receivers, s.BacklogEvents)
+	if s.OutboxEvents > 0 || s.WaitingFirings > 0 {
+		fmt.Fprintf(e.stdout, "outboxes    %d events not acknowledged, %d firings waiting for room\n", s.OutboxEvents, s.WaitingFirings)
+	}
 	fmt.Fprintf(e.stdout, "fired       %d (dropped %d)\n", s.FiredTotal, s.DroppedTotal)
 	return nil
 }

@@ -37,6 +37,12 @@ func TestWatchAck(t *testing.T) {
 		"tick 1001  9/1  fired 1/5\n"+
 		"tick 1002  9/1  fired 2/5\n", wout.String())
 
+	// stats shows the 3 events the outbox keeps for the next watch.
+	require.Eventually(t, func() bool {
+		_, out, _ := cli(t, addr, "stats")
+		return strings.Contains(out, "outboxes    3 events not acknowledged, 0 firings waiting for room\n")
+	}, 5*time.Second, 10*time.Millisecond)
+
 	code, out, errOut := cli(t, addr, "watch", "-ack", "-json", "-n", "3", "9")
 	require.Equal(t, 0, code, errOut)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
