@@ -8,8 +8,9 @@ import (
 )
 
 // Acknowledged mode. A receiver bound with ack keeps every event in its
-// outbox — the backlog ring, holding events already handed to the session
-// as well as those not yet sent — until an ack covers its sequence number:
+// outbox — the backlog's byte queue, holding events already handed to the
+// session as well as those not yet sent — until an ack covers its sequence
+// number:
 //
 //   - An event of an outbox counts as a reply to a recorded input (see
 //     TakeRecord): with fsync always it leaves only once the record of
@@ -17,7 +18,8 @@ import (
 //     undo a firing a client has seen (and reuse its seq).
 //   - The outbox holds consecutive sequence numbers, r.seq-r.n+1 through
 //     r.seq; its first r.sent events have been handed to the owner's
-//     connection since it bound. An ack pops events from the front.
+//     connection since it bound (the queue's cursor is at the next one). An
+//     ack pops events from the front.
 //   - Closing the session, unbinding, or a takeover sets r.sent to 0: the
 //     next bind delivers the outbox again from its first event.
 //   - The outbox is bounded by max_outbox and max_outbox_bytes per
@@ -26,13 +28,16 @@ import (
 //     acknowledged mode, which drop their oldest events). When an event
 //     does not fit, nothing is dropped: the firing waits ("parks") with its
 //     receiver, unnumbered, and later firings of the receiver queue behind
-//     it. A repeating timer whose firing parks is paused by the server (it
-//     is "held"), so it adds at most one parked firing; acks make room,
-//     parked firings enter the outbox in order, numbered then and reported
-//     late by the ticks they waited, and held timers resume with their full
-//     interval. Parked firings count as timers of their receiver for
+//     it. A repeating timer whose firing parks is paused by the server at
+//     once (it is "held"), so it adds no more. As acks make room — for
+//     the acked receiver, and for the receivers held back by the totals
+//     (Core.waiting), in the order their waits began — parked firings
+//     enter the outbox in order, numbered then and reported late by the
+//     ticks they waited, and held timers resume with their full interval. Parked firings count as timers of their receiver for
 //     max_timers and max_timers_per_receiver, so the timer limits bound
 //     them.
+//   - A receiver in acknowledged mode is never forgotten (forgetIfIdle):
+//     the mode and the count hold until a bind without ack ends them.
 
 // parked is a firing waiting for room in its receiver's outbox.
 type parked struct {
