@@ -31,6 +31,10 @@ const (
 	fLimit
 	fAck
 	fSeq
+	fAfterNs
+	fSchedule
+	fZone
+	fMissed
 	numFields
 )
 
@@ -57,6 +61,10 @@ var fieldNames = [numFields]string{
 	fLimit:     "limit",
 	fAck:       "ack",
 	fSeq:       "seq",
+	fAfterNs:   "after_ns",
+	fSchedule:  "schedule",
+	fZone:      "zone",
+	fMissed:    "missed",
 }
 
 // The want* texts say what a field of each kind accepts, for wrong-type
@@ -78,7 +86,7 @@ func (f field) want() string {
 		return wantArray
 	case fTrailing:
 		return wantAny
-	case fName, fToken:
+	case fName, fToken, fSchedule, fZone:
 		return wantStr
 	case fData:
 		return wantData

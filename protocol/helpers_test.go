@@ -45,6 +45,10 @@ func randRequest(rng *rand.Rand) Request {
 			r.Name = strings.Repeat("n", rng.IntN(40))
 		case fToken:
 			r.Token = strings.Repeat("t", rng.IntN(300))
+		case fSchedule, fZone:
+			if rng.IntN(4) == 0 {
+				*r.strField(f) = strings.Repeat("s", rng.IntN(30))
+			}
 		case fData:
 			if n := rng.IntN(4) * rng.IntN(200); n > 0 {
 				r.Data = make([]byte, n)
@@ -60,6 +64,10 @@ func randRequest(rng *rand.Rand) Request {
 			r.Ack = rng.IntN(2) == 1
 		case fSpeed:
 			r.Speed = rng.Float64() * 100
+		case fAfterNs, fMissed:
+			if rng.IntN(4) == 0 {
+				*r.uintField(f) = randUint(rng)
+			}
 		default:
 			*r.uintField(f) = randUint(rng)
 		}

@@ -43,6 +43,27 @@ type Request struct {
 	// including it has been handled.
 	Seq uint64
 
+	// AfterNs, when non-zero, is the add's first delay as a duration of
+	// tw-time in nanoseconds, counted from the instant the server applies
+	// the request (inside the current tick, not from its start): the
+	// timer is due at the first tick boundary at or after that instant
+	// plus AfterNs, so at speed 1 it never fires before AfterNs of real
+	// time has passed since the server read the request. It wins over
+	// After and is ignored when At is non-zero. Every, when 0, then means
+	// the first delay rounded up to whole ticks.
+	AfterNs uint64
+	// Schedule is the add's calendar schedule: a cron expression (5
+	// fields, or a descriptor such as @daily or @every 90s) evaluated on
+	// tw-time's calendar in Zone. Empty means none.
+	Schedule string
+	// Zone is the IANA time zone name Schedule is evaluated in ("" means
+	// UTC).
+	Zone string
+	// Missed is the add's policy for firings that fell in a downtime the
+	// server catches up after: MissedAll, MissedOnce or MissedSkip; as
+	// sent: the server validates it.
+	Missed uint64
+
 	Ticks uint64  // fast_forward
 	Speed float64 // set_speed: as sent, NaN and infinities included; the server validates
 }
@@ -52,7 +73,7 @@ var opArgs = [len(opNames)][]field{
 	OpHello:       {fVersion, fName, fToken},
 	OpBind:        {fReceiver, fEphemeral, fAck},
 	OpUnbind:      {fReceiver},
-	OpAdd:         {fReceiver, fTid, fAfter, fAt, fEvery, fRepeat, fData, fReplace},
+	OpAdd:         {fReceiver, fTid, fAfter, fAt, fEvery, fRepeat, fData, fReplace, fAfterNs, fSchedule, fZone, fMissed},
 	OpCancel:      {fReceiver, fTid},
 	OpGet:         {fReceiver, fTid},
 	OpList:        {fReceiver, fFromTid, fLimit},
@@ -64,6 +85,23 @@ var opArgs = [len(opNames)][]field{
 	OpSetSpeed:    {fSpeed},
 	// ping, freeze, resume_sync and stats take no arguments.
 }
+
+// baseArgs is, for an op whose later arguments were added after version
+// 1 first shipped, how many arguments AppendRequest always encodes; the
+// later ones are encoded only up to the last that is not at its default,
+// so a request that uses none of them has the bytes it always had.
+var baseArgs = [len(opNames)]int{
+	OpAdd: 8,
+}
+
+// Missed-firing policies of an add (Request.Missed): what a repeating
+// timer does with the firings that fell in a downtime the server caught
+// up after.
+const (
+	MissedAll  = 0 // deliver every missed firing, in order, each marked late (the default)
+	MissedOnce = 1 // deliver one late firing, then continue on schedule
+	MissedSkip = 2 // deliver none; the next firing is the next on schedule
+)
 
 func (r *Request) uintField(f field) *uint64 {
 	switch f {
@@ -89,6 +127,10 @@ func (r *Request) uintField(f field) *uint64 {
 		return &r.Limit
 	case fSeq:
 		return &r.Seq
+	case fAfterNs:
+		return &r.AfterNs
+	case fMissed:
+		return &r.Missed
 	}
 	return nil
 }
@@ -109,7 +151,8 @@ func (r *Request) uintField(f field) *uint64 {
 // defined (r.Op then holds the op if it fits in a uint8, else 0). On error
 // r.ID holds the request id if it was decoded, else 0, and the other fields
 // are unspecified. Errors are static values: decoding never allocates,
-// except the Name and Token strings of a hello.
+// except the Name and Token strings of a hello and the Schedule and Zone
+// strings of an add that has them.
 func DecodeRequest(payload []byte, r *Request) error {
 	*r = Request{}
 	rd := reader{b: payload}
@@ -147,14 +190,10 @@ func DecodeRequest(payload []byte, r *Request) error {
 		}
 		n--
 		switch f {
-		case fName, fToken:
+		case fName, fToken, fSchedule, fZone:
 			var v []byte
 			if v, p = rd.bytes(true); p == pOK && len(v) > 0 {
-				if f == fName {
-					r.Name = string(v)
-				} else {
-					r.Token = string(v)
-				}
+				*r.strField(f) = string(v)
 			}
 		case fData:
 			if r.Data, p = rd.bytes(true); len(r.Data) == 0 {
@@ -194,16 +233,17 @@ func AppendRequest(b []byte, r *Request) []byte {
 	var args []field
 	if r.Op.Valid() {
 		args = opArgs[r.Op]
+		for len(args) > baseArgs[r.Op] && baseArgs[r.Op] > 0 && r.isDefault(args[len(args)-1]) {
+			args = args[:len(args)-1]
+		}
 	}
 	b = appendArray(b, 2+len(args))
 	b = appendUint(b, uint64(r.Op))
 	b = appendUint(b, r.ID)
 	for _, f := range args {
 		switch f {
-		case fName:
-			b = appendStr(b, r.Name)
-		case fToken:
-			b = appendStr(b, r.Token)
+		case fName, fToken, fSchedule, fZone:
+			b = appendStr(b, *r.strField(f))
 		case fData:
 			b = appendData(b, r.Data)
 		case fReplace:
@@ -219,4 +259,27 @@ func AppendRequest(b []byte, r *Request) []byte {
 		}
 	}
 	return endFrame(b, start)
+}
+
+func (r *Request) strField(f field) *string {
+	switch f {
+	case fName:
+		return &r.Name
+	case fToken:
+		return &r.Token
+	case fSchedule:
+		return &r.Schedule
+	}
+	return &r.Zone
+}
+
+// isDefault reports whether argument f of r holds its default, so
+// AppendRequest may leave it out when nothing after it is set. Only the
+// arguments past baseArgs are asked.
+func (r *Request) isDefault(f field) bool {
+	switch f {
+	case fSchedule, fZone:
+		return *r.strField(f) == ""
+	}
+	return *r.uintField(f) == 0
 }

@@ -305,3 +305,35 @@ func TestOpCodeKindStrings(t *testing.T) {
 	assert.Equal(t, "takeover", KindTakeover.String())
 	assert.Equal(t, "kind(9)", Kind(9).String())
 }
+
+// An add encodes the arguments added after version 1 only up to the last
+// one set, so an add that uses none of them keeps its old bytes, and each
+// round-trips.
+func TestAddLaterArgsOnlyWhenSet(t *testing.T) {
+	base := Request{Op: OpAdd, ID: 1, Receiver: 2, Tid: 3, After: 4}
+	cases := []struct {
+		name string
+		mod  func(*Request)
+		args int
+	}{
+		{"none", func(*Request) {}, 8},
+		{"after_ns", func(r *Request) { r.AfterNs = 1_500_000 }, 9},
+		{"schedule", func(r *Request) { r.Schedule = "@daily" }, 10},
+		{"zone", func(r *Request) { r.Zone = "Europe/Paris" }, 11},
+		{"missed", func(r *Request) { r.Missed = MissedSkip }, 12},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := base
+			tc.mod(&r)
+			p := payloadOf(t, AppendRequest(nil, &r))
+			rd := reader{b: p}
+			n, st := rd.arrayLen()
+			require.Equal(t, pOK, st)
+			require.Equal(t, 2+tc.args, int(n))
+			var got Request
+			require.NoError(t, DecodeRequest(p, &got))
+			requireSameRequest(t, r, got)
+		})
+	}
+}
