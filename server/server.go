@@ -132,6 +132,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		s.clock.Freeze()
 	}
 	s.core.SetClockHook(s.applyClock)
+	s.core.SetInstantHook(s.clock.Instant)
 	if s.persist == nil {
 		s.core.SetClock(speed, frozen) // startLog records it otherwise
 	}

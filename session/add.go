@@ -45,6 +45,12 @@ func (c *Core) add(s *Session, req *protocol.Request) {
 		}
 	}
 	spec := wheel.Spec{After: req.After, At: req.At, Every: req.Every, Repeat: uint32(req.Repeat), Data: req.Data, Replace: req.Replace}
+	if req.AfterNs != 0 && req.At == 0 {
+		var ok bool
+		if spec.After, spec.Every, ok = c.afterNs(s, req); !ok {
+			return
+		}
+	}
 	due, err := c.wheel.AddFrom(k, spec, c.Now())
 	if err != nil {
 		c.reply(s, req.ID, err)

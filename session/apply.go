@@ -42,6 +42,9 @@ func (c *Core) Apply(s *Session, payload []byte) {
 		c.markDirty(s)
 		return
 	}
+	if req.Op == protocol.OpAdd && req.AfterNs != 0 && req.At == 0 {
+		c.readInstant()
+	}
 	if recordedAsSent(req.Op) {
 		c.rec.apply(s.id, payload)
 		c.noteReplied(s)

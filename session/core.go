@@ -61,6 +61,11 @@ type Core struct {
 	// clockHook applies a clock op to the server's tw-time clock and
 	// returns the clock's tick after it (see SetClockHook).
 	clockHook func(op ClockOp, arg float64, ticks uint64) uint64
+	// instantHook reads where tw-time is inside the current tick (see
+	// SetInstantHook); instTick and instSub hold its last reading, or the
+	// recorded one during a replay, for the add being applied.
+	instantHook       func() (tick, sub uint64)
+	instTick, instSub uint64
 
 	sessions    map[uint64]*Session
 	nextSession uint64

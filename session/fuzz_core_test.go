@@ -199,6 +199,9 @@ func newFzHarness(t *testing.T, opt byte) *fzHarness {
 		verbose: os.Getenv("TICKWHEEL_FUZZ_TRACE") != ""}
 	h.limits = h.c.Limits()
 	h.rep = newReplica(t, h.c, cfg, limits, wheels[1])
+	// Where tw-time is inside its tick, for after_ns: a pseudo-random
+	// point of the current tick.
+	h.c.SetInstantHook(func() (uint64, uint64) { return h.now, h.now * 7919 % cfg.TickNs })
 	// tw-time's clock is frozen: only fast-forwards move it.
 	h.c.SetClockHook(func(op ClockOp, _ float64, ticks uint64) uint64 {
 		if op == ClockFastForward {
@@ -314,6 +317,8 @@ func (h *fzHarness) request(p *fzProg) protocol.Request {
 		req.After = uint64(x & 3)
 		if x&4 != 0 {
 			req.At = h.c.Now() + uint64(x>>3&3) - 1 // now-1 .. now+2: the first two are in the past
+		} else if x&8 != 0 {
+			req.AfterNs = 1 + uint64(x>>4&1)*15_000_000 // 1ns or 1.5 ticks, from inside the tick
 		}
 		req.Every, req.Repeat = uint64(p.n(4)), uint64(p.n(4))
 		if x&0x20 != 0 {

@@ -34,6 +34,7 @@ const (
 	inWrote        = 16 // sid, bytes its connection buffers after a write
 	inAddOnlyBound = 17 // 0 or 1
 	inLimitsN      = 18 // the number of limits, then the limits in field order
+	inInstant      = 19 // tick, sub: where tw-time was inside the tick, for the add (after_ns) that follows
 )
 
 // recorder collects the inputs of the current turn while on.
@@ -177,6 +178,14 @@ func (r *recorder) wall(ns, tick uint64) {
 		r.buf = append(r.buf, inWall)
 		r.uv(ns)
 		r.uv(tick)
+	}
+}
+
+func (r *recorder) instant(tick, sub uint64) {
+	if r.on {
+		r.buf = append(r.buf, inInstant)
+		r.uv(tick)
+		r.uv(sub)
 	}
 }
 
@@ -375,6 +384,8 @@ func (c *Core) replayOne(kind byte, d *decoder) error {
 		if d.err == nil {
 			c.SetWall(ns, tick)
 		}
+	case inInstant:
+		c.instTick, c.instSub = d.uv(), d.uv()
 	default:
 		return c.replayFlow(kind, d)
 	}

@@ -116,6 +116,28 @@ func (c *Clock) Now() uint64 {
 	return c.target()
 }
 
+// Instant reads the source and returns the current target tick and sub,
+// the virtual nanoseconds of tw-time past that tick's boundary (sub <
+// Tick()): where tw-time is inside the current tick. Now returns the same
+// tick. Frozen, sub is the partial tick kept since Freeze; once the target
+// saturates at math.MaxUint64, sub is 0.
+//
+// Counting a duration d from Instant rather than from the tick's start is
+// what makes a timer "d from now" never early: it is due at the first tick
+// boundary at or after tick×Tick()+sub+d.
+func (c *Clock) Instant() (tick, sub uint64) {
+	c.read()
+	if c.frozen {
+		return c.base, c.rem
+	}
+	q, r, ok := c.elapsed()
+	t, carry := bits.Add64(c.base, q, 0)
+	if !ok || carry != 0 {
+		return math.MaxUint64, 0
+	}
+	return t, r
+}
+
 // Tick returns the duration of one tick of virtual time, as given to NewClock.
 func (c *Clock) Tick() time.Duration { return time.Duration(c.tick) }
 
