@@ -58,11 +58,15 @@ func wireRepeat(r uint32) uint64 {
 }
 
 func (c *Client) add(ctx context.Context, receiver, tid, after, at uint64, o *AddOptions) (uint64, error) {
-	req := protocol.Request{Op: protocol.OpAdd, Receiver: receiver, Tid: tid, After: after, At: at, Repeat: 1}
+	return c.addReq(ctx, &protocol.Request{Op: protocol.OpAdd, Receiver: receiver, Tid: tid, After: after, At: at, Repeat: 1}, o)
+}
+
+// addReq sends an add request with the options o applies to it.
+func (c *Client) addReq(ctx context.Context, req *protocol.Request, o *AddOptions) (uint64, error) {
 	if o != nil {
 		req.Every, req.Repeat, req.Data, req.Replace = o.Every, wireRepeat(o.Repeat), o.Data, o.Replace
 	}
-	v, err := c.uints(ctx, &req, 1, nil)
+	v, err := c.uints(ctx, req, 1, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -72,6 +76,12 @@ func (c *Client) add(ctx context.Context, receiver, tid, after, at uint64, o *Ad
 // Add schedules timer tid of receiver to fire after the given number of
 // ticks from the server's now, and returns the tick it is due at. after 0
 // is ErrInvalidArgument; a due tick past 2^64-1 too.
+//
+// The count starts at the server's current tick, which began up to one
+// tick before the server read the request: in real time the timer may
+// fire up to one tick sooner than after × the tick length. It is exact in
+// tw-time, and the right call for game logic counted in ticks; for "in
+// 30 seconds" use AddAfter, which never fires early.
 func (c *Client) Add(ctx context.Context, receiver, tid, after uint64, o *AddOptions) (due uint64, err error) {
 	return c.add(ctx, receiver, tid, after, 0, o)
 }
@@ -85,16 +95,23 @@ func (c *Client) AddAt(ctx context.Context, receiver, tid, at uint64, o *AddOpti
 	return c.add(ctx, receiver, tid, 0, at, o)
 }
 
-// AddAfter is Add with the delay as a duration, converted to ticks of the
-// server's tick length rounding up, so the timer never fires early:
-// 25ms with 10ms ticks is 3 ticks, 1ns is 1 tick. d <= 0 is
-// ErrInvalidArgument, returned without a round trip. o.Every stays in ticks.
+// AddAfter schedules timer tid of receiver to fire once d of tw-time has
+// passed since the server read the request, and returns the tick it is
+// due at: the first tick boundary at or after that moment. At speed 1 it
+// never fires early: d after the call at the soonest, and at most one
+// tick (plus delivery) later. d <= 0 is ErrInvalidArgument, returned
+// without a round trip.
+//
+// With o.Every 0, the timer repeats every d rounded up to whole ticks
+// (25ms with 10ms ticks is 3 ticks); o.Every, when set, stays in ticks.
 func (c *Client) AddAfter(ctx context.Context, receiver, tid uint64, d time.Duration, o *AddOptions) (due uint64, err error) {
 	after, err := c.durationTicks(protocol.OpAdd, "after", d)
 	if err != nil {
 		return 0, err
 	}
-	return c.add(ctx, receiver, tid, after, 0, o)
+	// after is for a server that predates after_ns, which ignores it; a
+	// server that knows after_ns ignores after.
+	return c.addReq(ctx, &protocol.Request{Op: protocol.OpAdd, Receiver: receiver, Tid: tid, After: after, AfterNs: uint64(d), Repeat: 1}, o)
 }
 
 // Cancel removes a timer. A timer that is not there (never added, fired

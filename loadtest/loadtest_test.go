@@ -14,7 +14,7 @@ import (
 
 // tinyParams keep every scenario to a fraction of a second.
 func tinyParams() Params {
-	return Params{N: 2000, Conns: 4, Lead: 150 * time.Millisecond, Grace: 2 * time.Second, Tolerance: time.Millisecond,
+	return Params{N: 2000, Conns: 4, Lead: 150 * time.Millisecond, Grace: 2 * time.Second,
 		K: 50, P: 2, R: 3, Rate: 2000, Duration: 300 * time.Millisecond, Idle: 200, Hold: 50 * time.Millisecond, Span: 1000}
 }
 

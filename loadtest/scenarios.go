@@ -31,7 +31,7 @@ type Params struct {
 
 // DefaultParams are moderate sizes for a 2-core machine.
 func DefaultParams() Params {
-	return Params{N: 100_000, Conns: 8, Lead: 200 * time.Millisecond, Grace: 2 * time.Second, Tolerance: time.Millisecond,
+	return Params{N: 100_000, Conns: 8, Lead: 200 * time.Millisecond, Grace: 2 * time.Second,
 		K: 1000, P: 10, R: 5, Rate: 50_000, Duration: 5 * time.Second, Idle: 10_000, Hold: 3 * time.Second, Span: 8_640_000}
 }
 

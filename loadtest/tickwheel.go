@@ -30,9 +30,9 @@ const (
 // Window unanswered), and every receiver a worker adds timers for is bound
 // (ephemeral) on that worker first, so its firings come back there.
 //
-// Due instants become absolute ticks through a calibration (see
-// calibrate): a timer due at instant d gets the first tick whose boundary
-// is at or after d.
+// A timer due at instant d is added with after_ns, the time left until d
+// when its request is written (or, with At, at the first tick whose
+// boundary is at or after d by a calibration: see calibrate).
 type TickwheelTarget struct {
 	Addr   string
 	Token  string // hello token (admin ops need the admin token unless on loopback)
@@ -43,6 +43,14 @@ type TickwheelTarget struct {
 	// not ephemeral, so they outlive the connection (and are not cleared).
 	// For preloading a server with timers that stay.
 	NoBind bool
+	// At schedules a timer due at instant d by the absolute tick of the
+	// calibration (the first boundary at or after d, as calibrated), the
+	// way clients counted before add had after_ns. By default a timer is
+	// added with after_ns = d − the instant its request is written, a
+	// duration the server counts from the moment it reads the request: a
+	// delivery before d is then the server firing early, whatever the
+	// calibration says.
+	At bool
 
 	tick  time.Duration
 	sink  Sink
@@ -280,12 +288,17 @@ func (t *TickwheelTarget) addCallers(ctx context.Context, c *twConn, ts []Timer)
 // addRequest is the add request of a timer.
 func (t *TickwheelTarget) addRequest(tm *Timer) *protocol.Request {
 	req := &protocol.Request{Op: protocol.OpAdd, ID: idAdd<<idShift | tm.Tid&idMask, Receiver: tm.Receiver, Tid: tm.Tid, Repeat: uint64(tm.Repeat), Data: tm.Data}
-	if tm.AtTick != 0 {
+	switch {
+	case tm.AtTick != 0:
 		req.At = tm.AtTick
-	} else if at, ok := t.tickFor(tm.Due); ok {
-		req.At = at
-	} else {
-		req.After = 1
+	case !t.At:
+		req.AfterNs = uint64(max(tm.Due-Now(), 1)) // the request is written after this instant
+	default:
+		if at, ok := t.tickFor(tm.Due); ok {
+			req.At = at
+		} else {
+			req.After = 1
+		}
 	}
 	if tm.Every > 0 {
 		req.Every = uint64((tm.Every + t.tick - 1) / t.tick)

@@ -124,12 +124,13 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		s.log.Info("tw-time after the restart", "downtime", cfg.Downtime, "was", s.core.Now(), "now", start,
 			"speed", speed, "frozen", frozen)
 	}
-	s.clock = wheel.NewClock(start, cfg.Tick, func() time.Duration { return time.Since(origin) })
+	newClock := wheel.NewClock
+	if frozen {
+		newClock = wheel.NewFrozenClock // at the tick's boundary: nothing of it has passed
+	}
+	s.clock = newClock(start, cfg.Tick, func() time.Duration { return time.Since(origin) })
 	if err := s.clock.SetSpeed(speed); err != nil {
 		return nil, fmt.Errorf("config: speed: %w", err)
-	}
-	if frozen {
-		s.clock.Freeze()
 	}
 	s.core.SetClockHook(s.applyClock)
 	s.core.SetInstantHook(s.clock.Instant)

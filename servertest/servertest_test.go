@@ -153,3 +153,21 @@ func TestDropConnectionsAck(t *testing.T) {
 	}
 	assert.Equal(t, uint64(2), c.Redelivered())
 }
+
+// A frozen test server sits on a tick boundary, so AddAfter(d) fires
+// exactly when Advance has moved tw-time by d: not a tick before.
+func TestAddAfterThenAdvance(t *testing.T) {
+	srv := servertest.RunT(t)
+	ctx := context.Background()
+	c, err := client.Dial(ctx, srv.Addr(), client.WithToken(srv.AdminToken()))
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Bind(ctx, 1, nil)
+	require.NoError(t, err)
+	_, err = c.AddAfter(ctx, 1, 1, 25*time.Millisecond, nil) // 10ms ticks: due in 3
+	require.NoError(t, err)
+	require.Equal(t, 0, srv.Advance(20*time.Millisecond))
+	require.Equal(t, 1, srv.Advance(5*time.Millisecond))
+	ev := <-c.Events()
+	require.Equal(t, uint64(1), ev.Tid)
+}

@@ -108,6 +108,17 @@ func NewClock(start uint64, tick time.Duration, src Source) *Clock {
 	}
 }
 
+// NewFrozenClock returns a Clock as NewClock does, but frozen at the very
+// start of tick start: no partial tick is kept, so a duration counted from
+// Instant counts from the boundary, and Resume starts the tick afresh.
+// (NewClock followed by Freeze keeps the sliver of time between the two
+// calls.)
+func NewFrozenClock(start uint64, tick time.Duration, src Source) *Clock {
+	c := NewClock(start, tick, src)
+	c.frozen = true
+	return c
+}
+
 // Now reads the source and returns the current target tick. Successive
 // results never decrease. Once the target reaches math.MaxUint64 it stays
 // there.

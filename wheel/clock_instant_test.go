@@ -60,3 +60,19 @@ func TestClockInstantMonotonic(t *testing.T) {
 		last = max(last, n*uint64(clockTestTick)+s)
 	}
 }
+
+// A clock made frozen is at its start tick's boundary, and Resume starts
+// that tick afresh.
+func TestNewFrozenClock(t *testing.T) {
+	src := &fakeClockSource{now: time.Second}
+	c := NewFrozenClock(50, clockTestTick, src.read)
+	require.True(t, c.Frozen())
+	src.now += time.Hour
+	tick, sub := c.Instant()
+	require.Equal(t, [2]uint64{50, 0}, [2]uint64{tick, sub})
+	c.Resume()
+	src.now += clockTestTick - 1
+	require.Equal(t, uint64(50), c.Now())
+	src.now++
+	require.Equal(t, uint64(51), c.Now())
+}

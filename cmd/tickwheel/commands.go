@@ -21,8 +21,9 @@ const usage = `usage: tickwheel [serve] [server flags]        run the server (th
        tickwheel COMMAND [flags] ARGS...         talk to a running server
 
 commands:
-  add RECEIVER TID AFTER   add a timer firing after AFTER (ticks, or a duration such as 1.5s,
-                           rounded up to whole ticks); -every, -repeat N|forever (default 1), -data, -replace,
+  add RECEIVER TID AFTER   add a timer firing after AFTER: ticks from the current tick, or a duration
+                           such as 1.5s from the moment the server reads it (never early); -every,
+                           -repeat N|forever (default 1), -data, -replace,
                            -at TICK (absolute first firing instead of AFTER; pass AFTER as 0)
   cancel RECEIVER TID      cancel a timer
   get RECEIVER TID         show a timer
@@ -217,9 +218,16 @@ func addCmd(fs *flag.FlagSet) func(*env) error {
 		if err != nil {
 			return err
 		}
-		after, err := e.ticksArg(e.args[2], "after")
-		if err != nil {
-			return err
+		// AFTER in ticks counts from the current tick; as a duration it
+		// counts from the moment the server reads the request, so the
+		// timer never fires early (client.AddAfter).
+		after, afterErr := strconv.ParseUint(e.args[2], 10, 64)
+		var d time.Duration
+		if afterErr != nil {
+			var err error
+			if d, err = time.ParseDuration(e.args[2]); err != nil || d <= 0 {
+				return usageError{fmt.Errorf("after %q: want ticks (an integer) or a positive duration such as 1.5s", e.args[2])}
+			}
 		}
 		n, err := repeatArg(*repeat)
 		if err != nil {
@@ -232,9 +240,12 @@ func addCmd(fs *flag.FlagSet) func(*env) error {
 			}
 		}
 		var due uint64
-		if *at != 0 {
+		switch {
+		case *at != 0:
 			due, err = e.c.AddAt(e.ctx, receiver, tid, *at, o)
-		} else {
+		case afterErr != nil:
+			due, err = e.c.AddAfter(e.ctx, receiver, tid, d, o)
+		default:
 			due, err = e.c.Add(e.ctx, receiver, tid, after, o)
 		}
 		if err != nil {

@@ -72,6 +72,7 @@ func run() int {
 	dataRoot := flag.String("data-root", os.TempDir(), "with -spawn: where the durable servers' temporary data directories go")
 	keepData := flag.Bool("keep-data", false, "with -spawn: keep the durable servers' data directories at exit")
 	serverLog := flag.String("server-log", "", "with -spawn: write each spawned server's log to FILE.<mode> instead of stderr")
+	twAt := flag.Bool("tw-at", false, "tickwheel: add by calibrated absolute ticks (at) instead of after_ns, the duration from the moment the request is written")
 	window := flag.Int("window", 0, "requests in flight per connection: tickwheel (default 4096) and redis (commands per pipeline, default 1000); 1 = each connection is a caller waiting for every reply")
 	redisAOF := flag.String("redis-aof", "", "comma-separated AOF modes for the redis target, one target each (redis(aof=MODE)): always, everysec, no (CONFIG SET appendonly yes + appendfsync MODE at run time, restored after); \"\" = Redis as started")
 	serverConfig := flag.String("server-config", "", "with -spawn: give every spawned server -config FILE (a -persist MODE:FILE overrides it for that one)")
@@ -110,7 +111,7 @@ func run() int {
 		}
 	}()
 	if *addr != "" {
-		tws = append(tws, &loadtest.TickwheelTarget{Addr: *addr, Token: *token, Window: *window})
+		tws = append(tws, &loadtest.TickwheelTarget{Addr: *addr, Token: *token, Window: *window, At: *twAt})
 	}
 	if *spawn != "" {
 		// The spawned server takes its admin token from the environment
@@ -183,7 +184,7 @@ func run() int {
 			}
 			s.StopWait = time.Minute // a durable server writes a last snapshot
 			defer s.Stop()
-			tw := &loadtest.TickwheelTarget{Addr: s.Addr, Token: *token, Window: *window, Pid: s.PID(), Label: label}
+			tw := &loadtest.TickwheelTarget{Addr: s.Addr, Token: *token, Window: *window, Pid: s.PID(), Label: label, At: *twAt}
 			tws = append(tws, tw)
 			logf("spawned %s pid %d on %s (%s), %s", *spawn, s.PID(), s.Addr, s.Pinned, strings.Join(args, " "))
 		}
