@@ -39,3 +39,39 @@ func BenchmarkAdd(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPipe: adds sent in Pipes of batch requests by 8 goroutines per
+// processor sharing one Client, against an in-process frozen server. One
+// op is one add.
+func BenchmarkPipe(b *testing.B) {
+	for _, batch := range []int{16, 256, 1000} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			srv := startServer(b, nil)
+			ctx := context.Background()
+			c, err := Dial(ctx, srv.Addr(), WithLogger(discardLogger()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			var tid atomic.Uint64
+			b.ReportAllocs()
+			b.SetParallelism(8)
+			b.RunParallel(func(pb *testing.PB) {
+				p := c.Pipeline()
+				for pb.Next() {
+					id := tid.Add(1)
+					p.Add(id%1024, id, 1_000_000, nil)
+					if p.Len() == batch {
+						if err := p.Exec(ctx); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}
+				if err := p.Exec(ctx); err != nil {
+					b.Error(err)
+				}
+			})
+		})
+	}
+}

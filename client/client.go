@@ -242,12 +242,17 @@ func (c *Client) lose(cn *conn, cause error) {
 	cn.nc.Close()
 	close(cn.quit)
 	c.mu.Lock()
+	closing := c.closed
+	err := ErrClosed
+	if !closing {
+		err = disconnected(cause)
+	}
 	cn.mu.Lock()
 	cn.dead = true
 	pending := cn.pending
 	cn.pending = nil
+	cn.failBatches(err)
 	cn.mu.Unlock()
-	closing := c.closed
 	if cn.published && c.cn == cn {
 		c.cn = nil
 		c.ready = make(chan struct{})
@@ -266,10 +271,6 @@ func (c *Client) lose(cn *conn, cause error) {
 	}
 	c.mu.Unlock()
 	c.acks.lost(cn)
-	err := ErrClosed
-	if !closing {
-		err = disconnected(cause)
-	}
 	for _, cl := range pending {
 		cl.fail(err)
 	}

@@ -34,11 +34,17 @@ type conn struct {
 	ids  *atomic.Uint64 // the Client's request ids, for the writer's pings and acks
 	acks *acker         // the Client's acknowledged-mode state: the writer sends the acks
 
-	mu       sync.Mutex
-	wbuf     []byte           // frames queued for the writer
-	pending  map[uint64]*call // calls sent (or queued) and not answered
-	dead     bool             // the reader exited: nothing more is sent or answered
-	maxFrame int              // largest request payload the server accepts
+	mu      sync.Mutex
+	wbuf    []byte           // frames queued for the writer
+	pending map[uint64]*call // calls sent (or queued) and not answered
+	// batches are the Pipes' requests sent (or queued) and not all
+	// answered, in the order they were queued; lastBatch is the index of
+	// the one the last reply went to; scratch decodes their results.
+	batches   []*batch
+	lastBatch int
+	scratch   [2]uint64
+	dead      bool // the reader exited: nothing more is sent or answered
+	maxFrame  int  // largest request payload the server accepts
 	// pingEvery is how long the writer may send nothing before it sends a
 	// ping: a third of the server's idle timeout, 0 (no pings) when the
 	// server has none. Set once after hello, with a ring of the bell.
@@ -376,6 +382,10 @@ func (c *Client) dispatch(cn *conn, m *protocol.Message) bool {
 		cn.mu.Lock()
 		cl := cn.pending[m.ID]
 		delete(cn.pending, m.ID)
+		if cl == nil && len(cn.batches) > 0 && cn.batchReply(m) {
+			cn.mu.Unlock()
+			return true
+		}
 		cn.mu.Unlock()
 		if cl == nil {
 			if m.Kind == protocol.KindError && m.ID == 0 {

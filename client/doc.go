@@ -18,8 +18,14 @@
 //	}
 //
 // Times are in ticks of tw-time, the server's clock (TickDuration says how
-// long one is); AddAfter and Ticks convert a duration, rounding up so a
-// timer never fires early.
+// long one is). Add counts whole ticks from the current tick, which began
+// up to a tick before the server read the request, so in real time it may
+// fire up to a tick sooner than after ticks; AddAfter takes a duration the
+// server counts from the moment it reads the request, so its timer never
+// fires early. Ticks converts a duration to ticks, rounding up.
+//
+// Pipeline queues many requests and sends them in one write (see Pipe):
+// the way to schedule thousands of timers at once.
 //
 // Get returns one timer. List returns all of a receiver's timers in tid
 // order, fetched from the server a page at a time (ListPage fetches one

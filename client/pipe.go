@@ -1,0 +1,204 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tickwheel/tickwheel/protocol"
+)
+
+// A Pipe queues requests and sends them together: Exec writes every
+// queued request to the connection in one write and waits for all their
+// replies, which the server sends in order. It is the batch API for
+// scheduling many timers at once (go-redis's Pipeline is the model): one
+// write, one wake-up and no per-request channel, where N separate calls
+// pay for N of each.
+//
+//	p := c.Pipeline()
+//	for i, player := range players {
+//		p.AddAfter(player, regenTid, 30*time.Second, nil)
+//	}
+//	err := p.Exec(ctx) // the first error of any request, if one failed
+//
+// Each queued call returns a *Cmd that holds its own outcome once Exec
+// returns. A Pipe is not safe for concurrent use; use one per goroutine.
+// After Exec it is empty and may be reused.
+//
+// A request that a connection loss interrupts is not retried: its Cmd's
+// error wraps ErrDisconnected and the server may or may not have applied
+// it (as for single calls). Requests are not atomic as a group: each
+// succeeds or fails on its own, in order.
+type Pipe struct {
+	c    *Client
+	reqs []protocol.Request
+	cmds []*Cmd
+	free []Cmd // Cmds allocated a chunk at a time
+	buf  []byte
+}
+
+// Cmd is the outcome of one request of a Pipe: valid once Exec returned.
+type Cmd struct {
+	op       protocol.Op
+	due      uint64
+	err      error
+	answered bool // the server replied (or the client refused it itself)
+}
+
+// Err returns the request's error: nil, an *Error from the server
+// (errors.Is(err, ErrExists), ...), or the reason it got no reply.
+func (c *Cmd) Err() error { return c.err }
+
+// Due returns the tick an add's first firing is due at (0 for other
+// requests, and for a failed add).
+func (c *Cmd) Due() uint64 { return c.due }
+
+// Op returns the request's op name ("add", "cancel", ...).
+func (c *Cmd) Op() string { return c.op.String() }
+
+// Pipeline returns an empty Pipe on c.
+func (c *Client) Pipeline() *Pipe { return &Pipe{c: c} }
+
+// Pipelined runs fn on a new Pipe and then Exec, and returns its Cmds, in
+// the order fn queued them, and the first error (fn's, or Exec's).
+func (c *Client) Pipelined(ctx context.Context, fn func(*Pipe) error) ([]*Cmd, error) {
+	p := c.Pipeline()
+	if err := fn(p); err != nil {
+		return nil, err
+	}
+	cmds := append([]*Cmd(nil), p.cmds...)
+	return cmds, p.Exec(ctx)
+}
+
+// Len returns the number of queued requests.
+func (p *Pipe) Len() int { return len(p.reqs) }
+
+// Add queues Client.Add: timer tid of receiver, after ticks from the
+// server's now when it applies the request.
+func (p *Pipe) Add(receiver, tid, after uint64, o *AddOptions) *Cmd {
+	return p.add(protocol.Request{Op: protocol.OpAdd, Receiver: receiver, Tid: tid, After: after, Repeat: 1}, o)
+}
+
+// AddAt queues Client.AddAt: the first firing at absolute tick at.
+func (p *Pipe) AddAt(receiver, tid, at uint64, o *AddOptions) *Cmd {
+	return p.add(protocol.Request{Op: protocol.OpAdd, Receiver: receiver, Tid: tid, At: at, Repeat: 1}, o)
+}
+
+// AddAfter queues Client.AddAfter: the first firing d of tw-time after the
+// server reads the request, never early. d <= 0 fails the Cmd at once
+// (ErrInvalidArgument) and sends nothing for it.
+func (p *Pipe) AddAfter(receiver, tid uint64, d time.Duration, o *AddOptions) *Cmd {
+	if d <= 0 {
+		cmd := p.cmd(protocol.OpAdd)
+		cmd.err = &Error{Op: protocol.OpAdd, Code: protocol.CodeInvalidArgument, Message: fmt.Sprintf("after %v: must be positive", d)}
+		return cmd
+	}
+	// after, rounded up, is for a server that predates after_ns.
+	return p.add(protocol.Request{Op: protocol.OpAdd, Receiver: receiver, Tid: tid,
+		After: Ticks(d, p.c.TickDuration()), AfterNs: uint64(d), Repeat: 1}, o)
+}
+
+// Cancel queues Client.Cancel.
+func (p *Pipe) Cancel(receiver, tid uint64) *Cmd {
+	return p.queue(protocol.Request{Op: protocol.OpCancel, Receiver: receiver, Tid: tid})
+}
+
+// Pause queues Client.Pause.
+func (p *Pipe) Pause(receiver, tid uint64) *Cmd {
+	return p.queue(protocol.Request{Op: protocol.OpPause, Receiver: receiver, Tid: tid})
+}
+
+// Resume queues Client.Resume.
+func (p *Pipe) Resume(receiver, tid uint64) *Cmd {
+	return p.queue(protocol.Request{Op: protocol.OpResume, Receiver: receiver, Tid: tid})
+}
+
+func (p *Pipe) add(req protocol.Request, o *AddOptions) *Cmd {
+	if o != nil {
+		req.Every, req.Repeat, req.Data, req.Replace = o.Every, wireRepeat(o.Repeat), o.Data, o.Replace
+	}
+	return p.queue(req)
+}
+
+// queue appends req and its Cmd. (A Cmd that failed before it was queued,
+// by AddAfter's check, has no request: Exec skips Cmds with an error.)
+func (p *Pipe) queue(req protocol.Request) *Cmd {
+	cmd := p.cmd(req.Op)
+	p.reqs = append(p.reqs, req)
+	return cmd
+}
+
+// cmd returns a fresh Cmd for op, appended to p.cmds.
+func (p *Pipe) cmd(op protocol.Op) *Cmd {
+	if len(p.free) == 0 {
+		p.free = make([]Cmd, min(max(len(p.cmds), 16), 1024))
+	}
+	cmd := &p.free[0]
+	p.free = p.free[1:]
+	*cmd = Cmd{op: op}
+	p.cmds = append(p.cmds, cmd)
+	return cmd
+}
+
+// Exec sends every queued request in one write on the current connection
+// (waiting for one while reconnecting, as calls do) and waits for all the
+// replies or ctx. It returns the first error of the Cmds, in queue order,
+// or nil when all succeeded; each Cmd has its own. When ctx ends first,
+// the Cmds still waiting get ctx.Err() (the server may still apply them).
+// The Pipe is empty afterwards; its Cmds keep their outcomes.
+func (p *Pipe) Exec(ctx context.Context) error {
+	cmds, reqs := p.cmds, p.reqs
+	p.cmds, p.reqs = nil, p.reqs[:0]
+	if len(reqs) > 0 {
+		if err := p.exec(ctx, cmds, reqs); err != nil {
+			for _, cmd := range cmds {
+				if cmd.err == nil && !cmd.answered {
+					cmd.err = err
+				}
+			}
+		}
+		clear(reqs) // drop the Data references
+	}
+	for _, cmd := range cmds {
+		if cmd.err != nil {
+			return cmd.err
+		}
+	}
+	return nil
+}
+
+// exec sends reqs (the Cmds without an early error, in order) as one batch
+// and waits for it.
+func (p *Pipe) exec(ctx context.Context, cmds []*Cmd, reqs []protocol.Request) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// The Cmds the requests belong to: those without an early error.
+	sent := make([]*Cmd, 0, len(reqs))
+	for _, cmd := range cmds {
+		if cmd.err == nil {
+			sent = append(sent, cmd)
+		}
+	}
+	for {
+		cn, err := p.c.waitConn(ctx)
+		if err != nil {
+			return err
+		}
+		b, err := p.send(cn, sent, reqs)
+		if errors.Is(err, errConnDead) {
+			continue // nothing was sent: try the next connection
+		}
+		if err != nil || b == nil {
+			return err
+		}
+		select {
+		case <-b.done:
+			return nil
+		case <-ctx.Done():
+			cn.dropBatch(b)
+			return ctx.Err()
+		}
+	}
+}
