@@ -46,6 +46,10 @@ func TestScenarios(t *testing.T) {
 	addr := startServer(t)
 	targets := []func() Target{
 		func() Target { return &TickwheelTarget{Addr: addr, Token: testAdminToken} },
+		func() Target {
+			return &TickwheelTarget{Addr: addr, Token: testAdminToken, Deliver: 1, Label: "(deliver=1)"}
+		},
+		func() Target { return &TickwheelTarget{Addr: addr, Token: testAdminToken, At: true, Label: "(at)"} },
 		func() Target { return &AfterFuncTarget{} },
 	}
 	var all []*Result
@@ -57,7 +61,7 @@ func TestScenarios(t *testing.T) {
 				defer cancel()
 				res, err := sc.Run(ctx, tg, tinyParams())
 				if errors.Is(err, ErrUnsupported) {
-					if tg.Name() == "tickwheel" {
+					if strings.HasPrefix(tg.Name(), "tickwheel") {
 						t.Fatalf("tickwheel must support %s", sc.Name)
 					}
 					t.Skipf("%s: %v", tg.Name(), err)
@@ -69,7 +73,7 @@ func TestScenarios(t *testing.T) {
 				if res.Failed {
 					t.Errorf("FAILED: %v", res.Problems)
 				}
-				if tg.Name() == "tickwheel" && (res.Counted == nil || res.Counted.Fired != uint64(res.Delivered)) {
+				if strings.HasPrefix(tg.Name(), "tickwheel") && (res.Counted == nil || res.Counted.Fired != uint64(res.Delivered)) {
 					t.Errorf("server counters not cross-checked: %+v for %d deliveries", res.Counted, res.Delivered)
 				}
 				if res.Rate <= 0 && sc.Name != "idle" {
@@ -102,7 +106,7 @@ func TestScenarios(t *testing.T) {
 						t.Errorf("hold: no process measured: %+v", res)
 					}
 				case "idle":
-					if tg.Name() == "tickwheel" && res.Params["server_sessions"] == nil {
+					if strings.HasPrefix(tg.Name(), "tickwheel") && res.Params["server_sessions"] == nil {
 						t.Errorf("idle: server sessions not checked: %+v", res)
 					}
 				}

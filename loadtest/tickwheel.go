@@ -51,11 +51,22 @@ type TickwheelTarget struct {
 	// delivery before d is then the server firing early, whatever the
 	// calibration says.
 	At bool
+	// Deliver, when > 0, binds each receiver on one of Deliver connections
+	// of its own (receiver % Deliver) instead of on the worker that adds
+	// its timers, so events come back on Deliver connections whatever the
+	// number of workers. Deliver 1 is the Redis peer's topology, whose one
+	// poller takes every due member for all the workers.
+	Deliver int
 
 	tick  time.Duration
 	sink  Sink
 	conns []*twConn
 	ctl   *twConn // admin and calibration calls
+	// deliver are the Deliver connections; delivMu guards delivBound,
+	// the receivers bound on them.
+	deliver    []*twConn
+	delivMu    sync.Mutex
+	delivBound map[uint64]bool
 
 	calMu   sync.Mutex
 	refTick uint64 // a tick and the earliest instant it was seen processed
@@ -91,19 +102,28 @@ func (t *TickwheelTarget) Open(ctx context.Context, conns int, sink Sink) error 
 		}
 		t.conns = append(t.conns, c)
 	}
+	t.delivBound = map[uint64]bool{}
+	for i := range t.Deliver {
+		c, _, err := t.dial(ctx, conns+i)
+		if err != nil {
+			t.Close()
+			return err
+		}
+		t.deliver = append(t.deliver, c)
+	}
 	return t.calibrate(ctx)
 }
 
 // Close implements Target. Receivers were bound ephemeral, so closing the
 // connections also cancels whatever timers are left.
 func (t *TickwheelTarget) Close() error {
-	for _, c := range t.conns {
+	for _, c := range append(t.conns, t.deliver...) {
 		c.close()
 	}
 	if t.ctl != nil {
 		t.ctl.close()
 	}
-	t.conns, t.ctl = nil, nil
+	t.conns, t.ctl, t.deliver = nil, nil, nil
 	return nil
 }
 
@@ -205,6 +225,9 @@ func (t *TickwheelTarget) tickAt(due int64, rt uint64, rtime int64) uint64 {
 func (t *TickwheelTarget) Add(ctx context.Context, w int, ts []Timer) (AddResult, error) {
 	c := t.conns[w]
 	c.begin()
+	if err := t.bindDelivery(ctx, c, ts); err != nil {
+		return AddResult{}, err
+	}
 	if t.Window < 256 {
 		return t.addCallers(ctx, c, ts)
 	}
@@ -244,6 +267,37 @@ func (t *TickwheelTarget) Add(ctx context.Context, w int, ts []Timer) (AddResult
 		err = werr
 	}
 	return AddResult{OK: c.okN, Errors: c.errs}, err
+}
+
+// bindDelivery binds, with Deliver set, the receivers of ts not bound yet
+// on their delivery connection (a call each, the first time only), and
+// marks them bound on worker c, whose Add then binds nothing: its Clear
+// still cancels their timers.
+func (t *TickwheelTarget) bindDelivery(ctx context.Context, c *twConn, ts []Timer) error {
+	if len(t.deliver) == 0 || t.NoBind {
+		return nil
+	}
+	for i := range ts {
+		r := ts[i].Receiver
+		if c.bound[r] {
+			continue
+		}
+		t.delivMu.Lock()
+		done := t.delivBound[r]
+		t.delivBound[r] = true
+		t.delivMu.Unlock()
+		if !done {
+			m, err := t.deliver[r%uint64(len(t.deliver))].call(ctx, &protocol.Request{Op: protocol.OpBind, Receiver: r, Ephemeral: true})
+			if err == nil && m.Kind != protocol.KindOK {
+				err = fmt.Errorf("bind %d: %s", r, m.Text)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		c.bound[r] = true
+	}
+	return nil
 }
 
 // addCallers is Add with a window below 256: the connection carries Window

@@ -72,6 +72,7 @@ func run() int {
 	dataRoot := flag.String("data-root", os.TempDir(), "with -spawn: where the durable servers' temporary data directories go")
 	keepData := flag.Bool("keep-data", false, "with -spawn: keep the durable servers' data directories at exit")
 	serverLog := flag.String("server-log", "", "with -spawn: write each spawned server's log to FILE.<mode> instead of stderr")
+	twDeliver := flag.Int("tw-deliver", 0, "tickwheel: bind the receivers on this many connections of their own, instead of on the workers that add their timers (1: one connection takes every event, as the Redis peer's one poller does)")
 	twAt := flag.Bool("tw-at", false, "tickwheel: add by calibrated absolute ticks (at) instead of after_ns, the duration from the moment the request is written")
 	window := flag.Int("window", 0, "requests in flight per connection: tickwheel (default 4096) and redis (commands per pipeline, default 1000); 1 = each connection is a caller waiting for every reply")
 	redisAOF := flag.String("redis-aof", "", "comma-separated AOF modes for the redis target, one target each (redis(aof=MODE)): always, everysec, no (CONFIG SET appendonly yes + appendfsync MODE at run time, restored after); \"\" = Redis as started")
@@ -111,7 +112,7 @@ func run() int {
 		}
 	}()
 	if *addr != "" {
-		tws = append(tws, &loadtest.TickwheelTarget{Addr: *addr, Token: *token, Window: *window, At: *twAt})
+		tws = append(tws, &loadtest.TickwheelTarget{Addr: *addr, Token: *token, Window: *window, At: *twAt, Deliver: *twDeliver})
 	}
 	if *spawn != "" {
 		// The spawned server takes its admin token from the environment
@@ -184,7 +185,7 @@ func run() int {
 			}
 			s.StopWait = time.Minute // a durable server writes a last snapshot
 			defer s.Stop()
-			tw := &loadtest.TickwheelTarget{Addr: s.Addr, Token: *token, Window: *window, Pid: s.PID(), Label: label, At: *twAt}
+			tw := &loadtest.TickwheelTarget{Addr: s.Addr, Token: *token, Window: *window, Pid: s.PID(), Label: label, At: *twAt, Deliver: *twDeliver}
 			tws = append(tws, tw)
 			logf("spawned %s pid %d on %s (%s), %s", *spawn, s.PID(), s.Addr, s.Pinned, strings.Join(args, " "))
 		}
