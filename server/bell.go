@@ -120,8 +120,7 @@ func (s *Server) onBell(c gnet.Conn) {
 		s.ring()
 		return
 	}
-	s.retime()
-	s.signalRearm()
+	s.chainDone()
 }
 
 // ffReportEvery is how often a long fast-forward logs its progress.

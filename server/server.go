@@ -84,13 +84,11 @@ type Server struct {
 	rung     atomic.Bool
 	stopping atomic.Bool // Stop was called: a failing doorbell is expected
 
-	// The ticker sleeps until the tick of the wheel's next event: wakeAt is
-	// that instant in ns since origin (the clock's monotonic origin), set on
-	// the loop; rearm tells the ticker it moved earlier, or that a chain of
-	// advance turns has finished.
+	// The ticker rings the doorbell at the tick of the wheel's next event
+	// (see retime), an instant in ns since origin (the clock's monotonic
+	// origin).
 	origin time.Time
-	wakeAt atomic.Int64
-	rearm  chan struct{}
+	tk     tickerState
 }
 
 // New validates cfg and builds a server; Start runs it.
@@ -111,7 +109,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		start = uint64(origin.UnixNano()) / uint64(cfg.Tick)
 	}
 	s := &Server{cfg: cfg, log: log, ready: make(chan error, 1), done: make(chan struct{}), started: make(chan struct{}),
-		origin: origin, rearm: make(chan struct{}, 1), acceptDone: make(chan struct{}), links: make(map[uint64]*link), refusing: make(chan struct{}, 64)}
+		origin: origin, acceptDone: make(chan struct{}), links: make(map[uint64]*link), refusing: make(chan struct{}, 64)}
 	s.sweepEvery = cfg.sweepEvery()
 	s.rlog = newRateLog(log, 10, time.Now)
 	restored, err := s.openState(start)
@@ -201,7 +199,10 @@ func (s *Server) Start() error {
 		return err
 	}
 	frozen := s.clock.Frozen() // read before clients can change it on the loop
-	go s.runTicker()
+	if err := s.startTicker(); err != nil {
+		_ = s.Stop(ctx)
+		return err
+	}
 	s.accepting.Store(true)
 	go s.acceptLoop()
 	s.ring() // requests served before the doorbell existed may have left work
