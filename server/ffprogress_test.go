@@ -35,9 +35,9 @@ func (s *syncBuffer) String() string {
 // A fast-forward over many busy ticks reports its progress in the log while
 // other sessions are served.
 func TestFastForwardProgress(t *testing.T) {
-	old := ffReportEvery
-	ffReportEvery = int64(20 * time.Millisecond)
-	t.Cleanup(func() { ffReportEvery = old })
+	old := progressEvery
+	progressEvery = 20 * time.Millisecond
+	t.Cleanup(func() { progressEvery = old })
 	var logs syncBuffer
 	cfg := Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1000, AdminToken: testAdminToken, DataDir: t.TempDir(),
 		MaxFiresPerTurn: 1000}
@@ -65,6 +65,12 @@ func TestFastForwardProgress(t *testing.T) {
 		require.Less(t, time.Since(start), time.Second, "another session waited for the fast-forward")
 		pings++
 		require.Less(t, pings, 100_000, "no progress report")
+	}
+	line := logs.String()
+	line = line[strings.Index(line, "fast-forward in progress"):]
+	line = line[:strings.IndexByte(line, '\n')]
+	for _, key := range []string{"done=", "total=", "unit=ticks", "percent=", "rate_per_s=", "eta=", "fired="} {
+		require.Contains(t, line, key)
 	}
 	m := admin.reply(id)
 	require.Equal(t, protocol.KindOK, m.Kind)

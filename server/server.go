@@ -64,9 +64,8 @@ type Server struct {
 	deferred   []*link // connections to read on in the next doorbell turn
 	sweepAt    int64
 	sweepEvery time.Duration // see Config.sweepEvery
-	// ffSince and ffLogged: when the fast-forward running over many turns
-	// began, and last logged its progress (ns since origin; 0 = none runs).
-	ffSince, ffLogged int64
+	// ff is the fast-forward running over many turns, or nil (bell.go).
+	ff *ffRun
 	// pumpWait is how long the loop waits to top up stalled sessions again
 	// (ns; see pumpEvery).
 	pumpWait int64
