@@ -66,7 +66,14 @@ func LoadConfig(path string) (Config, error) {
 var (
 	yamlLineErr = regexp.MustCompile(`^line (\d+): (.*)$`)
 	yamlUnknown = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
+	yamlType    = regexp.MustCompile("^cannot unmarshal !!\\w+ (.*) into (\\S+)$")
 )
+
+// typeWords says what a Go type wants in the words of a config file.
+var typeWords = map[string]string{
+	"time.Duration": "a duration such as 10s, 500ms or 2m", "int": "an integer", "int64": "an integer",
+	"uint64": "a non-negative integer", "bool": "true or false", "float64": "a number", "string": "a string",
+}
 
 // typeErrors words te's errors with the file, line and key of each.
 func typeErrors(path string, src []byte, te *yaml.TypeError) error {
@@ -82,6 +89,9 @@ func typeErrors(path string, src []byte, te *yaml.TypeError) error {
 		ce := &ConfigError{File: path, Line: line, Key: byLine[line], Msg: m[2]}
 		if u := yamlUnknown.FindStringSubmatch(m[2]); u != nil {
 			ce.Msg = "unknown key (a typo? configs/tickwheel.yaml lists every key)"
+		}
+		if ty := yamlType.FindStringSubmatch(m[2]); ty != nil && typeWords[ty[2]] != "" {
+			ce.Msg = fmt.Sprintf("%s: want %s", ty[1], typeWords[ty[2]])
 		}
 		if ce.Key == "" {
 			errs = append(errs, fmt.Errorf("config %s, line %d: %s", path, line, m[2]))
