@@ -38,6 +38,8 @@ commands:
   speed X                  set the speed of tw-time, e.g. 60 (admin)
   stats                    show server statistics (admin)
   ping                     show the server's tw-time
+  health                   ask the operator HTTP listener's /healthz (-http-addr, default
+                           127.0.0.1:7421): exit 0 if the server is up (a container HEALTHCHECK)
 
 common flags: -addr HOST:PORT (default 127.0.0.1:7420), -json, -timeout D (connecting, and each
   request but watch's and ff's),

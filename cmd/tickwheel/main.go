@@ -4,11 +4,17 @@
 //	          [-data-dir DIR] [-fsync always|everysec|no] [-downtime catch-up|pause] [-repair]
 //	          [-admin-token-file FILE] [-client-token-file FILE] [-insecure]
 //	tickwheel COMMAND [-addr HOST:PORT] [-token T | -token-file FILE] [-data-dir DIR] [-json] ARGS...
+//	tickwheel -config-check [-config FILE] [server flags]
+//	tickwheel health [-http-addr HOST:PORT]
 //
 // With no command it serves on 127.0.0.1:7420 with embedded defaults,
 // keeping its state in ./tickwheel-data (-data-dir "" keeps it in memory
-// only); flags override the config file, and SIGINT or SIGTERM shut it down
-// gracefully, with a last snapshot.
+// only); flags override the config file, SIGINT or SIGTERM shut it down
+// gracefully, with a last snapshot, and SIGHUP reloads the config file (the
+// settings that can change while it runs: docs/OPERATIONS.md). Run by
+// systemd with Type=notify, it reports READY=1 once it listens (after
+// recovery). -config-check validates the configuration and exits; health
+// asks the operator HTTP listener's /healthz (the container's HEALTHCHECK).
 // The admin token comes from -admin-token(-file), else $TICKWHEEL_ADMIN_TOKEN,
 // else the config file, else <data dir>/admin.token, made at first start.
 // The commands (add, cancel, get, list, watch, ff, freeze, resume, speed,
@@ -40,6 +46,9 @@ func main() {
 
 // run dispatches to the server or a command and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "health" {
+		return healthCmd(args[1:], stdout, stderr)
+	}
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") && args[0] != "serve" {
 		return runCommand(args[0], args[1:], stdout, stderr)
 	}
