@@ -46,7 +46,8 @@ func (p *progress) update(done uint64, extra ...any) bool {
 }
 
 // fields are the log attributes for done units at clock time now: done,
-// total, unit, percent, rate (units per second), elapsed and eta. The
+// total, unit, percent (one decimal), rate (units per second, rounded),
+// elapsed and eta. The
 // percentage and the ETA are left out when the total is unknown, and the
 // ETA when nothing is done yet (no rate to go by).
 func (p *progress) fields(done uint64, now time.Duration) []any {
@@ -63,7 +64,7 @@ func (p *progress) fields(done uint64, now time.Duration) []any {
 	if elapsed > 0 {
 		rate = float64(done) / elapsed.Seconds()
 	}
-	f = append(f, "rate_per_s", float64(int64(rate*10))/10, "elapsed", elapsed.Round(time.Millisecond))
+	f = append(f, "rate_per_s", int64(rate+0.5), "elapsed", elapsed.Round(time.Millisecond)) // an integer: slog writes large floats as 1.2e+06
 	if p.total > 0 && rate > 0 {
 		left := float64(p.total-min(done, p.total)) / rate
 		f = append(f, "eta", time.Duration(left*float64(time.Second)).Round(time.Second))
