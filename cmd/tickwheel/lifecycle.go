@@ -32,18 +32,21 @@ const reloadTimeout = 10 * time.Second
 // file, the environment and the command line's flags, which still beat the
 // file) and applies what can change while the server runs (see
 // server.Server.Reload), the log level included. Every change is logged, and
-// those that need a restart as such. A config that does not load or is
-// invalid is logged as an error, naming the key and line, and nothing
-// changes.
+// those that need a restart as such. A config that does not load, or that
+// -config-check would refuse (even in a key that needs a restart), is logged
+// as an error naming the key and line, and nothing changes.
 func reload(srv *server.Server, reread func() (server.Config, serveFlags, error), level *slog.LevelVar, log *slog.Logger) {
 	log.Info("SIGHUP: reloading the configuration")
 	cfg, sf, err := reread()
 	if err == nil {
+		err = cfg.Check() // all of it, as a start would: a file that could not start the server is refused
+	}
+	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), reloadTimeout)
 		_, err = srv.Reload(ctx, cfg)
 		cancel()
-		err = server.LocateConfigError(err, sf.configPath, sf.fromFile)
 	}
+	err = server.LocateConfigError(err, sf.configPath, sf.fromFile)
 	if err != nil {
 		log.Error("config reload failed: the running configuration is kept", "err", err)
 		return
