@@ -124,7 +124,8 @@ func (s *Server) onBell(c gnet.Conn) {
 	s.signalRearm()
 }
 
-// ffRun is a fast-forward running over many turns, as reportFastForward
+// ffRun is a stretch of turns that each left work, the wheel behind the
+// clock's target (a fast-forward, or a catch-up), as reportFastForward
 // follows it: the wheel's tick and the firings when it was first seen
 // leaving work, and its progress log.
 type ffRun struct {
@@ -132,21 +133,26 @@ type ffRun struct {
 	prog        *progress
 }
 
-// reportFastForward logs, at most every progressEvery while a
-// fast-forward's firings go on over many turns, how far the wheel has come:
-// ticks done of the ticks to go (counted from the first turn that left
-// work), the rate, the ETA, and the firings so far. An admin's fast-forward
-// of a billion ticks over busy timers can take minutes (other sessions are
-// served meanwhile), and stats' lag shows the rest.
+// reportFastForward logs, at most every progressEvery while firings go on
+// over many turns, how far the wheel has come: ticks done of the ticks to
+// go (counted from the first turn that left work), the rate, the ETA, and
+// the firings so far. An admin's fast-forward of a billion ticks over busy
+// timers can take minutes (other sessions are served meanwhile), as can
+// the catch-up after a long downtime or a burst of expiries larger than
+// the loop can fire at the clock's pace; stats' lag shows the rest.
 func (s *Server) reportFastForward(more bool) {
-	if !more || s.core.Waiters() == 0 {
+	if !more {
 		s.ff = nil
 		return
 	}
 	w, target := s.core.Wheel(), s.core.Now()
 	if s.ff == nil {
+		msg := "tw-time catching up" // no fast-forward waits: the wheel is behind the clock
+		if s.core.Waiters() > 0 {
+			msg = "fast-forward in progress"
+		}
 		s.ff = &ffRun{from: w.Now(), fired: s.core.FiredTotal(),
-			prog: newProgress(s.log, "fast-forward in progress", "ticks", target-w.Now(), progressEvery,
+			prog: newProgress(s.log, msg, "ticks", target-w.Now(), progressEvery,
 				func() time.Duration { return time.Duration(s.nowNs()) })}
 		return
 	}

@@ -145,7 +145,9 @@ func (s *Server) recoverCore(j *journal.Journal) (recovered, error) {
 		if err != nil {
 			return rec, fmt.Errorf("snapshot at index %d: %w", index, err)
 		}
+		stop := heartbeat(s.log, "recovery: decoding the snapshot", progressEvery, "bytes", len(b))
 		core, err := session.Restore(s.cfg.sessionConfig(), b, s.log, s.rlog)
+		stop()
 		if err != nil {
 			return rec, fmt.Errorf("snapshot at index %d: %w", index, err)
 		}
