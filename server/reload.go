@@ -40,7 +40,9 @@ func liveKey(key string) bool {
 // (liveKey) on the event loop, and logs each: the ones applied, and the
 // others as needing a restart (they are reported again by every Reload
 // until then). The limits and add_only_bound are recorded in the log like
-// any change of state. cfg is checked first, as New does: an invalid
+// any change of state. cfg's values are checked first (ranges, how the
+// limits fit together, and limits.max_name against the tokens in use; Check
+// does the rest, as cmd/tickwheel does before calling Reload): an invalid
 // config changes nothing and returns the error (a *ConfigError naming the
 // key). Tokens are compared as configured (the token files' names, not
 // their content). It returns the keys that differ, in the order of the
