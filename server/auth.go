@@ -52,14 +52,14 @@ func (s *Server) AdminToken() string { return s.cfg.AdminToken }
 func (c *Config) secure(log *slog.Logger) error {
 	switch {
 	case c.AdminToken != "" && c.AdminTokenFile != "":
-		return errors.New("config: set admin_token or admin_token_file, not both")
+		return keyErr("admin_token_file", "set admin_token or admin_token_file, not both")
 	case c.ClientToken != "" && c.ClientTokenFile != "":
-		return errors.New("config: set client_token or client_token_file, not both")
+		return keyErr("client_token_file", "set client_token or client_token_file, not both")
 	}
 	if c.ClientTokenFile != "" {
 		tok, err := readGivenTokenFile(c.ClientTokenFile, log)
 		if err != nil {
-			return fmt.Errorf("config: client_token_file: %w", err)
+			return keyErr("client_token_file", "%v", err)
 		}
 		c.ClientToken = tok
 	}
@@ -70,7 +70,7 @@ func (c *Config) secure(log *slog.Logger) error {
 	case c.AdminTokenFile != "":
 		tok, err := readGivenTokenFile(c.AdminTokenFile, log)
 		if err != nil {
-			return fmt.Errorf("config: admin_token_file: %w", err)
+			return keyErr("admin_token_file", "%v", err)
 		}
 		c.AdminToken = tok
 		log.Info("admin token", "file", c.AdminTokenFile)
@@ -86,9 +86,9 @@ func (c *Config) secure(log *slog.Logger) error {
 	}
 	switch {
 	case c.AdminToken == c.ClientToken:
-		return errors.New("config: the admin token and the client token must differ (else every client is admin)")
+		return keyErr("client_token", "the admin token and the client token must differ (else every client is admin)")
 	case len(c.AdminToken) > c.Limits.MaxName || len(c.ClientToken) > c.Limits.MaxName:
-		return fmt.Errorf("config: tokens must be at most limits.max_name (%d) bytes long", c.Limits.MaxName)
+		return keyErr("limits.max_name", "tokens must be at most limits.max_name (%d) bytes long", c.Limits.MaxName)
 	}
 	return nil
 }
@@ -98,13 +98,13 @@ func (c *Config) secure(log *slog.Logger) error {
 func (c *Config) protectedMode(log *slog.Logger) error {
 	exp, err := exposed(c.Addr)
 	if err != nil {
-		return fmt.Errorf("config: addr %q: %w", c.Addr, err)
+		return keyErr("addr", "%q: %v", c.Addr, err)
 	}
 	if !exp || c.ClientToken != "" {
 		return nil
 	}
 	if !c.Insecure {
-		return fmt.Errorf("protected mode: refusing to listen on %s with no client token: any host that can reach it could "+
+		return keyErr("addr", "protected mode: refusing to listen on %s with no client token: any host that can reach it could "+
 			"take over receivers (their events would go to it) and list or cancel every timer. Set a client token "+
 			"(client_token_file or client_token in the config, -client-token-file, or TICKWHEEL_CLIENT_TOKEN) and give it "+
 			"to your clients; or listen on 127.0.0.1; or, on a network you trust, start with -insecure (insecure: true)", c.Addr)

@@ -111,7 +111,7 @@ func (s *Server) onBell(c gnet.Conn) {
 	if now >= s.sweepAt && s.sweepEvery > 0 {
 		s.sweep(now)
 	}
-	s.reportFastForward(now, more)
+	s.reportFastForward(more)
 	s.readDeferred()
 	more = s.core.More() || s.more || more // a fast-forward read just now
 	s.more = false
@@ -123,27 +123,40 @@ func (s *Server) onBell(c gnet.Conn) {
 	s.chainDone()
 }
 
-// ffReportEvery is how often a long fast-forward logs its progress.
-var ffReportEvery = int64(5 * time.Second) // a variable for tests
+// ffRun is a stretch of turns that each left work, the wheel behind the
+// clock's target (a fast-forward, or a catch-up), as reportFastForward
+// follows it: the wheel's tick and the firings when it was first seen
+// leaving work, and its progress log.
+type ffRun struct {
+	from, fired uint64
+	prog        *progress
+}
 
-// reportFastForward logs, every ffReportEvery while a fast-forward's
-// firings go on over many turns, how far the wheel has come: an admin's
-// fast-forward of a billion ticks over busy timers can take minutes (other
-// sessions are served meanwhile), and stats' lag shows the rest.
-func (s *Server) reportFastForward(now int64, more bool) {
-	if !more || s.core.Waiters() == 0 {
-		s.ffSince = 0
+// reportFastForward logs, at most every progressEvery while firings go on
+// over many turns, how far the wheel has come: ticks done of the ticks to
+// go (counted from the first turn that left work), the rate, the ETA, and
+// the firings so far. An admin's fast-forward of a billion ticks over busy
+// timers can take minutes (other sessions are served meanwhile), as can
+// the catch-up after a long downtime or a burst of expiries larger than
+// the loop can fire at the clock's pace; stats' lag shows the rest.
+func (s *Server) reportFastForward(more bool) {
+	if !more {
+		s.ff = nil
 		return
 	}
-	switch {
-	case s.ffSince == 0:
-		s.ffSince, s.ffLogged = now, now
-	case now-s.ffLogged >= ffReportEvery:
-		s.ffLogged = now
-		w, target := s.core.Wheel(), s.core.Now()
-		s.log.Info("fast-forward in progress", "now", w.Now(), "target", target, "lag", target-w.Now(),
-			"fired_total", s.core.FiredTotal(), "running", time.Duration(now-s.ffSince).Round(time.Second))
+	w, target := s.core.Wheel(), s.core.Now()
+	if s.ff == nil {
+		msg := "tw-time catching up" // no fast-forward waits: the wheel is behind the clock
+		if s.core.Waiters() > 0 {
+			msg = "fast-forward in progress"
+		}
+		s.ff = &ffRun{from: w.Now(), fired: s.core.FiredTotal(),
+			prog: newProgress(s.log, msg, "ticks", target-w.Now(), progressEvery,
+				func() time.Duration { return time.Duration(s.nowNs()) })}
+		return
 	}
+	s.ff.prog.total = max(s.ff.prog.total, target-s.ff.from) // tw-time may move on meanwhile
+	s.ff.prog.update(w.Now()-s.ff.from, "now", w.Now(), "target", target, "fired", s.core.FiredTotal()-s.ff.fired)
 }
 
 // advance moves the wheel toward the clock's tw-time, at most

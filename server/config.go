@@ -1,16 +1,12 @@
 package server
 
 import (
-	"bytes"
-	"errors"
-	"fmt"
-	"os"
+	"log/slog"
 	"time"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/tickwheel/tickwheel/protocol"
 	"github.com/tickwheel/tickwheel/session"
+	"github.com/tickwheel/tickwheel/wheel"
 )
 
 // Config configures a Server. The zero value of every field means its
@@ -92,6 +88,12 @@ type Config struct {
 	// Zero means the default; a negative value turns the timeout off.
 	Timeouts Timeouts `yaml:"timeouts"`
 
+	// LogLevel is the level of the log: debug, info (the default), warn or
+	// error. The server logs through the logger New is given, so it only
+	// checks this; cmd/tickwheel sets its logger's level from it (a
+	// -log-level flag beats it), and again on SIGHUP.
+	LogLevel string `yaml:"log_level"`
+
 	// MaxFiresPerTurn bounds the firings done in one event-loop turn, so a
 	// burst of expiries or a long catch-up cannot stall other sessions.
 	// Default 10000.
@@ -152,7 +154,6 @@ func (c Config) withDefaults() (Config, error) {
 		return c, err
 	}
 	c.Limits = c.Limits.WithDefaults()
-	l := &c.Limits
 	// MaxConnections stays 0 here: Start derives it from the fd limit.
 	t := &c.Timeouts
 	defDur := func(v *time.Duration, d time.Duration) {
@@ -168,26 +169,49 @@ func (c Config) withDefaults() (Config, error) {
 	defDur(&t.Frame, 10*time.Second)
 	switch {
 	case c.Tick < time.Microsecond:
-		return c, fmt.Errorf("config: tick %v is below 1µs", c.Tick)
+		return c, keyErr("tick", "%v is below 1µs", c.Tick)
 	case c.MaxFiresPerTurn < 0:
-		return c, errors.New("config: max_fires_per_turn must be positive")
-	case l.MaxFrame < 64 || l.MaxFrame > 64<<20:
-		return c, fmt.Errorf("config: limits.max_frame %d out of range 64..64MiB", l.MaxFrame)
-	case l.MaxData < 0 || l.MaxData > l.MaxFrame-64:
-		return c, fmt.Errorf("config: limits.max_data %d must fit in a frame (max_frame - 64)", l.MaxData)
-	case l.MaxTimersPerReceiver < 0 || l.MaxTimers < 0 || l.MaxReceiversPerSession < 0 || l.MaxBacklog < 0 ||
-		l.MaxBacklogTotal < 0 || l.MaxDataTotal < 0 || l.MaxBacklogBytes < 0 || l.MaxBacklogBytesTotal < 0 ||
-		l.MaxConnections < 0 || l.MaxName < 0 || l.MaxListPage < 0 ||
-		l.MaxOutbox < 0 || l.MaxOutboxBytes < 0 || l.MaxOutboxTotal < 0 || l.MaxOutboxBytesTotal < 0:
-		return c, errors.New("config: limits must not be negative")
-	case l.MaxOutbound < 2*l.MaxFrame:
-		return c, fmt.Errorf("config: limits.max_outbound %d must be at least twice max_frame", l.MaxOutbound)
-	case l.MaxInbound < 2*l.MaxFrame:
-		return c, fmt.Errorf("config: limits.max_inbound %d must be at least twice max_frame", l.MaxInbound)
-	case l.MaxListBytes < l.MaxData+256 || l.MaxListBytes > l.MaxOutbound/2:
-		return c, fmt.Errorf("config: limits.max_list_bytes %d must hold one timer (max_data + 256) and be at most max_outbound/2", l.MaxListBytes)
+		return c, keyErr("max_fires_per_turn", "%d: must be positive", c.MaxFiresPerTurn)
+	case c.LogLevel != "" && new(slog.Level).UnmarshalText([]byte(c.LogLevel)) != nil:
+		return c, keyErr("log_level", "%q: want debug, info, warn or error", c.LogLevel)
+	case !(c.Speed >= wheel.MinSpeed && c.Speed <= wheel.MaxSpeed): // NaN too
+		return c, keyErr("speed", "%v is out of range %v..%v", c.Speed, wheel.MinSpeed, wheel.MaxSpeed)
 	}
-	return c, nil
+	return c, checkLimits(&c.Limits)
+}
+
+// checkLimits returns a *ConfigError naming the first limit out of its
+// range, or nil.
+func checkLimits(l *Limits) error {
+	for _, f := range []struct {
+		key string
+		v   int
+	}{{"max_frame", l.MaxFrame}, {"max_data", l.MaxData}, {"max_data_total", l.MaxDataTotal},
+		{"max_timers_per_receiver", l.MaxTimersPerReceiver}, {"max_timers", l.MaxTimers},
+		{"max_receivers_per_session", l.MaxReceiversPerSession}, {"max_backlog", l.MaxBacklog},
+		{"max_backlog_bytes", l.MaxBacklogBytes}, {"max_backlog_total", l.MaxBacklogTotal},
+		{"max_backlog_bytes_total", l.MaxBacklogBytesTotal}, {"max_outbox", l.MaxOutbox},
+		{"max_outbox_bytes", l.MaxOutboxBytes}, {"max_outbox_total", l.MaxOutboxTotal},
+		{"max_outbox_bytes_total", l.MaxOutboxBytesTotal}, {"max_connections", l.MaxConnections},
+		{"max_name", l.MaxName}, {"max_list_page", l.MaxListPage}} {
+		if f.v < 0 {
+			return keyErr("limits."+f.key, "%d: limits must not be negative", f.v)
+		}
+	}
+	switch {
+	case l.MaxFrame < 64 || l.MaxFrame > 64<<20:
+		return keyErr("limits.max_frame", "%d is out of range 64..64MiB", l.MaxFrame)
+	case l.MaxData > l.MaxFrame-64:
+		return keyErr("limits.max_data", "%d must fit in a frame (max_frame - 64 = %d)", l.MaxData, l.MaxFrame-64)
+	case l.MaxOutbound < 2*l.MaxFrame:
+		return keyErr("limits.max_outbound", "%d must be at least twice max_frame (%d)", l.MaxOutbound, l.MaxFrame)
+	case l.MaxInbound < 2*l.MaxFrame:
+		return keyErr("limits.max_inbound", "%d must be at least twice max_frame (%d)", l.MaxInbound, l.MaxFrame)
+	case l.MaxListBytes < l.MaxData+256 || l.MaxListBytes > l.MaxOutbound/2:
+		return keyErr("limits.max_list_bytes", "%d must hold one timer (max_data + 256 = %d) and be at most max_outbound/2 (%d)",
+			l.MaxListBytes, l.MaxData+256, l.MaxOutbound/2)
+	}
+	return nil
 }
 
 // sessionConfig is what the session core needs of c.
@@ -213,20 +237,4 @@ func (c *Config) wireLimits() protocol.Limits {
 		MaxOutbox:      uint64(l.MaxOutbox), MaxOutboxBytes: uint64(l.MaxOutboxBytes),
 		MaxOutboxTotal: uint64(l.MaxOutboxTotal), MaxOutboxBytesTotal: uint64(l.MaxOutboxBytesTotal),
 	}
-}
-
-// LoadConfig reads a YAML config file. Unknown keys are an error, so a typo
-// does not silently fall back to a default.
-func LoadConfig(path string) (Config, error) {
-	var c Config
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return c, err
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
-		return c, fmt.Errorf("config %s: %w", path, err)
-	}
-	return c, nil
 }

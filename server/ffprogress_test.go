@@ -35,9 +35,9 @@ func (s *syncBuffer) String() string {
 // A fast-forward over many busy ticks reports its progress in the log while
 // other sessions are served.
 func TestFastForwardProgress(t *testing.T) {
-	old := ffReportEvery
-	ffReportEvery = int64(20 * time.Millisecond)
-	t.Cleanup(func() { ffReportEvery = old })
+	old := progressEvery
+	progressEvery = 20 * time.Millisecond
+	t.Cleanup(func() { progressEvery = old })
 	var logs syncBuffer
 	cfg := Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1000, AdminToken: testAdminToken, DataDir: t.TempDir(),
 		MaxFiresPerTurn: 1000}
@@ -66,7 +66,45 @@ func TestFastForwardProgress(t *testing.T) {
 		pings++
 		require.Less(t, pings, 100_000, "no progress report")
 	}
+	line := logs.String()
+	line = line[strings.Index(line, "fast-forward in progress"):]
+	line = line[:strings.IndexByte(line, '\n')]
+	for _, key := range []string{"done=", "total=", "unit=ticks", "percent=", "rate_per_s=", "eta=", "fired="} {
+		require.Contains(t, line, key)
+	}
 	m := admin.reply(id)
 	require.Equal(t, protocol.KindOK, m.Kind)
 	require.Equal(t, []uint64{1000 + ticks, ticks}, okUints(t, protocol.OpFastForward, m))
+}
+
+// A wheel that falls behind the clock with no fast-forward (tw-time at a
+// speed the loop cannot fire at, as after a long downtime) reports its
+// catch-up the same way.
+func TestCatchUpProgress(t *testing.T) {
+	old := progressEvery
+	progressEvery = 20 * time.Millisecond
+	t.Cleanup(func() { progressEvery = old })
+	var logs syncBuffer
+	cfg := Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1000, AdminToken: testAdminToken, Persistence: "off",
+		DataDir: t.TempDir(), MaxFiresPerTurn: 100}
+	srv, err := New(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	require.NoError(t, err)
+	require.NoError(t, srv.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+		defer cancel()
+		require.NoError(t, srv.Stop(ctx))
+	})
+	admin := helloClient(t, srv, "admin")
+	for tid := range uint64(50) {
+		admin.add(protocol.Request{Receiver: 1, Tid: tid + 1, After: 1}) // every tick, forever
+	}
+	admin.call(protocol.Request{Op: protocol.OpSetSpeed, Speed: 1e6})
+	admin.call(protocol.Request{Op: protocol.OpResumeSync})
+	for pings := 0; !strings.Contains(logs.String(), `msg="tw-time catching up"`); pings++ {
+		admin.ping() // served meanwhile
+		require.Less(t, pings, 100_000, "no progress report")
+	}
+	require.NotContains(t, logs.String(), "fast-forward in progress")
+	require.Regexp(t, `msg="tw-time catching up" done=\d+ total=\d+ unit=ticks`, logs.String())
 }

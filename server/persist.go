@@ -131,16 +131,23 @@ func (s *Server) openState(start uint64) (restored bool, err error) {
 }
 
 // recoverCore loads the newest snapshot into s.core (left nil when there is
-// none and the log is empty) and replays the log after it.
+// none and the log is empty) and replays the log after it. Both steps log
+// their progress at most every progressEvery (see progress).
 func (s *Server) recoverCore(j *journal.Journal) (recovered, error) {
 	var rec recovered
+	began := time.Now()
+	clock := func() time.Duration { return time.Since(began) }
 	if data, index, ok := j.Snapshot(); ok {
-		b, err := io.ReadAll(data)
+		read := &progressReader{r: data, prog: newProgress(s.log, "recovery: reading the snapshot", "bytes",
+			uint64(max(j.Stats().SnapshotBytes, 0)), progressEvery, clock)}
+		b, err := io.ReadAll(read)
 		data.Close()
 		if err != nil {
 			return rec, fmt.Errorf("snapshot at index %d: %w", index, err)
 		}
+		stop := heartbeat(s.log, "recovery: decoding the snapshot", progressEvery, "bytes", len(b))
 		core, err := session.Restore(s.cfg.sessionConfig(), b, s.log, s.rlog)
+		stop()
 		if err != nil {
 			return rec, fmt.Errorf("snapshot at index %d: %w", index, err)
 		}
@@ -149,8 +156,10 @@ func (s *Server) recoverCore(j *journal.Journal) (recovered, error) {
 	if s.core == nil && j.LastIndex() > 0 {
 		return rec, fmt.Errorf("the log holds records up to index %d but no snapshot: the state they start from is gone", j.LastIndex())
 	}
+	prog := newProgress(s.log, "recovery: replaying the log", "records", j.LastIndex()-rec.snapshotIndex, progressEvery, clock)
 	err := j.Replay(func(index uint64, r []byte) error {
 		rec.records++
+		prog.update(uint64(rec.records))
 		if err := s.core.Replay(r); err != nil {
 			return fmt.Errorf("record %d: %w", index, err)
 		}
@@ -405,4 +414,19 @@ func (s *Server) closeLog() {
 	if s.persist != nil {
 		_ = s.persist.j.Close()
 	}
+}
+
+// progressReader passes a reader's bytes through, reporting how many have
+// been read to prog.
+type progressReader struct {
+	r    io.Reader
+	n    uint64
+	prog *progress
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	p.n += uint64(n)
+	p.prog.update(p.n)
+	return n, err
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/tickwheel/tickwheel/server/journal"
@@ -28,20 +27,20 @@ func (c *Config) persistenceDefaults() error {
 		c.Persistence = "on"
 	case "on", "off":
 	default:
-		return fmt.Errorf("config: persistence %q: want on or off", c.Persistence)
+		return keyErr("persistence", "%q: want on or off", c.Persistence)
 	}
 	if c.Fsync == "" {
 		c.Fsync = journal.SyncEverySec.String()
 	}
 	if _, err := journal.ParseSyncPolicy(c.Fsync); err != nil {
-		return fmt.Errorf("config: fsync: %w", err)
+		return keyErr("fsync", "%v", err)
 	}
 	switch c.Downtime {
 	case "":
 		c.Downtime = DowntimeCatchUp
 	case DowntimeCatchUp, DowntimePause:
 	default:
-		return fmt.Errorf("config: downtime %q: want %s or %s", c.Downtime, DowntimeCatchUp, DowntimePause)
+		return keyErr("downtime", "%q: want %s or %s", c.Downtime, DowntimeCatchUp, DowntimePause)
 	}
 	p := &c.Snapshot
 	if p.EveryRecords == 0 {
@@ -56,8 +55,11 @@ func (c *Config) persistenceDefaults() error {
 	case p.MinInterval < 0:
 		p.MinInterval = 0
 	}
-	if p.EveryRecords < 0 || p.EveryBytes < 0 {
-		return fmt.Errorf("config: snapshot.every_records and snapshot.every_bytes must be positive")
+	if p.EveryRecords < 0 {
+		return keyErr("snapshot.every_records", "%d: must be positive", p.EveryRecords)
+	}
+	if p.EveryBytes < 0 {
+		return keyErr("snapshot.every_bytes", "%d: must be positive", p.EveryBytes)
 	}
 	return nil
 }

@@ -102,6 +102,13 @@ func startProc(t *testing.T, args ...string) *proc {
 // exit and its stderr) instead of failing the test.
 func tryStartProc(t *testing.T, args ...string) (*proc, error) {
 	t.Helper()
+	return tryStartProcEnv(t, nil, args...)
+}
+
+// tryStartProcEnv is tryStartProc with env (KEY=value) added to the
+// process's environment.
+func tryStartProcEnv(t *testing.T, env []string, args ...string) (*proc, error) {
+	t.Helper()
 	bin := serverBinary(t)
 	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
 	for _, kv := range os.Environ() {
@@ -110,6 +117,7 @@ func tryStartProc(t *testing.T, args ...string) (*proc, error) {
 		}
 	}
 	cmd.Env = append(cmd.Env, "TICKWHEEL_ADMIN_TOKEN="+procToken)
+	cmd.Env = append(cmd.Env, env...)
 	p := &proc{t: t, cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	stdout, err := cmd.StdoutPipe()

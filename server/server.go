@@ -64,9 +64,13 @@ type Server struct {
 	deferred   []*link // connections to read on in the next doorbell turn
 	sweepAt    int64
 	sweepEvery time.Duration // see Config.sweepEvery
-	// ffSince and ffLogged: when the fast-forward running over many turns
-	// began, and last logged its progress (ns since origin; 0 = none runs).
-	ffSince, ffLogged int64
+	// ff is the fast-forward running over many turns, or nil (bell.go).
+	ff *ffRun
+	// base is the config as given to New (with defaults), as Reload
+	// compares a new one with it: the live keys it has applied, the others
+	// as at start. Owned by Reload, under reloadMu.
+	base     Config
+	reloadMu sync.Mutex
 	// pumpWait is how long the loop waits to top up stalled sessions again
 	// (ns; see pumpEvery).
 	pumpWait int64
@@ -100,6 +104,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
+	base := cfg // as configured: Reload compares with it
 	if err := cfg.secure(log); err != nil {
 		return nil, err
 	}
@@ -110,6 +115,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log, ready: make(chan error, 1), done: make(chan struct{}), started: make(chan struct{}),
 		origin: origin, acceptDone: make(chan struct{}), links: make(map[uint64]*link), refusing: make(chan struct{}, 64)}
+	s.base = base
 	s.sweepEvery = cfg.sweepEvery()
 	s.rlog = newRateLog(log, 10, time.Now)
 	restored, err := s.openState(start)

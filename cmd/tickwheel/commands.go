@@ -32,14 +32,18 @@ commands:
                            -n N stops after N events, -ephemeral binds ephemerally, -ack binds in
                            acknowledged mode (each event printed is acknowledged; the others come
                            again at the next watch)
-  ff TICKS|DURATION        fast-forward tw-time (admin)
+  ff TICKS|DURATION        fast-forward tw-time (admin); on a terminal, one that takes over a
+                           second shows a progress bar
   freeze                   stop tw-time following the clock (admin)
   resume                   make tw-time follow the clock again (admin)
   speed X                  set the speed of tw-time, e.g. 60 (admin)
   stats                    show server statistics (admin)
   ping                     show the server's tw-time
+  health                   ask the operator HTTP listener's /healthz (-http-addr, default
+                           127.0.0.1:7421): exit 0 if the server is up (a container HEALTHCHECK)
 
-common flags: -addr HOST:PORT (default 127.0.0.1:7420), -json, -timeout D,
+common flags: -addr HOST:PORT (default 127.0.0.1:7420), -json, -timeout D (connecting, and each
+  request but watch's and ff's),
   -token T or -token-file FILE (or $TICKWHEEL_TOKEN): the hello token. By default, when
   -addr is a loopback address, the server's admin token is read from <data dir>/admin.token
   (-data-dir DIR, default ./tickwheel-data, as the server's), so commands run where the
@@ -60,6 +64,11 @@ type env struct {
 	args   []string
 	json   bool
 	stdout io.Writer
+	// term is stdout when it is a terminal, else nil: ff draws its
+	// progress bar there.
+	term io.Writer
+	// dial opens another connection to the server, as c was.
+	dial func(context.Context) (*client.Client, error)
 }
 
 var commands = map[string]command{
@@ -99,7 +108,7 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 	tokenFile := fs.String("token-file", "", "file holding the hello token")
 	dataDir := fs.String("data-dir", "", "the server's data directory, to read its admin.token (default: the server's default)")
 	asJSON := fs.Bool("json", false, "print JSON, one object per line")
-	timeout := fs.Duration("timeout", 10*time.Second, "time limit for connecting and each request")
+	timeout := fs.Duration("timeout", 10*time.Second, "time limit for connecting and each request (but watch and ff, which wait as long as they take)")
 	run := cmd.flags(fs)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -122,7 +131,10 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	c, err := client.Dial(ctx, *addr, client.WithToken(tok), client.WithName("tickwheel-cli"), client.WithReconnect(0, 0))
+	dial := func(ctx context.Context) (*client.Client, error) {
+		return client.Dial(ctx, *addr, client.WithToken(tok), client.WithName("tickwheel-cli"), client.WithReconnect(0, 0))
+	}
+	c, err := dial(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "tickwheel %s: %v\n", name, err)
 		if tokFrom != "" && errors.Is(err, client.ErrUnauthorized) {
@@ -132,9 +144,11 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer c.Close()
-	e := &env{ctx: ctx, c: c, args: pos, json: *asJSON, stdout: stdout}
-	if name == "watch" {
-		e.ctx = context.Background() // watch runs until interrupted or -n events
+	e := &env{ctx: ctx, c: c, args: pos, json: *asJSON, stdout: stdout, term: terminal(stdout), dial: dial}
+	if name == "watch" || name == "ff" {
+		// watch runs until interrupted or -n events; ff until the
+		// fast-forward is over, however long it takes (its bar shows how far).
+		e.ctx = context.Background()
 	}
 	if err := run(e); err != nil {
 		var usageErr usageError
@@ -413,7 +427,14 @@ func ffCmd(e *env) error {
 	if err != nil {
 		return err
 	}
+	var bar *ffBar
+	if e.term != nil && !e.json {
+		bar = startFFBar(e.term, e.dial, ticks)
+	}
 	now, fired, err := e.c.FastForward(e.ctx, ticks)
+	if bar != nil {
+		bar.finish()
+	}
 	if err != nil {
 		return err
 	}

@@ -4,11 +4,17 @@
 //	          [-data-dir DIR] [-fsync always|everysec|no] [-downtime catch-up|pause] [-repair]
 //	          [-admin-token-file FILE] [-client-token-file FILE] [-insecure]
 //	tickwheel COMMAND [-addr HOST:PORT] [-token T | -token-file FILE] [-data-dir DIR] [-json] ARGS...
+//	tickwheel -config-check [-config FILE] [server flags]
+//	tickwheel health [-http-addr HOST:PORT]
 //
 // With no command it serves on 127.0.0.1:7420 with embedded defaults,
 // keeping its state in ./tickwheel-data (-data-dir "" keeps it in memory
-// only); flags override the config file, and SIGINT or SIGTERM shut it down
-// gracefully, with a last snapshot.
+// only); flags override the config file, SIGINT or SIGTERM shut it down
+// gracefully, with a last snapshot, and SIGHUP reloads the config file (the
+// settings that can change while it runs: docs/OPERATIONS.md). Run by
+// systemd with Type=notify, it reports READY=1 once it listens (after
+// recovery). -config-check validates the configuration and exits; health
+// asks the operator HTTP listener's /healthz (the container's HEALTHCHECK).
 // The admin token comes from -admin-token(-file), else $TICKWHEEL_ADMIN_TOKEN,
 // else the config file, else <data dir>/admin.token, made at first start.
 // The commands (add, cancel, get, list, watch, ff, freeze, resume, speed,
@@ -40,6 +46,9 @@ func main() {
 
 // run dispatches to the server or a command and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "health" {
+		return healthCmd(args[1:], stdout, stderr)
+	}
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") && args[0] != "serve" {
 		return runCommand(args[0], args[1:], stdout, stderr)
 	}
@@ -59,11 +68,20 @@ const (
 	envClientToken = "TICKWHEEL_CLIENT_TOKEN"
 )
 
-// serveFlags are the serve flags that are not server settings.
+// serveFlags are the serve flags that are not server settings, and where
+// the settings came from.
 type serveFlags struct {
-	logLevel   string
-	cpuProfile string
+	logLevel    string
+	cpuProfile  string
+	configCheck bool
+	configPath  string
+	// overridden are the config keys whose value came from a flag or the
+	// environment, not from the config file.
+	overridden map[string]bool
 }
+
+// fromFile reports whether the value of config key is the config file's.
+func (sf *serveFlags) fromFile(key string) bool { return !sf.overridden[key] }
 
 // serveConfig builds the server config from the config file, the token
 // environment variables and the flags, in increasing precedence: a flag
@@ -73,7 +91,7 @@ type serveFlags struct {
 // server uses <data_dir>/admin.token); likewise -client-token-file, else
 // $TICKWHEEL_CLIENT_TOKEN, else client_token or client_token_file.
 func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (server.Config, serveFlags, error) {
-	var sf serveFlags
+	sf := serveFlags{overridden: map[string]bool{}}
 	fs := flag.NewFlagSet("tickwheel", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "YAML config file (see configs/tickwheel.yaml)")
@@ -89,12 +107,14 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 	insecure := fs.Bool("insecure", false, "allow listening beyond loopback with no client token")
 	frozen := fs.Bool("frozen", false, "start with tw-time frozen (moved only by admin fast-forward)")
 	startTick := fs.Uint64("start-tick", 0, "tw-time at start (default: the current Unix time in ticks)")
-	fs.StringVar(&sf.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&sf.logLevel, "log-level", "", "debug, info, warn or error (default: log_level in the config, else info)")
 	fs.StringVar(&sf.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) to this file until shutdown")
+	fs.BoolVar(&sf.configCheck, "config-check", false, "check the configuration (the config file, flags and environment), print the result and exit: 0 if valid")
 	if err := fs.Parse(args); err != nil {
 		return server.Config{}, sf, err
 	}
 	var cfg server.Config
+	sf.configPath = *configPath
 	if *configPath != "" {
 		var err error
 		if cfg, err = server.LoadConfig(*configPath); err != nil {
@@ -103,12 +123,23 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 	}
 	if v := getenv(envAdminToken); v != "" {
 		cfg.AdminToken, cfg.AdminTokenFile = v, ""
+		sf.overridden["admin_token"], sf.overridden["admin_token_file"] = true, true
 	}
 	if v := getenv(envClientToken); v != "" {
 		cfg.ClientToken, cfg.ClientTokenFile = v, ""
+		sf.overridden["client_token"], sf.overridden["client_token_file"] = true, true
 	}
 	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	fs.Visit(func(f *flag.Flag) {
+		set[f.Name] = true
+		key := strings.ReplaceAll(f.Name, "-", "_") // -data-dir sets data_dir
+		sf.overridden[key] = true
+		if k, ok := strings.CutSuffix(key, "_file"); ok {
+			sf.overridden[k] = true // -admin-token-file replaces admin_token too
+		} else if strings.HasSuffix(key, "_token") {
+			sf.overridden[key+"_file"] = true
+		}
+	})
 	if set["admin-token"] && set["admin-token-file"] {
 		return cfg, sf, errors.New("-admin-token and -admin-token-file: give one")
 	}
@@ -141,6 +172,8 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 			cfg.Frozen = *frozen
 		case "start-tick":
 			cfg.StartTick = *startTick
+		case "log-level":
+			cfg.LogLevel = sf.logLevel
 		}
 	})
 	return cfg, sf, nil
@@ -151,9 +184,36 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(sf.logLevel)); err != nil {
-		return fmt.Errorf("-log-level: %w", err)
+	if sf.configCheck {
+		return configCheck(cfg, &sf, stdout)
+	}
+	reread := func() (server.Config, serveFlags, error) { return serveConfig(args, os.Getenv, stderr) }
+	err = serveWith(cfg, &sf, reread, stdout, stderr)
+	return server.LocateConfigError(err, sf.configPath, sf.fromFile)
+}
+
+// configCheck validates cfg (see server.Config.Check) and says so on
+// stdout, or returns the first error, with the config file's line when the
+// key is set there.
+func configCheck(cfg server.Config, sf *serveFlags, stdout io.Writer) error {
+	if err := cfg.Check(); err != nil {
+		return server.LocateConfigError(err, sf.configPath, sf.fromFile)
+	}
+	what := "the configuration (flags and defaults)"
+	if sf.configPath != "" {
+		what = sf.configPath
+	}
+	fmt.Fprintf(stdout, "%s: OK\n", what)
+	return nil
+}
+
+// serveWith runs the server with cfg until SIGINT or SIGTERM stops it;
+// SIGHUP reloads the config that reread returns (see reload). It tells
+// systemd (sdNotify) when it is ready, reloading and stopping.
+func serveWith(cfg server.Config, sf *serveFlags, reread func() (server.Config, serveFlags, error), stdout, stderr io.Writer) error {
+	level := new(slog.LevelVar)
+	if err := setLevel(level, cfg.LogLevel); err != nil {
+		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
@@ -172,10 +232,13 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	}
 	// Signals are caught from here on: one that arrives while the state is
 	// being recovered, or right after the server starts, still stops it
-	// gracefully.
+	// gracefully (a SIGHUP then reloads once it runs).
 	sig := make(chan os.Signal, 2)
+	hup := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(sig)
+	defer signal.Stop(hup)
 	srv, err := server.New(cfg, log)
 	if err != nil {
 		return err
@@ -197,13 +260,28 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "tickwheel listening on %s\n", srv.Addr())
-
-	select {
-	case s := <-sig:
-		log.Info("shutting down", "signal", s.String())
-	case <-srv.Done():
-		return fmt.Errorf("server stopped")
+	notify := func(state string) {
+		if err := sdNotify(os.Getenv, state); err != nil {
+			log.Warn("sd_notify", "state", state, "err", err)
+		}
 	}
+	notify("READY=1\nSTATUS=listening on " + srv.Addr())
+
+wait:
+	for {
+		select {
+		case s := <-sig:
+			log.Info("shutting down", "signal", s.String())
+			break wait
+		case <-hup:
+			notify(reloading())
+			reload(srv, reread, level, log)
+			notify("READY=1")
+		case <-srv.Done():
+			return fmt.Errorf("server stopped")
+		}
+	}
+	notify("STOPPING=1")
 	// The last snapshot of a large state takes a while: a second signal
 	// stops waiting for it (the log still holds everything).
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
