@@ -167,6 +167,9 @@ func (s *Server) Start() error {
 	}
 	s.ln, s.addr = ln, ln.Addr().String()
 	priv, err := s.privateListener()
+	if err == nil {
+		err = s.startTicker() // before the loop runs: its turns set the ticker
+	}
 	if err != nil {
 		ln.Close()
 		s.closeLog()
@@ -205,10 +208,6 @@ func (s *Server) Start() error {
 		return err
 	}
 	frozen := s.clock.Frozen() // read before clients can change it on the loop
-	if err := s.startTicker(); err != nil {
-		_ = s.Stop(ctx)
-		return err
-	}
 	s.accepting.Store(true)
 	go s.acceptLoop()
 	s.ring() // requests served before the doorbell existed may have left work
