@@ -96,6 +96,8 @@ type Core struct {
 	// requests may take in one turn.
 	work int
 
+	sched scheduler // calendar schedules and missed-firing policies (schedule.go)
+
 	rec recorder // this turn's record of inputs (record.go)
 	// replied lists the sessions with a reply to a recorded input this
 	// turn: their output must not leave before the turn's record is
@@ -314,6 +316,7 @@ func (c *Core) Close(s *Session, buffered int) {
 		r.releaseAcked()
 		if ephemeral { // its timers and undelivered events end with the session
 			n := c.wheel.CancelAll(id)
+			c.dropPlans(id)
 			c.log.Debug("ephemeral receiver released", "session", s.id, "receiver", id, "cancelled", n, "events", r.n)
 			for r.n > 0 {
 				c.giveUp(r)
