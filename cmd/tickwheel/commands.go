@@ -23,7 +23,11 @@ const usage = `usage: tickwheel [serve] [server flags]        run the server (th
 commands:
   add RECEIVER TID AFTER   add a timer firing after AFTER (ticks, or a duration such as 1.5s,
                            rounded up to whole ticks); -every, -repeat N|forever (default 1), -data, -replace,
-                           -at TICK (absolute first firing instead of AFTER; pass AFTER as 0)
+                           -at TICK (absolute first firing instead of AFTER; pass AFTER as 0),
+                           -missed all|once|skip (firings that fall in a downtime, default all)
+  add RECEIVER TID -cron EXPR   add a timer on a calendar schedule: a cron expression ("0 4 * * *",
+                           "0 18 * * fri") or @daily, @hourly, @every 90s; -zone Europe/Paris (default UTC);
+                           fires until cancelled unless -repeat N
   cancel RECEIVER TID      cancel a timer
   get RECEIVER TID         show a timer
   list RECEIVER            show the timers of a receiver in tid order, fetched a page at a time
@@ -47,9 +51,10 @@ common flags: -addr HOST:PORT (default 127.0.0.1:7420), -json, -timeout D,
 
 // command is one CLI command: its flags are added to fs, run does the work.
 type command struct {
-	args  string // positional arguments, for the usage line
-	nargs int    // exact number of positional args, or -1 for "at least one"
-	flags func(fs *flag.FlagSet) func(*env) error
+	args     string // positional arguments, for the usage line
+	nargs    int    // exact number of positional args, or -1 for "at least one"
+	optional int    // of nargs, how many trailing ones may be left out
+	flags    func(fs *flag.FlagSet) func(*env) error
 }
 
 // env is what a command runs with.
@@ -62,7 +67,7 @@ type env struct {
 }
 
 var commands = map[string]command{
-	"add":    {args: "RECEIVER TID AFTER", nargs: 3, flags: addCmd},
+	"add":    {args: "RECEIVER TID AFTER", nargs: 3, optional: 1, flags: addCmd}, // AFTER: not with -cron
 	"cancel": {args: "RECEIVER TID", nargs: 2, flags: simple(cancelCmd)},
 	"get":    {args: "RECEIVER TID", nargs: 2, flags: simple(getCmd)},
 	"list":   {args: "RECEIVER", nargs: 1, flags: simple(listCmd)},
@@ -104,7 +109,7 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return 2
 	}
-	if (cmd.nargs >= 0 && len(pos) != cmd.nargs) || (cmd.nargs < 0 && len(pos) == 0) {
+	if (cmd.nargs >= 0 && (len(pos) > cmd.nargs || len(pos) < cmd.nargs-cmd.optional)) || (cmd.nargs < 0 && len(pos) == 0) {
 		fmt.Fprintf(stderr, "usage: tickwheel %s [flags] %s\n", name, cmd.args)
 		return 2
 	}
@@ -212,14 +217,20 @@ func addCmd(fs *flag.FlagSet) func(*env) error {
 	data := fs.String("data", "", "data delivered with every firing")
 	replace := fs.Bool("replace", false, "replace an existing timer of the same key")
 	at := fs.Uint64("at", 0, "absolute tick of the first firing (instead of AFTER)")
+	sched := addScheduleFlags(fs) // schedule.go
 	return func(e *env) error {
 		receiver, tid, err := e.key()
 		if err != nil {
 			return err
 		}
-		after, err := e.ticksArg(e.args[2], "after")
-		if err != nil {
+		if err := sched.check(fs, e.args); err != nil {
 			return err
+		}
+		var after uint64
+		if len(e.args) == 3 {
+			if after, err = e.ticksArg(e.args[2], "after"); err != nil {
+				return err
+			}
 		}
 		n, err := repeatArg(*repeat)
 		if err != nil {
@@ -231,8 +242,13 @@ func addCmd(fs *flag.FlagSet) func(*env) error {
 				return err
 			}
 		}
+		if err := sched.apply(o); err != nil {
+			return err
+		}
 		var due uint64
-		if *at != 0 {
+		if o.Schedule != "" {
+			due, err = e.c.AddSchedule(e.ctx, receiver, tid, o.Schedule, o)
+		} else if *at != 0 {
 			due, err = e.c.AddAt(e.ctx, receiver, tid, *at, o)
 		} else {
 			due, err = e.c.Add(e.ctx, receiver, tid, after, o)
@@ -259,8 +275,8 @@ func cancelCmd(e *env) error {
 }
 
 func timerJSON(t client.Timer) map[string]any {
-	return map[string]any{"receiver": t.Receiver, "tid": t.Tid, "due": t.Due, "remaining": t.Remaining,
-		"every": t.Every, "fired": t.Fired, "repeat": t.Repeat, "paused": t.Paused, "data": string(t.Data)}
+	return planJSON(t, map[string]any{"receiver": t.Receiver, "tid": t.Tid, "due": t.Due, "remaining": t.Remaining,
+		"every": t.Every, "fired": t.Fired, "repeat": t.Repeat, "paused": t.Paused, "data": string(t.Data)})
 }
 
 func timerText(t client.Timer) string {
@@ -275,6 +291,7 @@ func timerText(t client.Timer) string {
 		state = fmt.Sprintf("paused with %d ticks left", t.Remaining)
 	}
 	line := fmt.Sprintf("%d/%d  %s  every %d  fired %s", t.Receiver, t.Tid, state, t.Every, times)
+	line += planText(t)
 	if len(t.Data) > 0 {
 		line += fmt.Sprintf("  data %q", t.Data)
 	}
