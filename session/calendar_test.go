@@ -196,3 +196,28 @@ func TestCalendarLimits(t *testing.T) {
 	_, ok = ev.next(^uint64(0), 1e9)
 	assert.False(t, ok)
 }
+
+// BenchmarkCalendarNext is the cost a cron timer adds to each of its
+// firings: computing the next due tick.
+func BenchmarkCalendarNext(b *testing.B) {
+	for _, tc := range []struct{ expr, zone string }{{"0 4 * * *", "Europe/Paris"}, {"*/15 * * * *", "UTC"}, {"0 18 * * fri", "America/New_York"}} {
+		b.Run(tc.expr+" "+tc.zone, func(b *testing.B) {
+			cal, err := parseCalendar(tc.expr, tc.zone, 1e7, nil)
+			require.NoError(b, err)
+			first := uint64(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixNano() / 1e7)
+			end := uint64(time.Date(2036, 3, 1, 0, 0, 0, 0, time.UTC).UnixNano() / 1e7)
+			tick := first
+			b.ReportAllocs()
+			for b.Loop() {
+				next, ok := cal.next(tick, 1e7)
+				if !ok {
+					b.Fatal("no next")
+				}
+				tick = next
+				if tick > end { // ten years of firings, DST changes included, then again
+					tick = first
+				}
+			}
+		})
+	}
+}
