@@ -150,6 +150,9 @@ func (c *Core) planFire(f *wheel.Fire) {
 		delete(c.sched.plans, f.Key)
 		return
 	}
+	if p.catchUp != 0 && f.Tick >= p.catchUp {
+		p.catchUp = 0 // paused through the downtime's end: it fires on time
+	}
 	var next uint64
 	var ok bool
 	switch {
@@ -164,7 +167,7 @@ func (c *Core) planFire(f *wheel.Fire) {
 		in, err := c.wheel.Get(f.Key)
 		next, ok = in.Due, err == nil
 	}
-	if !ok { // nothing on schedule any more
+	if !ok || next <= f.Tick { // nothing on schedule any more
 		_ = c.wheel.Cancel(f.Key)
 		delete(c.sched.plans, f.Key)
 		f.Last = true

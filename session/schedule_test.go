@@ -283,3 +283,28 @@ func dumpPlans(c *Core) string {
 	}
 	return b.String()
 }
+
+// A MissedOnce timer paused before its late firing and resumed after the
+// downtime fires once per tick on schedule, never twice on one tick.
+func TestScheduleOncePausedThroughDowntime(t *testing.T) {
+	for _, req := range []protocol.Request{
+		{After: 10, Every: 10, Missed: protocol.MissedOnce},
+		{Schedule: "* * * * *", Missed: protocol.MissedOnce},
+	} {
+		h, s := schedHarness(t)
+		req.Op, req.ID, req.Receiver, req.Tid = protocol.OpAdd, 2, schedRecv, 1
+		require.Equal(t, protocol.KindOK, h.do(s, req)[0].Kind)
+		from := h.c.Now()
+		h.c.Downtime(from, from+30_000)
+		h.do(s, protocol.Request{Op: protocol.OpPause, ID: 3, Receiver: schedRecv, Tid: 1})
+		h.c.Advance(from+30_000, 0)
+		h.rep.sync()
+		h.do(s, protocol.Request{Op: protocol.OpResume, ID: 4, Receiver: schedRecv, Tid: 1})
+		fs := h.fastForward(s, 20_000)
+		require.NotEmpty(t, fs)
+		for i := 1; i < len(fs); i++ {
+			assert.Greater(t, fs[i].Tick, fs[i-1].Tick, "%q: one firing per tick", req.Schedule)
+		}
+		assert.Equal(t, uint64(1), fs[0].Fired)
+	}
+}
