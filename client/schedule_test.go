@@ -66,3 +66,34 @@ func TestAddScheduleDailyReset(t *testing.T) {
 		assert.Equal(t, uint64(3), ev.Tid)
 	}
 }
+
+// Schedules survive a restart (the snapshot taken at the graceful stop
+// holds them): the timer comes back with its schedule, zone and policy,
+// and fires on schedule.
+func TestAddScheduleSurvivesRestart(t *testing.T) {
+	srv := servertest.RunT(t, servertest.WithDataDir(t.TempDir()),
+		servertest.WithStartTick(tickAt(time.Date(2026, 10, 23, 12, 0, 0, 0, time.UTC))))
+	ctx := context.Background()
+	c, err := client.Dial(ctx, srv.Addr())
+	require.NoError(t, err)
+	defer c.Close()
+	ny, err := time.LoadLocation("America/New_York")
+	require.NoError(t, err)
+	due, err := c.AddSchedule(ctx, 9, 1, "0 18 * * fri", &client.AddOptions{Zone: "America/New_York", Missed: client.MissedSkip})
+	require.NoError(t, err)
+	assert.Equal(t, tickAt(time.Date(2026, 10, 23, 18, 0, 0, 0, ny)), due)
+	srv.Restart()
+	var tm client.Timer
+	require.Eventually(t, func() bool { tm, err = c.Get(ctx, 9, 1); return err == nil }, 10*time.Second, 20*time.Millisecond)
+	assert.Equal(t, [4]any{"0 18 * * fri", "America/New_York", uint64(client.MissedSkip), due}, [4]any{tm.Schedule, tm.Zone, tm.Missed, tm.Due})
+	_, err = c.Bind(ctx, 9, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 2, srv.Advance(10*24*time.Hour)) // two Fridays, across New York's fall-back (Nov 1)
+	for _, want := range []time.Time{time.Date(2026, 10, 23, 18, 0, 0, 0, ny), time.Date(2026, 10, 30, 18, 0, 0, 0, ny)} {
+		ev := <-c.Events()
+		assert.Equal(t, tickAt(want), ev.Tick)
+	}
+	tm, err = c.Get(ctx, 9, 1)
+	require.NoError(t, err)
+	assert.Equal(t, tickAt(time.Date(2026, 11, 6, 18, 0, 0, 0, ny)), tm.Due, "18:00 EST after the fall-back")
+}
