@@ -42,7 +42,7 @@ import (
 // requests that make them are in the log, so a replay rebuilds them.
 
 // inDowntime is the record kind of a Downtime input: from, to. (Kinds up
-// to 18 are in record.go; 19 is the duration-based add's.)
+// to 18 are in record.go; 19 is left to the duration-based add.)
 const inDowntime = 20
 
 // timerPlan is what the Core keeps for a timer beside the wheel.
