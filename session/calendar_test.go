@@ -221,3 +221,35 @@ func BenchmarkCalendarNext(b *testing.B) {
 		})
 	}
 }
+
+// Why next is ours and not robfig's Next: robfig skips a time in a
+// spring-forward gap and fires a repeated time twice; the documented rule
+// fires each once.
+func TestCalendarDiffersFromRobfigOnDST(t *testing.T) {
+	const tickNs = uint64(time.Millisecond)
+	ny, _ := time.LoadLocation("America/New_York")
+	for _, tc := range []struct {
+		expr, from string
+		robfig     []string
+		ours       []string
+	}{
+		{"30 2 * * *", "2026-03-07 12:00", []string{"03-09 02:30 EDT", "03-10 02:30 EDT"}, []string{"03-08 03:00 EDT", "03-09 02:30 EDT"}},
+		{"30 1 * * *", "2026-10-31 12:00", []string{"11-01 01:30 EDT", "11-01 01:30 EST"}, []string{"11-01 01:30 EDT", "11-02 01:30 EST"}},
+	} {
+		cal, err := parseCalendar(tc.expr, "America/New_York", tickNs, nil)
+		require.NoError(t, err)
+		spec := *cal.spec
+		spec.Location = ny
+		at, _ := time.ParseInLocation("2006-01-02 15:04", tc.from, ny)
+		tick := uint64(at.UnixNano()) / tickNs
+		var robfig, ours []string
+		for range 2 {
+			at = spec.Next(at)
+			robfig = append(robfig, at.In(ny).Format("01-02 15:04 MST"))
+			tick, _ = cal.next(tick, tickNs)
+			ours = append(ours, time.Unix(0, int64(tick*tickNs)).In(ny).Format("01-02 15:04 MST"))
+		}
+		assert.Equal(t, tc.robfig, robfig, tc.expr)
+		assert.Equal(t, tc.ours, ours, tc.expr)
+	}
+}
