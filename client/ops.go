@@ -32,8 +32,8 @@ type AddOptions struct {
 	Every uint64
 	// Repeat is the number of firings: 0 (the default) and 1 mean once,
 	// Forever until cancelled. (The wire protocol's repeat 0 means
-	// forever; the Client translates.) With a Schedule, 0 means every time
-	// the schedule names, until cancelled (see AddSchedule).
+	// forever; the Client translates.) With a Schedule, 0 means at every
+	// time the schedule names, until cancelled (see AddSchedule).
 	Repeat uint32
 	// Data is delivered with every firing (at most Limits().MaxData bytes,
 	// else ErrLimitExceeded). It is copied into the request; empty means none.

@@ -51,18 +51,20 @@ const (
 // due tick (Timer.Due); a cron timer's Timer.Every is 0. Pause keeps it;
 // Resume moves it to its schedule's next time after now.
 func (c *Client) AddSchedule(ctx context.Context, receiver, tid uint64, schedule string, o *AddOptions) (due uint64, err error) {
-	opts := AddOptions{Repeat: Forever}
+	var opts AddOptions
 	if o != nil {
 		opts = *o
-		if opts.Repeat == 0 {
-			opts.Repeat = Forever
-		}
 	}
 	opts.Schedule = schedule
 	return c.add(ctx, receiver, tid, 0, 0, &opts)
 }
 
-// schedule puts o's schedule, zone and missed-firing policy into req.
+// schedule puts o's schedule, zone and missed-firing policy into req. A
+// schedule names many times: with Repeat 0 it fires at each, until
+// cancelled (the wire's repeat 0).
 func (o *AddOptions) schedule(req *protocol.Request) {
 	req.Schedule, req.Zone, req.Missed = o.Schedule, o.Zone, uint64(o.Missed)
+	if o.Schedule != "" && o.Repeat == 0 {
+		req.Repeat = 0
+	}
 }
