@@ -308,3 +308,32 @@ func TestScheduleOncePausedThroughDowntime(t *testing.T) {
 		assert.Equal(t, uint64(1), fs[0].Fired)
 	}
 }
+
+// A timer due before the downtime that the wheel had not fired yet (it
+// trailed tw-time at the crash) fires late, then applies its policy to the
+// firings in the downtime.
+func TestScheduleMissedWheelBehind(t *testing.T) {
+	h, s := schedHarness(t)
+	for tid, m := range []uint64{protocol.MissedAll, protocol.MissedSkip} {
+		req := protocol.Request{Op: protocol.OpAdd, ID: 2, Receiver: schedRecv, Tid: uint64(tid + 1), After: 10, Every: 10, Missed: m}
+		require.Equal(t, protocol.KindOK, h.do(s, req)[0].Kind)
+	}
+	from := h.c.Now()
+	h.c.Advance(from+15, 1) // one firing: timer 2's at +10 waits
+	h.rep.sync()
+	require.Equal(t, from+10, h.c.wheel.Now())
+	h.c.Downtime(from+15, from+50)
+	h.c.Advance(from+50, 0)
+	h.rep.sync()
+	var got []string
+	for _, f := range fires(h.take(s)) {
+		got = append(got, fmt.Sprintf("t%d@%d#%d", f.Tid, f.Tick-from, f.Fired))
+	}
+	got = append(got, func() (out []string) {
+		for _, f := range h.fastForward(s, 10) {
+			out = append(out, fmt.Sprintf("t%d@%d#%d", f.Tid, f.Tick-from, f.Fired))
+		}
+		return
+	}()...)
+	assert.Equal(t, []string{"t1@10#1", "t2@10#1", "t1@20#2", "t1@30#3", "t1@40#4", "t1@50#5", "t2@50#2", "t1@60#6", "t2@60#3"}, got)
+}
