@@ -46,8 +46,7 @@ func TestCrashMissedPolicies(t *testing.T) {
 	require.NoError(t, err)
 	before := v[0]
 	p.kill()
-	const downTicks = 18000
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // 18000 ticks of tw-time at 60x
 	require.Less(t, before, first[1], "the interval timers are due after the kill")
 
 	p = startProc(t, args...)
@@ -71,36 +70,39 @@ func TestCrashMissedPolicies(t *testing.T) {
 	}
 	t.Logf("before %d, after the restart %d (%d ticks)", before, after, after-before)
 	for i, m := range policies {
-		for _, tid := range []uint64{1 + uint64(i), 11 + uint64(i)} {
-			step := uint64(period)
-			if tid > 10 {
-				step = minute
-			}
-			fs := byTid[tid]
-			name := fmt.Sprintf("tid %d, missed %d", tid, m)
-			require.GreaterOrEqual(t, len(fs), 2, name)
-			for j := 1; j < len(fs); j++ {
-				assert.Equal(t, fs[j-1].Fired+1, fs[j].Fired, "%s: fired counts deliveries", name)
-				assert.Zero(t, (fs[j].Tick-fs[0].Tick)%step, "%s: on schedule", name)
-			}
-			gap := fs[1].Tick - fs[0].Tick
-			switch m {
-			case protocol.MissedAll:
-				assert.Equal(t, step, gap, "%s: every firing", name)
-				assert.Positive(t, fs[0].Late, "%s: the first missed firing is late", name)
-				assert.Positive(t, fs[1].Late, "%s: so is the second", name)
-			case protocol.MissedOnce:
-				assert.Positive(t, fs[0].Late, "%s: one late firing", name)
-				assert.GreaterOrEqual(t, gap, uint64(downTicks)-step, "%s: then back on schedule after the restart", name)
-			case protocol.MissedSkip:
-				assert.GreaterOrEqual(t, fs[0].Tick, before+downTicks, "%s: nothing in the downtime", name)
-				assert.Equal(t, step, gap, "%s: on schedule after it", name)
-			}
-			if tid < 10 {
-				assert.Zero(t, (fs[0].Tick-first[tid])%step, "%s: on its grid", name)
-			} else {
-				assert.Zero(t, fs[0].Tick%minute, "%s: on a whole minute", name)
-			}
-		}
+		checkMissed(t, byTid[1+uint64(i)], m, period, before, first[1+uint64(i)])
+		checkMissed(t, byTid[11+uint64(i)], m, minute, before, 0)
+	}
+}
+
+// checkMissed checks the firings after before of one timer every step
+// ticks under policy m, down 18000 ticks after before. grid is the first
+// due tick of an interval timer, 0 for a cron timer (on whole minutes).
+func checkMissed(t *testing.T, fs []protocol.Fire, m, step, before, grid uint64) {
+	t.Helper()
+	const downTicks = 18000
+	require.GreaterOrEqual(t, len(fs), 2, "missed %d every %d", m, step)
+	name := fmt.Sprintf("tid %d, missed %d", fs[0].Tid, m)
+	for j := 1; j < len(fs); j++ {
+		assert.Equal(t, fs[j-1].Fired+1, fs[j].Fired, "%s: fired counts deliveries", name)
+		assert.Zero(t, (fs[j].Tick-fs[0].Tick)%step, "%s: on schedule", name)
+	}
+	gap := fs[1].Tick - fs[0].Tick
+	switch m {
+	case protocol.MissedAll:
+		assert.Equal(t, step, gap, "%s: every firing", name)
+		assert.Positive(t, fs[0].Late, "%s: the first missed firing is late", name)
+		assert.Positive(t, fs[1].Late, "%s: so is the second", name)
+	case protocol.MissedOnce:
+		assert.Positive(t, fs[0].Late, "%s: one late firing", name)
+		assert.GreaterOrEqual(t, gap, uint64(downTicks)-step, "%s: then back on schedule after the restart", name)
+	case protocol.MissedSkip:
+		assert.GreaterOrEqual(t, fs[0].Tick, before+downTicks, "%s: nothing in the downtime", name)
+		assert.Equal(t, step, gap, "%s: on schedule after it", name)
+	}
+	if grid != 0 {
+		assert.Zero(t, (fs[0].Tick-grid)%step, "%s: on its grid", name)
+	} else {
+		assert.Zero(t, fs[0].Tick%step, "%s: on a whole minute", name)
 	}
 }
