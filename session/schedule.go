@@ -62,6 +62,9 @@ func (p *timerPlan) follows() bool { return p.cal != nil && p.cal.spec != nil }
 type scheduler struct {
 	plans map[wheel.Key]*timerPlan
 	zones map[string]*time.Location // loaded zones, by name
+	// cals shares parsed calendars (immutable) between the timers with
+	// the same expression and zone, up to maxSharedCalendars of them.
+	cals map[calKey]*calendar
 	// downFrom and downTo are the last downtime (Downtime): firings due
 	// strictly between them fell in it. 0, 0: none.
 	downFrom, downTo uint64
@@ -88,10 +91,7 @@ func (c *Core) planAdd(s *Session, req *protocol.Request, spec *wheel.Spec) (p *
 	case req.After != 0 || req.At != 0 || req.Every != 0 || req.AfterNs != 0:
 		return bad("schedule %q: an add with a schedule takes no after, at, after_ns or every: the schedule says when it fires", req.Schedule)
 	}
-	if c.sched.zones == nil {
-		c.sched.zones = make(map[string]*time.Location)
-	}
-	cal, err := parseCalendar(req.Schedule, req.Zone, c.cfg.TickNs, c.sched.zones)
+	cal, err := c.calendar(req.Schedule, req.Zone)
 	if err != nil {
 		return bad("%v", err)
 	}
@@ -106,6 +106,31 @@ func (c *Core) planAdd(s *Session, req *protocol.Request, spec *wheel.Spec) (p *
 	}
 	spec.At = first
 	return p, true
+}
+
+// calKey identifies a parsed calendar: expression and zone.
+type calKey struct{ expr, zone string }
+
+// maxSharedCalendars bounds the calendars kept for sharing; past it each
+// timer parses its own (they are immutable, so sharing is only memory).
+const maxSharedCalendars = 4096
+
+// calendar returns the parsed calendar of expr in zone, shared with the
+// timers that have the same.
+func (c *Core) calendar(expr, zone string) (*calendar, error) {
+	k := calKey{expr, zone}
+	if cal := c.sched.cals[k]; cal != nil {
+		return cal, nil
+	}
+	if c.sched.zones == nil {
+		c.sched.zones = make(map[string]*time.Location)
+		c.sched.cals = make(map[calKey]*calendar)
+	}
+	cal, err := parseCalendar(expr, zone, c.cfg.TickNs, c.sched.zones)
+	if err == nil && len(c.sched.cals) < maxSharedCalendars {
+		c.sched.cals[k] = cal
+	}
+	return cal, err
 }
 
 // setPlan keeps p as timer k's plan (nil: it has none, as after a replace
@@ -324,10 +349,7 @@ func (c *Core) restorePlans(d *decoder) {
 			return
 		}
 		if expr != "" {
-			if c.sched.zones == nil {
-				c.sched.zones = make(map[string]*time.Location)
-			}
-			cal, err := parseCalendar(expr, zone, c.cfg.TickNs, c.sched.zones)
+			cal, err := c.calendar(expr, zone)
 			if err != nil {
 				d.fail(fmt.Errorf("timer %d/%d: %v", k.Receiver, k.Tid, err))
 				return
