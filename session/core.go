@@ -329,6 +329,9 @@ func (c *Core) Close(s *Session, buffered int) {
 	}
 	s.receivers = nil
 	s.queue = nil
+	if c.parkedTotal > 0 {
+		c.refillWaiting() // the outboxes of ephemeral receivers it dropped were room for all
+	}
 	for i := range c.waiters {
 		if c.waiters[i].s == s {
 			c.waiters[i].s = nil
