@@ -4,6 +4,7 @@ go 1.26
 
 require (
 	github.com/panjf2000/gnet/v2 v2.10.0
+	github.com/robfig/cron/v3 v3.0.1
 	github.com/rosedblabs/wal v1.3.8
 	github.com/stretchr/testify v1.11.1
 	github.com/vmihailenco/msgpack/v5 v5.4.1

@@ -12,6 +12,7 @@
 //	c.Add(ctx, 42, 2, 10, &client.AddOptions{Repeat: 3, Data: []byte("regen")}) // 3 times, 10 ticks apart
 //	c.Add(ctx, 42, 3, 100, nil) // once, 100 ticks from now
 //	c.Add(ctx, 42, 4, 100, &client.AddOptions{Repeat: client.Forever}) // every 100 ticks until cancelled
+//	c.AddSchedule(ctx, 42, 5, "0 4 * * *", &client.AddOptions{Zone: "Europe/Paris", Missed: client.MissedOnce}) // daily at 04:00 Paris time
 //
 //	for ev := range c.Events() { // closed by Close
 //		fmt.Println(ev.Receiver, ev.Tid, ev.Tick, ev.Fired, ev.Last, ev.Data)
@@ -26,6 +27,13 @@
 //
 // Pipeline queues many requests and sends them in one write (see Pipe):
 // the way to schedule thousands of timers at once.
+//
+// tw-time is also a calendar: tick t is the instant t × TickDuration after
+// the Unix epoch. AddSchedule adds a timer on a cron schedule in a time zone
+// (see its doc for the expressions and the daylight-saving rules), so a
+// test that fast-forwards tw-time by a day sees a daily timer fire once.
+// AddOptions.Missed says what a repeating timer does with the firings that
+// fall in a server's downtime (MissedAll, MissedOnce, MissedSkip).
 //
 // Get returns one timer. List returns all of a receiver's timers in tid
 // order, fetched from the server a page at a time (ListPage fetches one

@@ -32,7 +32,8 @@ type AddOptions struct {
 	Every uint64
 	// Repeat is the number of firings: 0 (the default) and 1 mean once,
 	// Forever until cancelled. (The wire protocol's repeat 0 means
-	// forever; the Client translates.)
+	// forever; the Client translates.) With a Schedule, 0 means at every
+	// time the schedule names, until cancelled (see AddSchedule).
 	Repeat uint32
 	// Data is delivered with every firing (at most Limits().MaxData bytes,
 	// else ErrLimitExceeded). It is copied into the request; empty means none.
@@ -40,6 +41,14 @@ type AddOptions struct {
 	// Replace replaces an existing timer with the same (receiver, tid):
 	// new schedule, fired count back to 0. Without it that is ErrExists.
 	Replace bool
+
+	// Schedule, Zone and Missed: see schedule.go. Schedule is a calendar
+	// schedule (a cron expression: use AddSchedule), Zone its IANA time
+	// zone ("" = UTC), Missed the policy for firings that fall in a
+	// server's downtime (default MissedAll).
+	Schedule string
+	Zone     string
+	Missed   Missed
 }
 
 // Forever, as AddOptions.Repeat, makes a timer fire until it is cancelled.
@@ -65,6 +74,7 @@ func (c *Client) add(ctx context.Context, receiver, tid, after, at uint64, o *Ad
 func (c *Client) addReq(ctx context.Context, req *protocol.Request, o *AddOptions) (uint64, error) {
 	if o != nil {
 		req.Every, req.Repeat, req.Data, req.Replace = o.Every, wireRepeat(o.Repeat), o.Data, o.Replace
+		o.schedule(req) // schedule.go
 	}
 	v, err := c.uints(ctx, req, 1, nil)
 	if err != nil {

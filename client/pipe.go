@@ -114,9 +114,20 @@ func (p *Pipe) Resume(receiver, tid uint64) *Cmd {
 	return p.queue(protocol.Request{Op: protocol.OpResume, Receiver: receiver, Tid: tid})
 }
 
+// AddSchedule queues Client.AddSchedule: a timer on a calendar schedule.
+func (p *Pipe) AddSchedule(receiver, tid uint64, schedule string, o *AddOptions) *Cmd {
+	var opts AddOptions
+	if o != nil {
+		opts = *o
+	}
+	opts.Schedule = schedule
+	return p.add(protocol.Request{Op: protocol.OpAdd, Receiver: receiver, Tid: tid, Repeat: 1}, &opts)
+}
+
 func (p *Pipe) add(req protocol.Request, o *AddOptions) *Cmd {
 	if o != nil {
 		req.Every, req.Repeat, req.Data, req.Replace = o.Every, wireRepeat(o.Repeat), o.Data, o.Replace
+		o.schedule(&req)
 	}
 	return p.queue(req)
 }

@@ -68,9 +68,11 @@ func TestPipeErrors(t *testing.T) {
 		p.Pause(1, 2)
 		p.Resume(1, 2)
 		p.Cancel(1, 2)
+		p.AddSchedule(1, 5, "@daily", &AddOptions{Zone: "Europe/Paris", Missed: MissedSkip})
+		p.AddSchedule(1, 6, "0 25 * * *", nil)
 		return nil
 	})
-	require.Len(t, cmds, 8)
+	require.Len(t, cmds, 10)
 	requireCode(t, err, ErrInvalidArgument, protocol.OpAdd, protocol.CodeInvalidArgument)
 	require.NoError(t, cmds[0].Err())
 	assert.Equal(t, uint64(start+5), cmds[0].Due())
@@ -78,9 +80,15 @@ func TestPipeErrors(t *testing.T) {
 	requireCode(t, cmds[2].Err(), ErrExists, protocol.OpAdd, protocol.CodeExists)
 	requireCode(t, cmds[3].Err(), ErrLimitExceeded, protocol.OpAdd, protocol.CodeLimitExceeded)
 	requireCode(t, cmds[4].Err(), ErrNotFound, protocol.OpCancel, protocol.CodeNotFound)
-	for _, cmd := range cmds[5:] {
+	for _, cmd := range cmds[5:9] {
 		require.NoError(t, cmd.Err(), cmd.Op())
 	}
+	requireCode(t, cmds[9].Err(), ErrInvalidArgument, protocol.OpAdd, protocol.CodeInvalidArgument)
+	tm, err := c.Get(ctx, 1, 5)
+	require.NoError(t, err)
+	assert.Equal(t, "@daily", tm.Schedule)
+	assert.Equal(t, "Europe/Paris", tm.Zone)
+	assert.Equal(t, cmds[8].Due(), tm.Due)
 	_, err = c.Get(ctx, 1, 2)
 	require.ErrorIs(t, err, ErrNotFound, "paused, resumed and cancelled, in order")
 	_, err = c.Get(ctx, 1, 4)

@@ -314,6 +314,12 @@ func (d *dec) timer(t *Timer) {
 	t.Repeat = d.uint("repeat")
 	t.Paused = d.boolean("paused")
 	t.Data = d.data("data")
+	if n >= 12 {
+		t.Schedule = d.str("schedule")
+		t.Zone = d.str("zone")
+		t.Missed = d.uint("missed")
+		n -= 3
+	}
 	d.skip(n-9, 1)
 }
 

@@ -73,7 +73,10 @@ type Hello struct {
 }
 
 // Timer describes a live timer, as in get and list replies:
-// [receiver, tid, due, remaining, every, fired, repeat, paused, data].
+// [receiver, tid, due, remaining, every, fired, repeat, paused, data],
+// followed by [schedule, zone, missed] for a timer that has a schedule or
+// a missed-firing policy other than MissedAll (older servers never send
+// them; decoders skip elements they do not know).
 type Timer struct {
 	Receiver, Tid uint64
 	Due           uint64 // tick of the next firing
@@ -83,7 +86,13 @@ type Timer struct {
 	Repeat        uint64 // total firings, 0 = forever
 	Paused        bool
 	Data          []byte // nil when the timer has no data
+	Schedule      string // the calendar schedule (a cron expression), or ""
+	Zone          string // the schedule's IANA time zone ("" = UTC)
+	Missed        uint64 // the missed-firing policy: MissedAll, MissedOnce or MissedSkip
 }
+
+// hasPlan reports whether t has the trailing schedule fields to send.
+func (t *Timer) hasPlan() bool { return t.Schedule != "" || t.Zone != "" || t.Missed != 0 }
 
 // Stats is the result of the admin stats op, sent as a map with string keys.
 type Stats struct {
@@ -159,7 +168,11 @@ func AppendHelloOK(b []byte, id uint64, h *Hello) []byte {
 }
 
 func appendTimer(b []byte, t *Timer) []byte {
-	b = append(b, 0x99)
+	if t.hasPlan() {
+		b = append(b, 0x9c)
+	} else {
+		b = append(b, 0x99)
+	}
 	b = appendUint(b, t.Receiver)
 	b = appendUint(b, t.Tid)
 	b = appendUint(b, t.Due)
@@ -168,7 +181,12 @@ func appendTimer(b []byte, t *Timer) []byte {
 	b = appendUint(b, t.Fired)
 	b = appendUint(b, t.Repeat)
 	b = appendBool(b, t.Paused)
-	return appendData(b, t.Data)
+	b = appendData(b, t.Data)
+	if t.hasPlan() {
+		b = appendStr(appendStr(b, t.Schedule), t.Zone)
+		b = appendUint(b, t.Missed)
+	}
+	return b
 }
 
 // AppendTimerOK appends the reply to a get: [0, id, [timer]].
@@ -203,7 +221,14 @@ const ListReplyOverhead = HeaderSize + 1 + 1 + 9 + 1 + 5 + 9
 // a server can cut a list page at a byte budget before encoding it.
 func TimerSize(t *Timer) int {
 	return 1 + uintSize(t.Receiver) + uintSize(t.Tid) + uintSize(t.Due) + uintSize(t.Remaining) +
-		uintSize(t.Every) + uintSize(t.Fired) + uintSize(t.Repeat) + 1 + dataSize(t.Data)
+		uintSize(t.Every) + uintSize(t.Fired) + uintSize(t.Repeat) + 1 + dataSize(t.Data) + planSize(t)
+}
+
+func planSize(t *Timer) int {
+	if !t.hasPlan() {
+		return 0
+	}
+	return strSize(t.Schedule) + strSize(t.Zone) + uintSize(t.Missed)
 }
 
 // AppendStatsOK appends the reply to a stats: [0, id, [stats]], where stats

@@ -63,7 +63,9 @@ func TestServerMessagesRoundTrip(t *testing.T) {
 		assert.Equal(t, sampleTimer, tm)
 	})
 	t.Run("list", func(t *testing.T) {
-		ts := []Timer{sampleTimer, {Receiver: 42, Tid: 12, Due: math.MaxUint64, Every: 1 << 33}}
+		ts := []Timer{sampleTimer, {Receiver: 42, Tid: 12, Due: math.MaxUint64, Every: 1 << 33},
+			{Receiver: 42, Tid: 13, Due: 99, Schedule: "0 4 * * *", Zone: "Europe/Paris", Missed: MissedOnce},
+			{Receiver: 42, Tid: 14, Missed: MissedSkip}}
 		for i := range 20 {
 			ts = append(ts, Timer{Receiver: 42, Tid: uint64(100 + i), Due: uint64(i)})
 		}
@@ -373,6 +375,8 @@ func TestListReplySize(t *testing.T) {
 			Fired: math.MaxUint64, Repeat: math.MaxUint32, Paused: true, Data: make([]byte, 70000)},
 		{Tid: 200, Due: 300, Remaining: 70000, Data: make([]byte, 255)},
 		{Tid: 1 << 33, Data: make([]byte, 256)},
+		{Tid: 5, Schedule: "*/15 * * * *", Zone: "America/New_York"},
+		{Tid: 6, Schedule: string(make([]byte, 40)), Missed: MissedSkip},
 	}
 	for _, tm := range timers {
 		assert.Equal(t, len(appendTimer(nil, &tm)), TimerSize(&tm), "%+v", tm.Tid)

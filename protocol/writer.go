@@ -137,3 +137,18 @@ func dataSize(v []byte) int {
 		return 5 + n
 	}
 }
+
+// strSize returns the bytes appendStr takes for s.
+func strSize(s string) int {
+	n := len(s)
+	switch {
+	case n <= 31:
+		return 1 + n
+	case n <= math.MaxUint8:
+		return 2 + n
+	case n <= math.MaxUint16:
+		return 3 + n
+	default:
+		return 5 + n
+	}
+}

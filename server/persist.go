@@ -201,6 +201,7 @@ func (s *Server) startLog(restored bool) error {
 	s.core.Record(true)
 	if restored {
 		s.core.Restart()
+		s.noteDowntime() // downtime.go
 	}
 	s.core.SetLimits(s.cfg.Limits)
 	s.core.SetAddOnlyBound(s.cfg.AddOnlyBound)

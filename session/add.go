@@ -45,17 +45,22 @@ func (c *Core) add(s *Session, req *protocol.Request) {
 		}
 	}
 	spec := wheel.Spec{After: req.After, At: req.At, Every: req.Every, Repeat: uint32(req.Repeat), Data: req.Data, Replace: req.Replace}
-	if req.AfterNs != 0 && req.At == 0 {
+	if req.AfterNs != 0 && req.At == 0 && req.Schedule == "" { // planAdd refuses after_ns with a schedule
 		var ok bool
 		if spec.After, spec.Every, ok = c.afterNs(s, req); !ok {
 			return
 		}
+	}
+	plan, ok := c.planAdd(s, req, &spec) // schedule.go
+	if !ok {
+		return
 	}
 	due, err := c.wheel.AddFrom(k, spec, c.Now())
 	if err != nil {
 		c.reply(s, req.ID, err)
 		return
 	}
+	c.setPlan(k, plan)
 	c.unhold(k) // a replace makes a new timer: the server holds it no more
 	s.out = protocol.AppendOK(s.out, req.ID, due)
 }
@@ -116,6 +121,7 @@ func (c *Core) list(s *Session, req *protocol.Request) {
 	var next uint64
 	for i := range c.listBuf {
 		t := timerOf(&c.listBuf[i])
+		c.describePlan(&t)
 		n := protocol.TimerSize(&t)
 		if i == limit || (i > 0 && size+n > l.MaxListBytes) {
 			next = t.Tid // > the tids before it, so never 0

@@ -108,6 +108,7 @@ func (c *Core) dispatch(s *Session, req *protocol.Request) {
 		if c.mayTouch(s, req) {
 			c.unhold(k)
 			c.reply(s, req.ID, c.wheel.Cancel(k))
+			c.dropPlan(k)
 			c.tidy(req.Receiver)
 		}
 	case protocol.OpGet:
@@ -117,6 +118,7 @@ func (c *Core) dispatch(s *Session, req *protocol.Request) {
 			return
 		}
 		t := timerOf(&in)
+		c.describePlan(&t)
 		s.out = protocol.AppendTimerOK(s.out, req.ID, &t)
 	case protocol.OpList:
 		c.list(s, req)
@@ -126,6 +128,7 @@ func (c *Core) dispatch(s *Session, req *protocol.Request) {
 				r.holding = nil
 			}
 			n := c.wheel.CancelAll(req.Receiver)
+			c.dropPlans(req.Receiver)
 			c.work += n
 			s.out = protocol.AppendOK(s.out, req.ID, uint64(n))
 			c.tidy(req.Receiver)
@@ -141,7 +144,11 @@ func (c *Core) dispatch(s *Session, req *protocol.Request) {
 	case protocol.OpResume:
 		if c.mayTouch(s, req) {
 			c.unhold(k)
-			c.reply(s, req.ID, c.wheel.Resume(k))
+			err := c.wheel.Resume(k)
+			if err == nil {
+				c.planResumed(k)
+			}
+			c.reply(s, req.ID, err)
 		}
 	case protocol.OpPing:
 		s.out = protocol.AppendOK(s.out, req.ID, c.Now())

@@ -101,6 +101,8 @@ type Core struct {
 	// requests may take in one turn.
 	work int
 
+	sched scheduler // calendar schedules and missed-firing policies (schedule.go)
+
 	rec recorder // this turn's record of inputs (record.go)
 	// replied lists the sessions with a reply to a recorded input this
 	// turn: their output must not leave before the turn's record is
@@ -319,6 +321,7 @@ func (c *Core) Close(s *Session, buffered int) {
 		r.releaseAcked()
 		if ephemeral { // its timers and undelivered events end with the session
 			n := c.wheel.CancelAll(id)
+			c.dropPlans(id)
 			c.log.Debug("ephemeral receiver released", "session", s.id, "receiver", id, "cancelled", n, "events", r.n)
 			for r.n > 0 {
 				c.giveUp(r)
@@ -331,6 +334,9 @@ func (c *Core) Close(s *Session, buffered int) {
 	}
 	s.receivers = nil
 	s.queue = nil
+	if c.parkedTotal > 0 {
+		c.refillWaiting() // the outboxes of ephemeral receivers it dropped were room for all
+	}
 	for i := range c.waiters {
 		if c.waiters[i].s == s {
 			c.waiters[i].s = nil

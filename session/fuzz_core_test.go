@@ -94,7 +94,7 @@ const (
 	fzClose    = 10 // the peer closes: Close
 	fzAdvance  = 11 // tw-time moves 1-4 ticks (9-12 with the flag), then advance turns
 	fzConnSet  = 12 // the connection stops or starts taking bytes; with the flag the peer resets
-	fzTurn     = 13 // one advance turn (the doorbell)
+	fzTurn     = 13 // one advance turn (the doorbell); with the flag, a downtime of 1-8 ticks first
 	fzOpenBare = 14 // open the slot without hello
 )
 
@@ -111,6 +111,12 @@ var fzOps = [32]protocol.Op{
 }
 
 var fzSpeeds = [...]float64{1, 0.5, 2, 0, -1, math.NaN(), math.Inf(1), 1e9}
+
+// fzSchedules are the calendar schedules adds may carry: with one-minute
+// ticks, most fire within a few ticks; the last is invalid.
+var fzSchedules = [8]string{"* * * * *", "*/2 * * * *", "@every 90s", "*/3 * * * 1-5", "1-59/7 * * * *", "@every 1m", "0 * * * *", "0 24 * * *"}
+
+var fzZones = [...]string{"", "Europe/Paris", "Australia/Lord_Howe", "America/New_York", "Asia/Kolkata", "Nowhere/Atlantis"}
 
 // fzProg reads a program; past its end every byte is 0.
 type fzProg struct{ b []byte }
@@ -179,7 +185,7 @@ type fzHarness struct {
 }
 
 func newFzHarness(t *testing.T, opt byte) *fzHarness {
-	cfg := Config{AdminToken: fzAdminToken, AddOnlyBound: opt&1 != 0, TickNs: 10_000_000,
+	cfg := Config{AdminToken: fzAdminToken, AddOnlyBound: opt&1 != 0, TickNs: 60_000_000_000, // a minute: calendar timers fire often
 		MaxFiresPerTurn: [...]int{1, 3, 10_000, 10_000}[opt>>1&3]}
 	limits := Limits{MaxFrame: 1024, MaxData: 64, MaxDataTotal: [...]int{0, 200}[opt>>5&1], MaxTimers: 12,
 		MaxTimersPerReceiver: 6, MaxReceiversPerSession: 3, MaxBacklog: [...]int{5, 1}[opt>>3&1],
@@ -240,6 +246,16 @@ func (h *fzHarness) step(p *fzProg) {
 		}
 		h.note("advance %d", ticks)
 		h.now += ticks
+		h.turns(64)
+		return
+	case action == fzTurn && flag:
+		// A restart's downtime: tw-time jumps and the missed-firing
+		// policies apply to the firings in between.
+		from := h.c.Now()
+		h.now = max(h.now, from) + uint64(1+p.n(8))
+		h.note("downtime %d..%d", from, h.now)
+		h.call(func() { h.c.Downtime(from, h.now) })
+		h.rep.sync()
 		h.turns(64)
 		return
 	case action == fzTurn:
@@ -327,6 +343,16 @@ func (h *fzHarness) request(p *fzProg) protocol.Request {
 		req.Replace = x&0x40 != 0
 		if x&0x80 != 0 && flags&1 != 0 {
 			req.Repeat = math.MaxUint32 + 1
+		}
+		if flags&2 != 0 { // a calendar schedule (a tick is a minute here); mostly without after/at/every
+			req.Schedule = fzSchedules[int(req.Every)+4*int(x>>3&1)]
+			req.Zone = fzZones[(req.Tid+uint64(x&4)/2)%uint64(len(fzZones))]
+			if x&1 == 0 {
+				req.After, req.At, req.Every = 0, 0, 0
+			}
+		}
+		if flags&4 != 0 {
+			req.Missed = uint64(x >> 3 & 3) // 3 is not a policy
 		}
 	case protocol.OpList:
 		req.FromTid, req.Limit = uint64(p.n(fzTids)), uint64(p.n(4))
@@ -527,5 +553,10 @@ func fzSeeds() []fzSeed {
 		req(0, true, protocol.OpFastForward, 0, 0, 0, 5).req(0, true, protocol.OpPing, 0, 0, 0).
 		req(0, true, protocol.OpCancel, 0, 0, 1).req(0, true, protocol.OpFastForward, 0, 0, 0, 3).
 		req(0, false, protocol.OpList, 0, 0, 0, 0, 2).step(fzTurn, 0, false, false).step(fzTurn, 0, false, false)
-	return []fzSeed{crash, crashClose, takeover, slow, ff}
+	// Calendar timers with missed-firing policies across a downtime: "@every
+	// 1m" missing once, "* * * * *" skipping, in Europe/Paris.
+	sched := fzSeed{0}.open(0, true).req(0, false, protocol.OpBind, 0, 3, 0).
+		req(0, false, protocol.OpAdd, 6, 3, 1, 0x08, 1, 0).req(0, false, protocol.OpAdd, 6, 3, 2, 0x10, 0, 0).
+		advance(2).step(fzTurn, 0, false, true, 5).advance(3).req(0, false, protocol.OpList, 0, 3, 0, 0, 3)
+	return []fzSeed{crash, crashClose, takeover, slow, ff, sched}
 }

@@ -469,6 +469,11 @@ func (h *fzHarness) checkTimers() {
 	if st.wheel.Len() != live || live > l.MaxTimers {
 		h.fail("%d timers, Len says %d, max_timers %d", live, st.wheel.Len(), l.MaxTimers)
 	}
+	for k := range st.sched.plans {
+		if _, err := st.wheel.Get(k); err != nil {
+			h.fail("timer %v is gone, its plan stays", k)
+		}
+	}
 }
 
 // checkSnapshot restores a snapshot of the state and checks that the

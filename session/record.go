@@ -424,7 +424,7 @@ func (c *Core) replayFlow(kind byte, d *decoder) error {
 			c.wrote(s, n)
 		}
 	default:
-		return fmt.Errorf("unknown input kind %d", kind)
+		return c.replayMore(kind, d) // schedule.go
 	}
 	return d.err
 }

@@ -182,6 +182,7 @@ func dumpState(c *Core, receivers []uint64, live bool) string {
 		p("work %d more %v readOnly %q dirty %v", c.work, c.more, c.readOnly, sessionIDs(c.dirty))
 	}
 	dumpTimers(p, c, receivers)
+	p("%s", dumpPlans(c))
 	for _, id := range sortedKeys(c.receivers) {
 		r := c.receivers[id]
 		p("receiver %d id %d seq %d owner %d ephemeral %v queuedIn %d dropped %d n %d bytes %d",

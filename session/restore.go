@@ -61,6 +61,9 @@ func (c *Core) restoreCore(b []byte) ([]byte, error) {
 			waiting = append(waiting, d.uv())
 		}
 	}
+	if d.version >= 3 {
+		c.restorePlans(d)
+	}
 	c.restoreReceivers(d)
 	for _, id := range waiting {
 		if r := c.receivers[id]; r != nil && r.parked.len() > 0 {

@@ -62,6 +62,9 @@ func (c *Core) Buffered(s *Session, n int) {
 
 // onFire routes one firing to its receiver's session, or to its backlog.
 func (c *Core) onFire(f *wheel.Fire) {
+	if len(c.sched.plans) > 0 {
+		c.planFire(f) // schedule.go
+	}
 	c.firedTotal++
 	r := c.receiver(f.Receiver)
 	if r.acked {

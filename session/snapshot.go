@@ -28,9 +28,13 @@ import (
 // dropped-notice position, and each receiver's mode, sent
 // count, high-water seq, parked firings and held timers. Version 1
 // snapshots are still read.
+//
+// Version 3 added, at the end of the core section, the last downtime and
+// the plans of timers with a calendar schedule or a missed-firing policy
+// (schedule.go). Versions 1 and 2 are still read: they have none.
 const (
 	snapMagic   = "TWCS"
-	snapVersion = 2
+	snapVersion = 3
 )
 
 // ErrSnapshot wraps every error of restoring a snapshot.
@@ -112,6 +116,7 @@ func (c *Core) appendCore(e *encoder) {
 	for _, r := range c.waiting {
 		e.uv(r.id)
 	}
+	c.appendPlans(e)
 }
 
 func appendSession(e *encoder, s *Session) {

@@ -24,7 +24,11 @@ commands:
   add RECEIVER TID AFTER   add a timer firing after AFTER: ticks from the current tick, or a duration
                            such as 1.5s from the moment the server reads it (never early); -every,
                            -repeat N|forever (default 1), -data, -replace,
-                           -at TICK (absolute first firing instead of AFTER; pass AFTER as 0)
+                           -at TICK (absolute first firing instead of AFTER; pass AFTER as 0),
+                           -missed all|once|skip (firings that fall in a downtime, default all)
+  add RECEIVER TID -cron EXPR   add a timer on a calendar schedule: a cron expression ("0 4 * * *",
+                           "0 18 * * fri") or @daily, @hourly, @every 90s; -zone Europe/Paris (default UTC);
+                           fires until cancelled unless -repeat N
   cancel RECEIVER TID      cancel a timer
   get RECEIVER TID         show a timer
   list RECEIVER            show the timers of a receiver in tid order, fetched a page at a time
@@ -52,9 +56,10 @@ common flags: -addr HOST:PORT (default 127.0.0.1:7420), -json, -timeout D (conne
 
 // command is one CLI command: its flags are added to fs, run does the work.
 type command struct {
-	args  string // positional arguments, for the usage line
-	nargs int    // exact number of positional args, or -1 for "at least one"
-	flags func(fs *flag.FlagSet) func(*env) error
+	args     string // positional arguments, for the usage line
+	nargs    int    // exact number of positional args, or -1 for "at least one"
+	optional int    // of nargs, how many trailing ones may be left out
+	flags    func(fs *flag.FlagSet) func(*env) error
 }
 
 // env is what a command runs with.
@@ -72,7 +77,7 @@ type env struct {
 }
 
 var commands = map[string]command{
-	"add":    {args: "RECEIVER TID AFTER", nargs: 3, flags: addCmd},
+	"add":    {args: "RECEIVER TID AFTER", nargs: 3, optional: 1, flags: addCmd}, // AFTER: not with -cron
 	"cancel": {args: "RECEIVER TID", nargs: 2, flags: simple(cancelCmd)},
 	"get":    {args: "RECEIVER TID", nargs: 2, flags: simple(getCmd)},
 	"list":   {args: "RECEIVER", nargs: 1, flags: simple(listCmd)},
@@ -114,7 +119,7 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return 2
 	}
-	if (cmd.nargs >= 0 && len(pos) != cmd.nargs) || (cmd.nargs < 0 && len(pos) == 0) {
+	if (cmd.nargs >= 0 && (len(pos) > cmd.nargs || len(pos) < cmd.nargs-cmd.optional)) || (cmd.nargs < 0 && len(pos) == 0) {
 		fmt.Fprintf(stderr, "usage: tickwheel %s [flags] %s\n", name, cmd.args)
 		return 2
 	}
@@ -227,20 +232,27 @@ func addCmd(fs *flag.FlagSet) func(*env) error {
 	data := fs.String("data", "", "data delivered with every firing")
 	replace := fs.Bool("replace", false, "replace an existing timer of the same key")
 	at := fs.Uint64("at", 0, "absolute tick of the first firing (instead of AFTER)")
+	sched := addScheduleFlags(fs) // schedule.go
 	return func(e *env) error {
 		receiver, tid, err := e.key()
 		if err != nil {
 			return err
 		}
+		if err := sched.check(fs, e.args); err != nil {
+			return err
+		}
 		// AFTER in ticks counts from the current tick; as a duration it
 		// counts from the moment the server reads the request, so the
 		// timer never fires early (client.AddAfter).
-		after, afterErr := strconv.ParseUint(e.args[2], 10, 64)
+		var after uint64
 		var d time.Duration
-		if afterErr != nil {
-			var err error
-			if d, err = time.ParseDuration(e.args[2]); err != nil || d <= 0 {
-				return usageError{fmt.Errorf("after %q: want ticks (an integer) or a positive duration such as 1.5s", e.args[2])}
+		var afterErr error
+		if len(e.args) == 3 {
+			if after, afterErr = strconv.ParseUint(e.args[2], 10, 64); afterErr != nil {
+				var err error
+				if d, err = time.ParseDuration(e.args[2]); err != nil || d <= 0 {
+					return usageError{fmt.Errorf("after %q: want ticks (an integer) or a positive duration such as 1.5s", e.args[2])}
+				}
 			}
 		}
 		n, err := repeatArg(*repeat)
@@ -253,8 +265,13 @@ func addCmd(fs *flag.FlagSet) func(*env) error {
 				return err
 			}
 		}
+		if err := sched.apply(o); err != nil {
+			return err
+		}
 		var due uint64
 		switch {
+		case o.Schedule != "":
+			due, err = e.c.AddSchedule(e.ctx, receiver, tid, o.Schedule, o)
 		case *at != 0:
 			due, err = e.c.AddAt(e.ctx, receiver, tid, *at, o)
 		case afterErr != nil:
@@ -284,8 +301,8 @@ func cancelCmd(e *env) error {
 }
 
 func timerJSON(t client.Timer) map[string]any {
-	return map[string]any{"receiver": t.Receiver, "tid": t.Tid, "due": t.Due, "remaining": t.Remaining,
-		"every": t.Every, "fired": t.Fired, "repeat": t.Repeat, "paused": t.Paused, "data": string(t.Data)}
+	return planJSON(t, map[string]any{"receiver": t.Receiver, "tid": t.Tid, "due": t.Due, "remaining": t.Remaining,
+		"every": t.Every, "fired": t.Fired, "repeat": t.Repeat, "paused": t.Paused, "data": string(t.Data)})
 }
 
 func timerText(t client.Timer) string {
@@ -300,6 +317,7 @@ func timerText(t client.Timer) string {
 		state = fmt.Sprintf("paused with %d ticks left", t.Remaining)
 	}
 	line := fmt.Sprintf("%d/%d  %s  every %d  fired %s", t.Receiver, t.Tid, state, t.Every, times)
+	line += planText(t)
 	if len(t.Data) > 0 {
 		line += fmt.Sprintf("  data %q", t.Data)
 	}

@@ -1,0 +1,38 @@
+package wheel
+
+// Reschedule moves the next firing of timer k to tick due, keeping the
+// rest of it: its fired count, repeat count, interval, data and its place
+// in the same-tick order (its add order). The firings after it are re-armed
+// from due by the interval as usual, unless the caller moves them again.
+// It is how a caller drives a timer whose firings do not follow a fixed
+// interval (a calendar schedule): from an Advance callback it moves the
+// timer just re-armed, and the move takes effect at once.
+//
+// It returns ErrNotFound, ErrPaused for a paused timer (its remaining ticks
+// are what Resume uses), or ErrPast when due is before Now(). A due equal
+// to Now() puts the timer among those due now, in add order: it fires in
+// the Advance running (when called from its callback) or the next one.
+func (w *Wheel) Reschedule(k Key, due uint64) error {
+	_, i := w.index.lookup(k)
+	if i == 0 {
+		return ErrNotFound
+	}
+	n := w.nodes.at(i)
+	switch {
+	case n.wprev == markPaused:
+		return ErrPaused
+	case due < w.now:
+		return ErrPast
+	case n.due == due:
+		return nil
+	}
+	w.unlink(i)
+	w.noteUnlinked(n.due)
+	n.due = due
+	if due == w.now {
+		w.insertDue(i)
+	} else {
+		w.place(i)
+	}
+	return nil
+}
