@@ -41,8 +41,8 @@ import (
 // Plans are state: the snapshot holds them (version 3) and the add
 // requests that make them are in the log, so a replay rebuilds them.
 
-// inDowntime is the record kind of a Downtime input: from, to. (Kinds up
-// to 18 are in record.go; 19 is left to the duration-based add.)
+// inDowntime is the record kind of a Downtime input: from, to. (The other
+// kinds are in record.go.)
 const inDowntime = 20
 
 // timerPlan is what the Core keeps for a timer beside the wheel.
