@@ -590,6 +590,7 @@ export class Client extends EventEmitter {
         cn.socket.once("close", () => r());
         setTimeout(r, 1000).unref();
       });
+      cn.flush();
       cn.drain(new ClosedError());
       cn.socket.end();
       await gone;

@@ -29,6 +29,7 @@ export class Conn {
   lastWrite = Date.now();
   closed = false;
   private draining = false;
+  private out: Uint8Array[] = [];
 
   constructor(
     socket: Socket,
@@ -79,8 +80,18 @@ export class Conn {
     return new Promise<unknown[]>((resolve, reject) => {
       this.pending.push({ id, op, resolve, reject, onOK });
       this.lastWrite = Date.now();
-      this.socket.write(frame);
+      // Requests sent in one turn of the event loop leave in one write.
+      this.out.push(frame);
+      if (this.out.length === 1) process.nextTick(() => this.flush());
     });
+  }
+
+  /** flush writes the requests not yet written (they go at the end of the current turn otherwise). */
+  flush(): void {
+    const out = this.out;
+    this.out = [];
+    if (this.closed || out.length === 0) return;
+    this.socket.write(out.length === 1 ? out[0] : Buffer.concat(out));
   }
 
   /**

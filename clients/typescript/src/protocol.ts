@@ -249,6 +249,8 @@ class Writer {
   }
 }
 
+const shared = new Writer(); // encodeRequest's scratch: the frame is copied out
+
 /**
  * encodeRequest returns r as one whole frame (header and payload): op, id
  * and every argument r.op takes, in wire order (the later optional ones
@@ -256,7 +258,7 @@ class Writer {
  * this client does not know is encoded as [op, id].
  */
 export function encodeRequest(r: Request): Uint8Array {
-  const w = new Writer();
+  const w = shared;
   w.n = HEADER_SIZE;
   let args = opArgs[r.op] ?? [];
   const base = baseArgs[r.op] ?? 0;

@@ -253,3 +253,17 @@ test("onEvent handler: events in order, one at a time", async () => {
   assert.deepEqual(got, [1n, 2n, 3n].map((k) => `tick ${T + k}  600/1  fired ${k}/3${k === 3n ? "  last" : ""}`));
   assert.throws(() => c.events(), /onEvent/);
 });
+
+test("acknowledged mode, auto: close sends the acks of the events finished, not of the one in hand", async () => {
+  const admin = await dial("admin-auto");
+  const a = await connect(srv.addr, { name: "auto-a" });
+  const ra = new Reader(a);
+  await a.bind(700, { ack: "auto" });
+  for (let i = 1; i <= 3; i++) await admin.add(700, i, 1);
+  await admin.fastForward(1);
+  const evs = (await ra.take(3)) as FireEvent[]; // the third is still in hand
+  await a.close();
+  const b = await dial("auto-b", "");
+  const res = await b.bind(700, { ack: "auto" });
+  assert.deepEqual([res.firstSeq, res.pending], [evs[2].seq, 1n]);
+});
