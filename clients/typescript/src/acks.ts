@@ -3,10 +3,6 @@ import type { FireMessage } from "./protocol.js";
 /** How a receiver's events are acknowledged: not at all (plain mode), by the client, or by the user. */
 export type AckMode = "none" | "auto" | "manual";
 
-function fingerprint(f: FireMessage): string {
-  return `${f.tid}/${f.tick}/${f.fired}`;
-}
-
 /**
  * AckState is what the client keeps of one receiver bound in acknowledged
  * mode: what the server confirmed acked, what the user has finished, what
@@ -22,8 +18,13 @@ export class AckState {
   sent = 0n;
   /** Highest seq received on the current connection since its bind. */
   seen = 0n;
-  /** Delivered events above `acked`: seq -> fingerprint. */
-  private kept = new Map<bigint, string>();
+  // The events delivered and not yet confirmed acked, to tell their
+  // redeliveries from new events: seqs keptStart, keptStart+1, ... (a
+  // receiver's events come in seq order), each as its tid, tick and fired
+  // (their low 52 bits, as numbers: cheap to keep and compare).
+  private keptStart = 0n;
+  private kept: number[] = []; // 3 numbers per event, from keptHead
+  private keptHead = 0;
 
   constructor(public mode: AckMode) {}
 
@@ -37,21 +38,35 @@ export class AckState {
   private reset(): void {
     this.acked = 0n;
     this.want = 0n;
-    this.kept.clear();
+    this.kept = [];
+    this.keptHead = 0;
+  }
+
+  private get keptLen(): number {
+    return (this.kept.length - this.keptHead) / 3;
   }
 
   /** fire notes an arriving event and reports whether it is a duplicate of one delivered before. */
   fire(f: FireMessage): boolean {
     if (f.seq > this.seen) this.seen = f.seq;
-    const fp = fingerprint(f);
-    const old = this.kept.get(f.seq);
-    if (old === fp) return true;
-    if (old !== undefined) {
+    const tid = Number(BigInt.asUintN(52, f.tid));
+    const tick = Number(BigInt.asUintN(52, f.tick));
+    const fired = Number(BigInt.asUintN(52, f.fired));
+    const n = this.keptLen;
+    const i = f.seq >= this.keptStart ? f.seq - this.keptStart : -1n;
+    if (i >= 0n && i < BigInt(n)) {
+      const k = this.keptHead + 3 * Number(i);
+      if (this.kept[k] === tid && this.kept[k + 1] === tick && this.kept[k + 2] === fired) return true;
       this.reset(); // the same seq is another event: the server started again
     } else if (f.seq <= this.acked) {
       return true;
     }
-    this.kept.set(f.seq, fp);
+    if (this.keptLen === 0 || f.seq !== this.keptStart + BigInt(this.keptLen)) {
+      this.kept = []; // not the next seq (the server started again): keep from here
+      this.keptHead = 0;
+      this.keptStart = f.seq;
+    }
+    this.kept.push(tid, tick, fired);
     return false;
   }
 
@@ -65,9 +80,20 @@ export class AckState {
   confirmed(seq: bigint): void {
     if (seq <= this.acked) return;
     this.acked = seq;
-    for (const k of this.kept.keys()) {
-      if (k > seq) break; // kept in seq order
-      this.kept.delete(k);
+    if (seq < this.keptStart) return;
+    const drop = seq - this.keptStart + 1n;
+    const n = this.keptLen;
+    if (drop >= BigInt(n)) {
+      this.kept = [];
+      this.keptHead = 0;
+      this.keptStart = seq + 1n;
+      return;
+    }
+    this.keptHead += 3 * Number(drop);
+    this.keptStart = seq + 1n;
+    if (this.keptHead > 3072 && this.keptHead * 2 > this.kept.length) {
+      this.kept = this.kept.slice(this.keptHead);
+      this.keptHead = 0;
     }
   }
 }

@@ -318,10 +318,9 @@ export class Client extends EventEmitter {
         if (dup) {
           this.redeliveredTotal++;
         } else {
-          const { kind: _k, ...f } = m;
-          this.queue.push({ kind: "fire", ...f });
+          this.queue.push(m); // a FireMessage is a FireEvent
         }
-        if (st) this.scheduleAck(r, false);
+        if (st && st.want > st.sent) this.scheduleAck(r, false); // an ack waiting for this redelivery
         return;
       }
       case "takeover":
