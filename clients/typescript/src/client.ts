@@ -274,7 +274,8 @@ export class Client extends EventEmitter {
     signal?.throwIfAborted();
     const cn = await this.waitConn(signal);
     signal?.throwIfAborted();
-    const p = cn.send({ op: Op[op], ...req }, op, onOK);
+    (req as Omit<Request, "id">).op = Op[op]; // req is the caller's fresh object
+    const p = cn.send(req as Omit<Request, "id">, op, onOK);
     if (!signal) return p;
     return new Promise((resolve, reject) => {
       const onAbort = (): void => reject(signal.reason as Error);
@@ -484,13 +485,17 @@ export class Client extends EventEmitter {
 
   /** add adds timer (receiver, tid), first firing `after` ticks from now; it returns the due tick. */
   async add(receiver: U64, tid: U64, after: U64, o: AddOptions = {}): Promise<bigint> {
-    const res = await this.call("add", { ...this.addReq(receiver, tid, o), after: toU64(after, "after") }, o);
+    const req = this.addReq(receiver, tid, o);
+    req.after = toU64(after, "after");
+    const res = await this.call("add", req, o);
     return decodeUints(res, 1, "add result")[0];
   }
 
   /** addAt adds a timer whose first firing is at tick `at` (after now). */
   async addAt(receiver: U64, tid: U64, at: U64, o: AddOptions = {}): Promise<bigint> {
-    const res = await this.call("add", { ...this.addReq(receiver, tid, o), at: toU64(at, "at") }, o);
+    const req = this.addReq(receiver, tid, o);
+    req.at = toU64(at, "at");
+    const res = await this.call("add", req, o);
     return decodeUints(res, 1, "add result")[0];
   }
 

@@ -76,7 +76,7 @@ export class Conn {
   send(req: Omit<Request, "id">, op: string, onOK?: (result: unknown[]) => void): Promise<unknown[]> {
     if (this.closed) return Promise.reject(new DisconnectedError("tickwheel: not connected"));
     const id = this.nextId++;
-    const frame = encodeRequest({ ...req, id } as Request);
+    const frame = encodeRequest(req, id);
     return new Promise<unknown[]>((resolve, reject) => {
       this.pending.push({ id, op, resolve, reject, onOK });
       this.lastWrite = Date.now();

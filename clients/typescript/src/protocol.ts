@@ -147,8 +147,8 @@ const opArgs: Record<number, Arg[]> = {
  */
 const baseArgs: Record<number, number> = { [Op.add]: 8 };
 
-function isDefault(r: Request, name: keyof Request): boolean {
-  const v = r[name];
+function isDefault(r: Omit<Request, "id">, name: keyof Request): boolean {
+  const v = (r as Request)[name];
   return v === undefined || v === null || v === 0n || v === "" || v === false;
 }
 
@@ -255,9 +255,10 @@ const shared = new Writer(); // encodeRequest's scratch: the frame is copied out
  * encodeRequest returns r as one whole frame (header and payload): op, id
  * and every argument r.op takes, in wire order (the later optional ones
  * only up to the last that is set). Empty data is encoded as nil. An op
- * this client does not know is encoded as [op, id].
+ * this client does not know is encoded as [op, id]. id, when given, is
+ * used instead of r.id.
  */
-export function encodeRequest(r: Request): Uint8Array {
+export function encodeRequest(r: Omit<Request, "id">, id?: bigint): Uint8Array {
   const w = shared;
   w.n = HEADER_SIZE;
   let args = opArgs[r.op] ?? [];
@@ -269,9 +270,9 @@ export function encodeRequest(r: Request): Uint8Array {
   }
   w.arrayHeader(2 + args.length);
   w.uint(BigInt(r.op));
-  w.uint(r.id);
+  w.uint(id ?? (r as Request).id);
   for (const [name, kind] of args) {
-    const v = r[name];
+    const v = r[name as keyof typeof r];
     switch (kind) {
       case "u":
         w.uint((v as bigint | undefined) ?? 0n);
