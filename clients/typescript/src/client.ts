@@ -189,7 +189,12 @@ export class Client extends EventEmitter {
         cn.close(err);
         throw err;
       });
-    this.hello = decodeHello(res);
+    try {
+      this.hello = decodeHello(res);
+    } catch (err) {
+      cn.close(err as Error);
+      throw err;
+    }
     for (const [r, b] of this.bound) {
       cn.send({ op: Op.bind, receiver: r, ephemeral: b.ephemeral, ack: b.ack !== "none" }, "bind", (res) => this.bindReplied(r, b, res))
         .catch((err: Error) => {
