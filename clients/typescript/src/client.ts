@@ -181,7 +181,8 @@ export class Client extends EventEmitter {
   async open(signal?: AbortSignal): Promise<void> {
     const socket = await Conn.dial(this.host, this.port, signal);
     const cn = new Conn(socket, this.opts.maxFrame ?? 64 << 20,
-      (m) => this.onPush(cn, m), (p, m) => this.onReply(p, m), (err) => this.onClose(cn, err));
+      (m) => this.onPush(cn, m), (p, m) => this.onReply(p, m), (err) => this.onClose(cn, err),
+      (m) => this.emit("warning", new TickwheelError("connection", m.code, m.message)));
     this.conn = cn;
     if (this.paused) cn.pause();
     const res = await cn.send({ op: Op.hello, version: BigInt(PROTOCOL_VERSION), name: this.opts.name ?? "", token: this.opts.token ?? "" }, "hello")

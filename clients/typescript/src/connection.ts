@@ -37,6 +37,7 @@ export class Conn {
     private readonly onPush: (m: Message) => void,
     private readonly onReply: (p: Pending, m: Message) => void,
     private readonly onClose: (err: Error) => void,
+    private readonly onNotice: (m: Message & { kind: "error" }) => void = () => {},
   ) {
     this.socket = socket;
     this.splitter = new FrameSplitter(maxFrame);
@@ -114,6 +115,12 @@ export class Conn {
         const m = decodeMessage(p);
         if (m.kind === "ok" || m.kind === "error") {
           const call = this.pending[this.head];
+          if (!call && m.kind === "error" && m.id === 0n) {
+            // Not a reply: the server says why it is closing the connection
+            // (a timeout, max_connections); the close follows.
+            this.onNotice(m);
+            continue;
+          }
           if (!call) throw new Error(`tickwheel: a reply (id ${m.id}) to no request`);
           if (m.id !== call.id && m.id !== 0n) throw new Error(`tickwheel: reply id ${m.id}, want ${call.id}`);
           this.pending[this.head++] = undefined as unknown as Pending;
