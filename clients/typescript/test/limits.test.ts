@@ -2,7 +2,7 @@
 // the client pings while it has nothing to send, so an idle timeout never
 // closes it.
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
@@ -13,7 +13,9 @@ import { ADMIN_TOKEN, Reader, startServer, type RunningServer } from "../testkit
 let srv: RunningServer;
 
 before(async () => {
-  const cfg = join(mkdtempSync(join(tmpdir(), "tickwheel-ts-cfg-")), "small.yaml");
+  const dir = mkdtempSync(join(tmpdir(), "tickwheel-ts-cfg-"));
+  process.once("exit", () => rmSync(dir, { recursive: true, force: true }));
+  const cfg = join(dir, "small.yaml");
   writeFileSync(cfg, "limits:\n  max_backlog: 5\ntimeouts:\n  idle: 300ms\n");
   srv = await startServer(["-config", cfg, "-frozen", "-start-tick", "1000"]);
 });

@@ -1,7 +1,7 @@
 // Test helpers: the real tickwheel server binary, and a TCP relay whose
 // connections a test can cut.
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createConnection, createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -23,7 +23,9 @@ export function serverBinary(): string {
     return env;
   }
   if (!built) {
-    built = join(mkdtempSync(join(tmpdir(), "tickwheel-ts-")), "tickwheel");
+    const dir = mkdtempSync(join(tmpdir(), "tickwheel-ts-"));
+    process.once("exit", () => rmSync(dir, { recursive: true, force: true }));
+    built = join(dir, "tickwheel");
     execFileSync("go", ["build", "-o", built, "./cmd/tickwheel"], { cwd: repoRoot, stdio: "inherit" });
   }
   return built;
