@@ -17,7 +17,8 @@ import (
 // (PROTOCOL_PRINT_EXAMPLES=1 go test -run TestProtocolDocExamples -v
 // ./protocol/ prints them) and checked against it: every example in the doc
 // must be exactly the bytes the appenders produce and decode to the values
-// here.
+// here. Each example must also be, byte for byte, the vector of the same
+// name in testdata/vectors.json.
 
 type docExample struct {
 	name   string
@@ -61,12 +62,13 @@ func uintsCheck(id uint64, want ...uint64) func(*testing.T, []byte) {
 	}
 }
 
-var docHello = Hello{Session: 5, Now: 1000, TickNs: 10_000_000, ServerVersion: "0.1.0",
-	Limits: Limits{MaxFrame: 65536, MaxData: 1024, MaxTimersPerReceiver: 10000, MaxTimers: 1_000_000,
-		MaxReceiversPerSession: 10000, MaxBacklog: 1000, MaxOutbound: 4 << 20}}
-var docTimer = Timer{Receiver: 42, Tid: 7, Due: 1030, Remaining: 30, Every: 30, Fired: 0, Repeat: 3, Data: []byte("hi")}
-var docStats = Stats{Now: 1000, Target: 1000, Timers: 1, Sessions: 1, Connections: 1, Receivers: 1, FiredTotal: 12, TickNs: 10_000_000, Speed: 1}
-var docFire = Fire{Receiver: 42, Tid: 7, Tick: 1030, Fired: 1, Repeat: 3, Data: []byte("hi"), Seq: 1}
+// The doc's values are the vectors' (vectors_test.go).
+var (
+	docHello = vecHello
+	docTimer = vecTimer
+	docStats = vecStats
+	docFire  = vecFire
+)
 
 func docExamples() []docExample {
 	return []docExample{
@@ -117,11 +119,11 @@ func docExamples() []docExample {
 			require.NoError(t, DecodeStats(r, &s))
 			assert.Equal(t, docStats, s)
 		}),
-		{name: "error", frame: AppendError(nil, 6, CodeNotFound, "timer not found"),
+		{name: "error", frame: AppendError(nil, 6, CodeNotFound, errorTexts[CodeNotFound]),
 			labels: []string{"kind error", "id", "code not_found", "message"}, check: func(t *testing.T, p []byte) {
 				var m Message
 				require.NoError(t, DecodeMessage(p, &m))
-				assert.Equal(t, Message{Kind: KindError, ID: 6, Code: CodeNotFound, Text: "timer not found"}, m)
+				assert.Equal(t, Message{Kind: KindError, ID: 6, Code: CodeNotFound, Text: "wheel: timer not found"}, m)
 			}},
 		{name: "fire", frame: AppendFire(nil, &docFire),
 			labels: []string{"kind fire", "receiver", "tid", "tick", "fired", "repeat", "last", "data", "seq", "late"}, check: func(t *testing.T, p []byte) {
@@ -192,6 +194,10 @@ func TestProtocolDocExamples(t *testing.T) {
 		}
 	}
 	doc := parseDocExamples(t, "../docs/PROTOCOL.md")
+	vectors := loadVectors(t)
+	for name, b := range doc {
+		assert.Equal(t, vectors[name], hex.EncodeToString(b), "docs/PROTOCOL.md example %s is not the vector of that name", name)
+	}
 	seen := map[string]bool{}
 	for _, ex := range examples {
 		seen[ex.name] = true

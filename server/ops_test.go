@@ -36,10 +36,10 @@ func TestHello(t *testing.T) {
 		MaxOutbox: 100_000, MaxOutboxBytes: 16 << 20, MaxOutboxTotal: 10_000_000, MaxOutboxBytesTotal: 512 << 20}, h.Limits)
 	other := helloClient(t, srv, "h2")
 	assert.NotEqual(t, h.Session, other.session, "session ids are distinct")
-	// Before hello, requests are refused; an unknown op is answered.
+	// Before hello, requests are refused, unknown ops too.
 	d := dial(t, srv)
 	d.failCode(protocol.CodeHelloRequired, protocol.Request{Op: protocol.OpPing})
-	d.failCode(protocol.CodeUnknownOp, protocol.Request{Op: 99})
+	d.failCode(protocol.CodeHelloRequired, protocol.Request{Op: 99})
 	d.sayHello("late", "")
 	d.ping()
 }

@@ -187,3 +187,32 @@ func TestBacklogLargerThanOutbound(t *testing.T) {
 	}
 	assert.Zero(t, admin.stats().DroppedTotal)
 }
+
+// TestBurstToReadingClient: one tick whose events are more than
+// max_outbound (2,100 timers of 4 KiB, ~8.7 MB against the default 8 MiB)
+// does not close a client that reads: what does not fit waits in the
+// receiver's queue and follows as the client drains, in order, none
+// dropped (the report of a close after ~8.4 MB).
+func TestBurstToReadingClient(t *testing.T) {
+	srv := startServer(t, nil) // the default limits
+	admin := helloClient(t, srv, "admin")
+	c := helloClient(t, srv, "reader")
+	c.bind(1, false)
+	data := make([]byte, 4096)
+	const n = 2100
+	for i := range n {
+		admin.add(protocol.Request{Receiver: 1, Tid: uint64(i + 1), After: 1, Data: data})
+	}
+	admin.ff(1)
+	var seq uint64
+	for seq < n {
+		m, err := c.read()
+		require.NoError(t, err, "closed after seq %d", seq)
+		require.Equal(t, protocol.KindFire, m.Kind)
+		require.Equal(t, seq+1, m.Fire.Seq)
+		require.Equal(t, seq+1, m.Fire.Tid, "same-tick timers fire in the order they were added")
+		seq = m.Fire.Seq
+	}
+	c.ping()
+	assert.Zero(t, admin.stats().DroppedTotal)
+}

@@ -14,7 +14,11 @@ const maxHelloFailures = 3
 
 // Apply applies one request frame (its payload, header excluded) of
 // session s at the current tw-time (Now) and appends its reply to s's
-// output. A malformed frame gets an error reply and marks s killed.
+// output. A malformed frame gets an error reply and marks s killed. The
+// checks come in this order: the message must decode (else malformed, and
+// the connection closes), then a session without hello may send only hello
+// (else hello_required, for an undefined op too), then the op must be
+// defined (else unknown_op), then admin rights and the read-only state.
 // State-changing requests are recorded: hello with its outcome (never its
 // token), clock ops with the tick they left tw-time at, the others as
 // sent.
@@ -30,6 +34,10 @@ func (c *Core) Apply(s *Session, payload []byte) {
 	*req = protocol.Request{}
 	err := protocol.DecodeRequest(payload, req)
 	switch {
+	case errors.Is(err, protocol.ErrUnknownOp) && !s.hello:
+		c.fail(s, req.ID, protocol.CodeHelloRequired, "the first request must be hello")
+		c.markDirty(s)
+		return
 	case errors.Is(err, protocol.ErrUnknownOp):
 		c.fail(s, req.ID, protocol.CodeUnknownOp, err.Error())
 		c.markDirty(s)

@@ -86,8 +86,13 @@ func TestAdminOps(t *testing.T) {
 func TestUnknownOp(t *testing.T) {
 	h := newHarness(t, nil)
 	c := h.dial()
-	// Before hello too: an unknown op is not malformed.
-	c.failCode(protocol.CodeUnknownOp, protocol.Request{Op: 99})
+	// Before hello an unknown op is hello_required, like any other request
+	// but hello; a malformed one is malformed (decoding comes first).
+	c.failCode(protocol.CodeHelloRequired, protocol.Request{Op: 99})
+	h.apply(c.s, []byte{0x94, 0xcd, 0x01, 0x2c, 78, 1, 0xa1, 'x'}) // [300, 78, 1, "x"]
+	m := c.reply(78)
+	assert.Equal(t, protocol.CodeHelloRequired, m.Code)
+	assert.False(t, c.s.Killed())
 	c.sayHello("u", "")
 	for _, op := range []protocol.Op{0, 13, 19, 25, 255} {
 		text := c.failCode(protocol.CodeUnknownOp, protocol.Request{Op: op})
@@ -95,10 +100,16 @@ func TestUnknownOp(t *testing.T) {
 	}
 	// op > 255 and extra arguments, encoded by hand: [300, 77, 1, "x"]
 	h.apply(c.s, []byte{0x94, 0xcd, 0x01, 0x2c, 77, 1, 0xa1, 'x'})
-	m := c.reply(77)
+	m = c.reply(77)
 	assert.Equal(t, protocol.KindError, m.Kind)
 	assert.Equal(t, protocol.CodeUnknownOp, m.Code)
 	c.ping() // the connection stays usable
+
+	// A malformed request before hello: malformed, and the session is killed.
+	d := h.dial()
+	h.apply(d.s, []byte{0x92, 99, 0xc1}) // [99, <never used byte>]
+	assert.Equal(t, protocol.CodeMalformed, d.reply(0).Code)
+	assert.True(t, d.s.Killed())
 }
 
 func TestBindUnbind(t *testing.T) {

@@ -1,0 +1,579 @@
+import { EventEmitter } from "node:events";
+
+import { AckState, type AckMode } from "./acks.js";
+import { Conn, type Pending } from "./connection.js";
+import { ClosedError, DisconnectedError, TickwheelError } from "./errors.js";
+import { EventQueue, type Event } from "./events.js";
+import type { AddOptions, BindOptions, BindResult, CallOptions, ConnectOptions } from "./options.js";
+import {
+  Missed, Op, PROTOCOL_VERSION, decodeHello, decodeListPage, decodeStats, decodeTimer, decodeUints,
+  toU64, type Hello, type Limits, type Message, type OpName, type Request, type Stats, type Timer, type U64,
+} from "./protocol.js";
+
+interface Bound {
+  ephemeral: boolean;
+  ack: AckMode;
+}
+
+const ACK_DELAY_MS = 2;
+const ACK_BATCH = 256;
+
+/**
+ * connect dials a tickwheel server at "host:port", says hello and returns
+ * the client. It rejects when the first connection or hello fails (a bad
+ * token is a TickwheelError with code "unauthorized").
+ */
+export async function connect(addr: string, opts: ConnectOptions = {}): Promise<Client> {
+  const c = new Client(addr, opts);
+  await c.open(opts.signal);
+  return c;
+}
+
+/**
+ * Client is a connection to tickwheel that pipelines calls (many in
+ * flight, replies matched in order), delivers events in order, and
+ * reconnects by itself, binding its receivers again. It emits "connect"
+ * (each hello), "disconnect" (err) and "warning" (err: a failed
+ * reconnect, a failed ack, a handler that threw).
+ */
+export class Client extends EventEmitter {
+  private readonly host: string;
+  private readonly port: number;
+  private conn: Conn | null = null;
+  private ready: Conn | null = null;
+  private hello!: Hello;
+  private closing = false;
+  private reconnecting = false;
+  private waiters: { resolve: (c: Conn) => void; reject: (e: Error) => void }[] = [];
+  private readonly bound = new Map<bigint, Bound>();
+  private readonly lastSeq = new Map<bigint, bigint>();
+  private readonly acks = new Map<bigint, AckState>();
+  private readonly ackDirty = new Set<bigint>();
+  private ackTimer: NodeJS.Timeout | null = null;
+  private ackCount = 0;
+  private idleTimer: NodeJS.Timeout | null = null;
+  private readonly queue: EventQueue;
+  private paused = false;
+  private droppedTotal = 0n;
+  private redeliveredTotal = 0n;
+
+  /** Use connect(). */
+  constructor(addr: string, private readonly opts: ConnectOptions) {
+    super();
+    const i = addr.lastIndexOf(":");
+    if (i < 0) throw new RangeError(`tickwheel: address ${addr}: want host:port`);
+    this.host = addr.slice(0, i).replace(/^\[|\]$/g, "");
+    this.port = Number(addr.slice(i + 1));
+    this.queue = new EventQueue(opts.eventBuffer ?? 1024, opts.onEvent ?? null,
+      (ev) => this.eventDone(ev),
+      (full) => {
+        this.paused = full;
+        if (full) this.conn?.pause();
+        else this.conn?.resume();
+      },
+      (err) => this.emit("warning", err));
+  }
+
+  /** This session's id (it changes with each reconnect). */
+  get session(): bigint {
+    return this.hello.session;
+  }
+
+  /** The tick length in nanoseconds. */
+  get tickNs(): bigint {
+    return this.hello.tickNs;
+  }
+
+  /** The server's limits, from the last hello. */
+  get limits(): Limits {
+    return this.hello.limits;
+  }
+
+  /** The server's version string. */
+  get serverVersion(): string {
+    return this.hello.serverVersion;
+  }
+
+  /** Total of every "dropped" event's count. */
+  get dropped(): bigint {
+    return this.droppedTotal;
+  }
+
+  /** Redelivered events (acknowledged mode) the client dropped because it had delivered them. */
+  get redelivered(): bigint {
+    return this.redeliveredTotal;
+  }
+
+  /** ticks converts milliseconds to ticks, rounding up (at least 1), so a timer never fires early. */
+  ticks(ms: number): bigint {
+    if (!(ms >= 0) || !Number.isFinite(ms)) throw new RangeError(`tickwheel: ${ms} ms is not a duration`);
+    const ns = BigInt(Math.ceil(ms * 1e6));
+    const t = (ns + this.hello.tickNs - 1n) / this.hello.tickNs;
+    return t > 0n ? t : 1n;
+  }
+
+  // ---- connection ----
+
+  /** open dials, says hello and binds the receivers again. */
+  async open(signal?: AbortSignal): Promise<void> {
+    const socket = await Conn.dial(this.host, this.port, signal);
+    const cn = new Conn(socket, this.opts.maxFrame ?? 64 << 20,
+      (m) => this.onPush(cn, m), (p, m) => this.onReply(p, m), (err) => this.onClose(cn, err),
+      (m) => this.emit("warning", new TickwheelError("connection", m.code, m.message)));
+    this.conn = cn;
+    if (this.paused) cn.pause();
+    const res = await cn.send({ op: Op.hello, version: BigInt(PROTOCOL_VERSION), name: this.opts.name ?? "", token: this.opts.token ?? "" }, "hello")
+      .catch((err: Error) => {
+        cn.close(err);
+        throw err;
+      });
+    try {
+      this.hello = decodeHello(res);
+    } catch (err) {
+      cn.close(err as Error);
+      throw err;
+    }
+    for (const [r, b] of this.bound) {
+      cn.send({ op: Op.bind, receiver: r, ephemeral: b.ephemeral, ack: b.ack !== "none" }, "bind", (res) => this.bindReplied(r, b, res))
+        .catch((err: Error) => {
+          if (!(err instanceof DisconnectedError)) this.emit("warning", err);
+        });
+    }
+    this.ready = cn;
+    for (const w of this.waiters.splice(0)) w.resolve(cn);
+    this.startIdlePing(cn);
+    this.emit("connect", this.hello);
+  }
+
+  private onClose(cn: Conn, err: Error): void {
+    if (this.conn === cn) this.conn = null;
+    if (this.ready !== cn) return; // a connection that never got ready: open() reports it
+    this.ready = null;
+    if (this.idleTimer) clearInterval(this.idleTimer);
+    if (this.closing) return;
+    this.emit("disconnect", err);
+    if (this.opts.reconnect === false) {
+      this.shutdown(new DisconnectedError("tickwheel: the connection dropped (reconnect off)", { cause: err }));
+      return;
+    }
+    void this.reconnectLoop();
+  }
+
+  private async reconnectLoop(): Promise<void> {
+    if (this.reconnecting) return;
+    this.reconnecting = true;
+    const min = (this.opts.reconnect || {}).minMs ?? 100;
+    const max = (this.opts.reconnect || {}).maxMs ?? 5000;
+    let delay = min;
+    while (!this.closing && !this.ready) {
+      await new Promise((r) => setTimeout(r, delay / 2 + Math.random() * delay / 2));
+      if (this.closing) break;
+      try {
+        await this.open();
+      } catch (err) {
+        this.emit("warning", err);
+        delay = Math.min(delay * 2, max);
+      }
+    }
+    this.reconnecting = false;
+  }
+
+  private startIdlePing(cn: Conn): void {
+    const idle = Number(this.hello.limits.idle_timeout_ms ?? 0n);
+    if (idle <= 0) return;
+    if (this.idleTimer) clearInterval(this.idleTimer);
+    this.idleTimer = setInterval(() => {
+      if (this.ready === cn && Date.now() - cn.lastWrite >= idle / 3) cn.send({ op: Op.ping }, "ping").catch(() => {});
+    }, Math.max(10, idle / 6));
+    this.idleTimer.unref();
+  }
+
+  private waitConn(signal?: AbortSignal): Promise<Conn> {
+    if (this.closing) return Promise.reject(new ClosedError());
+    if (this.ready) return Promise.resolve(this.ready);
+    return new Promise((resolve, reject) => {
+      const w = {
+        resolve: (c: Conn) => {
+          signal?.removeEventListener("abort", onAbort);
+          resolve(c);
+        },
+        reject: (e: Error) => {
+          signal?.removeEventListener("abort", onAbort);
+          reject(e);
+        },
+      };
+      const onAbort = (): void => {
+        this.waiters = this.waiters.filter((x) => x !== w);
+        reject(signal!.reason as Error);
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      this.waiters.push(w);
+    });
+  }
+
+  /** call sends one request and returns its OK result; onOK runs as the reply is read. */
+  private async call(op: OpName, req: Omit<Request, "id" | "op">, o?: CallOptions, onOK?: (res: unknown[]) => void): Promise<unknown[]> {
+    const signal = o?.signal;
+    signal?.throwIfAborted();
+    const cn = await this.waitConn(signal);
+    signal?.throwIfAborted();
+    (req as Omit<Request, "id">).op = Op[op]; // req is the caller's fresh object
+    const p = cn.send(req as Omit<Request, "id">, op, onOK);
+    if (!signal) return p;
+    return new Promise((resolve, reject) => {
+      const onAbort = (): void => reject(signal.reason as Error);
+      signal.addEventListener("abort", onAbort, { once: true });
+      p.then((v) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(v);
+      }, (e: Error) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(e);
+      });
+    });
+  }
+
+  private onReply(p: Pending, m: Message): void {
+    if (m.kind === "ok") {
+      try {
+        p.onOK?.(m.result);
+      } catch (err) {
+        p.reject(err as Error);
+        return;
+      }
+      p.resolve(m.result);
+    } else if (m.kind === "error") {
+      p.reject(new TickwheelError(p.op, m.code, m.message));
+    }
+  }
+
+  // ---- events ----
+
+  private onPush(cn: Conn, m: Message): void {
+    if (cn !== this.conn) return;
+    switch (m.kind) {
+      case "fire": {
+        const r = m.receiver;
+        const last = this.lastSeq.get(r);
+        const st = this.acks.get(r);
+        const dup = st !== undefined && st.fire(m);
+        if (!dup && last !== undefined && m.seq > last + 1n && m.seq !== 1n) this.lost(r, m.seq - last - 1n);
+        if (last === undefined || m.seq > last || m.seq === 1n) this.lastSeq.set(r, m.seq);
+        if (dup) {
+          this.redeliveredTotal++;
+        } else {
+          this.queue.push(m); // a FireMessage is a FireEvent
+        }
+        if (st && st.want > st.sent) this.scheduleAck(r, false); // an ack waiting for this redelivery
+        return;
+      }
+      case "takeover":
+        this.forget(m.receiver);
+        this.queue.push({ kind: "takeover", receiver: m.receiver, session: m.session });
+        return;
+      case "dropped": {
+        const last = this.lastSeq.get(m.receiver);
+        if (last === undefined || m.lastSeq > last) this.lastSeq.set(m.receiver, m.lastSeq);
+        if (m.lastSeq >= m.firstSeq) this.lost(m.receiver, m.lastSeq - m.firstSeq + 1n);
+        return;
+      }
+    }
+  }
+
+  private lost(receiver: bigint, count: bigint): void {
+    this.droppedTotal += count;
+    this.queue.push({ kind: "dropped", receiver, count });
+  }
+
+  private forget(receiver: bigint): void {
+    this.bound.delete(receiver);
+    this.lastSeq.delete(receiver);
+    this.acks.delete(receiver);
+  }
+
+  private eventDone(ev: Event): void {
+    if (ev.kind !== "fire") return;
+    const st = this.acks.get(ev.receiver);
+    if (!st || st.mode !== "auto") return;
+    if (ev.seq > st.want) st.want = ev.seq;
+    this.scheduleAck(ev.receiver, true);
+  }
+
+  /**
+   * events returns the async iterator of events (fires, takeovers, drops),
+   * in order; it ends when the client is closed. An event counts as
+   * finished (for auto acks) when the loop asks for the next one. One
+   * consumer only, and not with onEvent.
+   */
+  events(): AsyncIterableIterator<Event> {
+    if (this.opts.onEvent) throw new Error("tickwheel: events() with an onEvent handler");
+    const q = this.queue;
+    const it: AsyncIterableIterator<Event> = {
+      next: () => q.next(),
+      return: async () => ({ value: undefined, done: true }),
+      [Symbol.asyncIterator]: () => it,
+    };
+    return it;
+  }
+
+  [Symbol.asyncIterator](): AsyncIterableIterator<Event> {
+    return this.events();
+  }
+
+  // ---- acks ----
+
+  private scheduleAck(receiver: bigint, counted: boolean): void {
+    this.ackDirty.add(receiver);
+    if (counted && ++this.ackCount >= ACK_BATCH) {
+      this.flushAcks();
+      return;
+    }
+    this.ackTimer ??= setTimeout(() => this.flushAcks(), ACK_DELAY_MS);
+  }
+
+  /** flushAcks sends the acks due now, one per receiver. */
+  private flushAcks(only?: bigint): void {
+    if (this.ackTimer && only === undefined) {
+      clearTimeout(this.ackTimer);
+      this.ackTimer = null;
+    }
+    if (only === undefined) this.ackCount = 0;
+    const cn = this.ready;
+    if (!cn) return;
+    for (const r of only === undefined ? [...this.ackDirty] : [only]) {
+      this.ackDirty.delete(r);
+      const st = this.acks.get(r);
+      const seq = st?.due() ?? 0n;
+      if (!st || seq === 0n) continue;
+      st.sent = seq;
+      cn.send({ op: Op.ack, receiver: r, seq }, "ack", () => st.confirmed(seq)).catch((err: Error) => {
+        if (!(err instanceof DisconnectedError) && !(err instanceof ClosedError)) this.emit("warning", err);
+      });
+    }
+  }
+
+  /**
+   * ack acknowledges every event of the receiver up to seq (acknowledged
+   * mode): the server forgets them. Acks are cumulative and batched; one
+   * covering events from an earlier connection goes out once their
+   * redelivery has reached this one. Failures are emitted as "warning".
+   * It throws if the receiver is not bound here in acknowledged mode.
+   */
+  ack(receiver: U64, seq: U64): void {
+    const r = toU64(receiver, "receiver");
+    const st = this.acks.get(r);
+    if (!st) throw new Error(`tickwheel: ack: receiver ${r} is not bound here in acknowledged mode`);
+    const s = toU64(seq, "seq");
+    if (s > st.want) st.want = s;
+    this.scheduleAck(r, true);
+  }
+
+  // ---- ops ----
+
+  /**
+   * bind makes this client the receiver's destination, taking it over
+   * from any other session. Its pending events follow at once, after a
+   * "dropped" event when the server gave some up. The client binds it
+   * again, with the same options, after each reconnect.
+   */
+  async bind(receiver: U64, o: BindOptions = {}): Promise<BindResult> {
+    const r = toU64(receiver, "receiver");
+    const b: Bound = { ephemeral: o.ephemeral ?? false, ack: o.ack ?? "none" };
+    if (!["none", "auto", "manual"].includes(b.ack)) throw new RangeError(`tickwheel: bind: ack mode ${b.ack}`);
+    const res = await this.call("bind", { receiver: r, ephemeral: b.ephemeral, ack: b.ack !== "none" }, o,
+      (res) => this.bindReplied(r, b, res));
+    const [pending, dropped, firstSeq] = decodeUints(res, 3, "bind result");
+    return { pending, dropped, firstSeq };
+  }
+
+  private bindReplied(r: bigint, b: Bound, res: unknown[]): void {
+    const [, dropped, firstSeq] = decodeUints(res, 3, "bind result");
+    this.bound.set(r, b);
+    if (b.ack !== "none") {
+      const st = this.acks.get(r) ?? new AckState(b.ack);
+      st.mode = b.ack;
+      st.bound(firstSeq);
+      this.acks.set(r, st);
+    } else {
+      this.acks.delete(r);
+    }
+    if (firstSeq > 0n) this.lastSeq.set(r, firstSeq - 1n);
+    else this.lastSeq.delete(r);
+    if (dropped > 0n) this.lost(r, dropped);
+  }
+
+  /** unbind stops the receiver's events coming here (acks due are sent first); its timers stay. */
+  async unbind(receiver: U64, o?: CallOptions): Promise<void> {
+    const r = toU64(receiver, "receiver");
+    this.flushAcks(r);
+    await this.call("unbind", { receiver: r }, o, () => this.forget(r));
+  }
+
+  private addReq(receiver: U64, tid: U64, o: AddOptions): Omit<Request, "id" | "op"> {
+    let repeat = 1n;
+    if (o.repeat === "forever") repeat = 0n;
+    else if (o.repeat !== undefined && o.repeat !== 0) {
+      if (!Number.isInteger(o.repeat) || o.repeat < 0 || o.repeat > 0xffffffff) {
+        throw new RangeError(`tickwheel: repeat ${o.repeat}: want 1..2^32-1 or "forever"`);
+      }
+      repeat = BigInt(o.repeat);
+    }
+    const data = typeof o.data === "string" ? new TextEncoder().encode(o.data) : o.data ?? null;
+    return {
+      receiver: toU64(receiver, "receiver"), tid: toU64(tid, "tid"), every: toU64(o.every ?? 0, "every"), repeat, data,
+      replace: o.replace ?? false, afterNs: toU64(o.afterNs ?? 0, "afterNs"), schedule: o.schedule ?? "",
+      zone: o.zone ?? "", missed: BigInt(Missed[o.missed ?? "all"]),
+    };
+  }
+
+  /** add adds timer (receiver, tid), first firing `after` ticks from now; it returns the due tick. */
+  async add(receiver: U64, tid: U64, after: U64, o: AddOptions = {}): Promise<bigint> {
+    const req = this.addReq(receiver, tid, o);
+    req.after = toU64(after, "after");
+    const res = await this.call("add", req, o);
+    return decodeUints(res, 1, "add result")[0];
+  }
+
+  /** addAt adds a timer whose first firing is at tick `at` (after now). */
+  async addAt(receiver: U64, tid: U64, at: U64, o: AddOptions = {}): Promise<bigint> {
+    const req = this.addReq(receiver, tid, o);
+    req.at = toU64(at, "at");
+    const res = await this.call("add", req, o);
+    return decodeUints(res, 1, "add result")[0];
+  }
+
+  /**
+   * addAfter adds a timer first firing `ms` milliseconds of tw-time after the server reads the
+   * request: at the first tick boundary at or after that moment, so at speed 1 it never fires
+   * early (it sends after_ns, and `after` rounded up for servers that predate after_ns). With
+   * `every` 0 it repeats every `ms` rounded up to whole ticks. `add` instead counts whole ticks
+   * from the current tick, which began up to a tick earlier: up to a tick sooner in real time.
+   */
+  async addAfter(receiver: U64, tid: U64, ms: number, o: AddOptions = {}): Promise<bigint> {
+    if (!(ms > 0) || !Number.isFinite(ms)) throw new RangeError(`tickwheel: ${ms} ms: want a positive duration`);
+    const req = this.addReq(receiver, tid, o);
+    req.after = this.ticks(ms);
+    req.afterNs = BigInt(Math.ceil(ms * 1e6));
+    const res = await this.call("add", req, o);
+    return decodeUints(res, 1, "add result")[0];
+  }
+
+  /**
+   * addSchedule adds a timer on a calendar schedule: a cron expression (5 fields, or @daily,
+   * @hourly, @every 90s, ...) evaluated on tw-time's calendar in `o.zone` (default UTC). It fires
+   * at every time the schedule names until cancelled, unless `o.repeat` is a count; it returns
+   * the tick of the first firing. A bad expression or zone is "invalid_argument", naming it.
+   */
+  async addSchedule(receiver: U64, tid: U64, schedule: string, o: AddOptions = {}): Promise<bigint> {
+    const req = this.addReq(receiver, tid, { ...o, schedule });
+    if (o.repeat === undefined || o.repeat === 0) req.repeat = 0n; // a schedule names many times
+    const res = await this.call("add", req, o);
+    return decodeUints(res, 1, "add result")[0];
+  }
+
+  /** cancel removes a timer ("not_found" if there is none). */
+  async cancel(receiver: U64, tid: U64, o?: CallOptions): Promise<void> {
+    await this.call("cancel", { receiver: toU64(receiver, "receiver"), tid: toU64(tid, "tid") }, o);
+  }
+
+  /** get returns a timer ("not_found" if there is none). */
+  async get(receiver: U64, tid: U64, o?: CallOptions): Promise<Timer> {
+    const res = await this.call("get", { receiver: toU64(receiver, "receiver"), tid: toU64(tid, "tid") }, o);
+    return decodeTimer(res[0]);
+  }
+
+  /** listPage returns the receiver's timers with tid >= fromTid, in tid order, and the next page's fromTid (0: no more). */
+  async listPage(receiver: U64, fromTid: U64 = 0n, limit: U64 = 0n, o?: CallOptions): Promise<{ timers: Timer[]; next: bigint }> {
+    const res = await this.call("list", { receiver: toU64(receiver, "receiver"), fromTid: toU64(fromTid, "fromTid"), limit: toU64(limit, "limit") }, o);
+    return decodeListPage(res);
+  }
+
+  /** list returns all of the receiver's timers in tid order, a page at a time (not a snapshot). */
+  async list(receiver: U64, o?: CallOptions): Promise<Timer[]> {
+    const out: Timer[] = [];
+    let from = 0n;
+    do {
+      const page = await this.listPage(receiver, from, 0n, o);
+      out.push(...page.timers);
+      from = page.next;
+    } while (from !== 0n);
+    return out;
+  }
+
+  /** cancelAll cancels all of the receiver's timers and returns how many. */
+  async cancelAll(receiver: U64, o?: CallOptions): Promise<bigint> {
+    const res = await this.call("cancel_all", { receiver: toU64(receiver, "receiver") }, o);
+    return decodeUints(res, 1, "cancel_all result")[0];
+  }
+
+  /** pause freezes the ticks left until the timer's next firing ("bad_state" if paused). */
+  async pause(receiver: U64, tid: U64, o?: CallOptions): Promise<void> {
+    await this.call("pause", { receiver: toU64(receiver, "receiver"), tid: toU64(tid, "tid") }, o);
+  }
+
+  /** resume continues a paused timer with exactly the ticks it had left ("bad_state" if running). */
+  async resume(receiver: U64, tid: U64, o?: CallOptions): Promise<void> {
+    await this.call("resume", { receiver: toU64(receiver, "receiver"), tid: toU64(tid, "tid") }, o);
+  }
+
+  /** ping returns tw-time. */
+  async ping(o?: CallOptions): Promise<bigint> {
+    return decodeUints(await this.call("ping", {}, o), 1, "ping result")[0];
+  }
+
+  /** fastForward (admin) moves tw-time on by ticks, firing everything due on the way; its events come before it resolves. */
+  async fastForward(ticks: U64, o?: CallOptions): Promise<{ now: bigint; fired: bigint }> {
+    const [now, fired] = decodeUints(await this.call("fast_forward", { ticks: toU64(ticks, "ticks") }, o), 2, "fast_forward result");
+    return { now, fired };
+  }
+
+  /** freeze (admin) stops tw-time following the clock. */
+  async freeze(o?: CallOptions): Promise<bigint> {
+    return decodeUints(await this.call("freeze", {}, o), 1, "freeze result")[0];
+  }
+
+  /** resumeSync (admin) lets tw-time follow the clock again, from where it is. */
+  async resumeSync(o?: CallOptions): Promise<bigint> {
+    return decodeUints(await this.call("resume_sync", {}, o), 1, "resume_sync result")[0];
+  }
+
+  /** setSpeed (admin) runs tw-time speed times real time, in [0.001, 1e6]; while frozen it stays frozen. */
+  async setSpeed(speed: number, o?: CallOptions): Promise<bigint> {
+    return decodeUints(await this.call("set_speed", { speed }, o), 1, "set_speed result")[0];
+  }
+
+  /** stats (admin) returns the server's counters. */
+  async stats(o?: CallOptions): Promise<Stats> {
+    return decodeStats(await this.call("stats", {}, o));
+  }
+
+  /**
+   * close sends the acks due, closes the connection and ends the event
+   * iterator. Calls in flight or waiting reject with a ClosedError.
+   */
+  async close(): Promise<void> {
+    if (this.closing) return;
+    this.flushAcks();
+    const cn = this.ready ?? this.conn;
+    this.shutdown(new ClosedError());
+    if (cn && !cn.closed) {
+      const gone = new Promise<void>((r) => {
+        cn.socket.once("close", () => r());
+        setTimeout(r, 1000).unref();
+      });
+      cn.flush();
+      cn.drain(new ClosedError());
+      cn.socket.end();
+      await gone;
+      cn.close(new ClosedError(), new ClosedError());
+    }
+  }
+
+  private shutdown(err: Error): void {
+    this.closing = true;
+    if (this.ackTimer) clearTimeout(this.ackTimer);
+    if (this.idleTimer) clearInterval(this.idleTimer);
+    for (const w of this.waiters.splice(0)) w.reject(err);
+    this.queue.end();
+  }
+}

@@ -1,0 +1,12 @@
+// The TypeScript/Node client of tickwheel, the timer service for game
+// servers. See README.md for a tour and docs/PROTOCOL.md for the wire.
+export { Client, connect } from "./client.js";
+export type { AddOptions, BindOptions, BindResult, CallOptions, ConnectOptions } from "./options.js";
+export type { AckMode } from "./acks.js";
+export type { DroppedEvent, Event, FireEvent, TakeoverEvent } from "./events.js";
+export { ClosedError, DisconnectedError, TickwheelError } from "./errors.js";
+export {
+  ErrorCodes, Kind, Missed, Op, PROTOCOL_VERSION, codeName, decodeHello, decodeListPage, decodeMessage,
+  decodeStats, decodeTimer, decodeUints, encodeRequest, FrameSplitter,
+} from "./protocol.js";
+export type { ErrorCodeName, Hello, Limits, Message, Request, Stats, Timer, U64 } from "./protocol.js";
