@@ -92,6 +92,16 @@ type Config struct {
 	// Zero means the default; a negative value turns the timeout off.
 	Timeouts Timeouts `yaml:"timeouts"`
 
+	// Metrics keeps the event loop's turn duration and fire lateness
+	// histograms (ReadMetrics): two clock reads per loop turn and a note
+	// per firing. The counters are kept either way. cmd/tickwheel turns
+	// it on with its operator HTTP listener.
+	Metrics bool `yaml:"-"`
+	// HTTPAddr is the operator HTTP listener's address (metrics, health,
+	// pprof, status page), which cmd/tickwheel starts beside the server
+	// (package operator). Default "127.0.0.1:7421"; "off" turns it off.
+	HTTPAddr string `yaml:"http_addr"`
+
 	// MaxFiresPerTurn bounds the firings done in one event-loop turn, so a
 	// burst of expiries or a long catch-up cannot stall other sessions.
 	// Default 10000.

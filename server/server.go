@@ -91,6 +91,8 @@ type Server struct {
 	origin time.Time
 	wakeAt atomic.Int64
 	rearm  chan struct{}
+
+	m loopMetrics // operator metrics (metrics.go)
 }
 
 // New validates cfg and builds a server; Start runs it.
@@ -132,6 +134,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		s.clock.Freeze()
 	}
 	s.core.SetClockHook(s.applyClock)
+	s.initMetrics()
 	if s.persist == nil {
 		s.core.SetClock(speed, frozen) // startLog records it otherwise
 	}
@@ -203,6 +206,7 @@ func (s *Server) Start() error {
 	s.accepting.Store(true)
 	go s.acceptLoop()
 	s.ring() // requests served before the doorbell existed may have left work
+	s.m.ready.Store(true)
 	s.log.Info("tickwheel listening", "addr", s.addr, "tick", s.cfg.Tick, "frozen", frozen,
 		"persistence", s.cfg.Persistence, "data_dir", s.cfg.DataDir)
 	return nil
@@ -220,6 +224,7 @@ func (s *Server) Done() <-chan struct{} { return s.done }
 // handed to the event loop while it exits.
 func (s *Server) Stop(ctx context.Context) error {
 	s.stopping.Store(true)
+	s.m.ready.Store(false)
 	if s.ln != nil {
 		s.ln.Close()
 	}

@@ -96,7 +96,8 @@ type Core struct {
 	// requests may take in one turn.
 	work int
 
-	rec recorder // this turn's record of inputs (record.go)
+	m   coreMetrics // operator counters (metrics.go)
+	rec recorder    // this turn's record of inputs (record.go)
 	// replied lists the sessions with a reply to a recorded input this
 	// turn: their output must not leave before the turn's record is
 	// written (see TakeRecord, HoldReplied).

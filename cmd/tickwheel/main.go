@@ -2,13 +2,15 @@
 //
 //	tickwheel [serve] [-config FILE] [-addr HOST:PORT] [-tick DURATION] [-frozen] [-start-tick N]
 //	          [-data-dir DIR] [-fsync always|everysec|no] [-downtime catch-up|pause] [-repair]
-//	          [-admin-token-file FILE] [-client-token-file FILE] [-insecure]
+//	          [-admin-token-file FILE] [-client-token-file FILE] [-insecure] [-http-addr HOST:PORT]
 //	tickwheel COMMAND [-addr HOST:PORT] [-token T | -token-file FILE] [-data-dir DIR] [-json] ARGS...
 //
 // With no command it serves on 127.0.0.1:7420 with embedded defaults,
 // keeping its state in ./tickwheel-data (-data-dir "" keeps it in memory
 // only); flags override the config file, and SIGINT or SIGTERM shut it down
-// gracefully, with a last snapshot.
+// gracefully, with a last snapshot. Beside it, the operator HTTP listener
+// (metrics, /healthz, /readyz, pprof, a status page: docs/OPERATIONS.md)
+// serves on 127.0.0.1:7421; -http-addr "" turns it off.
 // The admin token comes from -admin-token(-file), else $TICKWHEEL_ADMIN_TOKEN,
 // else the config file, else <data dir>/admin.token, made at first start.
 // The commands (add, cancel, get, list, watch, ff, freeze, resume, speed,
@@ -31,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tickwheel/tickwheel/operator"
 	"github.com/tickwheel/tickwheel/server"
 )
 
@@ -89,6 +92,7 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 	insecure := fs.Bool("insecure", false, "allow listening beyond loopback with no client token")
 	frozen := fs.Bool("frozen", false, "start with tw-time frozen (moved only by admin fast-forward)")
 	startTick := fs.Uint64("start-tick", 0, "tw-time at start (default: the current Unix time in ticks)")
+	httpAddr := fs.String("http-addr", "", `operator HTTP listener: metrics, health, pprof, status page (default `+operator.DefaultAddr+`; "" or "off" turns it off)`)
 	fs.StringVar(&sf.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&sf.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) to this file until shutdown")
 	if err := fs.Parse(args); err != nil {
@@ -141,6 +145,11 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 			cfg.Frozen = *frozen
 		case "start-tick":
 			cfg.StartTick = *startTick
+		case "http-addr":
+			cfg.HTTPAddr = *httpAddr
+			if *httpAddr == "" {
+				cfg.HTTPAddr = "off"
+			}
 		}
 	})
 	return cfg, sf, nil
@@ -171,9 +180,21 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
+	// The operator listener starts before recovery: /healthz answers and
+	// /readyz says 503 until the server accepts clients.
+	op, err := startOperator(&cfg, log)
+	if err != nil {
+		return err
+	}
+	if op != nil {
+		defer op.Close()
+	}
 	srv, err := server.New(cfg, log)
 	if err != nil {
 		return err
+	}
+	if op != nil {
+		op.Attach(srv)
 	}
 	if sf.cpuProfile != "" {
 		f, err := os.Create(sf.cpuProfile)
@@ -212,6 +233,28 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		}
 	}()
 	return srv.Stop(ctx)
+}
+
+// startOperator starts the operator HTTP listener of cfg.HTTPAddr (its
+// default when empty), or none for "off", and turns on the server's
+// metrics with it.
+func startOperator(cfg *server.Config, log *slog.Logger) (*operator.Operator, error) {
+	addr := cfg.HTTPAddr
+	switch addr {
+	case "off":
+		return nil, nil
+	case "":
+		addr = operator.DefaultAddr
+	}
+	op, err := operator.New(operator.Options{Addr: addr, Log: log})
+	if err != nil {
+		return nil, fmt.Errorf("http_addr: %w", err)
+	}
+	if err := op.Serve(); err != nil {
+		return nil, fmt.Errorf("http_addr: %w", err)
+	}
+	cfg.Metrics = true
+	return op, nil
 }
 
 // stopTimeout bounds a graceful stop: writing what is queued and the last

@@ -1,0 +1,205 @@
+package session
+
+import (
+	"github.com/tickwheel/tickwheel/protocol"
+)
+
+// Counters for the operator's metrics. The Core counts requests by op and
+// error replies by code always (an array increment each); with metrics on
+// (SetMetrics) it also notes how late, in ticks, each firing of the turn
+// is, for the server's lateness histogram. Inputs fed back by Replay
+// (recovery) are not counted: the counters cover what this process served.
+
+// Array bounds of the per-op and per-code counters; an op or code past
+// them (none is defined) is counted at index 0.
+const (
+	maxOpCount   = 32
+	maxCodeCount = 32
+)
+
+// coreMetrics are the Core's operator counters. Owned by the event loop.
+type coreMetrics struct {
+	on       bool
+	requests [maxOpCount]uint64
+	errors   [maxCodeCount]uint64
+	// lates are this turn's firings as runs of equal lateness (ticks),
+	// in firing order; the server takes them at the end of each turn
+	// (TakeLates).
+	lates []LateRun
+}
+
+// LateRun is n firings that were late ticks ticks (see protocol.Fire.Late:
+// 0 when on time or fast-forwarded over).
+type LateRun struct {
+	Late uint64
+	N    uint64
+}
+
+// SetMetrics turns the per-firing lateness notes on or off. While on, the
+// server must take them every turn (TakeLates), or they grow with every
+// firing.
+func (c *Core) SetMetrics(on bool) {
+	c.m.on = on
+	c.m.lates = c.m.lates[:0]
+}
+
+// countRequest counts a decoded request of op.
+func (c *Core) countRequest(op protocol.Op) {
+	if c.replaying {
+		return
+	}
+	i := int(op)
+	if i >= maxOpCount {
+		i = 0
+	}
+	c.m.requests[i]++
+}
+
+// countError counts an error reply of code.
+func (c *Core) countError(code protocol.Code) {
+	if c.replaying {
+		return
+	}
+	i := int(code)
+	if i >= maxCodeCount {
+		i = 0
+	}
+	c.m.errors[i]++
+}
+
+// noteFire notes the lateness of a firing due at tick, with metrics on.
+func (c *Core) noteFire(tick uint64) {
+	if !c.m.on || c.replaying {
+		return
+	}
+	l := c.late(tick)
+	if n := len(c.m.lates); n > 0 && c.m.lates[n-1].Late == l {
+		c.m.lates[n-1].N++
+		return
+	}
+	c.m.lates = append(c.m.lates, LateRun{Late: l, N: 1})
+}
+
+// TakeLates calls fn with the lateness of the firings noted since the last
+// call, as runs, and forgets them. The slice is valid only during fn.
+func (c *Core) TakeLates(fn func([]LateRun)) {
+	if len(c.m.lates) == 0 {
+		return
+	}
+	fn(c.m.lates)
+	c.m.lates = c.m.lates[:0]
+}
+
+// Requests returns the number of requests of op decoded since the Core
+// was made (Replay's excluded).
+func (c *Core) Requests(op protocol.Op) uint64 {
+	if int(op) >= maxOpCount {
+		return 0
+	}
+	return c.m.requests[op]
+}
+
+// Errors returns the number of error replies of code sent since the Core
+// was made (Replay's excluded), refusals and timeouts included.
+func (c *Core) Errors(code protocol.Code) uint64 {
+	if int(code) >= maxCodeCount {
+		return 0
+	}
+	return c.m.errors[code]
+}
+
+// Load is what the operator's metrics and status page show of the Core
+// beyond Stats and Counters.
+type Load struct {
+	// TimerReceivers is the number of receivers with live timers.
+	TimerReceivers int
+	// Stalled is the number of sessions with events held back because
+	// their pending output is at max_outbound (slow consumers).
+	Stalled int
+	// BacklogReceivers is the number of receivers with queued events.
+	BacklogReceivers int
+	// OldestDue is the due tick of the oldest event queued in any
+	// receiver's backlog or outbox, when Queued; OldestDue against Now is
+	// how long it has waited in tw-time.
+	OldestDue uint64
+	Queued    bool
+	// TopTimers and TopBacklog are the receivers with the most live timers
+	// and the most queued events, most first, at most k of each (see
+	// LoadOf).
+	TopTimers, TopBacklog []ReceiverLoad
+	// Sampled is true when there were more receivers than LoadOf's scan
+	// limit: the top lists then come from part of them.
+	Sampled bool
+}
+
+// ReceiverLoad is one receiver's live timers and queued events.
+type ReceiverLoad struct {
+	Receiver uint64
+	Timers   int
+	Backlog  int
+	Bound    bool
+}
+
+// LoadOf returns the Core's load, with the k receivers with the most live
+// timers and the k with the most queued events. It walks the receivers, at
+// most scan of them on each side (wheel receivers and session receivers;
+// Go's map order makes it a different part each call), so its cost on the
+// event loop stays bounded however many there are.
+func (c *Core) LoadOf(k, scan int) Load {
+	ld := Load{Stalled: len(c.stalled), TimerReceivers: c.wheel.Receivers()}
+	var m protocol.Message
+	seen := 0
+	for _, r := range c.receivers {
+		if r.n == 0 {
+			continue
+		}
+		ld.BacklogReceivers++
+		if q := r.q.frames(1); len(q) == 1 && protocol.DecodeMessage(q[0][protocol.HeaderSize:], &m) == nil &&
+			m.Kind == protocol.KindFire && (!ld.Queued || m.Fire.Tick < ld.OldestDue) {
+			ld.OldestDue, ld.Queued = m.Fire.Tick, true
+		}
+		if seen++; seen > scan {
+			ld.Sampled = true
+			continue
+		}
+		ld.TopBacklog = insertTop(ld.TopBacklog, k, ReceiverLoad{Receiver: r.id, Backlog: r.n, Bound: r.owner != nil},
+			func(a, b *ReceiverLoad) bool { return a.Backlog > b.Backlog })
+	}
+	seen = 0
+	c.wheel.EachReceiver(func(id uint64, n int) bool {
+		if seen++; seen > scan {
+			ld.Sampled = true
+			return false
+		}
+		ld.TopTimers = insertTop(ld.TopTimers, k, ReceiverLoad{Receiver: id, Timers: n},
+			func(a, b *ReceiverLoad) bool { return a.Timers > b.Timers })
+		return true
+	})
+	for _, list := range [][]ReceiverLoad{ld.TopTimers, ld.TopBacklog} {
+		for i := range list {
+			r := &list[i]
+			r.Timers = c.wheel.ReceiverLen(r.Receiver)
+			if rec := c.receivers[r.Receiver]; rec != nil {
+				r.Backlog, r.Bound = rec.n, rec.owner != nil
+			}
+		}
+	}
+	return ld
+}
+
+// insertTop inserts x into top, kept sorted by more and at most k long.
+func insertTop(top []ReceiverLoad, k int, x ReceiverLoad, more func(a, b *ReceiverLoad) bool) []ReceiverLoad {
+	if k <= 0 || len(top) == k && !more(&x, &top[k-1]) {
+		return top
+	}
+	i := len(top)
+	for i > 0 && more(&x, &top[i-1]) {
+		i--
+	}
+	if len(top) < k {
+		top = append(top, ReceiverLoad{})
+	}
+	copy(top[i+1:], top[i:len(top)-1])
+	top[i] = x
+	return top
+}
