@@ -154,7 +154,7 @@ func (c *Core) LoadOf(k, scan int) Load {
 			continue
 		}
 		ld.BacklogReceivers++
-		if q := r.q.frames(1); len(q) == 1 && protocol.DecodeMessage(q[0][protocol.HeaderSize:], &m) == nil &&
+		if f := r.q.front(); len(f) > protocol.HeaderSize && protocol.DecodeMessage(f[protocol.HeaderSize:], &m) == nil &&
 			m.Kind == protocol.KindFire && (!ld.Queued || m.Fire.Tick < ld.OldestDue) {
 			ld.OldestDue, ld.Queued = m.Fire.Tick, true
 		}
@@ -202,4 +202,17 @@ func insertTop(top []ReceiverLoad, k int, x ReceiverLoad, more func(a, b *Receiv
 	copy(top[i+1:], top[i:len(top)-1])
 	top[i] = x
 	return top
+}
+
+// front returns the first frame without removing it, or nil when the
+// queue is empty.
+func (q *frameQueue) front() []byte {
+	if len(q.chunks) == 0 {
+		return nil
+	}
+	c := q.chunks[0][q.off:]
+	if len(c) < 4 {
+		return nil
+	}
+	return c[:frameLen(c)]
 }
