@@ -131,8 +131,8 @@ func Exposed(addr string) (bool, error) {
 }
 
 // Attach gives the operator the server it reports on, once New has
-// returned it (recovery done); readiness then follows src.Ready. Attach
-// may be called once.
+// returned it (recovery done); readiness then follows src.Ready. A later
+// Attach replaces it (a server started again in the same process).
 func (o *Operator) Attach(src Source) { o.src.Store(&src) }
 
 // source returns the attached server, or nil.

@@ -277,3 +277,53 @@ func TestPprof(t *testing.T) {
 		t.Fatalf("/debug/pprof/goroutine: %d %.200s", resp.StatusCode, b)
 	}
 }
+
+// TestDurabilityMetrics: with the log on, its size and fsyncs show, and
+// after a graceful restart (which writes a snapshot) the snapshot's age.
+func TestDurabilityMetrics(t *testing.T) {
+	ts := servertest.RunT(t, servertest.WithDataDir(t.TempDir()), servertest.WithConfig(func(c *servertest.Config) {
+		c.Metrics, c.Fsync = true, "always"
+	}))
+	op, err := New(Options{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op.Attach(ts.Server())
+	hs := httptest.NewServer(op.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, ts.Addr(), client.WithToken(ts.AdminToken()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for tid := uint64(1); tid <= 20; tid++ {
+		if _, err := c.Add(ctx, 3, tid, 1000, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fams := scrape(t, hs.URL, "")
+	if got := value(t, fams, "tickwheel_persistence"); got != 1 {
+		t.Fatalf("tickwheel_persistence = %v", got)
+	}
+	if got := value(t, fams, "tickwheel_log_bytes"); got <= 0 {
+		t.Errorf("tickwheel_log_bytes = %v after 20 adds", got)
+	}
+	if got := value(t, fams, "tickwheel_log_fsync_duration_seconds"); got < 1 {
+		t.Errorf("%v fsyncs counted after 20 adds with fsync always", got)
+	}
+	ts.Restart() // a graceful stop writes a snapshot
+	op.Attach(ts.Server())
+	fams = scrape(t, hs.URL, "")
+	if got := value(t, fams, "tickwheel_snapshot_age_seconds"); got < 0 || got > 60 {
+		t.Errorf("tickwheel_snapshot_age_seconds = %v just after a restart", got)
+	}
+	if got := value(t, fams, "tickwheel_timers"); got != 20 {
+		t.Errorf("tickwheel_timers = %v after the restart, want 20", got)
+	}
+	// Counters start again with the process; the replayed log is not counted.
+	if got := value(t, fams, "tickwheel_requests_total", "op", "add"); got != 0 {
+		t.Errorf("requests_total{op=add} = %v after a restart, want 0 (replays are not counted)", got)
+	}
+}

@@ -63,7 +63,9 @@ func (c *Core) Buffered(s *Session, n int) {
 // onFire routes one firing to its receiver's session, or to its backlog.
 func (c *Core) onFire(f *wheel.Fire) {
 	c.firedTotal++
-	c.noteFire(f.Tick)
+	if c.m.on {
+		c.noteFire(f.Tick)
+	}
 	r := c.receiver(f.Receiver)
 	if r.acked {
 		c.fireAcked(r, f)

@@ -1,0 +1,176 @@
+//go:build unix
+
+package operator
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tickwheel/tickwheel/client"
+	"github.com/tickwheel/tickwheel/server"
+)
+
+// BenchmarkOverhead measures what the operator metrics cost the server:
+// adds/s and fires/s through the public Client against an in-process
+// server (frozen, in memory), with metrics off (Config.Metrics false, no
+// listener) and on (Config.Metrics, the operator listener serving with
+// its once-a-second sampler, and /metrics scraped every second, 15 times
+// as often as Prometheus's default). go test's -count repeats each
+// sub-benchmark back to back, so on a busy machine run whole rounds in
+// turn instead. Besides the rates each reports cpu-ns/op, the process's
+// CPU time (user and system: the server, the client, and with metrics on
+// the listener, sampler and scraper) per op, which other processes'
+// load disturbs far less than wall time (docs/BENCHMARKS.md):
+//
+//	go test -c -o /tmp/operator.test ./operator
+//	for i in 1 2 3 4 5 6; do /tmp/operator.test -test.run '^$' -test.bench Overhead -test.benchtime 500000x; done
+func BenchmarkOverhead(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		name := "metrics=off"
+		if on {
+			name = "metrics=on"
+		}
+		b.Run(name+"/add", func(b *testing.B) { benchAdd(b, on) })
+		b.Run(name+"/fire", func(b *testing.B) { benchFire(b, on) })
+	}
+}
+
+const benchToken = "bench-admin-token"
+
+// benchServer starts a server, with the operator listener and a scraper
+// when on, and a client with the admin token.
+func benchServer(b *testing.B, on bool) *client.Client {
+	b.Helper()
+	cfg := server.Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1_000_000, AdminToken: benchToken,
+		Persistence: "off", Metrics: on}
+	l := &cfg.Limits
+	l.MaxTimers, l.MaxTimersPerReceiver = 1<<30, 1<<30
+	l.MaxBacklog, l.MaxBacklogTotal, l.MaxBacklogBytes, l.MaxBacklogBytesTotal = 1<<30, 1<<30, 1<<40, 1<<40
+	srv, err := server.New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = srv.Stop(context.Background()) })
+	if on {
+		op, err := New(Options{Addr: "127.0.0.1:0"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		op.Attach(srv)
+		if err := op.Serve(); err != nil {
+			b.Fatal(err)
+		}
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { // a scraper
+			defer wg.Done()
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+				}
+				if resp, err := http.Get("http://" + op.Addr() + "/metrics"); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		}()
+		b.Cleanup(func() { close(stop); wg.Wait(); op.Close() })
+	}
+	c, err := client.Dial(context.Background(), srv.Addr(), client.WithToken(benchToken),
+		client.WithLogger(slog.New(slog.DiscardHandler)), client.WithEventBuffer(1<<16))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return c
+}
+
+// addMany adds n one-shot timers, tids from first, due after ticks, over
+// 64 receivers, 256 calls in flight.
+func addMany(b *testing.B, c *client.Client, first uint64, n int, after uint64) {
+	b.Helper()
+	ctx := context.Background()
+	sem := make(chan struct{}, 256)
+	errs := make(chan error, 1)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(tid uint64) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if _, err := c.Add(ctx, tid%64, tid, after, nil); err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+			}
+		}(first + uint64(i))
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+}
+
+func benchAdd(b *testing.B, on bool) {
+	c := benchServer(b, on)
+	b.ResetTimer()
+	t0, cpu0 := time.Now(), cpuTime(b)
+	addMany(b, c, 1, b.N, 1_000_000)
+	b.ReportMetric(float64(b.N)/time.Since(t0).Seconds(), "adds/s")
+	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// cpuTime returns the process's user and system CPU time so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func benchFire(b *testing.B, on bool) {
+	c := benchServer(b, on)
+	ctx := context.Background()
+	for r := range uint64(64) {
+		if _, err := c.Bind(ctx, r, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	addMany(b, c, 1, b.N, 1)
+	b.ResetTimer()
+	t0, cpu0 := time.Now(), cpuTime(b)
+	ff := make(chan error, 1)
+	go func() { // its reply follows the events, which wait for this reader
+		_, _, err := c.FastForward(ctx, 1)
+		ff <- err
+	}()
+	for range b.N {
+		if ev := <-c.Events(); ev.Kind != client.Fire {
+			b.Fatalf("event %v", ev.Kind)
+		}
+	}
+	b.ReportMetric(float64(b.N)/time.Since(t0).Seconds(), "fires/s")
+	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+	if err := <-ff; err != nil {
+		b.Fatal(err)
+	}
+}
