@@ -29,7 +29,9 @@ import (
 // load disturbs far less than wall time (docs/BENCHMARKS.md):
 //
 //	go test -c -o /tmp/operator.test ./operator
-//	for i in 1 2 3 4 5 6; do /tmp/operator.test -test.run '^$' -test.bench Overhead -test.benchtime 500000x; done
+//	for i in 1 2 3 4 5 6; do /tmp/operator.test -test.run '^$' -test.bench 'Overhead$' -test.benchtime 500000x; done
+//
+// BenchmarkOverheadPaired below interleaves the two more finely.
 func BenchmarkOverhead(b *testing.B) {
 	for _, on := range []bool{false, true} {
 		name := "metrics=off"
@@ -173,4 +175,77 @@ func benchFire(b *testing.B, on bool) {
 	if err := <-ff; err != nil {
 		b.Fatal(err)
 	}
+}
+
+// BenchmarkOverheadPaired runs a server with metrics off and one with
+// them on (listener, sampler, a scrape a second) side by side in one
+// process and alternates chunks of 10,000 adds, or of 10,000 firings,
+// between them, timing each chunk: both see the same background load, so
+// on a shared machine the ratio is far steadier than separate runs'. It
+// reports each server's rate and on/off, the rate with metrics on over
+// the rate with them off (1 = no cost).
+func BenchmarkOverheadPaired(b *testing.B) {
+	b.Run("add", func(b *testing.B) { benchPaired(b, pairedAdd) })
+	b.Run("fire", func(b *testing.B) { benchPaired(b, pairedFire) })
+}
+
+const pairChunk = 10_000
+
+// pairedAdd times chunk adds of timers due far ahead.
+func pairedAdd(b *testing.B, c *client.Client, first uint64) time.Duration {
+	t0 := time.Now()
+	addMany(b, c, first, pairChunk, 1_000_000)
+	return time.Since(t0)
+}
+
+// pairedFire adds chunk timers due on the next tick (not timed), then
+// times their firing: a fast-forward and reading every event.
+func pairedFire(b *testing.B, c *client.Client, first uint64) time.Duration {
+	ctx := context.Background()
+	addMany(b, c, first, pairChunk, 1)
+	t0 := time.Now()
+	ff := make(chan error, 1)
+	go func() {
+		_, _, err := c.FastForward(ctx, 1)
+		ff <- err
+	}()
+	for range pairChunk {
+		if ev := <-c.Events(); ev.Kind != client.Fire {
+			b.Fatalf("event %v", ev.Kind)
+		}
+	}
+	d := time.Since(t0)
+	if err := <-ff; err != nil {
+		b.Fatal(err)
+	}
+	return d
+}
+
+func benchPaired(b *testing.B, chunk func(*testing.B, *client.Client, uint64) time.Duration) {
+	off, on := benchServer(b, false), benchServer(b, true)
+	ctx := context.Background()
+	for _, c := range []*client.Client{off, on} {
+		for r := range uint64(64) {
+			if _, err := c.Bind(ctx, r, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	var tOff, tOn time.Duration
+	b.ResetTimer()
+	n := 0
+	for first := uint64(1); n < b.N; first += pairChunk {
+		if (first/pairChunk)%2 == 0 { // alternate which goes first
+			tOff += chunk(b, off, first)
+			tOn += chunk(b, on, first)
+		} else {
+			tOn += chunk(b, on, first)
+			tOff += chunk(b, off, first)
+		}
+		n += 2 * pairChunk
+	}
+	ops := float64(n / 2)
+	b.ReportMetric(ops/tOff.Seconds(), "off-ops/s")
+	b.ReportMetric(ops/tOn.Seconds(), "on-ops/s")
+	b.ReportMetric(tOff.Seconds()/tOn.Seconds(), "on/off")
 }

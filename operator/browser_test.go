@@ -41,8 +41,8 @@ func findChromium(t *testing.T) string {
 // TestStatusPageInBrowser loads the status page in headless Chromium
 // against a live server: no console errors, the plots draw, and the
 // numbers move after the test adds timers and they fire. With
-// TICKWHEEL_SCREENSHOT=FILE it also runs a while longer under load and
-// saves a screenshot of the page there (docs/status-page.png).
+// TICKWHEEL_SCREENSHOT=FILE it also runs about a minute longer under
+// load and saves a screenshot of the page there (docs/status-page.png).
 func TestStatusPageInBrowser(t *testing.T) {
 	chromium := findChromium(t)
 	ts := servertest.RunT(t, servertest.WithConfig(func(c *servertest.Config) {
@@ -66,7 +66,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	defer cancelAlloc()
 	ctx, cancel := chromedp.NewContext(alloc)
 	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancelTimeout()
 
 	var mu sync.Mutex
@@ -105,7 +105,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	firedBefore := text(t, ctx, "#n-fired")
 
 	// Timers that fire now and keep firing: the numbers and plots move.
-	cctx, ccancel := context.WithTimeout(context.Background(), 20*time.Second)
+	cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer ccancel()
 	c, err := client.Dial(cctx, ts.Addr(), client.WithToken(ts.AdminToken()), client.WithEventBuffer(100_000))
 	if err != nil {
@@ -157,6 +157,14 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Errorf("top receivers by live timers: %d rows, want 5", rows)
 	}
 	if path := os.Getenv("TICKWHEEL_SCREENSHOT"); path != "" {
+		// 20 seconds on, timers of receivers nobody binds: their events
+		// queue, and the backlog plot and table show them.
+		time.Sleep(20 * time.Second)
+		for tid := uint64(1); tid <= 400; tid++ {
+			if _, err := c.Add(cctx, 100+tid%7, tid, 1+tid%50, &client.AddOptions{Every: 10 + tid%30, Repeat: 1000}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		screenshot(t, ctx, path)
 	}
 	mu.Lock()
@@ -184,10 +192,10 @@ func count(t *testing.T, ctx context.Context, sel string) int {
 	return n
 }
 
-// screenshot lets the page show 40 more seconds of load, then saves it.
+// screenshot lets the page show 30 more seconds of load, then saves it.
 func screenshot(t *testing.T, ctx context.Context, path string) {
 	t.Helper()
-	time.Sleep(40 * time.Second)
+	time.Sleep(30 * time.Second)
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)

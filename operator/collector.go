@@ -37,7 +37,7 @@ var (
 	dFires      = desc("fires_total", "Timer firings.")
 	dLateness   = desc("fire_lateness_seconds", "Time from a firing's tick boundary to the end of the loop turn that wrote its event to the connection (or queued it).")
 	dLag        = desc("lag_seconds", "How far the wheel trails the tw-time of its last advance (a catch-up or fast-forward in progress), in ticks times the tick.")
-	dTwTime     = desc("tw_time_ticks", "tw-time: the wheel's tick.")
+	dTwTime     = desc("tw_time_ticks", "tw-time now, in ticks (the clock's: the wheel reaches it at its next turn).")
 	dTick       = desc("tick_seconds", "The duration of one tick.")
 	dSpeed      = desc("speed", "tw-time's speed (1 = real time).")
 	dFrozen     = desc("frozen", "1 when tw-time is frozen (moved only by fast-forward).")
@@ -49,6 +49,7 @@ var (
 	dOldest     = desc("backlog_oldest_age_seconds", "tw-time since the oldest queued event was due (0 when none is queued).")
 	dDropped    = desc("events_dropped_total", "Events dropped from full backlogs or lost with closed connections.")
 	dLost       = desc("events_lost_total", "Of events_dropped_total, those lost with closed connections.")
+	dSampled    = desc("load_sampled", "1 when backlog_receivers and backlog_oldest_age_seconds come from part of the receivers (more than 1,000 receiver records).")
 	dStalled    = desc("stalled_sessions", "Sessions with events held back because their pending output is at max_outbound (slow consumers).")
 	dSlowClose  = desc("slow_consumer_closes_total", "Connections closed for pipelining more than max_inbound while their replies waited unread.")
 	dRefused    = desc("connections_refused_total", "Connections refused by max_connections or for want of a file descriptor.")
@@ -64,7 +65,7 @@ var (
 	dScrapeFail = desc("scrape_errors_total", "Scrapes that could not read the server's counters (the event loop did not answer in time).")
 	allDescs    = []*prometheus.Desc{dReady, dTimers, dReceivers, dRecords, dSessions, dConns, dRequests, dErrors, dFires,
 		dLateness, dLag, dTwTime, dTick, dSpeed, dFrozen, dBacklog, dBacklogB, dOutbox, dWaiting, dBacklogR, dOldest,
-		dDropped, dLost, dStalled, dSlowClose, dRefused, dTurns, dBytesIn, dBytesOut, dPersist, dLogBytes, dFsync,
+		dDropped, dLost, dSampled, dStalled, dSlowClose, dRefused, dTurns, dBytesIn, dBytesOut, dPersist, dLogBytes, dFsync,
 		dSnapAge, dSnapDur, dSnapshots, dScrapeFail}
 )
 
@@ -117,7 +118,7 @@ func collectMetrics(ch chan<- prometheus.Metric, m *server.Metrics) {
 	counter(dFires, st.FiredTotal)
 	histogram(ch, dLateness, &m.Lateness)
 	gauge(dLag, float64(st.Lag)*tick)
-	gauge(dTwTime, float64(st.Now))
+	gauge(dTwTime, float64(max(m.Clock, st.Now)))
 	gauge(dTick, tick)
 	gauge(dSpeed, st.Speed)
 	gauge(dFrozen, b2f(st.Frozen))
@@ -127,6 +128,7 @@ func collectMetrics(ch chan<- prometheus.Metric, m *server.Metrics) {
 	gauge(dWaiting, float64(st.WaitingFirings))
 	gauge(dBacklogR, float64(m.Load.BacklogReceivers))
 	gauge(dOldest, oldestAge(m))
+	gauge(dSampled, b2f(m.Load.Sampled))
 	counter(dDropped, m.Counters.Dropped)
 	counter(dLost, m.Counters.Lost)
 	gauge(dStalled, float64(m.Load.Stalled))
@@ -154,10 +156,11 @@ func collectMetrics(ch chan<- prometheus.Metric, m *server.Metrics) {
 // oldestAge is the tw-time since the oldest queued event was due, in
 // seconds.
 func oldestAge(m *server.Metrics) float64 {
-	if !m.Load.Queued || m.Load.OldestDue >= m.Stats.Now {
+	now := max(m.Clock, m.Stats.Now)
+	if !m.Load.Queued || m.Load.OldestDue >= now {
 		return 0
 	}
-	return float64(m.Stats.Now-m.Load.OldestDue) * m.Tick.Seconds()
+	return float64(now-m.Load.OldestDue) * m.Tick.Seconds()
 }
 
 // histogram sends h as a Prometheus histogram (cumulative buckets).

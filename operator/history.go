@@ -66,7 +66,7 @@ func derive(prev, cur *server.Metrics) sample {
 	s.Fires = float64(st.FiredTotal-min(prev.Stats.FiredTotal, st.FiredTotal)) / dt
 	s.Adds = float64(cur.Requests["add"]-min(prev.Requests["add"], cur.Requests["add"])) / dt
 	s.Dropped = float64(cur.Counters.Dropped-min(prev.Counters.Dropped, cur.Counters.Dropped)) / dt
-	twSeconds := float64(st.Now) * cur.Tick.Seconds()
+	twSeconds := float64(max(cur.Clock, st.Now)) * cur.Tick.Seconds()
 	s.TwOffset = twSeconds - float64(cur.Taken.UnixNano())/1e9
 	if d, ok := histDelta(&prev.Lateness, &cur.Lateness); ok {
 		s.P50, s.P99, s.HasLatency = quantile(&d, 0.5), quantile(&d, 0.99), true

@@ -197,7 +197,7 @@ func (o *Operator) readyz(w http.ResponseWriter, _ *http.Request) {
 }
 
 // Serve listens on Options.Addr and serves in the background, with the
-// status page's sampler; Close stops both.
+// status page's sampler; Close stops both. It may be called once.
 func (o *Operator) Serve() error {
 	ln, err := net.Listen("tcp", o.opts.Addr)
 	if err != nil {
@@ -205,9 +205,9 @@ func (o *Operator) Serve() error {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.closed {
+	if o.closed || o.ln != nil {
 		ln.Close()
-		return errors.New("operator: closed")
+		return errors.New("operator: closed, or serving already")
 	}
 	o.ln = ln
 	o.srv = &http.Server{Handler: o.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slogErrorLog{o.log}.logger()}

@@ -81,8 +81,9 @@ func (o *Operator) statusJSON(w http.ResponseWriter, _ *http.Request) {
 	if ok {
 		s := &m.Stats
 		st.Ready, st.Sampled, st.Taken = m.Ready, m.Load.Sampled, m.Taken.UnixMilli()
-		st.Now, st.TickSeconds = strconv.FormatUint(s.Now, 10), m.Tick.Seconds()
-		st.TwSeconds, st.Speed, st.Frozen = float64(s.Now)*m.Tick.Seconds(), s.Speed, s.Frozen
+		now := max(m.Clock, s.Now) // the wheel trails the clock while idle
+		st.Now, st.TickSeconds = strconv.FormatUint(now, 10), m.Tick.Seconds()
+		st.TwSeconds, st.Speed, st.Frozen = float64(now)*m.Tick.Seconds(), s.Speed, s.Frozen
 		st.Lag = float64(s.Lag) * m.Tick.Seconds()
 		st.Timers, st.Receivers, st.Sessions, st.Connections = s.Timers, m.Load.TimerReceivers, s.Sessions, m.Connections
 		st.Backlog, st.Stalled, st.Fired, st.Dropped, st.Refused = s.BacklogEvents, m.Load.Stalled, s.FiredTotal, m.Counters.Dropped, m.Refused

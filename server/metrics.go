@@ -187,14 +187,16 @@ type PersistMetrics struct {
 func (s *Server) Ready() bool { return s.m.ready.Load() }
 
 // ReadMetrics copies the server's counters on the event loop; top is how
-// many receivers the Load's top lists hold (the walk behind them covers
-// at most 100,000 receivers of each kind). Safe from any goroutine; it
-// fails when the server is not running or ctx ends first.
+// many receivers the Load's top lists hold (the walk behind them, and
+// behind the Load's backlog figures, covers at most loadRecords receiver
+// records and loadTimers receivers with timers: see
+// session.Core.LoadOf). Safe from any goroutine; it fails
+// when the server is not running or ctx ends first.
 func (s *Server) ReadMetrics(ctx context.Context, top int) (Metrics, error) {
 	var m Metrics
 	err := s.onLoop(ctx, func() {
 		m = Metrics{Taken: time.Now(), Ready: s.Ready(), Stats: s.core.Stats(), Counters: s.core.Counters(),
-			Load:     s.core.LoadOf(top, loadScan),
+			Load:     s.core.LoadOf(top, loadRecords, loadTimers),
 			Requests: map[string]uint64{}, Errors: map[string]uint64{},
 			Lateness: s.m.lateness.clone(), TurnDuration: s.m.turns.clone(),
 			BytesIn: s.m.bytesIn, BytesOut: s.m.bytesOut,
@@ -214,8 +216,14 @@ func (s *Server) ReadMetrics(ctx context.Context, top int) (Metrics, error) {
 	return m, err
 }
 
-// loadScan bounds the receivers ReadMetrics walks (see session.Core.LoadOf).
-const loadScan = 100_000
+// loadRecords and loadTimers bound the receivers ReadMetrics walks (see
+// session.Core.LoadOf): together about a millisecond of the event loop's
+// time at worst (BenchmarkLoadOf), once a second for the status page and
+// once per scrape.
+const (
+	loadRecords = 1_000
+	loadTimers  = 20_000
+)
 
 // fsyncBounds are journal.SyncBuckets in seconds.
 var fsyncBounds = func() []float64 {

@@ -22,6 +22,8 @@ type coreMetrics struct {
 	on       bool
 	requests [maxOpCount]uint64
 	errors   [maxCodeCount]uint64
+	// scanAt is where LoadOf's walk of the wheel's receivers goes on.
+	scanAt int
 	// lates are this turn's firings as runs of equal lateness (ticks),
 	// in firing order; the server takes them at the end of each turn
 	// (TakeLates).
@@ -129,8 +131,9 @@ type Load struct {
 	// and the most queued events, most first, at most k of each (see
 	// LoadOf).
 	TopTimers, TopBacklog []ReceiverLoad
-	// Sampled is true when there were more receivers than LoadOf's scan
-	// limit: the top lists then come from part of them.
+	// Sampled is true when there were more receivers (or receiver
+	// records) than LoadOf's scan limit: BacklogReceivers, OldestDue and
+	// the top lists then come from part of them.
 	Sampled bool
 }
 
@@ -143,15 +146,22 @@ type ReceiverLoad struct {
 }
 
 // LoadOf returns the Core's load, with the k receivers with the most live
-// timers and the k with the most queued events. It walks the receivers, at
-// most scan of them on each side (wheel receivers and session receivers;
-// Go's map order makes it a different part each call), so its cost on the
-// event loop stays bounded however many there are.
-func (c *Core) LoadOf(k, scan int) Load {
+// timers and the k with the most queued events. It walks at most records
+// receiver records (each costs a few cache misses: its record and its
+// queue's first frame) and timers receivers with timers (an entry of the
+// wheel's receiver table each), so that its cost on the event loop stays
+// bounded however many there are: past that, a different part each call
+// (Go's map order for the records; the wheel's walk goes on where the
+// last one stopped).
+func (c *Core) LoadOf(k, records, timers int) Load {
 	ld := Load{Stalled: len(c.stalled), TimerReceivers: c.wheel.Receivers()}
 	var m protocol.Message
 	seen := 0
 	for _, r := range c.receivers {
+		if seen++; seen > records {
+			ld.Sampled = true
+			break
+		}
 		if r.n == 0 {
 			continue
 		}
@@ -160,21 +170,19 @@ func (c *Core) LoadOf(k, scan int) Load {
 			m.Kind == protocol.KindFire && (!ld.Queued || m.Fire.Tick < ld.OldestDue) {
 			ld.OldestDue, ld.Queued = m.Fire.Tick, true
 		}
-		if seen++; seen > scan {
-			ld.Sampled = true
-			continue
-		}
-		ld.TopBacklog = insertTop(ld.TopBacklog, k, ReceiverLoad{Receiver: r.id, Backlog: r.n, Bound: r.owner != nil},
-			func(a, b *ReceiverLoad) bool { return a.Backlog > b.Backlog })
+		ld.TopBacklog = insertTop(ld.TopBacklog, k, ReceiverLoad{Receiver: r.id, Backlog: r.n, Bound: r.owner != nil}, byBacklog)
+	}
+	if ld.TimerReceivers > timers {
+		ld.Sampled = true
+	} else {
+		c.m.scanAt = 0
 	}
 	seen = 0
-	c.wheel.EachReceiver(func(id uint64, n int) bool {
-		if seen++; seen > scan {
-			ld.Sampled = true
+	c.m.scanAt = c.wheel.EachReceiver(c.m.scanAt, func(id uint64, n int) bool {
+		if seen++; seen > timers {
 			return false
 		}
-		ld.TopTimers = insertTop(ld.TopTimers, k, ReceiverLoad{Receiver: id, Timers: n},
-			func(a, b *ReceiverLoad) bool { return a.Timers > b.Timers })
+		ld.TopTimers = insertTop(ld.TopTimers, k, ReceiverLoad{Receiver: id, Timers: n}, byTimers)
 		return true
 	})
 	for _, list := range [][]ReceiverLoad{ld.TopTimers, ld.TopBacklog} {
@@ -189,13 +197,30 @@ func (c *Core) LoadOf(k, scan int) Load {
 	return ld
 }
 
-// insertTop inserts x into top, kept sorted by more and at most k long.
-func insertTop(top []ReceiverLoad, k int, x ReceiverLoad, more func(a, b *ReceiverLoad) bool) []ReceiverLoad {
-	if k <= 0 || len(top) == k && !more(&x, &top[k-1]) {
+// The orders of LoadOf's top lists.
+const (
+	byTimers = iota
+	byBacklog
+)
+
+// key returns the figure r is ranked by in order by.
+func (r *ReceiverLoad) key(by int) int {
+	if by == byTimers {
+		return r.Timers
+	}
+	return r.Backlog
+}
+
+// insertTop inserts x into top, kept sorted by key (most first, earlier
+// entries first among equals) and at most k long. (An order given as a
+// func value would make x escape: an allocation per call.)
+func insertTop(top []ReceiverLoad, k int, x ReceiverLoad, by int) []ReceiverLoad {
+	v := x.key(by)
+	if k <= 0 || len(top) == k && v <= top[k-1].key(by) {
 		return top
 	}
 	i := len(top)
-	for i > 0 && more(&x, &top[i-1]) {
+	for i > 0 && v > top[i-1].key(by) {
 		i--
 	}
 	if len(top) < k {

@@ -61,3 +61,33 @@ func benchFireMetrics(b *testing.B, on bool) {
 		b.Fatalf("lateness noted for %d firings of %d", taken, b.N)
 	}
 }
+
+// BenchmarkLoadOf: the walk behind the status page's tables and the
+// backlog gauges (once a second, and per scrape, on the event loop), with
+// 20,000 receivers holding queued events and 50,000 more holding a timer,
+// walking at most 1,000 records and 20,000 receivers with timers (as
+// server.ReadMetrics does).
+func BenchmarkLoadOf(b *testing.B) {
+	h := newHarness(b, nil)
+	s := h.session()
+	var frame []byte
+	add := func(r, after uint64) {
+		frame = protocol.AppendRequest(frame[:0], &protocol.Request{Op: protocol.OpAdd, Receiver: r, Tid: 1, After: after, Repeat: 1})
+		h.c.Apply(s, frame[4:])
+		s.out = s.out[:0]
+	}
+	for r := uint64(1); r <= 20_000; r++ {
+		add(r, 1)
+	}
+	h.c.Advance(h.c.Now()+1, 1<<30) // unbound: their events wait in backlogs
+	for r := uint64(100_000); r < 150_000; r++ {
+		add(r, 1000)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		ld := h.c.LoadOf(10, 1_000, 20_000)
+		if len(ld.TopTimers) != 10 || len(ld.TopBacklog) != 10 || !ld.Sampled {
+			b.Fatalf("load %+v", ld)
+		}
+	}
+}

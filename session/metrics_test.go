@@ -42,7 +42,7 @@ func TestMetricsCounts(t *testing.T) {
 	require.Equal(t, []LateRun{{Late: 2, N: 3}, {Late: 0, N: 1}}, runs)
 	h.c.TakeLates(func([]LateRun) { t.Fatal("the runs were not forgotten") })
 
-	ld := h.c.LoadOf(2, 100)
+	ld := h.c.LoadOf(2, 100, 100)
 	require.Equal(t, 2, ld.TimerReceivers)
 	require.Equal(t, 1, ld.BacklogReceivers)
 	require.True(t, ld.Queued)
@@ -50,7 +50,7 @@ func TestMetricsCounts(t *testing.T) {
 	require.Equal(t, []ReceiverLoad{{Receiver: 5, Backlog: 4}}, ld.TopBacklog)
 	require.Equal(t, []ReceiverLoad{{Receiver: 6, Timers: 2}, {Receiver: 7, Timers: 1}}, ld.TopTimers)
 	require.False(t, ld.Sampled)
-	if ld := h.c.LoadOf(2, 1); !ld.Sampled || len(ld.TopTimers) != 1 {
+	if ld := h.c.LoadOf(2, 100, 1); !ld.Sampled || len(ld.TopTimers) != 1 {
 		t.Fatalf("a scan of 1 receiver: %+v", ld)
 	}
 
@@ -63,11 +63,15 @@ func TestMetricsCounts(t *testing.T) {
 }
 
 func TestInsertTop(t *testing.T) {
-	more := func(a, b *ReceiverLoad) bool { return a.Timers > b.Timers }
 	var top []ReceiverLoad
 	for i, n := range []int{3, 9, 1, 7, 9, 5} {
-		top = insertTop(top, 3, ReceiverLoad{Receiver: uint64(i), Timers: n}, more)
+		top = insertTop(top, 3, ReceiverLoad{Receiver: uint64(i), Timers: n}, byTimers)
 	}
 	require.Equal(t, []ReceiverLoad{{Receiver: 1, Timers: 9}, {Receiver: 4, Timers: 9}, {Receiver: 3, Timers: 7}}, top)
-	require.Empty(t, insertTop(nil, 0, ReceiverLoad{Timers: 1}, more))
+	require.Empty(t, insertTop(nil, 0, ReceiverLoad{Timers: 1}, byTimers))
+	top = nil
+	for i, n := range []int{2, 8, 4} {
+		top = insertTop(top, 2, ReceiverLoad{Receiver: uint64(i), Backlog: n, Timers: 100 - n}, byBacklog)
+	}
+	require.Equal(t, []ReceiverLoad{{Receiver: 1, Backlog: 8, Timers: 92}, {Receiver: 2, Backlog: 4, Timers: 96}}, top)
 }

@@ -20,7 +20,9 @@ func TestEachReceiver(t *testing.T) {
 	}
 	delete(want, 2)
 	got := map[uint64]int{}
-	w.EachReceiver(func(r uint64, n int) bool { got[r] = n; return true })
+	if next := w.EachReceiver(0, func(r uint64, n int) bool { got[r] = n; return true }); next != 0 {
+		t.Fatalf("a whole walk returned %d", next)
+	}
 	if len(got) != len(want) || w.Receivers() != len(want) {
 		t.Fatalf("got %v (Receivers %d), want %v", got, w.Receivers(), want)
 	}
@@ -30,8 +32,21 @@ func TestEachReceiver(t *testing.T) {
 		}
 	}
 	calls := 0
-	w.EachReceiver(func(uint64, int) bool { calls++; return false })
+	w.EachReceiver(0, func(uint64, int) bool { calls++; return false })
 	if calls != 1 {
 		t.Fatalf("EachReceiver went on after false: %d calls", calls)
 	}
+	// One receiver at a time, each walk going on from the last: every
+	// receiver once, then round again.
+	seen := map[uint64]int{}
+	from := 0
+	for range len(want) {
+		from = w.EachReceiver(from, func(r uint64, _ int) bool { seen[r]++; return false })
+	}
+	for r := range want {
+		if seen[r] != 1 {
+			t.Fatalf("resumed walks saw %v, want each of %v once", seen, want)
+		}
+	}
+	w.EachReceiver(-5, func(uint64, int) bool { return true }) // any start is valid
 }
