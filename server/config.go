@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"time"
 
@@ -196,6 +197,11 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("config: limits.max_inbound %d must be at least twice max_frame", l.MaxInbound)
 	case l.MaxListBytes < l.MaxData+256 || l.MaxListBytes > l.MaxOutbound/2:
 		return c, fmt.Errorf("config: limits.max_list_bytes %d must hold one timer (max_data + 256) and be at most max_outbound/2", l.MaxListBytes)
+	}
+	if a := c.HTTPAddr; a != "" && a != "off" {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return c, fmt.Errorf("config: http_addr %q: want host:port, or off: %v", a, err)
+		}
 	}
 	return c, nil
 }

@@ -77,7 +77,7 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 		return gnet.None
 	}
 	l.read = s.nowNs()
-	s.beginTurn()
+	s.beginTurn(l.read)
 	// Requests see the current tw-time: the ticker sleeps while nothing is due.
 	if s.advance() {
 		s.more = true

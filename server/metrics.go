@@ -66,7 +66,9 @@ type loopMetrics struct {
 	on bool
 	// turnStart is when the running turn began (ns since origin), 0 when
 	// no turn is timed.
-	turnStart         int64
+	turnStart int64
+	// now is when the turn ended (endTurnMetrics), for observeLates.
+	now               int64
 	turns, lateness   Histogram
 	bytesIn, bytesOut uint64
 	slowCloses        uint64 // see Metrics.SlowConsumerCloses
@@ -84,8 +86,20 @@ func (s *Server) initMetrics() {
 	s.core.SetMetrics(m.on)
 }
 
-// beginTurn notes that a loop turn begins.
-func (s *Server) beginTurn() {
+// Clock reads cost about 100 ns on a VM, and a turn of one small request
+// a few µs: a turn reads the clock once more with metrics on (at its
+// end; its start is the read the turn makes anyway, or one more for a
+// doorbell turn), and once more when it fired timers.
+
+// beginTurn notes that a loop turn began at now (ns since origin).
+func (s *Server) beginTurn(now int64) {
+	if s.m.on {
+		s.m.turnStart = now
+	}
+}
+
+// beginTurnNow notes that a loop turn begins now.
+func (s *Server) beginTurnNow() {
 	if s.m.on {
 		s.m.turnStart = s.nowNs()
 	}
@@ -98,30 +112,39 @@ func (s *Server) endTurnMetrics() {
 	if !m.on {
 		return
 	}
-	now := s.nowNs()
+	m.now = s.nowNs()
 	s.core.TakeLates(m.lateFn)
 	if m.turnStart != 0 {
-		m.turns.observe(float64(now-m.turnStart)/1e9, 1)
+		m.turns.observe(float64(m.now-m.turnStart)/1e9, 1)
 		m.turnStart = 0
 	}
 }
 
 // observeLates adds the turn's firings to the lateness histogram. A
-// firing due at tick d, with the clock now in tick c, was due
-// (c+1-d) ticks before the next boundary, which Clock.Until gives; a
-// firing fast-forwarded over (Late 0) counts from the current tick's
-// boundary. While the clock is frozen, the boundary is taken as the start
-// of the turn.
+// firing late L ticks (session.LateRun) was due L ticks before the
+// boundary of tw-time's current tick t, the Core's; that boundary lies
+// one tick before t+1's, which Clock.Until gives (in real time, at the
+// clock's speed). When t+1 has begun already (a turn longer than a tick)
+// the clock's own tick c stands in: t's boundary is c+1-t ticks before
+// c+1's. A firing fast-forwarded over (L 0) so counts from the boundary
+// of the tick the fast-forward reached. While the clock is frozen the
+// boundary is taken as the start of the turn.
 func (s *Server) observeLates(runs []session.LateRun) {
 	m := &s.m
 	perTick := s.clock.Tick().Seconds() / s.clock.Speed()
-	cur := s.clock.Now()
-	target := s.core.Now()
+	t := s.core.Now()
 	var base float64
-	if d, ok := s.clock.Until(cur + 1); ok {
-		base = float64(cur+1-min(target, cur+1))*perTick - d.Seconds()
-	} else if m.turnStart != 0 {
-		base = float64(s.nowNs()-m.turnStart) / 1e9
+	d, ok := s.clock.Until(t + 1)
+	switch {
+	case ok && d > 0:
+		base = perTick - d.Seconds()
+	case ok:
+		c := s.clock.Now()
+		if d, ok := s.clock.Until(c + 1); ok {
+			base = float64(c+1-min(t, c+1))*perTick - d.Seconds()
+		}
+	case m.turnStart != 0:
+		base = float64(m.now-m.turnStart) / 1e9
 	}
 	base = max(base, 0)
 	for _, r := range runs {
