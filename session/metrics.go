@@ -6,9 +6,14 @@ import (
 
 // Counters for the operator's metrics. The Core counts requests by op and
 // error replies by code always (an array increment each); with metrics on
-// (SetMetrics) it also notes how late, in ticks, each firing of the turn
-// is, for the server's lateness histogram. Inputs fed back by Replay
+// (SetMetrics) it also tells the server how late, in ticks, each firing
+// of the turn was, for its lateness histogram. Inputs fed back by Replay
 // (recovery) are not counted: the counters cover what this process served.
+//
+// Almost every firing is on time (due at tw-time's tick, or fast-forwarded
+// over): those cost onFire two compares, and TakeLates counts them from
+// firedTotal; only a late firing (the wheel catching up) is noted, as a
+// run of equal lateness.
 
 // Array bounds of the per-op and per-code counters; an op or code past
 // them (none is defined) is counted at index 0.
@@ -24,10 +29,12 @@ type coreMetrics struct {
 	errors   [maxCodeCount]uint64
 	// scanAt is where LoadOf's walk of the wheel's receivers goes on.
 	scanAt int
-	// lates are this turn's firings as runs of equal lateness (ticks),
-	// in firing order; the server takes them at the end of each turn
-	// (TakeLates).
-	lates []LateRun
+	// lates are this turn's late firings as runs of equal lateness
+	// (ticks), in firing order; the server takes them, with the on-time
+	// ones, at the end of each turn (TakeLates). firedAt is firedTotal as
+	// of the last TakeLates.
+	lates   []LateRun
+	firedAt uint64
 }
 
 // LateRun is n firings that were late ticks ticks (see protocol.Fire.Late:
@@ -39,10 +46,12 @@ type LateRun struct {
 
 // SetMetrics turns the per-firing lateness notes on or off. While on, the
 // server must take them every turn (TakeLates), or they grow with every
-// firing.
+// late firing. Turn them on after recovery: TakeLates would count the
+// firings of a Replay as on time.
 func (c *Core) SetMetrics(on bool) {
 	c.m.on = on
 	c.m.lates = c.m.lates[:0]
+	c.m.firedAt = c.firedTotal
 }
 
 // countRequest counts a decoded request of op.
@@ -69,10 +78,11 @@ func (c *Core) countError(code protocol.Code) {
 	c.m.errors[i]++
 }
 
-// noteFire notes the lateness of a firing due at tick. The caller checks
-// that metrics are on (c.m.on), so that with them off a firing costs one
-// branch.
-func (c *Core) noteFire(tick uint64) {
+// noteLate notes a late firing due at tick: the caller (onFire) checked
+// that metrics are on and that tick is late (below tw-time's target, above
+// what a fast-forward jumped over), so that an on-time firing costs two
+// compares and, with metrics off, one branch.
+func (c *Core) noteLate(tick uint64) {
 	if c.replaying {
 		return
 	}
@@ -84,11 +94,21 @@ func (c *Core) noteFire(tick uint64) {
 	c.m.lates = append(c.m.lates, LateRun{Late: l, N: 1})
 }
 
-// TakeLates calls fn with the lateness of the firings noted since the last
-// call, as runs, and forgets them. The slice is valid only during fn.
+// TakeLates calls fn with the lateness of the firings since the last call,
+// as runs (the late ones in firing order, then the on-time ones, Late 0),
+// and forgets them; it does nothing with metrics off, or when nothing
+// fired. The slice is valid only during fn.
 func (c *Core) TakeLates(fn func([]LateRun)) {
-	if len(c.m.lates) == 0 {
+	if !c.m.on || c.firedTotal == c.m.firedAt {
 		return
+	}
+	fired := c.firedTotal - c.m.firedAt
+	c.m.firedAt = c.firedTotal
+	for _, r := range c.m.lates {
+		fired -= min(r.N, fired)
+	}
+	if fired > 0 {
+		c.m.lates = append(c.m.lates, LateRun{Late: 0, N: fired})
 	}
 	fn(c.m.lates)
 	c.m.lates = c.m.lates[:0]

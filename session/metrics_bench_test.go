@@ -91,3 +91,21 @@ func BenchmarkLoadOf(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkNoteLate: what metrics add to a late firing in the loop (the
+// wheel catching up): the note into a run. An on-time firing costs two
+// compares in onFire and is counted at TakeLates.
+func BenchmarkNoteLate(b *testing.B) {
+	h := newHarness(b, nil)
+	h.c.SetMetrics(true)
+	h.c.target = h.c.Now() + 5
+	tick := h.c.target - 3
+	n := 0
+	for b.Loop() {
+		h.c.noteLate(tick)
+		if n++; n == 10_000 { // a turn's worth (max_fires_per_turn)
+			h.c.TakeLates(func([]LateRun) {})
+			n = 0
+		}
+	}
+}

@@ -63,8 +63,8 @@ func (c *Core) Buffered(s *Session, n int) {
 // onFire routes one firing to its receiver's session, or to its backlog.
 func (c *Core) onFire(f *wheel.Fire) {
 	c.firedTotal++
-	if c.m.on {
-		c.noteFire(f.Tick)
+	if c.m.on && f.Tick < c.target && f.Tick > c.skipped { // late (see noteLate)
+		c.noteLate(f.Tick)
 	}
 	r := c.receiver(f.Receiver)
 	if r.acked {
