@@ -94,9 +94,10 @@ type Config struct {
 	Timeouts Timeouts `yaml:"timeouts"`
 
 	// Metrics keeps the event loop's turn duration and fire lateness
-	// histograms (ReadMetrics): two clock reads per loop turn and a note
-	// per firing. The counters are kept either way. cmd/tickwheel turns
-	// it on with its operator HTTP listener.
+	// histograms (ReadMetrics): a clock read at the end of each loop turn
+	// (two for a doorbell turn, one more when it fired timers), and a
+	// note per late firing. The counters are kept either way.
+	// cmd/tickwheel turns it on with its operator HTTP listener.
 	Metrics bool `yaml:"-"`
 	// HTTPAddr is the operator HTTP listener's address (metrics, health,
 	// pprof, status page), which cmd/tickwheel starts beside the server

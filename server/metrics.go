@@ -61,8 +61,8 @@ func (h *Histogram) clone() Histogram {
 // loopMetrics are the counters the event loop keeps for ReadMetrics.
 // Owned by the event loop, but ready, which is safe from any goroutine.
 type loopMetrics struct {
-	// on: Config.Metrics; the turn and lateness histograms are kept (two
-	// clock reads per turn) only then.
+	// on: Config.Metrics; the turn and lateness histograms are kept (a
+	// clock read or two per turn) only then.
 	on bool
 	// turnStart is when the running turn began (ns since origin), 0 when
 	// no turn is timed.
