@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"syscall"
 	"testing"
@@ -48,6 +49,12 @@ const benchToken = "bench-admin-token"
 // benchServer starts a server, with the operator listener and a scraper
 // when on, and a client with the admin token.
 func benchServer(b *testing.B, on bool) *client.Client {
+	c, _ := benchServerOf(b, on)
+	return c
+}
+
+// benchServerOf is benchServer, also returning the server.
+func benchServerOf(b *testing.B, on bool) (*client.Client, *server.Server) {
 	b.Helper()
 	cfg := server.Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1_000_000, AdminToken: benchToken,
 		Persistence: "off", Metrics: on}
@@ -98,7 +105,7 @@ func benchServer(b *testing.B, on bool) *client.Client {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { c.Close() })
-	return c
+	return c, srv
 }
 
 // addMany adds n one-shot timers, tids from first, due after ticks, over
@@ -248,4 +255,37 @@ func benchPaired(b *testing.B, chunk func(*testing.B, *client.Client, uint64) ti
 	b.ReportMetric(ops/tOff.Seconds(), "off-ops/s")
 	b.ReportMetric(ops/tOn.Seconds(), "on-ops/s")
 	b.ReportMetric(tOff.Seconds()/tOn.Seconds(), "on/off")
+}
+
+// BenchmarkScrape: one /metrics scrape (the handler, without the
+// network) of a server with 10,000 live timers over 100 receivers, and
+// one ReadMetrics (what a scrape or the sampler costs the event loop,
+// including the hand-over to it and back).
+func BenchmarkScrape(b *testing.B) {
+	c, srvOf := benchServerOf(b, true)
+	addMany(b, c, 1, 10_000, 1_000_000)
+	op, err := New(Options{Addr: "127.0.0.1:0"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	op.Attach(srvOf)
+	h := op.Handler()
+	b.Run("metrics", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			if rec.Code != 200 {
+				b.Fatalf("/metrics: %d", rec.Code)
+			}
+		}
+	})
+	b.Run("ReadMetrics", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := srvOf.ReadMetrics(context.Background(), 10); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
