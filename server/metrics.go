@@ -245,7 +245,7 @@ func (s *Server) ReadMetrics(ctx context.Context, top int) (Metrics, error) {
 // once per scrape.
 const (
 	loadRecords = 1_000
-	loadTimers  = 20_000
+	loadTimers  = 10_000
 )
 
 // fsyncBounds are journal.SyncBuckets in seconds.

@@ -65,7 +65,7 @@ func benchFireMetrics(b *testing.B, on bool) {
 // BenchmarkLoadOf: the walk behind the status page's tables and the
 // backlog gauges (once a second, and per scrape, on the event loop), with
 // 20,000 receivers holding queued events and 50,000 more holding a timer,
-// walking at most 1,000 records and 20,000 receivers with timers (as
+// walking at most 1,000 records and 10,000 receivers with timers (as
 // server.ReadMetrics does).
 func BenchmarkLoadOf(b *testing.B) {
 	h := newHarness(b, nil)
@@ -85,7 +85,7 @@ func BenchmarkLoadOf(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		ld := h.c.LoadOf(10, 1_000, 20_000)
+		ld := h.c.LoadOf(10, 1_000, 10_000)
 		if len(ld.TopTimers) != 10 || len(ld.TopBacklog) != 10 || !ld.Sampled {
 			b.Fatalf("load %+v", ld)
 		}

@@ -19,11 +19,12 @@ func (w *Wheel) EachReceiver(from int, fn func(r uint64, timers int) bool) (next
 	if from < 0 {
 		from += n
 	}
-	for k := range n {
-		i := (from + k) % n
-		e := &w.recv.table[i]
-		if e.count != 0 && !fn(e.key, int(e.count)) {
-			return (i + 1) % n
+	t := w.recv.table
+	for _, part := range [2][2]int{{from, n}, {0, from}} { // from the start position round to it
+		for i := part[0]; i < part[1]; i++ {
+			if e := &t[i]; e.count != 0 && !fn(e.key, int(e.count)) {
+				return (i + 1) % n
+			}
 		}
 	}
 	return 0
