@@ -39,7 +39,8 @@ func BenchmarkOverhead(b *testing.B) {
 		if on {
 			name = "metrics=on"
 		}
-		b.Run(name+"/add", func(b *testing.B) { benchAdd(b, on) })
+		b.Run(name+"/add", func(b *testing.B) { benchAdd(b, on, 256) })
+		b.Run(name+"/add-one-by-one", func(b *testing.B) { benchAdd(b, on, 1) })
 		b.Run(name+"/fire", func(b *testing.B) { benchFire(b, on) })
 	}
 }
@@ -109,11 +110,15 @@ func benchServerOf(b *testing.B, on bool) (*client.Client, *server.Server) {
 }
 
 // addMany adds n one-shot timers, tids from first, due after ticks, over
-// 64 receivers, 256 calls in flight.
-func addMany(b *testing.B, c *client.Client, first uint64, n int, after uint64) {
+// 64 receivers, inflight calls in flight (256 when 0 or absent).
+func addMany(b *testing.B, c *client.Client, first uint64, n int, after uint64, inflight ...int) {
 	b.Helper()
 	ctx := context.Background()
-	sem := make(chan struct{}, 256)
+	window := 256
+	if len(inflight) > 0 && inflight[0] > 0 {
+		window = inflight[0]
+	}
+	sem := make(chan struct{}, window)
 	errs := make(chan error, 1)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -138,13 +143,28 @@ func addMany(b *testing.B, c *client.Client, first uint64, n int, after uint64) 
 	}
 }
 
-func benchAdd(b *testing.B, on bool) {
-	c := benchServer(b, on)
+// benchAdd times b.N adds with inflight calls in flight (1: a caller that
+// waits for every reply, a loop turn per request).
+func benchAdd(b *testing.B, on bool, inflight int) {
+	c, srv := benchServerOf(b, on)
+	turns0 := loopTurns(b, srv)
 	b.ResetTimer()
 	t0, cpu0 := time.Now(), cpuTime(b)
-	addMany(b, c, 1, b.N, 1_000_000)
+	addMany(b, c, 1, b.N, 1_000_000, inflight)
 	b.ReportMetric(float64(b.N)/time.Since(t0).Seconds(), "adds/s")
 	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+	if on {
+		b.ReportMetric(float64(loopTurns(b, srv)-turns0)/float64(b.N), "turns/op")
+	}
+}
+
+// loopTurns returns how many loop turns srv has timed (with metrics on).
+func loopTurns(b *testing.B, srv *server.Server) uint64 {
+	m, err := srv.ReadMetrics(context.Background(), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m.TurnDuration.Count
 }
 
 // cpuTime returns the process's user and system CPU time so far.
@@ -157,7 +177,7 @@ func cpuTime(b *testing.B) time.Duration {
 }
 
 func benchFire(b *testing.B, on bool) {
-	c := benchServer(b, on)
+	c, srv := benchServerOf(b, on)
 	ctx := context.Background()
 	for r := range uint64(64) {
 		if _, err := c.Bind(ctx, r, nil); err != nil {
@@ -165,6 +185,7 @@ func benchFire(b *testing.B, on bool) {
 		}
 	}
 	addMany(b, c, 1, b.N, 1)
+	turns0 := loopTurns(b, srv)
 	b.ResetTimer()
 	t0, cpu0 := time.Now(), cpuTime(b)
 	ff := make(chan error, 1)
@@ -181,6 +202,9 @@ func benchFire(b *testing.B, on bool) {
 	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
 	if err := <-ff; err != nil {
 		b.Fatal(err)
+	}
+	if on {
+		b.ReportMetric(float64(loopTurns(b, srv)-turns0)/float64(b.N), "turns/op")
 	}
 }
 
