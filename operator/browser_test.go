@@ -57,18 +57,47 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer op.Close()
+	ctx, problems := startBrowser(t, chromium)
+	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+op.Addr()+"/"),
+		chromedp.Poll[chromedp.Void](`window.tickwheelStatus && window.tickwheelStatus.polls >= 1`, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Fatalf("the page did not load and poll: %v", err)
+	}
+	firedBefore := text(t, ctx, "#n-fired")
 
+	// Timers that fire now and keep firing: the numbers and plots move.
+	cl := startFiring(t, ts)
+	checkMoving(t, ctx, firedBefore)
+	if path := os.Getenv("TICKWHEEL_SCREENSHOT"); path != "" {
+		// 20 seconds on, timers of receivers nobody binds: their events
+		// queue, and the backlog plot and table show them.
+		time.Sleep(20 * time.Second)
+		for tid := uint64(1); tid <= 400; tid++ {
+			if _, err := cl.Add(context.Background(), 100+tid%7, tid, 1+tid%50, &client.AddOptions{Every: 10 + tid%30, Repeat: 1000}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		screenshot(t, ctx, path)
+	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the page logged errors:\n%s", strings.Join(p, "\n"))
+	}
+}
+
+// startBrowser starts headless Chromium (closed when the test ends) and
+// returns its tab's context, and a func that returns the console errors,
+// uncaught exceptions and error log entries (failed loads) so far.
+func startBrowser(t *testing.T, chromium string) (context.Context, func() []string) {
+	t.Helper()
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
 		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1300, 1150))
-	defer cancelAlloc()
+	t.Cleanup(cancelAlloc)
 	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
+	t.Cleanup(cancel)
 	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancelTimeout()
-
+	t.Cleanup(cancelTimeout)
 	var mu sync.Mutex
 	var problems []string
 	if err := chromedp.Listen(ctx, func(ev any) {
@@ -98,36 +127,48 @@ func TestStatusPageInBrowser(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("starting Chromium (%s): %v", chromium, err)
 	}
-	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+op.Addr()+"/"),
-		chromedp.Poll[chromedp.Void](`window.tickwheelStatus && window.tickwheelStatus.polls >= 1`, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
-		t.Fatalf("the page did not load and poll: %v", err)
+	return ctx, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), problems...)
 	}
-	firedBefore := text(t, ctx, "#n-fired")
+}
 
-	// Timers that fire now and keep firing: the numbers and plots move.
-	cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer ccancel()
-	c, err := client.Dial(cctx, ts.Addr(), client.WithToken(ts.AdminToken()), client.WithEventBuffer(100_000))
+// startFiring connects a client (closed when the test ends) that binds
+// receivers 1 to 5 and adds 300 timers for them, firing from the next
+// ticks on every 5 to 24 ticks; it reads their events.
+func startFiring(t *testing.T, ts *servertest.Server) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, ts.Addr(), client.WithToken(ts.AdminToken()), client.WithEventBuffer(100_000))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	go func() {
 		for range c.Events() {
 		}
 	}()
 	for r := uint64(1); r <= 5; r++ {
-		if _, err := c.Bind(cctx, r, nil); err != nil {
+		if _, err := c.Bind(ctx, r, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for tid := uint64(1); tid <= 300; tid++ {
-		r := 1 + tid%5
-		if _, err := c.Add(cctx, r, tid, 1+tid%40, &client.AddOptions{Every: 5 + tid%20, Repeat: 1000}); err != nil {
+		if _, err := c.Add(ctx, 1+tid%5, tid, 1+tid%40, &client.AddOptions{Every: 5 + tid%20, Repeat: 1000}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	err = chromedp.Do(ctx,
+	return c
+}
+
+// checkMoving waits for the page to show firings (the count is no longer
+// firedBefore) and every plot to have points, the rate plot above 0, then
+// checks that every canvas has drawn pixels, and the numbers and tables.
+func checkMoving(t *testing.T, ctx context.Context, firedBefore string) {
+	t.Helper()
+	err := chromedp.Do(ctx,
 		chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector("#n-fired").textContent !== %q && document.querySelector("#n-fired").textContent !== "0"`, firedBefore),
 			chromedp.WithPollingTimeout(20*time.Second)),
 		chromedp.Poll[chromedp.Void](`window.tickwheelStatus.plots.every(function (p) { return p.u.data[0].length > 0; }) &&
@@ -135,7 +176,6 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the numbers or plots did not move: %v (fired before %q, now %q)", err, firedBefore, text(t, ctx, "#n-fired"))
 	}
-	// Every plot's canvas has drawn pixels (axes, grid and lines).
 	drawn, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(function () {
 		var cs = Array.from(document.querySelectorAll("canvas"));
 		return cs.length >= 6 && cs.every(function (c) {
@@ -155,22 +195,6 @@ func TestStatusPageInBrowser(t *testing.T) {
 	}
 	if rows := count(t, ctx, "#t-timers tbody tr"); rows != 5 {
 		t.Errorf("top receivers by live timers: %d rows, want 5", rows)
-	}
-	if path := os.Getenv("TICKWHEEL_SCREENSHOT"); path != "" {
-		// 20 seconds on, timers of receivers nobody binds: their events
-		// queue, and the backlog plot and table show them.
-		time.Sleep(20 * time.Second)
-		for tid := uint64(1); tid <= 400; tid++ {
-			if _, err := c.Add(cctx, 100+tid%7, tid, 1+tid%50, &client.AddOptions{Every: 10 + tid%30, Repeat: 1000}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		screenshot(t, ctx, path)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(problems) > 0 {
-		t.Errorf("the page logged errors:\n%s", strings.Join(problems, "\n"))
 	}
 }
 

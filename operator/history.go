@@ -18,15 +18,15 @@ type sample struct {
 	T          int64   `json:"t"`           // Unix seconds
 	Fires      float64 `json:"fires"`       // firings per second over the last interval
 	Adds       float64 `json:"adds"`        // add requests per second
-	P50        float64 `json:"p50"`         // lateness of the interval's firings, seconds (NaN: none)
-	P99        float64 `json:"p99"`         //
+	P50        float64 `json:"p50"`         // lateness of the interval's firings, seconds (see HasLatency)
+	P99        float64 `json:"p99"`         // (estimated from the histogram's buckets, see quantile)
 	Timers     uint64  `json:"timers"`      // live timers
 	Sessions   uint64  `json:"sessions"`    // sessions
 	Backlog    uint64  `json:"backlog"`     // queued events
 	TwOffset   float64 `json:"tw_offset"`   // tw-time minus wall-clock time, seconds
 	Dropped    float64 `json:"dropped"`     // events dropped per second
 	Lag        float64 `json:"lag"`         // seconds
-	HasLatency bool    `json:"has_latency"` // P50 and P99 are defined
+	HasLatency bool    `json:"has_latency"` // P50 and P99 are defined: something fired in the interval
 }
 
 // history is the ring of samples and the latest copy of the counters.
