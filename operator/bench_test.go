@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"sync"
 	"syscall"
 	"testing"
@@ -22,7 +24,10 @@ import (
 // server (frozen, in memory), with metrics off (Config.Metrics false, no
 // listener) and on (Config.Metrics, the operator listener serving with
 // its once-a-second sampler, and /metrics scraped every second, 15 times
-// as often as Prometheus's default). go test's -count repeats each
+// as often as Prometheus's default, by another process as Prometheus
+// would: a scraper goroutine's timer in this process would make the
+// client's many goroutine switches read the clock, a cost of the
+// benchmark, not of the server). go test's -count repeats each
 // sub-benchmark back to back, so on a busy machine run whole rounds in
 // turn instead. Besides the rates each reports cpu-ns/op, the process's
 // CPU time (user and system: the server, the client, and with metrics on
@@ -79,26 +84,8 @@ func benchServerOf(b *testing.B, on bool) (*client.Client, *server.Server) {
 		if err := op.Serve(); err != nil {
 			b.Fatal(err)
 		}
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() { // a scraper
-			defer wg.Done()
-			t := time.NewTicker(time.Second)
-			defer t.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-t.C:
-				}
-				if resp, err := http.Get("http://" + op.Addr() + "/metrics"); err == nil {
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
-			}
-		}()
-		b.Cleanup(func() { close(stop); wg.Wait(); op.Close() })
+		startScraper(b, "http://"+op.Addr()+"/metrics")
+		b.Cleanup(func() { op.Close() })
 	}
 	c, err := client.Dial(context.Background(), srv.Addr(), client.WithToken(benchToken),
 		client.WithLogger(slog.New(slog.DiscardHandler)), client.WithEventBuffer(1<<16))
@@ -312,4 +299,36 @@ func BenchmarkScrape(b *testing.B) {
 			}
 		}
 	})
+}
+
+// startScraper starts this test binary again as a scraper of url, once a
+// second (TestScraperChild), until the benchmark ends.
+func startScraper(b *testing.B, url string) {
+	b.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestScraperChild$")
+	cmd.Env = append(os.Environ(), "TICKWHEEL_SCRAPE_URL="+url)
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+}
+
+// TestScraperChild is the benchmarks' scraper process (startScraper): it
+// fetches $TICKWHEEL_SCRAPE_URL once a second until killed. Without that
+// variable it is skipped.
+func TestScraperChild(t *testing.T) {
+	url := os.Getenv("TICKWHEEL_SCRAPE_URL")
+	if url == "" {
+		t.Skip("the benchmarks' scraper process; it runs only when they start it")
+	}
+	for {
+		if resp, err := http.Get(url); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		time.Sleep(time.Second)
+	}
 }
