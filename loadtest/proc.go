@@ -130,7 +130,9 @@ func SpawnWith(ctx context.Context, o SpawnOptions) (*Spawned, error) {
 		addr = ln.Addr().String()
 		ln.Close()
 	}
-	argv := append([]string{o.Path, "-addr", addr}, o.Args...)
+	// The operator HTTP listener on a free port: servers spawned at once
+	// must not share its default port (a later -http-addr in Args wins).
+	argv := append([]string{o.Path, "-addr", addr, "-http-addr", "127.0.0.1:0"}, o.Args...)
 	s := &Spawned{Addr: addr, Pinned: "not pinned"}
 	if cpus := o.CPUs; cpus != "" {
 		if _, err := CPUCount(cpus); err != nil {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/tickwheel/tickwheel/protocol"
@@ -93,6 +94,16 @@ type Config struct {
 	// checks this; cmd/tickwheel sets its logger's level from it (a
 	// -log-level flag beats it), and again on SIGHUP.
 	LogLevel string `yaml:"log_level"`
+	// Metrics keeps the event loop's turn duration and fire lateness
+	// histograms (ReadMetrics): a clock read at the end of each loop turn
+	// (two for a doorbell turn, one more when it fired timers), and a
+	// note per late firing. The counters are kept either way.
+	// cmd/tickwheel turns it on with its operator HTTP listener.
+	Metrics bool `yaml:"-"`
+	// HTTPAddr is the operator HTTP listener's address (metrics, health,
+	// pprof, status page), which cmd/tickwheel starts beside the server
+	// (package operator). Default "127.0.0.1:7421"; "off" turns it off.
+	HTTPAddr string `yaml:"http_addr"`
 
 	// MaxFiresPerTurn bounds the firings done in one event-loop turn, so a
 	// burst of expiries or a long catch-up cannot stall other sessions.
@@ -176,6 +187,11 @@ func (c Config) withDefaults() (Config, error) {
 		return c, keyErr("log_level", "%q: want debug, info, warn or error", c.LogLevel)
 	case !(c.Speed >= wheel.MinSpeed && c.Speed <= wheel.MaxSpeed): // NaN too
 		return c, keyErr("speed", "%v is out of range %v..%v", c.Speed, wheel.MinSpeed, wheel.MaxSpeed)
+	}
+	if a := c.HTTPAddr; a != "" && a != "off" {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return c, keyErr("http_addr", "%q: want host:port, or off: %v", a, err)
+		}
 	}
 	return c, checkLimits(&c.Limits)
 }

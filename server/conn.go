@@ -77,6 +77,7 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 		return gnet.None
 	}
 	l.read = s.nowNs()
+	s.beginTurn(l.read)
 	// Requests see the current tw-time: the ticker sleeps while nothing is due.
 	if s.advance() {
 		s.more = true
@@ -155,6 +156,7 @@ func (s *Server) readFrames(l *link) {
 	// lost: discard only what was consumed.
 	if off > 0 {
 		_, _ = c.Discard(off)
+		s.m.bytesIn += uint64(off)
 	}
 	l.notePartial(incomplete)
 	s.checkInbound(l)
@@ -197,6 +199,7 @@ func (s *Server) checkInbound(l *link) {
 		switch {
 		case sess.Blocked():
 			why = "while max_outbound bytes of replies and events wait unread"
+			s.m.slowCloses++
 		case l.deferred:
 			why = "faster than its turns of work handle them"
 		}
@@ -263,6 +266,7 @@ func (s *Server) endTurn() {
 	}
 	s.commit()
 	s.flush()
+	s.endTurnMetrics()
 }
 
 // outboundBuffered returns how many bytes sess's connection holds that it
@@ -279,16 +283,17 @@ func outboundBuffered(sess *session.Session) int {
 // fast-forward has been answered or whose replies have drained (see
 // session.Core.Flush, which is re-entrant: a write to a reset peer runs
 // OnClose inside it).
-func (s *Server) flush() { s.core.Flush(writeOut, s.afterFlush) }
+func (s *Server) flush() { s.core.Flush(s.writeOut, s.afterFlush) }
 
 // writeOut writes out to sess's connection and returns what the connection
 // still buffers.
-func writeOut(sess *session.Session, out []byte) int {
+func (s *Server) writeOut(sess *session.Session, out []byte) int {
 	c, ok := sess.Conn.(gnet.Conn)
 	if !ok {
 		return 0
 	}
 	if len(out) > 0 {
+		s.m.bytesOut += uint64(len(out))
 		_, _ = c.Write(out) // may run OnClose for sess
 	}
 	return c.OutboundBuffered()

@@ -66,6 +66,11 @@ type persist struct {
 	snap        *snapshotRun // the snapshot being written, or nil
 	snapRetryAt int64        // ns since origin: no snapshot is started before it
 	syncQueued  bool         // a syncPass is queued on the loop
+	// snapshots counts those completed since start; snapDone is when the
+	// last one completed and snapTook how long it took.
+	snapshots uint64
+	snapDone  time.Time
+	snapTook  time.Duration
 	// gap: records were refused while the log could not be written (its
 	// memory backlog was full): until a snapshot covers them, a crash would
 	// lose them.

@@ -110,7 +110,8 @@ func tryStartProc(t *testing.T, args ...string) (*proc, error) {
 func tryStartProcEnv(t *testing.T, env []string, args ...string) (*proc, error) {
 	t.Helper()
 	bin := serverBinary(t)
-	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
+	// -http-addr: processes that run at once must not share the default port.
+	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0"}, args...)...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "TICKWHEEL_") {
 			cmd.Env = append(cmd.Env, kv)

@@ -93,6 +93,8 @@ type Server struct {
 	// origin).
 	origin time.Time
 	tk     tickerState
+
+	m loopMetrics // operator metrics (metrics.go)
 }
 
 // New validates cfg and builds a server; Start runs it.
@@ -138,6 +140,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s.core.SetClockHook(s.applyClock)
 	s.core.SetInstantHook(s.clock.Instant)
+	s.initMetrics()
 	if s.persist == nil {
 		s.core.SetClock(speed, frozen) // startLog records it otherwise
 	}
@@ -211,6 +214,7 @@ func (s *Server) Start() error {
 	s.accepting.Store(true)
 	go s.acceptLoop()
 	s.ring() // requests served before the doorbell existed may have left work
+	s.m.ready.Store(true)
 	s.log.Info("tickwheel listening", "addr", s.addr, "tick", s.cfg.Tick, "frozen", frozen,
 		"persistence", s.cfg.Persistence, "data_dir", s.cfg.DataDir)
 	return nil
@@ -228,6 +232,7 @@ func (s *Server) Done() <-chan struct{} { return s.done }
 // handed to the event loop while it exits.
 func (s *Server) Stop(ctx context.Context) error {
 	s.stopping.Store(true)
+	s.m.ready.Store(false)
 	if s.ln != nil {
 		s.ln.Close()
 	}

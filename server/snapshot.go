@@ -120,6 +120,8 @@ func (s *Server) pollSnapshot() {
 		return
 	}
 	s.persist.gap = false
+	s.persist.snapshots++
+	s.persist.snapDone, s.persist.snapTook = time.Now(), time.Since(run.began)
 	s.log.Info("snapshot written", "index", run.index, "bytes", run.bytes, "timers", run.snap.Timers(),
 		"took", time.Since(run.began).Round(time.Millisecond), "loop_pause", run.pause.Round(time.Microsecond))
 }

@@ -200,6 +200,7 @@ func (c *Core) reply(s *Session, id uint64, err error) {
 }
 
 func (c *Core) fail(s *Session, id uint64, code protocol.Code, msg string) {
+	c.countError(code)
 	s.out = protocol.AppendError(s.out, id, code, msg)
 }
 
@@ -223,6 +224,7 @@ func (c *Core) Expire(s *Session, why string) {
 	c.peerInfo("closing a connection: timeout", "session", s.id, "name", s.name, "why", why)
 	before := len(s.out)
 	s.out = protocol.AppendError(s.out, 0, protocol.CodeTimeout, why)
+	c.countError(protocol.CodeTimeout)
 	c.rec.pad(inKill, s.id, len(s.out)-before)
 	s.kill = true
 	c.markDirty(s)

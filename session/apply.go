@@ -46,6 +46,7 @@ func (c *Core) Apply(s *Session, payload []byte) {
 		c.Malformed(s, req.ID, err)
 		return
 	}
+	c.countRequest(req.Op)
 	if why := c.refuse(s, req.Op); why != 0 {
 		c.markDirty(s)
 		return

@@ -101,7 +101,8 @@ type Core struct {
 	// requests may take in one turn.
 	work int
 
-	sched scheduler // calendar schedules and missed-firing policies (schedule.go)
+	sched scheduler   // calendar schedules and missed-firing policies (schedule.go)
+	m     coreMetrics // operator counters (metrics.go)
 
 	rec recorder // this turn's record of inputs (record.go)
 	// replied lists the sessions with a reply to a recorded input this

@@ -66,6 +66,9 @@ func (c *Core) onFire(f *wheel.Fire) {
 		c.planFire(f) // schedule.go
 	}
 	c.firedTotal++
+	if c.m.on && f.Tick < c.target && f.Tick > c.skipped { // late (see noteLate)
+		c.noteLate(f.Tick)
+	}
 	r := c.receiver(f.Receiver)
 	if r.acked {
 		c.fireAcked(r, f)

@@ -2,7 +2,7 @@
 //
 //	tickwheel [serve] [-config FILE] [-addr HOST:PORT] [-tick DURATION] [-frozen] [-start-tick N]
 //	          [-data-dir DIR] [-fsync always|everysec|no] [-downtime catch-up|pause] [-repair]
-//	          [-admin-token-file FILE] [-client-token-file FILE] [-insecure]
+//	          [-admin-token-file FILE] [-client-token-file FILE] [-insecure] [-http-addr HOST:PORT]
 //	tickwheel COMMAND [-addr HOST:PORT] [-token T | -token-file FILE] [-data-dir DIR] [-json] ARGS...
 //	tickwheel -config-check [-config FILE] [server flags]
 //	tickwheel health [-http-addr HOST:PORT]
@@ -15,6 +15,9 @@
 // systemd with Type=notify, it reports READY=1 once it listens (after
 // recovery). -config-check validates the configuration and exits; health
 // asks the operator HTTP listener's /healthz (the container's HEALTHCHECK).
+// Beside the server, the operator HTTP listener (metrics, /healthz,
+// /readyz, pprof, a status page: docs/OPERATIONS.md) serves on
+// 127.0.0.1:7421; -http-addr "" turns it off.
 // The admin token comes from -admin-token(-file), else $TICKWHEEL_ADMIN_TOKEN,
 // else the config file, else <data dir>/admin.token, made at first start.
 // The commands (add, cancel, get, list, watch, ff, freeze, resume, speed,
@@ -37,6 +40,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tickwheel/tickwheel/operator"
 	"github.com/tickwheel/tickwheel/server"
 )
 
@@ -107,6 +111,7 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 	insecure := fs.Bool("insecure", false, "allow listening beyond loopback with no client token")
 	frozen := fs.Bool("frozen", false, "start with tw-time frozen (moved only by admin fast-forward)")
 	startTick := fs.Uint64("start-tick", 0, "tw-time at start (default: the current Unix time in ticks)")
+	httpAddr := fs.String("http-addr", "", `operator HTTP listener: metrics, health, pprof, status page (default `+operator.DefaultAddr+`; "" or "off" turns it off)`)
 	fs.StringVar(&sf.logLevel, "log-level", "", "debug, info, warn or error (default: log_level in the config, else info)")
 	fs.StringVar(&sf.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) to this file until shutdown")
 	fs.BoolVar(&sf.configCheck, "config-check", false, "check the configuration (the config file, flags and environment), print the result and exit: 0 if valid")
@@ -174,6 +179,11 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 			cfg.StartTick = *startTick
 		case "log-level":
 			cfg.LogLevel = sf.logLevel
+		case "http-addr":
+			cfg.HTTPAddr = *httpAddr
+			if *httpAddr == "" {
+				cfg.HTTPAddr = "off"
+			}
 		}
 	})
 	return cfg, sf, nil
@@ -239,9 +249,21 @@ func serveWith(cfg server.Config, sf *serveFlags, reread func() (server.Config, 
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(sig)
 	defer signal.Stop(hup)
+	// The operator listener starts before recovery: /healthz answers and
+	// /readyz says 503 until the server accepts clients.
+	op, err := startOperator(&cfg, log)
+	if err != nil {
+		return err
+	}
+	if op != nil {
+		defer op.Close()
+	}
 	srv, err := server.New(cfg, log)
 	if err != nil {
 		return err
+	}
+	if op != nil {
+		op.Attach(srv)
 	}
 	if sf.cpuProfile != "" {
 		f, err := os.Create(sf.cpuProfile)
@@ -295,6 +317,28 @@ wait:
 		}
 	}()
 	return srv.Stop(ctx)
+}
+
+// startOperator starts the operator HTTP listener of cfg.HTTPAddr (its
+// default when empty), or none for "off", and turns on the server's
+// metrics with it.
+func startOperator(cfg *server.Config, log *slog.Logger) (*operator.Operator, error) {
+	addr := cfg.HTTPAddr
+	switch addr {
+	case "off":
+		return nil, nil
+	case "":
+		addr = operator.DefaultAddr
+	}
+	op, err := operator.New(operator.Options{Addr: addr, Log: log})
+	if err != nil {
+		return nil, fmt.Errorf("http_addr: %w", err)
+	}
+	if err := op.Serve(); err != nil {
+		return nil, fmt.Errorf("http_addr: %w", err)
+	}
+	cfg.Metrics = true
+	return op, nil
 }
 
 // stopTimeout bounds a graceful stop: writing what is queued and the last

@@ -213,6 +213,8 @@ type Journal struct {
 	lastSync  time.Duration
 	syncs     uint64
 	syncFails uint64
+	syncSum   time.Duration // of every fsync's duration
+	syncHist  SyncCounts    // fsyncs by duration (syncstats.go)
 	stop      chan struct{}
 	done      chan struct{}
 	nudge     chan struct{} // asks the syncer to fsync now
@@ -453,6 +455,8 @@ type Stats struct {
 	SnapshotAge      time.Duration // since it was committed (its file's mtime); 0 if none
 	Syncs, SyncFails uint64        // fsyncs of the active segment, and failed ones
 	LastSync         time.Duration // how long the last fsync took
+	SyncTime         time.Duration // all fsyncs' durations added up
+	SyncCounts       SyncCounts    // fsyncs by duration (see SyncBuckets)
 }
 
 // Stats returns the journal's current figures.
@@ -479,6 +483,7 @@ func (j *Journal) Stats() Stats {
 	j.mu.Unlock()
 	j.smu.Lock()
 	s.Syncs, s.SyncFails, s.LastSync = j.syncs, j.syncFails, j.lastSync
+	s.SyncTime, s.SyncCounts = j.syncSum, j.syncHist
 	if j.opts.Sync == SyncEverySec {
 		s.DurableIndex = max(s.DurableIndex, j.durable)
 	}

@@ -334,8 +334,7 @@ func (j *Journal) syncActive() error {
 		err = j.fsync(j.sf)
 	}
 	j.smu.Lock()
-	j.lastSync = time.Since(start)
-	j.syncs++
+	j.noteSync(time.Since(start))
 	if err != nil {
 		j.syncFails++
 	} else {
@@ -397,8 +396,7 @@ func (j *Journal) backgroundSync() {
 	}
 	j.smu.Lock()
 	defer j.smu.Unlock()
-	j.lastSync = time.Since(start)
-	j.syncs++
+	j.noteSync(time.Since(start))
 	if f != j.sf || gen != j.gen {
 		return // rotated or rewound meanwhile: the result says nothing now
 	}

@@ -1,0 +1,146 @@
+package operator
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/tickwheel/tickwheel/server"
+)
+
+// The status page's history: once a second the sampler reads the server's
+// counters (one ReadMetrics on the event loop) and keeps a sample in a
+// ring of Options.History seconds, so a page opened during an incident
+// shows the minutes before it.
+
+// sample is one second of the status page's plots.
+type sample struct {
+	T          int64   `json:"t"`           // Unix seconds
+	Fires      float64 `json:"fires"`       // firings per second over the last interval
+	Adds       float64 `json:"adds"`        // add requests per second
+	P50        float64 `json:"p50"`         // lateness of the interval's firings, seconds (see HasLatency)
+	P99        float64 `json:"p99"`         // (estimated from the histogram's buckets, see quantile)
+	Timers     uint64  `json:"timers"`      // live timers
+	Sessions   uint64  `json:"sessions"`    // sessions
+	Backlog    uint64  `json:"backlog"`     // queued events
+	TwOffset   float64 `json:"tw_offset"`   // tw-time minus wall-clock time, seconds
+	Dropped    float64 `json:"dropped"`     // events dropped per second
+	Lag        float64 `json:"lag"`         // seconds
+	HasLatency bool    `json:"has_latency"` // P50 and P99 are defined: something fired in the interval
+}
+
+// history is the ring of samples and the latest copy of the counters.
+// Safe from any goroutine.
+type history struct {
+	mu      sync.Mutex
+	ring    []sample
+	next    int  // where the next sample goes
+	full    bool // the ring has wrapped
+	last    server.Metrics
+	hasLast bool
+}
+
+func newHistory(n int) *history { return &history{ring: make([]sample, max(n, 2))} }
+
+// add derives a sample from m and the previous copy, and keeps m.
+func (h *history) add(m server.Metrics) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.hasLast {
+		h.ring[h.next] = derive(&h.last, &m)
+		h.next = (h.next + 1) % len(h.ring)
+		h.full = h.full || h.next == 0
+	}
+	h.last, h.hasLast = m, true
+}
+
+// derive computes the sample of the interval from prev to cur.
+func derive(prev, cur *server.Metrics) sample {
+	dt := cur.Taken.Sub(prev.Taken).Seconds()
+	if dt <= 0 {
+		dt = 1
+	}
+	st := &cur.Stats
+	s := sample{T: cur.Taken.Unix(), Timers: st.Timers, Sessions: st.Sessions, Backlog: st.BacklogEvents,
+		Lag: float64(st.Lag) * cur.Tick.Seconds()}
+	s.Fires = float64(st.FiredTotal-min(prev.Stats.FiredTotal, st.FiredTotal)) / dt
+	s.Adds = float64(cur.Requests["add"]-min(prev.Requests["add"], cur.Requests["add"])) / dt
+	s.Dropped = float64(cur.Counters.Dropped-min(prev.Counters.Dropped, cur.Counters.Dropped)) / dt
+	twSeconds := float64(max(cur.Clock, st.Now)) * cur.Tick.Seconds()
+	s.TwOffset = twSeconds - float64(cur.Taken.UnixNano())/1e9
+	if d, ok := histDelta(&prev.Lateness, &cur.Lateness); ok {
+		s.P50, s.P99, s.HasLatency = quantile(&d, 0.5), quantile(&d, 0.99), true
+	}
+	return s
+}
+
+// histDelta returns cur minus prev, and whether it holds observations.
+func histDelta(prev, cur *server.Histogram) (server.Histogram, bool) {
+	if cur.Count <= prev.Count || len(prev.Counts) != len(cur.Counts) {
+		return server.Histogram{}, false
+	}
+	d := server.Histogram{Bounds: cur.Bounds, Counts: make([]uint64, len(cur.Counts)), Count: cur.Count - prev.Count}
+	for i := range cur.Counts {
+		d.Counts[i] = cur.Counts[i] - min(prev.Counts[i], cur.Counts[i])
+	}
+	return d, true
+}
+
+// quantile estimates the q-quantile of h as Prometheus's
+// histogram_quantile does: linearly within the bucket that holds it (the
+// first bucket from 0; past the last bound, the last bound).
+func quantile(h *server.Histogram, q float64) float64 {
+	rank := q * float64(h.Count)
+	var cum float64
+	for i, n := range h.Counts {
+		prevCum := cum
+		cum += float64(n)
+		if cum < rank || n == 0 {
+			continue
+		}
+		if i == len(h.Bounds) {
+			return h.Bounds[len(h.Bounds)-1]
+		}
+		lo := 0.0
+		if i > 0 {
+			lo = h.Bounds[i-1]
+		}
+		return lo + (h.Bounds[i]-lo)*(rank-prevCum)/float64(n)
+	}
+	return h.Bounds[len(h.Bounds)-1]
+}
+
+// samples returns the ring's samples, oldest first, and the latest
+// counters (ok false before the first sample).
+func (h *history) samples() ([]sample, server.Metrics, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []sample
+	if h.full {
+		out = append(out, h.ring[h.next:]...)
+	}
+	out = append(out, h.ring[:h.next]...)
+	return out, h.last, h.hasLast
+}
+
+// sample reads the attached server once a second until Close.
+func (o *Operator) sample() {
+	defer close(o.done)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		if src := o.source(); src != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			m, err := src.ReadMetrics(ctx, o.opts.Top)
+			cancel()
+			if err == nil {
+				o.hist.add(m)
+			}
+		}
+		select {
+		case <-o.stop:
+			return
+		case <-t.C:
+		}
+	}
+}

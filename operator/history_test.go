@@ -1,0 +1,71 @@
+package operator
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/tickwheel/tickwheel/protocol"
+	"github.com/tickwheel/tickwheel/server"
+)
+
+func TestQuantile(t *testing.T) {
+	h := server.Histogram{Bounds: []float64{0.001, 0.002, 0.005}, Counts: []uint64{50, 40, 9, 1}, Count: 100}
+	for _, tc := range []struct{ q, want float64 }{
+		{0.25, 0.0005}, // in the first bucket, from 0
+		{0.5, 0.001},   // the first bucket's top
+		{0.7, 0.0015},  // halfway through the second
+		{0.99, 0.005},  // the third's top
+		{0.999, 0.005}, // past every bound: the last bound
+	} {
+		if got := quantile(&h, tc.q); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("quantile(%v) = %v, want %v", tc.q, got, tc.want)
+		}
+	}
+}
+
+// metricsAt is a copy of the counters at second s, with fired firings all
+// 1-2 ms late and adds add requests.
+func metricsAt(s int, fired, adds uint64) server.Metrics {
+	return server.Metrics{Taken: time.Unix(int64(1000+s), 0), Tick: 10 * time.Millisecond,
+		Stats:    protocol.Stats{FiredTotal: fired, Now: 100_000 + uint64(s)*100, Timers: 7},
+		Requests: map[string]uint64{"add": adds},
+		Lateness: server.Histogram{Bounds: []float64{0.001, 0.002}, Counts: []uint64{0, fired, 0}, Count: fired}}
+}
+
+func TestHistoryRing(t *testing.T) {
+	h := newHistory(3)
+	if s, _, ok := h.samples(); ok || len(s) != 0 {
+		t.Fatalf("empty history: %v, %v", s, ok)
+	}
+	for i := range 6 {
+		h.add(metricsAt(i, uint64(i*i*10), uint64(i*5)))
+	}
+	s, last, ok := h.samples()
+	if !ok || last.Stats.FiredTotal != 250 {
+		t.Fatalf("last copy %v, %v", last.Stats.FiredTotal, ok)
+	}
+	if len(s) != 3 {
+		t.Fatalf("%d samples, want 3 (the ring's size)", len(s))
+	}
+	for k, smp := range s { // seconds 3, 4, 5: fired 50, 70, 90 more; 5 adds each
+		i := k + 3
+		if smp.T != int64(1000+i) || smp.Fires != float64(20*i-10) || smp.Adds != 5 || smp.Timers != 7 {
+			t.Errorf("sample %d: %+v", i, smp)
+		}
+		if !smp.HasLatency || smp.P50 <= 0.001 || smp.P50 > 0.002 || smp.P99 <= smp.P50 || smp.P99 > 0.002 {
+			t.Errorf("sample %d: p50 %v, p99 %v (every firing 1-2 ms late)", i, smp.P50, smp.P99)
+		}
+		// tw-time, 100,000 ticks of 10 ms plus 100 a second, keeps to
+		// the wall clock, 1000 s plus a second a second: offset 0.
+		if math.Abs(smp.TwOffset) > 1e-6 {
+			t.Errorf("sample %d: tw offset %v, want 0", i, smp.TwOffset)
+		}
+	}
+	// A second with no firings has no lateness.
+	h.add(metricsAt(6, 250, 25))
+	s, _, _ = h.samples()
+	if smp := s[len(s)-1]; smp.HasLatency || smp.Fires != 0 {
+		t.Errorf("a second without firings: %+v", smp)
+	}
+}

@@ -1,0 +1,253 @@
+// Package operator serves tickwheel's operator HTTP listener: Prometheus
+// metrics, health and readiness checks, Go's pprof profiles and a live
+// status page, on a port of their own beside the game protocol's
+// (cmd/tickwheel starts it on 127.0.0.1:7421 by default).
+//
+//	/metrics        Prometheus text format (docs/OPERATIONS.md lists every metric)
+//	/healthz        200 while the process serves HTTP
+//	/readyz         200 once the server accepts clients (after recovery), else 503
+//	/debug/pprof/   net/http/pprof
+//	/               the status page; /status.json feeds it
+//
+// An Operator can start before the server exists (New, Serve): /healthz
+// answers at once, /readyz says 503 until Attach gives it a server that
+// is ready, and /metrics holds the Go runtime and process metrics only.
+//
+// On an address that is not loopback every path but /healthz requires the
+// admin token as a bearer token (Authorization: Bearer <token>); until a
+// server is attached (and so the token is known) those paths answer 503.
+package operator
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tickwheel/tickwheel/server"
+)
+
+// DefaultAddr is the operator listener's default address.
+const DefaultAddr = "127.0.0.1:7421"
+
+// Source is what the operator reads: a *server.Server.
+type Source interface {
+	// ReadMetrics copies the server's counters (see server.Server.ReadMetrics).
+	ReadMetrics(ctx context.Context, top int) (server.Metrics, error)
+	// Ready reports whether the server accepts clients.
+	Ready() bool
+	// AdminToken is the bearer token a non-loopback listener requires.
+	AdminToken() string
+}
+
+// Options configure an Operator. The zero value serves on DefaultAddr.
+type Options struct {
+	// Addr is the listen address (Serve). Default DefaultAddr; port 0
+	// picks a free port (Addr reports it).
+	Addr string
+	// Log takes the listener's own lines. Default: discarded.
+	Log *slog.Logger
+	// History is how long the status page's plots reach back, one sample
+	// a second. Default 10 minutes.
+	History time.Duration
+	// Top is how many receivers the status page lists by live timers and
+	// by queued events. Default 10.
+	Top int
+}
+
+// Operator is the operator HTTP listener. Safe from any goroutine.
+type Operator struct {
+	opts    Options
+	log     *slog.Logger
+	src     atomic.Pointer[Source]
+	reg     *prometheus.Registry
+	mux     *http.ServeMux
+	hist    *history
+	exposed bool // the address is not loopback: bearer token required
+	// scrapeErrors counts scrapes whose ReadMetrics failed.
+	scrapeErrors atomic.Uint64
+
+	mu     sync.Mutex
+	ln     net.Listener
+	srv    *http.Server
+	stop   chan struct{}
+	done   chan struct{} // the sampler has stopped
+	closed bool
+}
+
+// New builds an Operator for opts; Serve starts it. It fails on an
+// address that cannot be parsed.
+func New(opts Options) (*Operator, error) {
+	if opts.Addr == "" {
+		opts.Addr = DefaultAddr
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.History <= 0 {
+		opts.History = 10 * time.Minute
+	}
+	if opts.Top <= 0 {
+		opts.Top = 10
+	}
+	exposed, err := Exposed(opts.Addr)
+	if err != nil {
+		return nil, err
+	}
+	o := &Operator{opts: opts, log: opts.Log, reg: prometheus.NewRegistry(), mux: http.NewServeMux(),
+		exposed: exposed, stop: make(chan struct{}), done: make(chan struct{})}
+	o.hist = newHistory(int(opts.History / time.Second))
+	o.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&collector{o: o})
+	o.routes()
+	return o, nil
+}
+
+// Exposed reports whether addr listens beyond loopback: an empty host,
+// an unspecified address (0.0.0.0, ::), any other IP that is not
+// loopback, or a host name other than localhost.
+func Exposed(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, fmt.Errorf("operator: address %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return false, nil
+	}
+	ip := net.ParseIP(host)
+	return ip == nil || !ip.IsLoopback(), nil
+}
+
+// Attach gives the operator the server it reports on, once New has
+// returned it (recovery done); readiness then follows src.Ready. A later
+// Attach replaces it (a server started again in the same process).
+func (o *Operator) Attach(src Source) { o.src.Store(&src) }
+
+// source returns the attached server, or nil.
+func (o *Operator) source() Source {
+	if p := o.src.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Handler returns the operator's HTTP handler (the token check included).
+func (o *Operator) Handler() http.Handler { return http.HandlerFunc(o.serveHTTP) }
+
+func (o *Operator) routes() {
+	o.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	o.mux.HandleFunc("GET /readyz", o.readyz)
+	o.mux.Handle("GET /metrics", promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{ErrorLog: slogErrorLog{o.log}}))
+	o.mux.HandleFunc("/debug/pprof/", pprof.Index)
+	o.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	o.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	o.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	o.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	o.mux.HandleFunc("GET /status.json", o.statusJSON)
+	o.mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(assetsFS)))
+	o.mux.HandleFunc("GET /{$}", o.statusPage)
+}
+
+// serveHTTP checks the bearer token on an exposed listener, then routes.
+func (o *Operator) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if o.exposed && r.URL.Path != "/healthz" {
+		src := o.source()
+		if src == nil {
+			http.Error(w, "starting: the admin token is not known yet", http.StatusServiceUnavailable)
+			return
+		}
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		want := src.AdminToken()
+		if !ok || want == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(want)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="tickwheel"`)
+			http.Error(w, "the admin token is required as a bearer token (Authorization: Bearer <token>)", http.StatusUnauthorized)
+			return
+		}
+	}
+	o.mux.ServeHTTP(w, r)
+}
+
+// readyz answers 200 once the attached server accepts clients.
+func (o *Operator) readyz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	src := o.source()
+	switch {
+	case src == nil:
+		http.Error(w, "not ready: starting (recovering the state)", http.StatusServiceUnavailable)
+	case !src.Ready():
+		http.Error(w, "not ready: the server is not accepting clients", http.StatusServiceUnavailable)
+	default:
+		fmt.Fprintln(w, "ready")
+	}
+}
+
+// Serve listens on Options.Addr and serves in the background, with the
+// status page's sampler; Close stops both. It may be called once.
+func (o *Operator) Serve() error {
+	ln, err := net.Listen("tcp", o.opts.Addr)
+	if err != nil {
+		return fmt.Errorf("operator: %w", err)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed || o.ln != nil {
+		ln.Close()
+		return errors.New("operator: closed, or serving already")
+	}
+	o.ln = ln
+	o.srv = &http.Server{Handler: o.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slogErrorLog{o.log}.logger()}
+	go func() {
+		if err := o.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			o.log.Error("operator HTTP listener stopped", "err", err)
+		}
+	}()
+	go o.sample()
+	o.log.Info("operator HTTP listening", "addr", ln.Addr().String(), "token_required", o.exposed)
+	return nil
+}
+
+// Addr returns the address Serve listens on, with the real port; "" before
+// Serve.
+func (o *Operator) Addr() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.ln == nil {
+		return ""
+	}
+	return o.ln.Addr().String()
+}
+
+// Close stops the listener and the sampler. Idempotent.
+func (o *Operator) Close() error {
+	o.mu.Lock()
+	if o.closed {
+		o.mu.Unlock()
+		return nil
+	}
+	o.closed = true
+	srv := o.srv
+	o.mu.Unlock()
+	close(o.stop)
+	if srv == nil {
+		return nil
+	}
+	<-o.done
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return srv.Shutdown(ctx)
+}

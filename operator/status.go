@@ -1,0 +1,98 @@
+package operator
+
+import (
+	"embed"
+	"encoding/json"
+	"io/fs"
+	"net/http"
+	"strconv"
+
+	"github.com/tickwheel/tickwheel/session"
+)
+
+// The status page: assets/index.html with its script and uPlot 1.6.32
+// (MIT, assets/uPlot.LICENSE), embedded, so the page needs nothing but
+// this listener. It polls /status.json once a second.
+
+//go:embed assets
+var embedded embed.FS
+
+// assetsFS is the assets directory, served under /assets/.
+var assetsFS = func() fs.FS {
+	f, err := fs.Sub(embedded, "assets")
+	if err != nil {
+		panic(err) // the directory is embedded above
+	}
+	return f
+}()
+
+// statusPage serves the page itself.
+func (o *Operator) statusPage(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	http.ServeFileFS(w, r, assetsFS, "index.html")
+}
+
+// status is what /status.json returns.
+type status struct {
+	Ready       bool     `json:"ready"`
+	Sampled     bool     `json:"sampled"` // more receivers than the top lists' walk covers
+	Taken       int64    `json:"taken_ms"`
+	Now         string   `json:"now"` // tw-time, ticks (a string: uint64)
+	TickSeconds float64  `json:"tick_seconds"`
+	TwSeconds   float64  `json:"tw_seconds"` // tw-time × tick
+	Speed       float64  `json:"speed"`
+	Frozen      bool     `json:"frozen"`
+	Lag         float64  `json:"lag_seconds"`
+	Timers      uint64   `json:"timers"`
+	Receivers   int      `json:"receivers"`
+	Sessions    uint64   `json:"sessions"`
+	Connections int64    `json:"connections"`
+	Backlog     uint64   `json:"backlog"`
+	Stalled     int      `json:"stalled"`
+	Fired       uint64   `json:"fired_total"`
+	Dropped     uint64   `json:"dropped_total"`
+	Refused     uint64   `json:"refused_total"`
+	TopTimers   []recv   `json:"top_timers"`
+	TopBacklog  []recv   `json:"top_backlog"`
+	History     []sample `json:"history"`
+}
+
+// recv is a row of the page's receiver tables; ids are strings (uint64).
+type recv struct {
+	Receiver string `json:"receiver"`
+	Timers   int    `json:"timers"`
+	Backlog  int    `json:"backlog"`
+	Bound    bool   `json:"bound"`
+}
+
+func recvs(in []session.ReceiverLoad) []recv {
+	out := make([]recv, len(in))
+	for i, r := range in {
+		out[i] = recv{Receiver: strconv.FormatUint(r.Receiver, 10), Timers: r.Timers, Backlog: r.Backlog, Bound: r.Bound}
+	}
+	return out
+}
+
+// statusJSON serves the page's data: the last sample's counters and the
+// history ring. Before the first sample it serves an empty history.
+func (o *Operator) statusJSON(w http.ResponseWriter, _ *http.Request) {
+	hist, m, ok := o.hist.samples()
+	st := status{History: hist, TopTimers: []recv{}, TopBacklog: []recv{}}
+	if ok {
+		s := &m.Stats
+		st.Ready, st.Sampled, st.Taken = m.Ready, m.Load.Sampled, m.Taken.UnixMilli()
+		now := max(m.Clock, s.Now) // the wheel trails the clock while idle
+		st.Now, st.TickSeconds = strconv.FormatUint(now, 10), m.Tick.Seconds()
+		st.TwSeconds, st.Speed, st.Frozen = float64(now)*m.Tick.Seconds(), s.Speed, s.Frozen
+		st.Lag = float64(s.Lag) * m.Tick.Seconds()
+		st.Timers, st.Receivers, st.Sessions, st.Connections = s.Timers, m.Load.TimerReceivers, s.Sessions, m.Connections
+		st.Backlog, st.Stalled, st.Fired, st.Dropped, st.Refused = s.BacklogEvents, m.Load.Stalled, s.FiredTotal, m.Counters.Dropped, m.Refused
+		st.TopTimers, st.TopBacklog = recvs(m.Load.TopTimers), recvs(m.Load.TopBacklog)
+	}
+	if st.History == nil {
+		st.History = []sample{}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(&st)
+}
