@@ -134,7 +134,7 @@ func (t *TickwheelTarget) dial(ctx context.Context, w int) (*twConn, protocol.He
 	if err != nil {
 		return nil, h, err
 	}
-	c := &twConn{nc: nc, w: w, sink: t.sink, window: t.Window, bound: map[uint64]bool{}, waiters: map[uint64]chan reply{}}
+	c := &twConn{nc: nc, w: w, sink: t.sink, window: t.Window, bound: map[uint64]bool{}, waiters: map[uint64]chan reply{}, errs: map[string]int{}}
 	c.cond = sync.NewCond(&c.mu)
 	go c.readLoop()
 	m, err := c.call(ctx, &protocol.Request{Op: protocol.OpHello, Version: protocol.Version, Name: "loadtest", Token: t.Token})
