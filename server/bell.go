@@ -106,6 +106,7 @@ func (s *Server) ring() {
 func (s *Server) onBell(c gnet.Conn) {
 	_, _ = c.Discard(-1)
 	s.rung.Store(false)
+	s.turns.Add(1)
 	s.beginTurnNow()
 	more := s.advance()
 	now := s.nowNs()

@@ -86,7 +86,8 @@ type Server struct {
 	// returns; rung says an advance turn has been asked for and not begun.
 	bell     atomic.Pointer[net.Conn]
 	rung     atomic.Bool
-	stopping atomic.Bool // Stop was called: a failing doorbell is expected
+	stopping atomic.Bool   // Stop was called: a failing doorbell is expected
+	turns    atomic.Uint64 // advance turns run (see Turns)
 
 	// The ticker rings the doorbell at the tick of the wheel's next event
 	// (see retime), an instant in ns since origin (the clock's monotonic
@@ -219,6 +220,11 @@ func (s *Server) Start() error {
 		"persistence", s.cfg.Persistence, "data_dir", s.cfg.DataDir)
 	return nil
 }
+
+// Turns returns the number of advance turns the event loop has run: one per
+// tick with work (and per step of a burst or a fast-forward). Safe from any
+// goroutine; cmd/tickwheel reads it to tell a busy server from an idle one.
+func (s *Server) Turns() uint64 { return s.turns.Load() }
 
 // Addr returns the address the server listens on, with the real port.
 func (s *Server) Addr() string { return s.addr }

@@ -5,13 +5,8 @@ import (
 	"time"
 )
 
-// maxSleep bounds the ticker's sleep: tw-time keeps moving in an idle
-// wheel. tickSlack places a wake just after a tick boundary, not just
-// before it.
-const (
-	maxSleep  = time.Second
-	tickSlack = 50 * time.Microsecond
-)
+// tickSlack places a wake just after a tick boundary, not just before it.
+const tickSlack = 50 * time.Microsecond
 
 // retime tells the ticker when to wake: at the real time the clock reaches
 // the tick of the wheel's next event (never while frozen: fast-forwards

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"time"
 
@@ -51,14 +52,15 @@ func (s *Server) runTicker(f *os.File) {
 	}
 }
 
-// setWake sets the timerfd to expire at wake (ns since origin), or within
-// maxSleep, unless it is set to expire no later already. On the loop.
+// setWake sets the timerfd to expire at wake (ns since origin), unless it
+// is set to expire no later already; math.MaxInt64 (nothing to wake for:
+// no timer, or frozen) sets nothing. An idle server is woken by nothing
+// but its next event. On the loop.
 func (s *Server) setWake(wake int64) {
-	now := int64(time.Since(s.origin))
-	wake = min(wake, now+int64(maxSleep))
-	if s.tk.armed != 0 && s.tk.armed <= wake {
+	if wake == math.MaxInt64 || (s.tk.armed != 0 && s.tk.armed <= wake) {
 		return // an earlier expiry rings first; the turn it starts sets the next
 	}
+	now := int64(time.Since(s.origin))
 	d := max(wake-now, 1) // 0 would disarm it
 	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(d)}
 	if err := unix.TimerfdSettime(s.tk.fd, 0, &spec, nil); err != nil {

@@ -13,6 +13,7 @@ import (
 // instant and covers the rest in slices of at most nanoSlice, so that an
 // earlier wake published meanwhile is noticed.
 const (
+	maxSleep      = time.Second // the ticker looks at wakeAt at least this often
 	finalApproach = 1500 * time.Microsecond
 	nanoSlice     = 500 * time.Microsecond
 )

@@ -34,7 +34,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -227,19 +226,7 @@ func serveWith(cfg server.Config, sf *serveFlags, reread func() (server.Config, 
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	// The server gets at least two Ps even on one CPU (a server pinned
-	// with taskset), unless $GOMAXPROCS says otherwise. The event loop
-	// sleeps in epoll_wait, a system call: with one P the runtime's
-	// monitor takes that P back from it after 20 µs, and keeps waking
-	// every 20 µs while it does so, on every tick (perf at a 1 ms tick and
-	// 50k fires/s: 12% of the server's samples in the monitor's sleeps,
-	// 0.6% with two Ps); with a second P idle it leaves the loop's thread
-	// its P and sleeps longer. A durable server's snapshot
-	// goroutine, whose file writes and fsync would otherwise hold the only
-	// P while in the kernel, leaves the loop a P too.
-	if os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) < 2 {
-		runtime.GOMAXPROCS(2)
-	}
+	adapt := procsPolicy(cfg.Persistence != "off")
 	// Signals are caught from here on: one that arrives while the state is
 	// being recovered, or right after the server starts, still stops it
 	// gracefully (a SIGHUP then reloads once it runs).
@@ -280,6 +267,9 @@ func serveWith(cfg server.Config, sf *serveFlags, reread func() (server.Config, 
 	}
 	if err := srv.Start(); err != nil {
 		return err
+	}
+	if adapt != nil {
+		go adapt(srv.Turns, srv.Done())
 	}
 	fmt.Fprintf(stdout, "tickwheel listening on %s\n", srv.Addr())
 	notify := func(state string) {
