@@ -57,7 +57,10 @@ func (s *Server) runTicker(f *os.File) {
 // no timer, or frozen) sets nothing. An idle server is woken by nothing
 // but its next event. On the loop.
 func (s *Server) setWake(wake int64) {
-	if wake == math.MaxInt64 || (s.tk.armed != 0 && s.tk.armed <= wake) {
+	switch {
+	case s.tk.f == nil:
+		return // not started: Start rings, and that turn sets it
+	case wake == math.MaxInt64 || (s.tk.armed != 0 && s.tk.armed <= wake):
 		return // an earlier expiry rings first; the turn it starts sets the next
 	}
 	now := int64(time.Since(s.origin))
