@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"time"
 )
 
 // restoreCore reads the core section into c, whose wheel is restored
@@ -64,6 +65,12 @@ func (c *Core) restoreCore(b []byte) ([]byte, error) {
 	if d.version >= 3 {
 		c.restorePlans(d)
 	}
+	if d.version >= 4 {
+		if tick := d.uv(); d.err == nil && tick != c.cfg.TickNs {
+			d.fail(fmt.Errorf("%w: the state was written with a tick of %v and this server's is %v: start it with the state's tick (with another, every due tick would fall at another time)",
+				ErrTickChanged, time.Duration(tick), time.Duration(c.cfg.TickNs)))
+		}
+	}
 	c.restoreReceivers(d)
 	for _, id := range waiting {
 		if r := c.receivers[id]; r != nil && r.parked.len() > 0 {
@@ -82,7 +89,7 @@ func (c *Core) restoreCore(b []byte) ([]byte, error) {
 		}
 	}
 	if d.err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrSnapshot, d.err)
+		return nil, fmt.Errorf("%w: %w", ErrSnapshot, d.err)
 	}
 	return d.b, nil
 }

@@ -32,10 +32,19 @@ import (
 // Version 3 added, at the end of the core section, the last downtime and
 // the plans of timers with a calendar schedule or a missed-firing policy
 // (schedule.go). Versions 1 and 2 are still read: they have none.
+//
+// Version 4 added the tick length, last: the state's ticks, and the log's
+// adds with after_ns or a schedule, mean nothing in another, so a Core
+// with another TickNs refuses the snapshot (ErrTickChanged). Older
+// versions are read without the check.
 const (
 	snapMagic   = "TWCS"
-	snapVersion = 3
+	snapVersion = 4
 )
+
+// ErrTickChanged is returned (wrapped) by Restore when the snapshot was
+// written by a Core whose tick length differs from this one's.
+var ErrTickChanged = errors.New("session: the tick length changed")
 
 // ErrSnapshot wraps every error of restoring a snapshot.
 var ErrSnapshot = errors.New("session: snapshot")
@@ -117,6 +126,7 @@ func (c *Core) appendCore(e *encoder) {
 		e.uv(r.id)
 	}
 	c.appendPlans(e)
+	e.uv(c.cfg.TickNs)
 }
 
 func appendSession(e *encoder, s *Session) {
