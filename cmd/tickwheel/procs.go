@@ -6,8 +6,10 @@ import (
 	"time"
 )
 
-// How many Ps the server runs with on one CPU (a server pinned with
-// taskset, a container with one CPU), unless $GOMAXPROCS says otherwise.
+// How many Ps the server runs with when the runtime would give it one (a
+// server pinned to one CPU with taskset or a cpuset), unless $GOMAXPROCS
+// says otherwise. (Setting them turns off the runtime's own updates of
+// GOMAXPROCS for the process; it only happens where that chose 1.)
 //
 // The event loop sleeps in epoll_wait between turns, a system call. With
 // one P the runtime's monitor (sysmon) takes that P back from the sleeping
