@@ -66,7 +66,11 @@ func (c *Core) restoreCore(b []byte) ([]byte, error) {
 		c.restorePlans(d)
 	}
 	if d.version >= 4 {
-		if tick := d.uv(); d.err == nil && tick != c.cfg.TickNs {
+		tick := d.uv()
+		if c.cfg.TickNs == 0 { // a reader of snapshots: the state's tick
+			c.cfg.TickNs = tick
+		}
+		if d.err == nil && tick != c.cfg.TickNs {
 			d.fail(fmt.Errorf("%w: the state was written with a tick of %v and this server's is %v: start it with the state's tick (with another, every due tick would fall at another time)",
 				ErrTickChanged, time.Duration(tick), time.Duration(c.cfg.TickNs)))
 		}

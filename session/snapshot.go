@@ -300,7 +300,9 @@ func (s *Snapshot) AppendNext(dst []byte, max int) (out []byte, done bool) {
 func (s *Snapshot) Release() { s.frozen.Release() }
 
 // Restore rebuilds a Core from a snapshot's bytes (all of them). The Core
-// does not record until Record(true).
+// does not record until Record(true). A snapshot written with another tick
+// length than cfg.TickNs is refused (ErrTickChanged); cfg.TickNs 0 takes
+// the snapshot's, for tools that read one.
 func Restore(cfg Config, data []byte, log *slog.Logger, peer PeerLog) (*Core, error) {
 	c := New(cfg, Limits{}, nil, log, peer)
 	rest, err := c.restoreCore(data)
