@@ -210,7 +210,8 @@ func (s *Spawned) Kill() {
 
 // PinSelf pins every thread of this process to the CPU list cpus with
 // taskset, and sets GOMAXPROCS to the number of CPUs in it at once (the
-// runtime would only notice the new affinity at its next periodic check).
+// runtime would only notice the new affinity at its next periodic check),
+// unless $GOMAXPROCS is set.
 func PinSelf(cpus string) string {
 	n, err := CPUCount(cpus)
 	if err != nil {
@@ -224,8 +225,10 @@ func PinSelf(cpus string) string {
 	if err != nil {
 		return fmt.Sprintf("not pinned: %v: %s", err, bytes.TrimSpace(out))
 	}
-	runtime.GOMAXPROCS(n)
-	return fmt.Sprintf("taskset -a -p -c %s, GOMAXPROCS=%d", cpus, n)
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(n)
+	}
+	return fmt.Sprintf("taskset -a -p -c %s, GOMAXPROCS=%d", cpus, runtime.GOMAXPROCS(0))
 }
 
 // CPUCount returns how many CPUs a taskset CPU list names ("1", "0,2",

@@ -43,7 +43,7 @@ func run() int {
 	addr := flag.String("addr", "", "address of a running tickwheel server (give its admin token with -token)")
 	spawn := flag.String("spawn", "", "path of a tickwheel binary to start (pinned to -server-cpus with taskset; the generator pins itself to -gen-cpus)")
 	serverCPUs := flag.String("server-cpus", "0", "with -spawn: the CPU list (taskset syntax) the server is pinned to")
-	genCPUs := flag.String("gen-cpus", "1", "with -spawn: the CPU list the generator pins itself to (GOMAXPROCS = its size)")
+	genCPUs := flag.String("gen-cpus", "1", "with -spawn: the CPU list the generator pins itself to (GOMAXPROCS = its size, unless $GOMAXPROCS is set)")
 	tick := flag.Duration("tick", 10*time.Millisecond, "tick of a spawned server (and of afterfunc's tick-based periods)")
 	token := flag.String("token", "", "the server's admin token (on its machine: the content of its data dir's admin.token); with -spawn, default a random one")
 	targets := flag.String("targets", "tickwheel,afterfunc", "comma-separated targets: tickwheel, afterfunc, redis, beanstalkd")
