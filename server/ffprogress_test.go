@@ -1,11 +1,7 @@
 package server
 
 import (
-	"bytes"
-	"context"
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,41 +10,16 @@ import (
 	"github.com/tickwheel/tickwheel/protocol"
 )
 
-// syncBuffer is a log destination safe from the loop and the test at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // A fast-forward over many busy ticks reports its progress in the log while
 // other sessions are served.
 func TestFastForwardProgress(t *testing.T) {
 	old := progressEvery
 	progressEvery = time.Millisecond // the fast-forward below takes hundreds of turns: far longer, however fast the machine
 	t.Cleanup(func() { progressEvery = old })
-	var logs syncBuffer
+	var logs lockedBuffer
 	cfg := Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1000, AdminToken: testAdminToken, DataDir: t.TempDir(),
 		MaxFiresPerTurn: 1000}
-	srv, err := New(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
-	require.NoError(t, err)
-	require.NoError(t, srv.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
-		defer cancel()
-		require.NoError(t, srv.Stop(ctx))
-	})
+	srv := runLogged(t, cfg, &logs)
 
 	admin := helloClient(t, srv, "admin")
 	admin.add(protocol.Request{Receiver: 1, Tid: 1, After: 1}) // every tick, into a backlog
@@ -84,17 +55,10 @@ func TestCatchUpProgress(t *testing.T) {
 	old := progressEvery
 	progressEvery = 20 * time.Millisecond
 	t.Cleanup(func() { progressEvery = old })
-	var logs syncBuffer
+	var logs lockedBuffer
 	cfg := Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1000, AdminToken: testAdminToken, Persistence: "off",
 		DataDir: t.TempDir(), MaxFiresPerTurn: 100}
-	srv, err := New(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
-	require.NoError(t, err)
-	require.NoError(t, srv.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
-		defer cancel()
-		require.NoError(t, srv.Stop(ctx))
-	})
+	srv := runLogged(t, cfg, &logs)
 	admin := helloClient(t, srv, "admin")
 	for tid := range uint64(50) {
 		admin.add(protocol.Request{Receiver: 1, Tid: tid + 1, After: 1}) // every tick, forever

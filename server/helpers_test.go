@@ -339,3 +339,18 @@ func (c *rawClient) waitSessions(n uint64) {
 	c.t.Helper()
 	waitUntil(c.t, "the session count", func() bool { return c.stats().Sessions == n })
 }
+
+// runLogged starts a server of cfg logging to logs, and stops it when the
+// test ends.
+func runLogged(t *testing.T, cfg Config, logs *lockedBuffer) *Server {
+	t.Helper()
+	srv, err := New(cfg, slog.New(slog.NewTextHandler(logs, nil)))
+	require.NoError(t, err)
+	require.NoError(t, srv.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+		defer cancel()
+		require.NoError(t, srv.Stop(ctx))
+	})
+	return srv
+}

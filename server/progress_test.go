@@ -57,7 +57,7 @@ func TestProgressUnknownTotal(t *testing.T) {
 
 // heartbeat logs while the work runs, and nothing once stopped.
 func TestHeartbeat(t *testing.T) {
-	var buf syncBuffer
+	var buf lockedBuffer
 	stop := heartbeat(slog.New(slog.NewTextHandler(&buf, nil)), "decoding", time.Millisecond, "bytes", 10)
 	for !strings.Contains(buf.String(), "msg=decoding elapsed=") {
 		time.Sleep(time.Millisecond)

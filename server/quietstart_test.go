@@ -16,7 +16,7 @@ import (
 func TestQuietStart(t *testing.T) {
 	for _, persistence := range []string{"on", "off"} {
 		t.Run(persistence, func(t *testing.T) {
-			var logs syncBuffer
+			var logs lockedBuffer
 			cfg := Config{Addr: "127.0.0.1:0", AdminToken: testAdminToken, DataDir: t.TempDir(), Persistence: persistence,
 				Tick: time.Millisecond}
 			srv, err := New(cfg, slog.New(slog.NewTextHandler(&logs, nil)))

@@ -30,7 +30,7 @@ func TestRecoveryProgress(t *testing.T) {
 	old := progressEvery
 	progressEvery = 0 // every update logs
 	t.Cleanup(func() { progressEvery = old })
-	var logs syncBuffer
+	var logs lockedBuffer
 	srv, err := New(Config{Addr: "127.0.0.1:0", AdminToken: procToken, DataDir: dir}, slog.New(slog.NewTextHandler(&logs, nil)))
 	require.NoError(t, err)
 	srv.closeLog()

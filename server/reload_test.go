@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -16,17 +15,10 @@ import (
 // reports the new values), logs each change, leaves the other keys for a
 // restart, and refuses an invalid config without changing anything.
 func TestReload(t *testing.T) {
-	var logs syncBuffer
+	var logs lockedBuffer
 	cfg := Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1000, AdminToken: testAdminToken, DataDir: t.TempDir(),
 		Limits: Limits{MaxTimersPerReceiver: 3}}
-	srv, err := New(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
-	require.NoError(t, err)
-	require.NoError(t, srv.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
-		defer cancel()
-		require.NoError(t, srv.Stop(ctx))
-	})
+	srv := runLogged(t, cfg, &logs)
 	c := helloClient(t, srv, "c")
 	c.add(protocol.Request{Receiver: 1, Tid: 1, After: 10})
 	c.add(protocol.Request{Receiver: 1, Tid: 2, After: 10})
