@@ -70,12 +70,25 @@ func (c *Client) add(ctx context.Context, receiver, tid, after, at uint64, o *Ad
 	return c.addReq(ctx, &protocol.Request{Op: protocol.OpAdd, Receiver: receiver, Tid: tid, After: after, At: at, Repeat: 1}, o)
 }
 
-// addReq sends an add request with the options o applies to it.
-func (c *Client) addReq(ctx context.Context, req *protocol.Request, o *AddOptions) (uint64, error) {
+// apply puts o's settings into add request req; a nil o leaves req's
+// defaults.
+func (o *AddOptions) apply(req *protocol.Request) {
 	if o != nil {
 		req.Every, req.Repeat, req.Data, req.Replace = o.Every, wireRepeat(o.Repeat), o.Data, o.Replace
 		o.schedule(req) // schedule.go
 	}
+}
+
+// afterRequest is AddAfter's add request: after_ns d, and after (d in
+// ticks, rounded up) for a server that predates after_ns, which a server
+// that knows after_ns ignores.
+func afterRequest(receiver, tid, after uint64, d time.Duration) protocol.Request {
+	return protocol.Request{Op: protocol.OpAdd, Receiver: receiver, Tid: tid, After: after, AfterNs: uint64(d), Repeat: 1}
+}
+
+// addReq sends an add request with the options o applies to it.
+func (c *Client) addReq(ctx context.Context, req *protocol.Request, o *AddOptions) (uint64, error) {
+	o.apply(req)
 	v, err := c.uints(ctx, req, 1, nil)
 	if err != nil {
 		return 0, err
@@ -119,9 +132,8 @@ func (c *Client) AddAfter(ctx context.Context, receiver, tid uint64, d time.Dura
 	if err != nil {
 		return 0, err
 	}
-	// after is for a server that predates after_ns, which ignores it; a
-	// server that knows after_ns ignores after.
-	return c.addReq(ctx, &protocol.Request{Op: protocol.OpAdd, Receiver: receiver, Tid: tid, After: after, AfterNs: uint64(d), Repeat: 1}, o)
+	req := afterRequest(receiver, tid, after, d)
+	return c.addReq(ctx, &req, o)
 }
 
 // Cancel removes a timer. A timer that is not there (never added, fired

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/tickwheel/tickwheel/protocol"
@@ -89,14 +88,13 @@ func (p *Pipe) AddAt(receiver, tid, at uint64, o *AddOptions) *Cmd {
 // server reads the request, never early. d <= 0 fails the Cmd at once
 // (ErrInvalidArgument) and sends nothing for it.
 func (p *Pipe) AddAfter(receiver, tid uint64, d time.Duration, o *AddOptions) *Cmd {
-	if d <= 0 {
+	after, err := p.c.durationTicks(protocol.OpAdd, "after", d)
+	if err != nil {
 		cmd := p.cmd(protocol.OpAdd)
-		cmd.err = &Error{Op: protocol.OpAdd, Code: protocol.CodeInvalidArgument, Message: fmt.Sprintf("after %v: must be positive", d)}
+		cmd.err = err
 		return cmd
 	}
-	// after, rounded up, is for a server that predates after_ns.
-	return p.add(protocol.Request{Op: protocol.OpAdd, Receiver: receiver, Tid: tid,
-		After: Ticks(d, p.c.TickDuration()), AfterNs: uint64(d), Repeat: 1}, o)
+	return p.add(afterRequest(receiver, tid, after, d), o)
 }
 
 // Cancel queues Client.Cancel.
@@ -116,19 +114,11 @@ func (p *Pipe) Resume(receiver, tid uint64) *Cmd {
 
 // AddSchedule queues Client.AddSchedule: a timer on a calendar schedule.
 func (p *Pipe) AddSchedule(receiver, tid uint64, schedule string, o *AddOptions) *Cmd {
-	var opts AddOptions
-	if o != nil {
-		opts = *o
-	}
-	opts.Schedule = schedule
-	return p.add(protocol.Request{Op: protocol.OpAdd, Receiver: receiver, Tid: tid, Repeat: 1}, &opts)
+	return p.add(protocol.Request{Op: protocol.OpAdd, Receiver: receiver, Tid: tid, Repeat: 1}, withSchedule(o, schedule))
 }
 
 func (p *Pipe) add(req protocol.Request, o *AddOptions) *Cmd {
-	if o != nil {
-		req.Every, req.Repeat, req.Data, req.Replace = o.Every, wireRepeat(o.Repeat), o.Data, o.Replace
-		o.schedule(&req)
-	}
+	o.apply(&req)
 	return p.queue(req)
 }
 

@@ -51,12 +51,18 @@ const (
 // due tick (Timer.Due); a cron timer's Timer.Every is 0. Pause keeps it;
 // Resume moves it to its schedule's next time after now.
 func (c *Client) AddSchedule(ctx context.Context, receiver, tid uint64, schedule string, o *AddOptions) (due uint64, err error) {
+	return c.add(ctx, receiver, tid, 0, 0, withSchedule(o, schedule))
+}
+
+// withSchedule returns a copy of o (nil: the defaults) with its Schedule
+// set.
+func withSchedule(o *AddOptions, schedule string) *AddOptions {
 	var opts AddOptions
 	if o != nil {
 		opts = *o
 	}
 	opts.Schedule = schedule
-	return c.add(ctx, receiver, tid, 0, 0, &opts)
+	return &opts
 }
 
 // schedule puts o's schedule, zone and missed-firing policy into req. A
