@@ -16,13 +16,8 @@ func BenchmarkAdd(b *testing.B) {
 	for _, per := range []int{1, 8, 64} {
 		callers := per * runtime.GOMAXPROCS(0)
 		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
-			srv := startServer(b, nil)
 			ctx := context.Background()
-			c, err := Dial(ctx, srv.Addr(), WithLogger(discardLogger()))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
+			c := benchClient(b)
 			var tid atomic.Uint64
 			once := &AddOptions{Repeat: 1}
 			b.ReportAllocs()
@@ -46,13 +41,8 @@ func BenchmarkAdd(b *testing.B) {
 func BenchmarkPipe(b *testing.B) {
 	for _, batch := range []int{16, 256, 1000} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			srv := startServer(b, nil)
 			ctx := context.Background()
-			c, err := Dial(ctx, srv.Addr(), WithLogger(discardLogger()))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
+			c := benchClient(b)
 			var tid atomic.Uint64
 			b.ReportAllocs()
 			b.SetParallelism(8)
@@ -74,4 +64,16 @@ func BenchmarkPipe(b *testing.B) {
 			})
 		})
 	}
+}
+
+// benchClient returns a Client of a fresh in-process frozen server, both
+// closed when the benchmark ends.
+func benchClient(b *testing.B) *Client {
+	srv := startServer(b, nil)
+	c, err := Dial(context.Background(), srv.Addr(), WithLogger(discardLogger()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return c
 }
