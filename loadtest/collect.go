@@ -31,6 +31,7 @@ type collector struct {
 	virtual   bool  // frozen-clock scenario: no lateness, no early check
 	quant     quantizer
 	sched     atomic.Bool // some delivery carried its Sched instant
+	socket    atomic.Bool // some delivery carried its Socket instant
 
 	seen      []atomic.Uint64 // per timer: bit k-1 set when firing k was received
 	delivered atomic.Int64
@@ -43,11 +44,20 @@ type collector struct {
 	shards []latShard
 }
 
+// The lateness histograms of a shard.
+const (
+	hRaw        = iota // receipt − intended due
+	hOnTick            // receipt − the instant the target scheduled it at
+	hSocket            // the socket's receive stamp − intended due
+	hSocketTick        // the socket's receive stamp − the instant the target scheduled it at
+	nHist
+)
+
 type latShard struct {
-	mu          sync.Mutex
-	raw, onTick *hdrhistogram.Histogram
-	minRaw      int64
-	_           [40]byte
+	mu                sync.Mutex
+	h                 [nHist]*hdrhistogram.Histogram
+	minRaw, minSocket int64
+	_                 [64]byte
 }
 
 func newCollector(n int, every time.Duration, tolerance time.Duration, tg Target) *collector {
@@ -55,9 +65,10 @@ func newCollector(n int, every time.Duration, tolerance time.Duration, tg Target
 	c.quant, _ = tg.(quantizer)
 	c.firstRecv.Store(1<<63 - 1)
 	for i := range c.shards {
-		c.shards[i].raw = hdrhistogram.New(histMin, histMax, histSig)
-		c.shards[i].onTick = hdrhistogram.New(histMin, histMax, histSig)
-		c.shards[i].minRaw = 1<<63 - 1
+		for k := range c.shards[i].h {
+			c.shards[i].h[k] = hdrhistogram.New(histMin, histMax, histSig)
+		}
+		c.shards[i].minRaw, c.shards[i].minSocket = 1<<63-1, 1<<63-1
 	}
 	return c
 }
@@ -99,21 +110,38 @@ func (c *collector) sink(w int, d *Delivery) {
 	if late < -c.tolerance {
 		c.early.Add(1)
 	}
-	onTick := late
+	var sched int64 // the instant the target scheduled it at, when known
 	switch {
 	case d.Sched != 0:
-		onTick = d.Recv - d.Sched
+		sched = d.Sched
 		c.sched.Store(true)
 	case c.quant != nil:
-		onTick = d.Recv - c.quant.DueInstant(due)
+		sched = c.quant.DueInstant(due)
+	}
+	onTick := late
+	if sched != 0 {
+		onTick = d.Recv - sched
 	}
 	s := &c.shards[w%len(c.shards)] // a worker's deliveries come from one goroutine: its shard stays warm
 	s.mu.Lock()
-	s.raw.RecordValue(max(histMin, late/1000))
-	s.onTick.RecordValue(max(histMin, onTick/1000))
+	record(s.h[hRaw], late)
+	record(s.h[hOnTick], onTick)
 	s.minRaw = min(s.minRaw, late)
+	if d.Socket != 0 {
+		record(s.h[hSocket], d.Socket-due)
+		s.minSocket = min(s.minSocket, d.Socket-due)
+		if sched != 0 {
+			record(s.h[hSocketTick], d.Socket-sched)
+		}
+	}
 	s.mu.Unlock()
+	if d.Socket != 0 && !c.socket.Load() {
+		c.socket.Store(true)
+	}
 }
+
+// record adds a lateness in ns to h (in µs; at least histMin).
+func record(h *hdrhistogram.Histogram, ns int64) { h.RecordValue(max(histMin, ns/1000)) }
 
 // missing counts expected firings not received: timer i should have fired
 // want(i) times.
@@ -158,27 +186,46 @@ func summarize(h *hdrhistogram.Histogram, minRaw int64, target int64) *Latency {
 	return l
 }
 
-// latencies merges the shards: raw lateness (receipt − intended due) and,
-// for a ticked target, lateness after the tick the timer was scheduled on
-// (for beanstalkd: after the instant its rounded delay ended).
-func (c *collector) latencies(targetUs int64) (raw, onTick *Latency) {
-	r := hdrhistogram.New(histMin, histMax, histSig)
-	t := hdrhistogram.New(histMin, histMax, histSig)
-	minRaw := int64(1<<63 - 1)
+// Latencies are a scenario's lateness summaries (see Result).
+type Latencies struct {
+	Raw, OnTick, Socket, SocketOnTick *Latency
+}
+
+// latencies merges the shards: raw lateness (receipt − intended due); for a
+// ticked target, lateness after the tick the timer was scheduled on (for
+// beanstalkd: after the instant its rounded delay ended); and, when the
+// target's reads carried the kernel's receive stamps, the same two at the
+// socket.
+func (c *collector) latencies(targetUs int64) Latencies {
+	var m [nHist]*hdrhistogram.Histogram
+	for k := range m {
+		m[k] = hdrhistogram.New(histMin, histMax, histSig)
+	}
+	minRaw, minSocket := int64(1<<63-1), int64(1<<63-1)
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()
-		r.Merge(s.raw)
-		t.Merge(s.onTick)
-		minRaw = min(minRaw, s.minRaw)
+		for k := range m {
+			m[k].Merge(s.h[k])
+		}
+		minRaw, minSocket = min(minRaw, s.minRaw), min(minSocket, s.minSocket)
 		s.mu.Unlock()
 	}
-	raw = summarize(r, minRaw, targetUs)
-	if c.quant != nil || c.sched.Load() {
-		onTick = summarize(t, 0, 0)
-		if onTick != nil {
-			onTick.Min = 0
+	l := Latencies{Raw: summarize(m[hRaw], minRaw, targetUs)}
+	ticked := c.quant != nil || c.sched.Load()
+	if ticked {
+		l.OnTick = summarize(m[hOnTick], 0, 0)
+	}
+	if c.socket.Load() {
+		l.Socket = summarize(m[hSocket], minSocket, targetUs)
+		if ticked {
+			l.SocketOnTick = summarize(m[hSocketTick], 0, 0)
 		}
 	}
-	return raw, onTick
+	for _, t := range []*Latency{l.OnTick, l.SocketOnTick} {
+		if t != nil {
+			t.Min = 0
+		}
+	}
+	return l
 }

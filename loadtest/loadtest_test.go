@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -96,6 +97,16 @@ func TestScenarios(t *testing.T) {
 				case "lateness":
 					if res.Lateness == nil || res.Lateness.Count != res.Delivered {
 						t.Errorf("lateness: histogram %+v for %d deliveries", res.Lateness, res.Delivered)
+					}
+					// Pushed firings are stamped at the socket (Linux): every
+					// one, and never later than the generator read them.
+					if strings.HasPrefix(tg.Name(), "tickwheel") && runtime.GOOS == "linux" {
+						s, st := res.SocketLateness, res.SocketTickLateness
+						if s == nil || st == nil || s.Count != res.Delivered || st.Count != res.Delivered {
+							t.Errorf("lateness at the socket: %+v and %+v for %d deliveries", s, st, res.Delivered)
+						} else if s.Max > res.Lateness.Max || s.P50 > res.Lateness.P50 {
+							t.Errorf("lateness at the socket %+v above the read's %+v", s, res.Lateness)
+						}
 					}
 				case "hold":
 					if res.Scheduled != int64(tinyParams().N) || res.Delivered != 0 {

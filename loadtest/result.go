@@ -34,6 +34,16 @@ type Result struct {
 	// removed: the server's own delay).
 	Lateness     *Latency `json:",omitempty"`
 	TickLateness *Latency `json:",omitempty"`
+	// SocketLateness: the kernel's receive stamp of the bytes that carried
+	// each firing − its intended due, µs (targets that push firings over a
+	// TCP connection, on Linux): Lateness without the generator's own delay
+	// between the bytes' arrival and its read.
+	SocketLateness *Latency `json:",omitempty"`
+	// SocketTickLateness, for a ticked target with socket stamps: the
+	// stamp − the instant its tick is processed, the server's own delay
+	// from its tick's boundary to the bytes reaching the client's socket
+	// (loadtest/cmd/wakefloor measures this machine's floor for it).
+	SocketTickLateness *Latency `json:",omitempty"`
 
 	Server *ServerStats `json:",omitempty"`
 	// Counted: the target's own firing and drop counts over the scenario
@@ -117,6 +127,13 @@ func WriteTable(w io.Writer, rs []*Result) {
 		if l := r.Lateness; l != nil {
 			fmt.Fprintf(w, "  lateness vs intended due: p50 %s p99 %s max %s ms, min %s ms; %.2f%% within %s ms\n",
 				ms(l.P50), ms(l.P99), ms(l.Max), ms(l.Min), 100*l.WithinTarget, ms(l.TargetUs))
+		}
+		if l := r.SocketLateness; l != nil {
+			fmt.Fprintf(w, "  lateness at the socket (kernel receive stamp): p50 %s p99 %s p99.9 %s max %s ms, min %s ms\n",
+				ms(l.P50), ms(l.P99), ms(l.P999), ms(l.Max), ms(l.Min))
+		}
+		if l := r.SocketTickLateness; l != nil {
+			fmt.Fprintf(w, "  at the socket vs its tick (the server's own delay): p50 %s p90 %s p99 %s p99.9 %s max %s ms\n", ms(l.P50), ms(l.P90), ms(l.P99), ms(l.P999), ms(l.Max))
 		}
 		if l := r.TickLateness; l != nil {
 			fmt.Fprintf(w, "  lateness vs its tick or rounded delay (quantisation removed): p50 %s p90 %s p99 %s p99.9 %s max %s ms\n", ms(l.P50), ms(l.P90), ms(l.P99), ms(l.P999), ms(l.Max))

@@ -185,7 +185,11 @@ func (r *run) finish(ctx context.Context, expected int64, want func(i int) int) 
 		res.Params["calibration_uncertainty"] = ce.CalibrationError().String()
 	}
 	if !r.c.virtual {
-		res.Lateness, res.TickLateness = r.c.latencies(target)
+		l := r.c.latencies(target)
+		res.Lateness, res.TickLateness, res.SocketLateness, res.SocketTickLateness = l.Raw, l.OnTick, l.Socket, l.SocketOnTick
+		if l.Socket != nil && l.Raw != nil && l.Socket.Count < l.Raw.Count {
+			res.Notes = append(res.Notes, fmt.Sprintf("lateness at the socket covers %d of %d deliveries (the rest came in reads without a receive stamp)", l.Socket.Count, l.Raw.Count))
+		}
 	}
 	if n, ok := r.tg.(Noter); ok {
 		res.Notes = append(res.Notes, n.Notes()...)

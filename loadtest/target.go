@@ -77,6 +77,10 @@ type Delivery struct {
 	Fired         uint32 // 1-based firing number
 	Last          bool
 	Recv          int64 // receipt instant on Now's clock
+	// Socket, when not 0, is the instant the kernel received the bytes that
+	// completed the delivery (the socket's receive stamp, on Now's clock):
+	// Recv minus the generator's own delay in reading them.
+	Socket int64
 	// Sched, when not 0, is the instant the target itself was asked to fire
 	// at, when it differs from the intended due by a quantisation the target
 	// cannot avoid and the adapter knows per firing (beanstalkd's

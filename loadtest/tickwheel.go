@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tickwheel/tickwheel/protocol"
@@ -68,10 +69,7 @@ type TickwheelTarget struct {
 	delivMu    sync.Mutex
 	delivBound map[uint64]bool
 
-	calMu   sync.Mutex
-	refTick uint64 // a tick and the earliest instant it was seen processed
-	refTime int64
-	calErr  time.Duration
+	cal atomic.Pointer[calibration] // set by calibrate
 }
 
 // Name implements Target.
@@ -134,7 +132,7 @@ func (t *TickwheelTarget) dial(ctx context.Context, w int) (*twConn, protocol.He
 	if err != nil {
 		return nil, h, err
 	}
-	c := &twConn{nc: nc, w: w, sink: t.sink, window: t.Window, bound: map[uint64]bool{}, waiters: map[uint64]chan reply{}, errs: map[string]int{}}
+	c := &twConn{nc: nc, w: w, sink: t.sink, boundary: t.boundary, window: t.Window, bound: map[uint64]bool{}, waiters: map[uint64]chan reply{}, errs: map[string]int{}}
 	c.cond = sync.NewCond(&c.mu)
 	go c.readLoop()
 	m, err := c.call(ctx, &protocol.Request{Op: protocol.OpHello, Version: protocol.Version, Name: "loadtest", Token: t.Token})
@@ -186,26 +184,42 @@ func (t *TickwheelTarget) calibrate(ctx context.Context) error {
 	if hi < lo {
 		return fmt.Errorf("calibrate: inconsistent clock readings (%d > %d)", lo, hi)
 	}
-	t.calMu.Lock()
-	t.refTick, t.refTime, t.calErr = ref, lo, time.Duration(hi-lo)
-	t.calMu.Unlock()
+	t.cal.Store(&calibration{refTick: ref, refTime: lo, err: time.Duration(hi - lo)})
 	return nil
+}
+
+// calibration places the server's tick boundaries on Now's clock: tick
+// refTick was seen processed at refTime at the earliest, within err.
+type calibration struct {
+	refTick uint64
+	refTime int64
+	err     time.Duration
+}
+
+// boundary is the instant (on Now's clock) of tick's boundary, or 0 before
+// calibration.
+func (t *TickwheelTarget) boundary(tick uint64) int64 {
+	cal := t.cal.Load()
+	if cal == nil {
+		return 0
+	}
+	return cal.refTime + (int64(tick)-int64(cal.refTick))*int64(t.tick)
 }
 
 // CalibrationError is the width of the interval the tick boundaries are
 // known to lie in.
 func (t *TickwheelTarget) CalibrationError() time.Duration {
-	t.calMu.Lock()
-	defer t.calMu.Unlock()
-	return t.calErr
+	if c := t.cal.Load(); c != nil {
+		return c.err
+	}
+	return 0
 }
 
 // tickFor returns the first tick whose boundary is at or after instant due, and
 // whether it is still in the future (else the add uses after=1).
 func (t *TickwheelTarget) tickFor(due int64) (uint64, bool) {
-	t.calMu.Lock()
-	rt, rtime := t.refTick, t.refTime
-	t.calMu.Unlock()
+	cal := t.cal.Load()
+	rt, rtime := cal.refTick, cal.refTime
 	at := t.tickAt(due, rt, rtime)
 	now := rt + uint64(max(0, Now()-rtime)/int64(t.tick))
 	return at, at > now+1
@@ -549,12 +563,13 @@ func (t *TickwheelTarget) OpenIdle(ctx context.Context, n int) (func(), error) {
 // one caller at a time runs a bulk operation (begin … drain) on it, and
 // single calls (call) may run alongside.
 type twConn struct {
-	nc     net.Conn
-	w      int
-	sink   Sink
-	window int
-	wbuf   []byte
-	bound  map[uint64]bool // receivers bound here; owned by the bulk caller
+	nc       net.Conn
+	w        int
+	sink     Sink
+	boundary func(tick uint64) int64 // the instant a firing's tick was due to be processed
+	window   int
+	wbuf     []byte
+	bound    map[uint64]bool // receivers bound here; owned by the bulk caller
 
 	mu       sync.Mutex
 	cond     *sync.Cond
@@ -674,9 +689,15 @@ func (c *twConn) readLoop() {
 	var m protocol.Message
 	var d Delivery
 	var err error
+	sr := newStampedReader(c.nc)
 	for {
 		var n int
-		n, err = c.nc.Read(buf[have:])
+		var stamp int64
+		if sr != nil {
+			n, stamp, err = sr.Read(buf[have:])
+		} else {
+			n, err = c.nc.Read(buf[have:])
+		}
 		if n == 0 && err != nil {
 			break
 		}
@@ -700,7 +721,7 @@ func (c *twConn) readLoop() {
 			switch m.Kind {
 			case protocol.KindFire:
 				f := &m.Fire
-				d = Delivery{Receiver: f.Receiver, Tid: f.Tid, Fired: uint32(f.Fired), Last: f.Last, Recv: recv, Data: f.Data}
+				d = Delivery{Receiver: f.Receiver, Tid: f.Tid, Fired: uint32(f.Fired), Last: f.Last, Recv: recv, Socket: stamp, Sched: c.boundary(f.Tick), Data: f.Data}
 				c.sink(c.w, &d)
 			case protocol.KindOK, protocol.KindError:
 				switch m.ID >> idShift {
@@ -764,9 +785,8 @@ func (c *twConn) readLoop() {
 // intended for due is put on: the quantised due. Lateness after it is the
 // server's own delay (its ticker's wake-up after the boundary included).
 func (t *TickwheelTarget) DueInstant(due int64) int64 {
-	t.calMu.Lock()
-	rt, rtime := t.refTick, t.refTime
-	t.calMu.Unlock()
+	cal := t.cal.Load()
+	rt, rtime := cal.refTick, cal.refTime
 	return rtime + int64(t.tickAt(due, rt, rtime)-rt)*int64(t.tick)
 }
 
