@@ -236,6 +236,11 @@ func serveWith(cfg server.Config, sf *serveFlags, reread func() (server.Config, 
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(sig)
 	defer signal.Stop(hup)
+	// A bad config is reported as such before anything listens (a busy
+	// operator port would otherwise hide it).
+	if err := cfg.Check(); err != nil {
+		return err
+	}
 	// The operator listener starts before recovery: /healthz answers and
 	// /readyz says 503 until the server accepts clients.
 	op, err := startOperator(&cfg, log)

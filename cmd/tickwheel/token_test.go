@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -178,6 +179,26 @@ func TestServeProtectedMode(t *testing.T) {
 	assert.Equal(t, 1, code)
 	for _, w := range []string{"protected mode", "0.0.0.0:0", "-client-token-file", "-insecure"} {
 		assert.Contains(t, errOut.String(), w)
+	}
+}
+
+// TestServeBadConfigBeforeListening: a bad config is reported as such even
+// when the operator port is taken (a server started by go run ./cmd/tickwheel
+// holds the default one), and nothing is left listening.
+func TestServeBadConfigBeforeListening(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	for _, args := range [][]string{
+		{"-fsync", "bogus"},
+		{"-addr", "0.0.0.0:0"},
+	} {
+		var out, errOut syncBuffer
+		args = append(args, "-http-addr", busy.Addr().String(), "-data-dir", t.TempDir())
+		code := run(args, &out, &errOut)
+		assert.Equal(t, 1, code, args)
+		assert.NotContains(t, errOut.String(), "address already in use", args)
+		assert.Contains(t, errOut.String(), map[string]string{"-fsync": "bogus", "-addr": "protected mode"}[args[0]], args)
 	}
 }
 
