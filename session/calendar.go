@@ -71,7 +71,38 @@ var cronFields = [5]fieldSpec{
 	{"hour", 0, 23, nil},
 	{"day of month", 1, 31, nil},
 	{"month", 1, 12, []string{"jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"}},
-	{"day of week", 0, 6, []string{"sun", "mon", "tue", "wed", "thu", "fri", "sat"}},
+	{"day of week", 0, 7, []string{"sun", "mon", "tue", "wed", "thu", "fri", "sat"}}, // 7 is Sunday too
+}
+
+// sundaySeven rewrites a checked 5-field expression's day of week for
+// robfig's parser, which knows Sunday only as 0: classic cron's 7 becomes
+// 0, and a range reaching 7 (5-7, 1-7/2) becomes the list of its days with
+// 7 as 0. The timer keeps the expression as given.
+func sundaySeven(expr string) string {
+	fields := strings.Fields(expr)
+	parts := strings.Split(fields[4], ",")
+	changed := false
+	for i, part := range parts {
+		rng, step, _ := strings.Cut(part, "/")
+		lo, hi, isRange := strings.Cut(rng, "-")
+		if rng == "7" || (isRange && hi == "7") {
+			a, _ := cronFields[4].value(lo) // checked: a number or a name
+			by := 1
+			if step != "" {
+				by, _ = strconv.Atoi(step)
+			}
+			var days []string
+			for d := a; d <= 7; d += by {
+				days = append(days, strconv.Itoa(d%7))
+			}
+			parts[i], changed = strings.Join(days, ","), true
+		}
+	}
+	if !changed {
+		return expr
+	}
+	fields[4] = strings.Join(parts, ",")
+	return strings.Join(fields, " ")
 }
 
 // parseCalendar parses expr in zone ("" = UTC) for a tick of tickNs
@@ -109,6 +140,7 @@ func parseCalendar(expr, zone string, tickNs uint64, zones map[string]*time.Loca
 		if err := checkFields(expr); err != nil {
 			return nil, err
 		}
+		trimmed = sundaySeven(trimmed)
 	}
 	s, err := cronParser.Parse(trimmed)
 	if err != nil {

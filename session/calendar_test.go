@@ -137,6 +137,40 @@ func TestCalendarDST(t *testing.T) {
 	assert.Equal(t, []string{"11-01 02:00 EST"}, fires("*/30 * * * *", "2026-11-01 01:10 EST", 1))
 }
 
+// Sunday is 0 or 7, as in classic cron, alone, ending a range, or with a
+// step; the timer keeps the expression as written.
+func TestCalendarSundaySeven(t *testing.T) {
+	from := uint64(time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC).Unix()) // a Monday
+	firings := func(expr string) []time.Weekday {
+		cal, err := parseCalendar(expr, "Europe/Paris", 1e9, nil)
+		require.NoError(t, err, expr)
+		assert.Equal(t, expr, cal.expr)
+		var days []time.Weekday
+		tick := from
+		for range 8 {
+			var ok bool
+			tick, ok = cal.next(tick, 1e9)
+			require.True(t, ok)
+			days = append(days, time.Unix(int64(tick), 0).In(cal.loc).Weekday())
+		}
+		return days
+	}
+	for seven, zero := range map[string]string{
+		"0 4 * * 7":     "0 4 * * 0",
+		"0 4 * * 5-7":   "0 4 * * 5,6,0",
+		"0 4 * * fri-7": "0 4 * * 5,6,0",
+		"0 4 * * 1-7/2": "0 4 * * 1,3,5,0",
+		"0 4 * * 0-7":   "0 4 * * *",
+		"0 4 * * 3,7":   "0 4 * * 3,0",
+		"0 4 1 * 7":     "0 4 1 * 0",
+		"0 4 * * 6-7/1": "0 4 * * sat,sun",
+		"0 4 * * 2-4,7": "0 4 * * 2,3,4,0",
+	} {
+		assert.Equal(t, firings(zero), firings(seven), seven)
+	}
+	assert.Contains(t, firings("0 4 * * 7"), time.Sunday)
+}
+
 // Bad expressions and zones get errors that name the field or the zone.
 func TestCalendarErrors(t *testing.T) {
 	cases := []struct{ expr, zone, want string }{
@@ -144,7 +178,8 @@ func TestCalendarErrors(t *testing.T) {
 		{"61 * * * *", "", `field 1 (minute): 61 is above the maximum 59`},
 		{"* * 0 * *", "", `field 3 (day of month): 0 is below the minimum 1`},
 		{"* * * 13 *", "", `field 4 (month): 13 is above the maximum 12`},
-		{"* * * * 7", "", `field 5 (day of week): 7 is above the maximum 6`},
+		{"* * * * 8", "", `field 5 (day of week): 8 is above the maximum 7`},
+		{"* * * * 7-1", "", `field 5 (day of week): range 7-1 starts after it ends`},
 		{"* * * foo *", "", `field 4 (month): "foo" is not a number or a name (jan-dec)`},
 		{"*/0 * * * *", "", `field 1 (minute): step "0" is not a positive number`},
 		{"5-2 * * * *", "", `field 1 (minute): range 5-2 starts after it ends`},
