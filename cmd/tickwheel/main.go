@@ -103,7 +103,7 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 	adminToken := fs.String("admin-token", "", "admin token (visible in ps: prefer -admin-token-file or $"+envAdminToken+")")
 	adminTokenFile := fs.String("admin-token-file", "", "file holding the admin token (default: <data dir>/admin.token, made at first start)")
 	clientTokenFile := fs.String("client-token-file", "", "file holding the token every client must give (or $"+envClientToken+")")
-	dataDir := fs.String("data-dir", "", "directory for the log, snapshots and admin.token (default ./"+server.DefaultDataDir+`; "" keeps timers in memory only)`)
+	dataDir := fs.String("data-dir", "", "directory for the log, snapshots and admin.token (default ./"+server.DefaultDataDir+`; "" keeps timers in memory only, and admin.token still in the default)`)
 	fsync := fs.String("fsync", "", "when the log reaches the disk: always, everysec (default) or no")
 	downtime := fs.String("downtime", "", "tw-time while the server was down: catch-up (default) or pause")
 	repair := fs.Bool("repair", false, "start even if the log has a bad record in its middle, cutting it there")
