@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tickwheel/tickwheel/client"
+	"github.com/tickwheel/tickwheel/protocol"
 )
 
 const usage = `usage: tickwheel [serve] [server flags]        run the server (the default)
@@ -489,7 +490,7 @@ func statsCmd(e *env) error {
 		return err
 	}
 	if e.json {
-		e.print(s, "")
+		e.print(statsJSON(s), "")
 		return nil
 	}
 	fmt.Fprintf(e.stdout, "tw-time     %d (target %d, lag %d ticks, tick %v, speed %gx, frozen %v)\n",
@@ -515,4 +516,26 @@ func repeatArg(s string) (uint32, error) {
 		return 0, fmt.Errorf(`-repeat %q: want a number of firings from 1 to %d, or "forever"`, s, client.Forever-1)
 	}
 	return uint32(n), nil
+}
+
+// statsJSON is stats -json's object, with docs/PROTOCOL.md's keys.
+func statsJSON(s protocol.Stats) any {
+	return struct {
+		Now            uint64  `json:"now"`
+		Target         uint64  `json:"target"`
+		Lag            uint64  `json:"lag"`
+		Timers         uint64  `json:"timers"`
+		Sessions       uint64  `json:"sessions"`
+		Connections    uint64  `json:"connections"`
+		Receivers      uint64  `json:"receivers"`
+		BacklogEvents  uint64  `json:"backlog_events"`
+		OutboxEvents   uint64  `json:"outbox_events"`
+		WaitingFirings uint64  `json:"waiting_firings"`
+		FiredTotal     uint64  `json:"fired_total"`
+		DroppedTotal   uint64  `json:"dropped_total"`
+		TickNs         uint64  `json:"tick_ns"`
+		Speed          float64 `json:"speed"`
+		Frozen         bool    `json:"frozen"`
+	}{s.Now, s.Target, s.Lag, s.Timers, s.Sessions, s.Connections, s.Receivers, s.BacklogEvents, s.OutboxEvents,
+		s.WaitingFirings, s.FiredTotal, s.DroppedTotal, s.TickNs, s.Speed, s.Frozen}
 }
