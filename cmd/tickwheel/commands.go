@@ -260,6 +260,9 @@ func addCmd(fs *flag.FlagSet) func(*env) error {
 		if err != nil {
 			return err
 		}
+		if err := checkAddTiming(fs, e.args, n); err != nil {
+			return err
+		}
 		o := &client.AddOptions{Repeat: n, Data: []byte(*data), Replace: *replace}
 		if *every != "" {
 			if o.Every, err = e.ticksArg(*every, "every"); err != nil {
@@ -287,6 +290,26 @@ func addCmd(fs *flag.FlagSet) func(*env) error {
 			fmt.Sprintf("added %d/%d: first firing at tick %d", receiver, tid, due))
 		return nil
 	}
+}
+
+// checkAddTiming refuses AFTER (but 0) together with -at, and -every on a
+// timer that fires once, where it would have no effect: a user who gives
+// -every wants repeats, and a timer silently firing once is worse than no
+// timer. Cron timers are checked by scheduleFlags.check.
+func checkAddTiming(fs *flag.FlagSet, args []string, repeat uint32) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["cron"] {
+		return nil
+	}
+	if set["at"] && len(args) == 3 && args[2] != "0" {
+		return usageError{fmt.Errorf("AFTER %s and -at %s: give one (-at is the absolute tick of the first firing)",
+			args[2], fs.Lookup("at").Value)}
+	}
+	if set["every"] && repeat == 1 {
+		return usageError{errors.New("-every has no effect on a timer that fires once: add -repeat N (N > 1) or -repeat forever")}
+	}
+	return nil
 }
 
 func cancelCmd(e *env) error {
@@ -513,7 +536,7 @@ func repeatArg(s string) (uint32, error) {
 	}
 	n, err := strconv.ParseUint(s, 10, 32)
 	if err != nil || n == 0 || n == uint64(client.Forever) {
-		return 0, fmt.Errorf(`-repeat %q: want a number of firings from 1 to %d, or "forever"`, s, client.Forever-1)
+		return 0, usageError{fmt.Errorf(`-repeat %q: want a number of firings from 1 to %d, or "forever"`, s, client.Forever-1)}
 	}
 	return uint32(n), nil
 }
