@@ -324,9 +324,18 @@ func cancelCmd(e *env) error {
 	return nil
 }
 
+// hasInterval reports whether t repeats on an interval, t.Every: not a
+// one-shot, whose Every means nothing, nor a cron timer, whose schedule
+// says when it fires.
+func hasInterval(t client.Timer) bool { return t.Schedule == "" && t.Repeat != 1 }
+
 func timerJSON(t client.Timer) map[string]any {
-	return planJSON(t, map[string]any{"receiver": t.Receiver, "tid": t.Tid, "due": t.Due, "remaining": t.Remaining,
-		"every": t.Every, "fired": t.Fired, "repeat": t.Repeat, "paused": t.Paused, "data": string(t.Data)})
+	m := map[string]any{"receiver": t.Receiver, "tid": t.Tid, "due": t.Due, "remaining": t.Remaining,
+		"fired": t.Fired, "repeat": t.Repeat, "paused": t.Paused, "data": string(t.Data)}
+	if hasInterval(t) {
+		m["every"] = t.Every
+	}
+	return planJSON(t, m)
 }
 
 func timerText(t client.Timer) string {
@@ -340,7 +349,11 @@ func timerText(t client.Timer) string {
 	if t.Paused {
 		state = fmt.Sprintf("paused with %d ticks left", t.Remaining)
 	}
-	line := fmt.Sprintf("%d/%d  %s  every %d  fired %s", t.Receiver, t.Tid, state, t.Every, times)
+	line := fmt.Sprintf("%d/%d  %s", t.Receiver, t.Tid, state)
+	if hasInterval(t) {
+		line += fmt.Sprintf("  every %d", t.Every)
+	}
+	line += "  fired " + times
 	line += planText(t)
 	if len(t.Data) > 0 {
 		line += fmt.Sprintf("  data %q", t.Data)
