@@ -424,6 +424,7 @@ func watchCmd(fs *flag.FlagSet) func(*env) error {
 			}
 			e.printBound(receiver, r, *ack)
 		}
+		left := len(e.args) // receivers still bound here
 		for seen := 0; *n == 0 || seen < *n; seen++ {
 			select {
 			case <-ctx.Done():
@@ -433,6 +434,11 @@ func watchCmd(fs *flag.FlagSet) func(*env) error {
 					return errors.New("connection closed")
 				}
 				e.printEvent(ev)
+				if ev.Kind == client.Takeover {
+					if left--; left == 0 {
+						return fmt.Errorf("receiver %d was taken over by another session: no receiver left to watch", ev.Receiver)
+					}
+				}
 			}
 		}
 		return nil
@@ -467,6 +473,9 @@ func (e *env) printEvent(ev client.Event) {
 		times = fmt.Sprintf("%d/forever", ev.Fired)
 	}
 	text := fmt.Sprintf("tick %d  %d/%d  fired %s", ev.Tick, ev.Receiver, ev.Tid, times)
+	if ev.Late > 0 {
+		text += fmt.Sprintf("  late %d", ev.Late)
+	}
 	if ev.Last {
 		text += "  last"
 	}
@@ -474,7 +483,7 @@ func (e *env) printEvent(ev client.Event) {
 		text += fmt.Sprintf("  data %q", ev.Data)
 	}
 	e.print(map[string]any{"event": "fire", "receiver": ev.Receiver, "tid": ev.Tid, "tick": ev.Tick,
-		"fired": ev.Fired, "repeat": ev.Repeat, "last": ev.Last, "seq": ev.Seq, "data": string(ev.Data)}, text)
+		"fired": ev.Fired, "repeat": ev.Repeat, "last": ev.Last, "seq": ev.Seq, "late": ev.Late, "data": string(ev.Data)}, text)
 }
 
 func ffCmd(e *env) error {
