@@ -126,10 +126,11 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	tok, tokFrom, err := cliToken(tokenSources{token: *token, tokenFile: *tokenFile, dataDir: *dataDir, dataDirSet: set["data-dir"],
-		tokenSet: set["token"], addr: *addr}, os.Getenv)
+	src := tokenSources{token: *token, tokenFile: *tokenFile, dataDir: *dataDir, dataDirSet: set["data-dir"],
+		tokenSet: set["token"], addr: *addr}
+	tok, tokFrom, err := cliToken(src, os.Getenv)
 	if err != nil {
-		fmt.Fprintf(stderr, "tickwheel %s: %v\n", name, err)
+		fmt.Fprintf(stderr, "tickwheel %s: %s\n", name, errText(err))
 		if errors.As(err, new(usageError)) {
 			return 2
 		}
@@ -142,7 +143,7 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 	}
 	c, err := dial(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "tickwheel %s: %v\n", name, err)
+		fmt.Fprintf(stderr, "tickwheel %s: %s\n", name, errText(err))
 		if tokFrom != "" && errors.Is(err, client.ErrUnauthorized) {
 			fmt.Fprintf(stderr, "tickwheel %s: the server at %s refused the admin token in %s: it uses another data directory "+
 				"(-data-dir) or token (-token-file, $%s)\n", name, *addr, tokFrom, envToken)
@@ -157,12 +158,13 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 		e.ctx = context.Background()
 	}
 	if err := run(e); err != nil {
-		var usageErr usageError
-		if errors.As(err, &usageErr) {
-			fmt.Fprintf(stderr, "tickwheel %s: %v\n", name, err)
+		fmt.Fprintf(stderr, "tickwheel %s: %s\n", name, errText(err))
+		if errors.As(err, new(usageError)) {
 			return 2
 		}
-		fmt.Fprintf(stderr, "tickwheel %s: %v\n", name, err)
+		if hint := noTokenHint(src, os.Getenv); hint != "" && tokFrom == "" && errors.Is(err, client.ErrUnauthorized) {
+			fmt.Fprintf(stderr, "tickwheel %s: %s\n", name, hint)
+		}
 		return 1
 	}
 	return 0
