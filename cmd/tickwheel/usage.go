@@ -35,7 +35,7 @@ common flags: -addr HOST:PORT (default 127.0.0.1:7420), -json, -timeout D (conne
   -token T or -token-file FILE (or $TICKWHEEL_TOKEN): the hello token. By default, when
   -addr is a loopback address, the server's admin token is read from <data dir>/admin.token
   (-data-dir DIR, default ./tickwheel-data, as the server's), so commands run where the
-  server runs need no token. health takes -http-addr (default 127.0.0.1:7421).
+  server runs need no token. health takes -http-addr (default 127.0.0.1:7421) and -json.
 `)
 }
 

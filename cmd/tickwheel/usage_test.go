@@ -33,7 +33,7 @@ func TestHelp(t *testing.T) {
 		assert.Contains(t, flags, "-fsync", arg)
 		assert.Contains(t, flags, "-data-dir", arg)
 	}
-	for _, name := range []string{"add", "watch", "ping"} {
+	for _, name := range []string{"add", "watch", "ping", "health"} {
 		var out, errOut syncBuffer
 		code := run([]string{name, "-h"}, &out, &errOut)
 		assert.Equal(t, 0, code, "%s -h: %s", name, errOut.String())
