@@ -56,8 +56,11 @@ func healthCmd(args []string, stdout, stderr io.Writer) int {
 		b, _ := json.Marshal(v)
 		fmt.Fprintf(stdout, "%s\n", b)
 	}
-	if err != nil {
+	if err != nil && status != 0 {
 		fmt.Fprintf(stderr, "tickwheel health: %s: %v\n", url, err)
+		return 1
+	} else if err != nil { // the error names the URL
+		fmt.Fprintf(stderr, "tickwheel health: %v\n", err)
 		return 1
 	}
 	if !*asJSON {
