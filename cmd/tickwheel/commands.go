@@ -15,48 +15,14 @@ import (
 	"time"
 
 	"github.com/tickwheel/tickwheel/client"
+	"github.com/tickwheel/tickwheel/protocol"
 )
-
-const usage = `usage: tickwheel [serve] [server flags]        run the server (the default)
-       tickwheel COMMAND [flags] ARGS...         talk to a running server
-
-commands:
-  add RECEIVER TID AFTER   add a timer firing after AFTER: ticks from the current tick, or a duration
-                           such as 1.5s from the moment the server reads it (never early); -every,
-                           -repeat N|forever (default 1), -data, -replace,
-                           -at TICK (absolute first firing instead of AFTER; pass AFTER as 0),
-                           -missed all|once|skip (firings that fall in a downtime, default all)
-  add RECEIVER TID -cron EXPR   add a timer on a calendar schedule: a cron expression ("0 4 * * *",
-                           "0 18 * * fri") or @daily, @hourly, @every 90s; -zone Europe/Paris (default UTC);
-                           fires until cancelled unless -repeat N
-  cancel RECEIVER TID      cancel a timer
-  get RECEIVER TID         show a timer
-  list RECEIVER            show the timers of a receiver in tid order, fetched a page at a time
-  watch RECEIVER...        bind receivers and print their events until interrupted;
-                           -n N stops after N events, -ephemeral binds ephemerally, -ack binds in
-                           acknowledged mode (each event printed is acknowledged; the others come
-                           again at the next watch)
-  ff TICKS|DURATION        fast-forward tw-time (admin); on a terminal, one that takes over a
-                           second shows a progress bar
-  freeze                   stop tw-time following the clock (admin)
-  resume                   make tw-time follow the clock again (admin)
-  speed X                  set the speed of tw-time, e.g. 60 (admin)
-  stats                    show server statistics (admin)
-  ping                     show the server's tw-time
-  health                   ask the operator HTTP listener's /healthz (-http-addr, default
-                           127.0.0.1:7421): exit 0 if the server is up (a container HEALTHCHECK)
-
-common flags: -addr HOST:PORT (default 127.0.0.1:7420), -json, -timeout D (connecting, and each
-  request but watch's and ff's),
-  -token T or -token-file FILE (or $TICKWHEEL_TOKEN): the hello token. By default, when
-  -addr is a loopback address, the server's admin token is read from <data dir>/admin.token
-  (-data-dir DIR, default ./tickwheel-data, as the server's), so commands run where the
-  server runs need no token.
-`
 
 // command is one CLI command: its flags are added to fs, run does the work.
 type command struct {
 	args     string // positional arguments, for the usage line
+	summary  string // what it does, in one line of the usage
+	help     string // more for its -h, or ""
 	nargs    int    // exact number of positional args, or -1 for "at least one"
 	optional int    // of nargs, how many trailing ones may be left out
 	flags    func(fs *flag.FlagSet) func(*env) error
@@ -77,18 +43,43 @@ type env struct {
 }
 
 var commands = map[string]command{
-	"add":    {args: "RECEIVER TID AFTER", nargs: 3, optional: 1, flags: addCmd}, // AFTER: not with -cron
-	"cancel": {args: "RECEIVER TID", nargs: 2, flags: simple(cancelCmd)},
-	"get":    {args: "RECEIVER TID", nargs: 2, flags: simple(getCmd)},
-	"list":   {args: "RECEIVER", nargs: 1, flags: simple(listCmd)},
-	"watch":  {args: "RECEIVER...", nargs: -1, flags: watchCmd},
-	"ff":     {args: "TICKS|DURATION", nargs: 1, flags: simple(ffCmd)},
-	"freeze": {nargs: 0, flags: simple(freezeCmd)},
-	"resume": {nargs: 0, flags: simple(resumeCmd)},
-	"speed":  {args: "X", nargs: 1, flags: simple(speedCmd)},
-	"stats":  {nargs: 0, flags: simple(statsCmd)},
-	"ping":   {nargs: 0, flags: simple(pingCmd)},
+	"add": {args: "RECEIVER TID AFTER", nargs: 3, optional: 1, flags: addCmd, // AFTER: not with -cron or -at
+		summary: "add a timer firing after AFTER (or -at TICK, or on -cron EXPR)", help: addHelp},
+	"cancel": {args: "RECEIVER TID", nargs: 2, flags: simple(cancelCmd), summary: "cancel a timer"},
+	"get":    {args: "RECEIVER TID", nargs: 2, flags: simple(getCmd), summary: "show a timer"},
+	"list": {args: "RECEIVER", nargs: 1, flags: simple(listCmd),
+		summary: "show the timers of a receiver in tid order, fetched a page at a time"},
+	"watch": {args: "RECEIVER...", nargs: -1, flags: watchCmd,
+		summary: "bind receivers and print their events until interrupted", help: watchHelp},
+	"ff": {args: "TICKS|DURATION", nargs: 1, flags: simple(ffCmd), summary: "fast-forward tw-time (admin)",
+		help: "On a terminal, a fast-forward that takes over a second shows a progress bar.\n"},
+	"freeze": {nargs: 0, flags: simple(freezeCmd), summary: "stop tw-time following the clock (admin)"},
+	"resume": {nargs: 0, flags: simple(resumeCmd), summary: "make tw-time follow the clock again (admin)"},
+	"speed":  {args: "X", nargs: 1, flags: simple(speedCmd), summary: "set the speed of tw-time, e.g. 60 (admin)"},
+	"stats":  {nargs: 0, flags: simple(statsCmd), summary: "show server statistics (admin)"},
+	"ping":   {nargs: 0, flags: simple(pingCmd), summary: "show the server's tw-time"},
 }
+
+const addHelp = `AFTER is a number of ticks from the current tick, or a duration such as 1.5s
+from the moment the server reads the request (never early). Instead of AFTER:
+  -at TICK     the absolute tick of the first firing (AFTER left out, or 0)
+  -cron EXPR   a calendar schedule: a cron expression ("0 4 * * *", "0 18 * * fri")
+               or @daily, @hourly, @every 90s, in -zone (default UTC); it fires
+               until cancelled unless -repeat N
+A timer fires once unless -repeat N or -repeat forever; -every sets the interval
+between its firings (default AFTER), and is refused on a timer that fires once.
+-missed all|once|skip: what a repeating timer does with firings that fall in a
+downtime (default all).
+`
+
+const watchHelp = `Each event is a line: its tick, receiver/tid, the firing count, "late N" when
+it fired N ticks after its tick (after a downtime, or a server that fell behind),
+"last" for its last firing, and its data. -n N stops after N events; -ephemeral
+binds ephemerally; -ack binds in acknowledged mode (each event printed is
+acknowledged; the others come again at the next watch). When another session
+takes over a receiver, watch says so; it exits with status 1 once it has no
+receiver left.
+`
 
 func simple(fn func(*env) error) func(*flag.FlagSet) func(*env) error {
 	return func(*flag.FlagSet) func(*env) error { return fn }
@@ -97,13 +88,10 @@ func simple(fn func(*env) error) func(*flag.FlagSet) func(*env) error {
 // runCommand runs CLI command name and returns the exit code: 0, 1 for a
 // failed request or connection, 2 for bad usage.
 func runCommand(name string, args []string, stdout, stderr io.Writer) int {
-	if name == "help" || name == "-h" || name == "--help" {
-		fmt.Fprint(stdout, usage)
-		return 0
-	}
 	cmd, ok := commands[name]
 	if !ok {
-		fmt.Fprintf(stderr, "tickwheel: unknown command %q\n%s", name, usage)
+		fmt.Fprintf(stderr, "tickwheel: unknown command %q\n", name)
+		printUsage(stderr)
 		return 2
 	}
 	fs := flag.NewFlagSet("tickwheel "+name, flag.ContinueOnError)
@@ -115,20 +103,24 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print JSON, one object per line")
 	timeout := fs.Duration("timeout", 10*time.Second, "time limit for connecting and each request (but watch and ff, which wait as long as they take)")
 	run := cmd.flags(fs)
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return 2
+	fs.Usage = func() {} // parseArgs prints it
+	pos, err := parseArgs(fs, name, cmd, args, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
 	}
-	if (cmd.nargs >= 0 && (len(pos) > cmd.nargs || len(pos) < cmd.nargs-cmd.optional)) || (cmd.nargs < 0 && len(pos) == 0) {
-		fmt.Fprintf(stderr, "usage: tickwheel %s [flags] %s\n", name, cmd.args)
+	if err != nil {
+		if errors.As(err, new(usageError)) {
+			fmt.Fprintf(stderr, "tickwheel %s: %v\n", name, err)
+		}
 		return 2
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	tok, tokFrom, err := cliToken(tokenSources{token: *token, tokenFile: *tokenFile, dataDir: *dataDir, dataDirSet: set["data-dir"],
-		tokenSet: set["token"], addr: *addr}, os.Getenv)
+	src := tokenSources{token: *token, tokenFile: *tokenFile, dataDir: *dataDir, dataDirSet: set["data-dir"],
+		tokenSet: set["token"], addr: *addr}
+	tok, tokFrom, err := cliToken(src, os.Getenv)
 	if err != nil {
-		fmt.Fprintf(stderr, "tickwheel %s: %v\n", name, err)
+		fmt.Fprintf(stderr, "tickwheel %s: %s\n", name, errText(err))
 		if errors.As(err, new(usageError)) {
 			return 2
 		}
@@ -141,7 +133,7 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 	}
 	c, err := dial(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "tickwheel %s: %v\n", name, err)
+		fmt.Fprintf(stderr, "tickwheel %s: %s\n", name, errText(err))
 		if tokFrom != "" && errors.Is(err, client.ErrUnauthorized) {
 			fmt.Fprintf(stderr, "tickwheel %s: the server at %s refused the admin token in %s: it uses another data directory "+
 				"(-data-dir) or token (-token-file, $%s)\n", name, *addr, tokFrom, envToken)
@@ -156,12 +148,13 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 		e.ctx = context.Background()
 	}
 	if err := run(e); err != nil {
-		var usageErr usageError
-		if errors.As(err, &usageErr) {
-			fmt.Fprintf(stderr, "tickwheel %s: %v\n", name, err)
+		fmt.Fprintf(stderr, "tickwheel %s: %s\n", name, errText(err))
+		if errors.As(err, new(usageError)) {
 			return 2
 		}
-		fmt.Fprintf(stderr, "tickwheel %s: %v\n", name, err)
+		if hint := noTokenHint(src, os.Getenv); hint != "" && tokFrom == "" && errors.Is(err, client.ErrUnauthorized) {
+			fmt.Fprintf(stderr, "tickwheel %s: %s\n", name, hint)
+		}
 		return 1
 	}
 	return 0
@@ -169,23 +162,6 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 
 // usageError is a bad argument, reported with exit code 2.
 type usageError struct{ error }
-
-// parseInterleaved parses flags that may come before, between or after the
-// positional arguments, and returns the positional ones.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
-}
 
 func uintArg(s, what string) (uint64, error) {
 	v, err := strconv.ParseUint(s, 10, 64)
@@ -259,6 +235,9 @@ func addCmd(fs *flag.FlagSet) func(*env) error {
 		if err != nil {
 			return err
 		}
+		if err := checkAddTiming(fs, e.args, n); err != nil {
+			return err
+		}
 		o := &client.AddOptions{Repeat: n, Data: []byte(*data), Replace: *replace}
 		if *every != "" {
 			if o.Every, err = e.ticksArg(*every, "every"); err != nil {
@@ -288,6 +267,26 @@ func addCmd(fs *flag.FlagSet) func(*env) error {
 	}
 }
 
+// checkAddTiming refuses AFTER (but 0) together with -at, and -every on a
+// timer that fires once, where it would have no effect: a user who gives
+// -every wants repeats, and a timer silently firing once is worse than no
+// timer. Cron timers are checked by scheduleFlags.check.
+func checkAddTiming(fs *flag.FlagSet, args []string, repeat uint32) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["cron"] {
+		return nil
+	}
+	if set["at"] && len(args) == 3 && args[2] != "0" {
+		return usageError{fmt.Errorf("AFTER %s and -at %s: give one (-at is the absolute tick of the first firing)",
+			args[2], fs.Lookup("at").Value)}
+	}
+	if set["every"] && repeat == 1 {
+		return usageError{errors.New("-every has no effect on a timer that fires once: add -repeat N (N > 1) or -repeat forever")}
+	}
+	return nil
+}
+
 func cancelCmd(e *env) error {
 	receiver, tid, err := e.key()
 	if err != nil {
@@ -300,9 +299,18 @@ func cancelCmd(e *env) error {
 	return nil
 }
 
+// hasInterval reports whether t repeats on an interval, t.Every: not a
+// one-shot, whose Every means nothing, nor a cron timer, whose schedule
+// says when it fires.
+func hasInterval(t client.Timer) bool { return t.Schedule == "" && t.Repeat != 1 }
+
 func timerJSON(t client.Timer) map[string]any {
-	return planJSON(t, map[string]any{"receiver": t.Receiver, "tid": t.Tid, "due": t.Due, "remaining": t.Remaining,
-		"every": t.Every, "fired": t.Fired, "repeat": t.Repeat, "paused": t.Paused, "data": string(t.Data)})
+	m := map[string]any{"receiver": t.Receiver, "tid": t.Tid, "due": t.Due, "remaining": t.Remaining,
+		"fired": t.Fired, "repeat": t.Repeat, "paused": t.Paused, "data": string(t.Data)}
+	if hasInterval(t) {
+		m["every"] = t.Every
+	}
+	return planJSON(t, m)
 }
 
 func timerText(t client.Timer) string {
@@ -316,7 +324,11 @@ func timerText(t client.Timer) string {
 	if t.Paused {
 		state = fmt.Sprintf("paused with %d ticks left", t.Remaining)
 	}
-	line := fmt.Sprintf("%d/%d  %s  every %d  fired %s", t.Receiver, t.Tid, state, t.Every, times)
+	line := fmt.Sprintf("%d/%d  %s", t.Receiver, t.Tid, state)
+	if hasInterval(t) {
+		line += fmt.Sprintf("  every %d", t.Every)
+	}
+	line += "  fired " + times
 	line += planText(t)
 	if len(t.Data) > 0 {
 		line += fmt.Sprintf("  data %q", t.Data)
@@ -387,6 +399,7 @@ func watchCmd(fs *flag.FlagSet) func(*env) error {
 			}
 			e.printBound(receiver, r, *ack)
 		}
+		left := len(e.args) // receivers still bound here
 		for seen := 0; *n == 0 || seen < *n; seen++ {
 			select {
 			case <-ctx.Done():
@@ -396,6 +409,11 @@ func watchCmd(fs *flag.FlagSet) func(*env) error {
 					return errors.New("connection closed")
 				}
 				e.printEvent(ev)
+				if ev.Kind == client.Takeover {
+					if left--; left == 0 {
+						return fmt.Errorf("receiver %d was taken over by another session: no receiver left to watch", ev.Receiver)
+					}
+				}
 			}
 		}
 		return nil
@@ -430,6 +448,9 @@ func (e *env) printEvent(ev client.Event) {
 		times = fmt.Sprintf("%d/forever", ev.Fired)
 	}
 	text := fmt.Sprintf("tick %d  %d/%d  fired %s", ev.Tick, ev.Receiver, ev.Tid, times)
+	if ev.Late > 0 {
+		text += fmt.Sprintf("  late %d", ev.Late)
+	}
 	if ev.Last {
 		text += "  last"
 	}
@@ -437,7 +458,7 @@ func (e *env) printEvent(ev client.Event) {
 		text += fmt.Sprintf("  data %q", ev.Data)
 	}
 	e.print(map[string]any{"event": "fire", "receiver": ev.Receiver, "tid": ev.Tid, "tick": ev.Tick,
-		"fired": ev.Fired, "repeat": ev.Repeat, "last": ev.Last, "seq": ev.Seq, "data": string(ev.Data)}, text)
+		"fired": ev.Fired, "repeat": ev.Repeat, "last": ev.Last, "seq": ev.Seq, "late": ev.Late, "data": string(ev.Data)}, text)
 }
 
 func ffCmd(e *env) error {
@@ -489,7 +510,7 @@ func statsCmd(e *env) error {
 		return err
 	}
 	if e.json {
-		e.print(s, "")
+		e.print(statsJSON(s), "")
 		return nil
 	}
 	fmt.Fprintf(e.stdout, "tw-time     %d (target %d, lag %d ticks, tick %v, speed %gx, frozen %v)\n",
@@ -512,7 +533,29 @@ func repeatArg(s string) (uint32, error) {
 	}
 	n, err := strconv.ParseUint(s, 10, 32)
 	if err != nil || n == 0 || n == uint64(client.Forever) {
-		return 0, fmt.Errorf(`-repeat %q: want a number of firings from 1 to %d, or "forever"`, s, client.Forever-1)
+		return 0, usageError{fmt.Errorf(`-repeat %q: want a number of firings from 1 to %d, or "forever"`, s, client.Forever-1)}
 	}
 	return uint32(n), nil
+}
+
+// statsJSON is stats -json's object, with docs/PROTOCOL.md's keys.
+func statsJSON(s protocol.Stats) any {
+	return struct {
+		Now            uint64  `json:"now"`
+		Target         uint64  `json:"target"`
+		Lag            uint64  `json:"lag"`
+		Timers         uint64  `json:"timers"`
+		Sessions       uint64  `json:"sessions"`
+		Connections    uint64  `json:"connections"`
+		Receivers      uint64  `json:"receivers"`
+		BacklogEvents  uint64  `json:"backlog_events"`
+		OutboxEvents   uint64  `json:"outbox_events"`
+		WaitingFirings uint64  `json:"waiting_firings"`
+		FiredTotal     uint64  `json:"fired_total"`
+		DroppedTotal   uint64  `json:"dropped_total"`
+		TickNs         uint64  `json:"tick_ns"`
+		Speed          float64 `json:"speed"`
+		Frozen         bool    `json:"frozen"`
+	}{s.Now, s.Target, s.Lag, s.Timers, s.Sessions, s.Connections, s.Receivers, s.BacklogEvents, s.OutboxEvents,
+		s.WaitingFirings, s.FiredTotal, s.DroppedTotal, s.TickNs, s.Speed, s.Frozen}
 }

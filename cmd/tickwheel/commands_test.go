@@ -139,7 +139,14 @@ func TestCommandsJSON(t *testing.T) {
 	require.Equal(t, 0, code)
 	var stats map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &stats))
-	assert.Equal(t, float64(505), stats["Now"])
+	assert.Equal(t, float64(505), stats["now"])
+	var keys []string
+	for k := range stats {
+		keys = append(keys, k)
+	}
+	// docs/PROTOCOL.md's names (example ok-stats).
+	assert.ElementsMatch(t, []string{"now", "target", "lag", "timers", "sessions", "connections", "receivers",
+		"backlog_events", "outbox_events", "waiting_firings", "fired_total", "dropped_total", "tick_ns", "speed", "frozen"}, keys)
 }
 
 func TestCommandErrors(t *testing.T) {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,44 +12,80 @@ import (
 )
 
 // healthUsage is the health command's usage line.
-const healthUsage = "usage: tickwheel health [-http-addr HOST:PORT] [-timeout D]"
+const healthUsage = "usage: tickwheel health [-http-addr HOST:PORT] [-timeout D] [-json]"
 
 // healthCmd is `tickwheel health`: it GETs /healthz from the operator HTTP
 // listener (-http-addr, default 127.0.0.1:7421) and exits 0 when it
 // answers 200 OK, 1 otherwise, saying why on stderr. It is the container's
 // HEALTHCHECK: it needs no shell, curl or wget in the image, and no token
-// (/healthz never asks for one).
+// (/healthz never asks for one), so it takes none of the other commands'
+// -addr and -token flags. With -json it also prints
+// {"url", "status" (0 if nothing answered), "ok", "error" when not ok} on
+// stdout, whatever the result.
 func healthCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("tickwheel health", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("http-addr", "127.0.0.1:7421", "the server's operator HTTP address")
 	timeout := fs.Duration("timeout", 5*time.Second, "time limit for the check")
-	if err := fs.Parse(args); err != nil {
+	asJSON := fs.Bool("json", false, "print the result as a JSON object")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "%s\n\nask the operator HTTP listener's /healthz: exit 0 if the server is up\n\nflags:\n", healthUsage)
+		fs.PrintDefaults()
+	}
+	if len(args) > 0 && isHelp(args[0]) {
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return 0
+	}
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return 0
+	} else if err != nil {
 		return 2
 	}
 	if fs.NArg() != 0 {
-		fmt.Fprintln(stderr, healthUsage)
+		fmt.Fprintf(stderr, "tickwheel health: unexpected argument %q (%s)\n", fs.Arg(0), healthUsage)
 		return 2
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
 	url := "http://" + *addr + "/healthz"
+	status, err := checkHealth(url, *timeout)
+	if *asJSON {
+		v := map[string]any{"url": url, "status": status, "ok": err == nil}
+		if err != nil {
+			v["error"] = err.Error()
+		}
+		b, _ := json.Marshal(v)
+		fmt.Fprintf(stdout, "%s\n", b)
+	}
+	if err != nil && status != 0 {
+		fmt.Fprintf(stderr, "tickwheel health: %s: %v\n", url, err)
+		return 1
+	} else if err != nil { // the error names the URL
+		fmt.Fprintf(stderr, "tickwheel health: %v\n", err)
+		return 1
+	}
+	if !*asJSON {
+		fmt.Fprintf(stdout, "%s: %d %s\n", url, status, http.StatusText(status))
+	}
+	return 0
+}
+
+// checkHealth GETs url and returns its status code (0 if nothing
+// answered) and, unless it is 200, an error saying what went wrong.
+func checkHealth(url string, timeout time.Duration) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		fmt.Fprintf(stderr, "tickwheel health: %v\n", err)
-		return 2
+		return 0, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		fmt.Fprintf(stderr, "tickwheel health: %v\n", err)
-		return 1
+		return 0, err
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	if resp.StatusCode != http.StatusOK {
-		fmt.Fprintf(stderr, "tickwheel health: %s: %s %q\n", url, resp.Status, body)
-		return 1
+		return resp.StatusCode, fmt.Errorf("%s %q", resp.Status, body)
 	}
-	fmt.Fprintf(stdout, "%s: %s\n", url, resp.Status)
-	return 0
+	return resp.StatusCode, nil
 }

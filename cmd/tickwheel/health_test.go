@@ -34,10 +34,17 @@ func TestHealth(t *testing.T) {
 	assert.Equal(t, 0, code)
 	assert.Contains(t, out, "/healthz: 200 OK")
 
+	code, out, _ = health("-http-addr", addr, "-json")
+	assert.Equal(t, 0, code)
+	assert.JSONEq(t, `{"url":"http://`+addr+`/healthz","status":200,"ok":true}`, out)
+
 	status = http.StatusServiceUnavailable
 	code, _, errOut := health("-http-addr", addr)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "503")
+	code, out, _ = health("-http-addr", addr, "-json")
+	assert.Equal(t, 1, code)
+	assert.JSONEq(t, `{"url":"http://`+addr+`/healthz","status":503,"ok":false,"error":"503 Service Unavailable \"ok\\n\""}`, out)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -49,16 +49,24 @@ func main() {
 
 // run dispatches to the server or a command and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "health" {
-		return healthCmd(args[1:], stdout, stderr)
-	}
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") && args[0] != "serve" {
-		return runCommand(args[0], args[1:], stdout, stderr)
-	}
-	if len(args) > 0 && args[0] == "serve" {
+	serveCmd := len(args) > 0 && args[0] == "serve"
+	if serveCmd {
 		args = args[1:]
 	}
-	if err := serve(args, stdout, stderr); err != nil {
+	if len(args) > 0 && isHelp(args[0]) {
+		// The usage, then the server's flags (serveConfig's -h).
+		serveConfig([]string{"-h"}, os.Getenv, stdout)
+		return 0
+	}
+	if !serveCmd && len(args) > 0 && args[0] == "health" {
+		return healthCmd(args[1:], stdout, stderr)
+	}
+	if !serveCmd && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		return runCommand(args[0], args[1:], stdout, stderr)
+	}
+	if err := serve(args, stdout, stderr); errors.Is(err, flag.ErrHelp) {
+		return 0 // -h among the server's flags
+	} else if err != nil {
 		fmt.Fprintln(stderr, "tickwheel:", err)
 		return 1
 	}
@@ -97,6 +105,11 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 	sf := serveFlags{overridden: map[string]bool{}}
 	fs := flag.NewFlagSet("tickwheel", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		printUsage(fs.Output())
+		fmt.Fprintln(fs.Output(), "\nserver flags:")
+		fs.PrintDefaults()
+	}
 	configPath := fs.String("config", "", "YAML config file (see configs/tickwheel.yaml)")
 	addr := fs.String("addr", "", "listen address (default 127.0.0.1:7420)")
 	tick := fs.Duration("tick", 0, "tw-time tick duration (default 10ms)")

@@ -24,7 +24,8 @@ func addScheduleFlags(fs *flag.FlagSet) *scheduleFlags {
 }
 
 // check checks the positional arguments against the flags: AFTER goes
-// with no -cron, -cron with no AFTER, -zone only with -cron.
+// with no -cron, -cron with no AFTER, -at with or without AFTER (see
+// checkAddTiming), -zone only with -cron.
 func (f *scheduleFlags) check(fs *flag.FlagSet, args []string) error {
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
@@ -33,7 +34,7 @@ func (f *scheduleFlags) check(fs *flag.FlagSet, args []string) error {
 		return usageError{errors.New("add with -cron takes no AFTER: the schedule says when it fires")}
 	case *f.cron != "" && (set["at"] || set["every"]):
 		return usageError{errors.New("add with -cron takes no -at or -every")}
-	case *f.cron == "" && len(args) == 2:
+	case *f.cron == "" && !set["at"] && len(args) == 2:
 		return usageError{errors.New("usage: tickwheel add [flags] RECEIVER TID AFTER, or RECEIVER TID -cron EXPR")}
 	case *f.cron == "" && *f.zone != "":
 		return usageError{errors.New("-zone goes with -cron")}

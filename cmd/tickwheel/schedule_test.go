@@ -27,7 +27,7 @@ func TestCLICron(t *testing.T) {
 	assert.Equal(t, fmt.Sprintf("added 7/1: first firing at tick %d\n", next), out)
 	code, out, _ = cli(t, addr, "get", "7", "1")
 	require.Equal(t, 0, code)
-	assert.Equal(t, fmt.Sprintf("7/1  due at tick %d (in %d)  every 0  fired 0/forever  cron \"0 4 * * *\" Europe/Paris  missed once\n", next, next-start), out)
+	assert.Equal(t, fmt.Sprintf("7/1  due at tick %d (in %d)  fired 0/forever  cron \"0 4 * * *\" Europe/Paris  missed once\n", next, next-start), out)
 	code, out, _ = cli(t, addr, "get", "-json", "7", "1")
 	require.Equal(t, 0, code)
 	assert.Contains(t, out, `"schedule":"0 4 * * *"`)

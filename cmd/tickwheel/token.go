@@ -75,3 +75,22 @@ func loopback(addr string) bool {
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.IsLoopback()
 }
+
+// noTokenHint says, when a command sent no token and the server refused
+// it (an admin op), where the command looked for the admin token and how
+// to give one; "" when a token was given or found.
+func noTokenHint(src tokenSources, getenv func(string) string) string {
+	if src.tokenSet || src.tokenFile != "" || src.dataDirSet || getenv(envToken) != "" {
+		return ""
+	}
+	how := "give -token-file FILE, $" + envToken + ", or -data-dir DIR (the server's data directory, which holds " +
+		server.AdminTokenFileName + ")"
+	if !loopback(src.addr) {
+		return "no admin token: the default data directory's is sent only to a loopback -addr; " + how
+	}
+	path := filepath.Join(server.DefaultDataDir, server.AdminTokenFileName)
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	return "no admin token: none at " + path + " (the default data directory, in the working directory); " + how
+}

@@ -64,3 +64,52 @@ func TestWatchAck(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, client.BindResult{FirstSeq: 6}, r, "everything watched was acknowledged")
 }
+
+// TestWatchLate: an event that fired late says by how many ticks: "late N"
+// in the text when N > 0, "late" always in -json.
+func TestWatchLate(t *testing.T) {
+	ev := client.Event{Kind: client.Fire, Receiver: 7, Tid: 1, Tick: 1000, Fired: 1, Repeat: 1, Last: true, Seq: 1}
+	for _, tc := range []struct {
+		late       uint64
+		text, json string
+	}{
+		{0, "tick 1000  7/1  fired 1/1  last\n", `"late":0`},
+		{12, "tick 1000  7/1  fired 1/1  late 12  last\n", `"late":12`},
+	} {
+		ev.Late = tc.late
+		var out strings.Builder
+		(&env{stdout: &out}).printEvent(ev)
+		assert.Equal(t, tc.text, out.String())
+		out.Reset()
+		(&env{stdout: &out, json: true}).printEvent(ev)
+		assert.Contains(t, out.String(), tc.json)
+	}
+}
+
+// TestWatchTakeover: watch says so and exits 1 when another session takes
+// its receiver over, since it gets none of its events any more.
+func TestWatchTakeover(t *testing.T) {
+	srv := localServer(t, servertest.WithStartTick(1000))
+	addr := srv.Addr()
+	var wout, werr syncBuffer
+	done := make(chan int)
+	go func() { done <- run([]string{"watch", "-addr", addr, "9"}, &wout, &werr) }()
+	require.Eventually(t, func() bool { return strings.Contains(wout.String(), "watching receiver 9") }, 5*time.Second, time.Millisecond)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, addr)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Bind(ctx, 9, nil)
+	require.NoError(t, err)
+	var code int
+	select {
+	case code = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("watch went on after its receiver was taken over")
+	}
+	assert.Equal(t, 1, code)
+	assert.Contains(t, wout.String(), "receiver 9 was taken over by session ")
+	assert.Equal(t, "tickwheel watch: receiver 9 was taken over by another session: no receiver left to watch\n", werr.String())
+}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickwheel/tickwheel/servertest"
+)
+
+// TestAddAt: -at takes the place of AFTER, which may be left out or given
+// as 0; any other AFTER with -at is refused, and nothing is added.
+func TestAddAt(t *testing.T) {
+	srv := localServer(t, servertest.WithStartTick(1000))
+	addr := srv.Addr()
+	code, out, errOut := cli(t, addr, "add", "1", "2", "-at", "2000")
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, "added 1/2: first firing at tick 2000\n", out)
+	code, out, errOut = cli(t, addr, "add", "1", "3", "0", "-at", "3000")
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, "added 1/3: first firing at tick 3000\n", out)
+
+	code, out, errOut = cli(t, addr, "add", "1", "4", "5", "-at", "99999999999999")
+	assert.Equal(t, 2, code)
+	assert.Empty(t, out)
+	assert.Equal(t, "tickwheel add: AFTER 5 and -at 99999999999999: give one (-at is the absolute tick of the first firing)\n", errOut)
+	code, _, _ = cli(t, addr, "get", "1", "4")
+	assert.Equal(t, 1, code, "nothing added")
+}
+
+// TestAddEveryOneShot: -every on a timer that fires once is refused (it
+// would have no effect), with how to ask for repeats; nothing is added.
+func TestAddEveryOneShot(t *testing.T) {
+	srv := localServer(t, servertest.WithStartTick(1000))
+	addr := srv.Addr()
+	for _, args := range [][]string{
+		{"add", "1", "41", "10", "-every", "5s"},
+		{"add", "1", "41", "10", "-every", "5", "-repeat", "1"},
+	} {
+		code, out, errOut := cli(t, addr, args...)
+		assert.Equal(t, 2, code, args)
+		assert.Empty(t, out, args)
+		assert.Equal(t, "tickwheel add: -every has no effect on a timer that fires once: add -repeat N (N > 1) or -repeat forever\n", errOut, args)
+	}
+	code, _, _ := cli(t, addr, "get", "1", "41")
+	assert.Equal(t, 1, code, "nothing added")
+	code, _, errOut := cli(t, addr, "add", "1", "41", "10", "-every", "5", "-repeat", "2")
+	assert.Equal(t, 0, code, errOut)
+}
