@@ -449,7 +449,7 @@ func (c *Client) dispatchFire(cn *conn, f *protocol.Fire) bool {
 		}
 	}
 	ev := Event{Kind: Fire, Receiver: f.Receiver, Tid: f.Tid, Tick: f.Tick, Fired: f.Fired,
-		Repeat: f.Repeat, Last: f.Last, Seq: f.Seq, Late: f.Late}
+		Repeat: userRepeat(f.Repeat), Last: f.Last, Seq: f.Seq, Late: f.Late}
 	if len(f.Data) > 0 {
 		ev.Data = append([]byte(nil), f.Data...)
 	}
