@@ -300,20 +300,47 @@ func TestErrorType(t *testing.T) {
 
 // TestAddRepeat: the shortest Add is a one-shot timer, like time.AfterFunc;
 // firing until cancelled is asked for by name (Forever, repeat 0 on the
-// wire); a count is a count.
+// wire); a count is a count. What the Client hands back — Get, List,
+// ListPage and fire events — says Forever the way AddOptions does, so that
+// tm.Repeat == Forever tests for it.
 func TestAddRepeat(t *testing.T) {
 	srv := startServer(t, nil)
 	c := dial(t, srv.Addr())
 	ctx := tctx(t)
-	_, err := c.Add(ctx, 1, 1, 5, nil)
+	_, err := c.Bind(ctx, 1, nil)
+	require.NoError(t, err)
+	_, err = c.Add(ctx, 1, 1, 5, nil)
 	require.NoError(t, err)
 	_, err = c.Add(ctx, 1, 2, 5, &AddOptions{Repeat: Forever})
 	require.NoError(t, err)
 	_, err = c.Add(ctx, 1, 3, 5, &AddOptions{Repeat: 7})
 	require.NoError(t, err)
-	for tid, want := range map[uint64]uint64{1: 1, 2: 0, 3: 7} {
+	want := map[uint64]uint64{1: 1, 2: Forever, 3: 7}
+	for tid, w := range want {
 		tm, err := c.Get(ctx, 1, tid)
 		require.NoError(t, err)
-		assert.Equal(t, want, tm.Repeat, "tid %d: repeat on the server (0 = forever)", tid)
+		assert.Equal(t, w, tm.Repeat, "Get: tid %d", tid)
+	}
+	tm, err := c.Get(ctx, 1, 2)
+	require.NoError(t, err)
+	assert.True(t, tm.Repeat == Forever, "compares with Forever as written")
+	all, err := c.List(ctx, 1)
+	require.NoError(t, err)
+	require.Len(t, all, 3)
+	for _, tm := range all {
+		assert.Equal(t, want[tm.Tid], tm.Repeat, "List: tid %d", tm.Tid)
+	}
+	page, next, err := c.ListPage(ctx, 1, 2, 1)
+	require.NoError(t, err)
+	require.Len(t, page, 1)
+	assert.Equal(t, [3]uint64{2, Forever, 3}, [3]uint64{page[0].Tid, page[0].Repeat, next}, "ListPage")
+
+	_, fired, err := c.FastForward(ctx, 5)
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), fired)
+	for range 3 {
+		ev := nextEvent(t, c.Events())
+		assert.Equal(t, want[ev.Tid], ev.Repeat, "event: tid %d", ev.Tid)
+		assert.Equal(t, ev.Tid == 1, ev.Last, "tid %d", ev.Tid)
 	}
 }

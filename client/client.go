@@ -63,8 +63,9 @@ type Client struct {
 // Dial connects to the server at addr (host:port) and says hello. It
 // returns once the hello succeeded; ctx bounds the dial and the hello, not
 // the Client's life. A hello refused by the server returns its *Error
-// (ErrUnauthorized for a bad token, ErrUnsupportedVersion). Dial does not
-// retry: reconnection (WithReconnect) starts only after a first success.
+// (ErrUnauthorized for a bad token, ErrUnsupportedVersion); a server that
+// answers in HTTP (the operator port, by mistake) returns an error that
+// names addr and says so. Dial does not retry: reconnection (WithReconnect) starts only after a first success.
 func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	c := &Client{
 		o:     defaultOptions(),

@@ -331,12 +331,21 @@ func (c *Client) readLoop(cn *conn) {
 	c.lose(cn, err)
 }
 
+// httpPrefix begins an HTTP response: the first bytes from a server that
+// is not tickwheel's client port (its frames begin with a length whose
+// first byte is 0 below 16 MiB).
+const httpPrefix = "HTTP/"
+
 func (c *Client) readFrames(cn *conn) error {
 	buf := make([]byte, 0, readBufSize)
 	var m protocol.Message
+	first := true // nothing decoded yet on this connection
 	for {
 		off := 0
 		for {
+			if first && len(buf) >= len(httpPrefix) && string(buf[:len(httpPrefix)]) == httpPrefix {
+				return fmt.Errorf("tickwheel: %s answered in HTTP, not the tickwheel protocol: is it the operator HTTP port? (the client port is 7420 by default)", c.addr)
+			}
 			payload, n, err := protocol.SplitFrame(buf[off:], maxServerFrame)
 			if errors.Is(err, protocol.ErrIncomplete) {
 				break
@@ -350,6 +359,7 @@ func (c *Client) readFrames(cn *conn) error {
 			if !c.dispatch(cn, &m) {
 				return ErrClosed
 			}
+			first = false
 			off += n
 		}
 		// Keep the incomplete tail at the front of buf, and make room for it.
@@ -449,7 +459,7 @@ func (c *Client) dispatchFire(cn *conn, f *protocol.Fire) bool {
 		}
 	}
 	ev := Event{Kind: Fire, Receiver: f.Receiver, Tid: f.Tid, Tick: f.Tick, Fired: f.Fired,
-		Repeat: f.Repeat, Last: f.Last, Seq: f.Seq, Late: f.Late}
+		Repeat: userRepeat(f.Repeat), Last: f.Last, Seq: f.Seq, Late: f.Late}
 	if len(f.Data) > 0 {
 		ev.Data = append([]byte(nil), f.Data...)
 	}

@@ -44,7 +44,7 @@ type Event struct {
 	Tid    uint64
 	Tick   uint64 // the tick the timer was due at
 	Fired  uint64 // 1-based count of this timer's firings, this one included
-	Repeat uint64 // total firings, 0 = forever
+	Repeat uint64 // total firings, or Forever (until cancelled), as in AddOptions
 	Last   bool   // this firing removed the timer
 	Data   []byte // the timer's data, nil if none; a copy the caller owns
 	// Seq is the receiver's event sequence number, from 1, increasing by

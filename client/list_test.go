@@ -72,7 +72,7 @@ func TestListPaging(t *testing.T) {
 // TestListServerReplies: a server from before paging (no next) gives one
 // page; a next that does not move on is a bad reply, not an endless List.
 func TestListServerReplies(t *testing.T) {
-	timers := []protocol.Timer{{Receiver: 1, Tid: 5}, {Receiver: 1, Tid: 9}}
+	timers := []protocol.Timer{{Receiver: 1, Tid: 5, Repeat: 1}, {Receiver: 1, Tid: 9, Repeat: 3}} // counts: read back as sent
 	// The timers array as encoded: a list reply [0, 0, [timers, 0]] less
 	// its header, its first four bytes and next.
 	enc := protocol.AppendListOK(nil, 0, timers, 0)

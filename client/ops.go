@@ -18,7 +18,9 @@ import (
 // *Error values wrapping the sentinel of their code (ErrNotFound, ...).
 
 // Timer describes a live timer, as returned by Get and List. Its Data is a
-// copy the caller owns.
+// copy the caller owns. Its Repeat is as in AddOptions: the total number of
+// firings, or Forever for a timer that fires until cancelled (the wire's
+// repeat 0, which the Client translates); Fired counts the firings so far.
 type Timer = protocol.Timer
 
 // AddOptions are the optional parts of a timer. A nil *AddOptions is the
@@ -32,7 +34,8 @@ type AddOptions struct {
 	Every uint64
 	// Repeat is the number of firings: 0 (the default) and 1 mean once,
 	// Forever until cancelled. (The wire protocol's repeat 0 means
-	// forever; the Client translates.) With a Schedule, 0 means at every
+	// forever; the Client translates, both ways: Timer.Repeat and
+	// Event.Repeat read back Forever.) With a Schedule, 0 means at every
 	// time the schedule names, until cancelled (see AddSchedule).
 	Repeat uint32
 	// Data is delivered with every firing (at most Limits().MaxData bytes,
@@ -51,9 +54,14 @@ type AddOptions struct {
 	Missed   Missed
 }
 
-// Forever, as AddOptions.Repeat, makes a timer fire until it is cancelled.
-// (So a count of exactly 2^32-1 firings cannot be asked for.)
-const Forever uint32 = math.MaxUint32
+// Forever, as AddOptions.Repeat, makes a timer fire until it is cancelled,
+// and every repeat count the Client hands back (Timer.Repeat from Get and
+// List, Event.Repeat) is Forever for such a timer, so that
+// tm.Repeat == client.Forever tests for it. It is an untyped constant so
+// that it compares with those uint64 fields as well as the uint32 of
+// AddOptions. A count of exactly 2^32-1 firings cannot be asked for, and a
+// timer another client added with that count reads back as Forever too.
+const Forever = math.MaxUint32
 
 // wireRepeat returns the protocol's repeat for AddOptions.Repeat.
 func wireRepeat(r uint32) uint64 {
@@ -64,6 +72,15 @@ func wireRepeat(r uint32) uint64 {
 		return 0
 	}
 	return uint64(r)
+}
+
+// userRepeat returns the repeat the Client hands back for the protocol's
+// repeat r of a timer or event: Forever for the wire's 0 (forever).
+func userRepeat(r uint64) uint64 {
+	if r == 0 {
+		return Forever
+	}
+	return r
 }
 
 func (c *Client) add(ctx context.Context, receiver, tid, after, at uint64, o *AddOptions) (uint64, error) {
@@ -153,6 +170,7 @@ func (c *Client) Get(ctx context.Context, receiver, tid uint64) (Timer, error) {
 	if err := protocol.DecodeTimer(res, &t); err != nil {
 		return Timer{}, badReply(protocol.OpGet, err)
 	}
+	t.Repeat = userRepeat(t.Repeat)
 	return t, nil
 }
 
@@ -211,6 +229,9 @@ func (c *Client) listPage(ctx context.Context, receiver, from uint64, limit int,
 	}
 	if err != nil {
 		return nil, 0, badReply(protocol.OpList, err)
+	}
+	for i := n; i < len(ts); i++ {
+		ts[i].Repeat = userRepeat(ts[i].Repeat)
 	}
 	return ts, next, nil
 }

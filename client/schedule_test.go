@@ -37,7 +37,7 @@ func TestAddScheduleDailyReset(t *testing.T) {
 	tm, err := c.Get(ctx, 42, 1)
 	require.NoError(t, err)
 	assert.Equal(t, [4]any{"0 4 * * *", "Europe/Paris", uint64(client.MissedOnce), due}, [4]any{tm.Schedule, tm.Zone, tm.Missed, tm.Due})
-	assert.Zero(t, tm.Repeat, "fires until cancelled")
+	assert.Equal(t, uint64(client.Forever), tm.Repeat, "fires until cancelled")
 
 	for day, want := range []time.Time{time.Date(2026, 3, 28, 4, 0, 0, 0, paris), time.Date(2026, 3, 29, 4, 0, 0, 0, paris)} {
 		assert.Equal(t, 1, srv.Advance(24*time.Hour), "day %d fires it once", day)

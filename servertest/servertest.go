@@ -22,17 +22,27 @@
 // a random admin token, and a temporary data directory, so a test never
 // touches the working tree.
 //
+// Advance returns once the events are written towards the clients, not
+// once a client has them: they still cross a relay (below) and the
+// client's reader. Reading them from Events waits for them; a test that
+// needs them inside the client before it goes on waits for that, as the
+// DropConnections example does.
+//
+// Events a test does not read pile up. A client keeps at most its event
+// buffer of them (client.WithEventBuffer, 1024 by default); when it is
+// full the client stops reading its connection, so its next call waits
+// for a reply stuck behind events nobody reads: a test that advances past
+// more firings than that without reading hangs at its next call (Advance
+// itself still returns; the server holds the rest, as the client package
+// doc's "Events and backpressure" says). Read the events as you go, after
+// each Advance, or dial with a larger client.WithEventBuffer when a test
+// means to advance far first and read afterwards.
+//
 // DropConnections resets every client connection, so that a test can check
 // how its code handles a reconnect: with receivers bound in acknowledged
-// mode (client.BindOptions.Ack), that every event is handled once:
-//
-//	c.Bind(ctx, 7, &client.BindOptions{Ack: client.AckAuto})
-//	c.Add(ctx, 7, 1, 1, &client.AddOptions{Repeat: 4})
-//	srv.AdvanceTicks(2)                    // events 1 and 2 reach the client, not taken yet
-//	srv.DropConnections()                  // the client reconnects and re-binds
-//	srv.AdvanceTicks(2)
-//	for i := 1; i <= 4; i++ { <-c.Events() } // 1, 2, 3, 4: once each
-//	c.Redelivered()                        // 2: the client dropped them
+// mode (client.BindOptions.Ack), that every event is handled once. See
+// ExampleServer_DropConnections (Run and Close there stand for RunT in an
+// Example, which has no testing.T).
 //
 // The server keeps its state in memory, unless the test gives it a data
 // directory with WithDataDir: then Restart stops it gracefully and starts
@@ -44,8 +54,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -54,11 +66,27 @@ import (
 
 // Server is a running in-process server.
 type Server struct {
-	t     testing.TB
+	t     failer
 	srv   *server.Server
 	cfg   server.Config
 	relay *relay // what clients dial (Addr): forwards to srv, for DropConnections
+	dir   string // the data directory Run made, removed by Close ("" for RunT)
 }
+
+// failer is how a Server reports a failure: the test's testing.TB (RunT),
+// or panics (Run).
+type failer interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Errorf(format string, args ...any)
+}
+
+// panicker is the failer of a Server from Run.
+type panicker struct{}
+
+func (panicker) Helper()                           {}
+func (panicker) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+func (panicker) Errorf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
 
 // Config is the server configuration, for WithConfig.
 type Config = server.Config
@@ -90,40 +118,87 @@ func WithDataDir(dir string) Option {
 // test ends. It fails the test if the server cannot start.
 func RunT(t testing.TB, opts ...Option) *Server {
 	t.Helper()
+	s, err := run(t, t.TempDir(), opts)
+	if err != nil {
+		t.Fatalf("servertest: %v", err)
+	}
+	t.Cleanup(s.close)
+	return s
+}
+
+// Run is RunT for code without a testing.TB, such as an Example: it
+// starts the same server, with a data directory of its own, and the caller
+// stops it with Close. Where a Server from RunT fails the test (Advance,
+// Now, Restart, ...), one from Run panics.
+func Run(opts ...Option) (*Server, error) {
+	dir, err := os.MkdirTemp("", "servertest-")
+	if err != nil {
+		return nil, fmt.Errorf("servertest: %w", err)
+	}
+	s, err := run(panicker{}, dir, opts)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("servertest: %w", err)
+	}
+	s.dir = dir
+	return s, nil
+}
+
+// Close stops a server from Run and removes its data directory (RunT's
+// server stops by itself when the test ends). Calling it again does
+// nothing.
+func (s *Server) Close() {
+	s.close()
+	if s.dir != "" {
+		os.RemoveAll(s.dir)
+		s.dir = ""
+	}
+}
+
+// run starts a server and its relay, reporting later failures to t.
+func run(t failer, dataDir string, opts []Option) (*Server, error) {
 	var tok [16]byte
 	_, _ = rand.Read(tok[:]) // never fails (crypto/rand)
 	cfg := server.Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1_000_000,
-		AdminToken: hex.EncodeToString(tok[:]), DataDir: t.TempDir(), Persistence: "off"}
+		AdminToken: hex.EncodeToString(tok[:]), DataDir: dataDir, Persistence: "off"}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	s := &Server{t: t, cfg: cfg}
-	s.start()
+	if err := s.start(); err != nil {
+		return nil, err
+	}
 	r, err := newRelay(s.srv.Addr())
 	if err != nil {
 		s.stop()
-		t.Fatalf("servertest: %v", err)
+		return nil, err
 	}
 	s.relay = r
-	t.Cleanup(func() {
-		if s.srv != nil {
-			s.stop()
-		}
-		s.relay.stop()
-	})
-	return s
+	return s, nil
 }
 
-func (s *Server) start() {
-	s.t.Helper()
+func (s *Server) start() error {
 	srv, err := server.New(s.cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
-		s.t.Fatalf("servertest: %v", err)
+		return err
 	}
 	if err := srv.Start(); err != nil {
-		s.t.Fatalf("servertest: %v", err)
+		return err
 	}
 	s.srv = srv
+	return nil
+}
+
+// close stops the server, if it runs, and the relay.
+func (s *Server) close() {
+	if s.srv != nil {
+		s.stop()
+		s.srv = nil
+	}
+	if s.relay != nil {
+		s.relay.stop()
+		s.relay = nil
+	}
 }
 
 func (s *Server) stop() {
@@ -146,8 +221,11 @@ func (s *Server) Restart() {
 	}
 	addr := s.srv.Addr()
 	s.stop()
+	s.srv = nil
 	s.cfg.Addr = addr
-	s.start()
+	if err := s.start(); err != nil {
+		s.t.Fatalf("servertest: restart: %v", err)
+	}
 }
 
 // Addr returns the server's address, for client.Dial. Clients reach the
@@ -177,8 +255,15 @@ func (s *Server) AdminToken() string { return s.srv.AdminToken() }
 func (s *Server) Server() *server.Server { return s.srv }
 
 // Advance moves tw-time on by d, rounded up to whole ticks, and returns once
-// every timer due in between has fired and its event is written. It returns
-// the number of firings.
+// every timer due in between has fired and its event is written towards
+// its client (the client may not have read it yet: see the package doc).
+// It returns the number of firings.
+//
+// Read the events as you go: a client holds at most its event buffer of
+// unread events (client.WithEventBuffer, 1024 by default); past that it
+// stops reading its connection, and its next call hangs until the events
+// are read. To advance past more firings first and read them afterwards,
+// dial with a larger client.WithEventBuffer.
 func (s *Server) Advance(d time.Duration) int {
 	s.t.Helper()
 	if d <= 0 {
@@ -188,7 +273,8 @@ func (s *Server) Advance(d time.Duration) int {
 	return s.AdvanceTicks(uint64((d + tick - 1) / tick))
 }
 
-// AdvanceTicks moves tw-time on by n ticks; see Advance.
+// AdvanceTicks moves tw-time on by n ticks; see Advance, and its warning
+// about unread events.
 func (s *Server) AdvanceTicks(n uint64) int {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

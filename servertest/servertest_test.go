@@ -171,3 +171,38 @@ func TestAddAfterThenAdvance(t *testing.T) {
 	ev := <-c.Events()
 	require.Equal(t, uint64(1), ev.Tid)
 }
+
+// TestAdvanceUnreadEvents: the package doc's warning. Past its event
+// buffer of unread events a client's next call hangs (here: until its
+// deadline); dialled with a buffer that holds them, the test advances
+// first and reads afterwards.
+func TestAdvanceUnreadEvents(t *testing.T) {
+	ctx := context.Background()
+	for _, buf := range []int{0, 4096} { // 0: the default, 1024
+		srv := servertest.RunT(t)
+		opts := []client.Option{}
+		if buf > 0 {
+			opts = append(opts, client.WithEventBuffer(buf))
+		}
+		c, err := client.Dial(ctx, srv.Addr(), opts...)
+		require.NoError(t, err)
+		receiver := uint64(100 + buf)
+		_, err = c.Bind(ctx, receiver, nil)
+		require.NoError(t, err)
+		_, err = c.Add(ctx, receiver, 1, 1, &client.AddOptions{Repeat: client.Forever})
+		require.NoError(t, err)
+		require.Equal(t, 3000, srv.AdvanceTicks(3000), "Advance returns either way")
+		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		_, err = c.Get(cctx, receiver, 1)
+		cancel()
+		if buf == 0 {
+			require.ErrorIs(t, err, context.DeadlineExceeded, "the reply waits behind 1024 unread events")
+		} else {
+			require.NoError(t, err, "all 3000 events fit in the buffer")
+			for i := uint64(1); i <= 3000; i++ {
+				require.Equal(t, i, (<-c.Events()).Fired)
+			}
+		}
+		c.Close()
+	}
+}

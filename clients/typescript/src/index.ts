@@ -9,4 +9,4 @@ export {
   ErrorCodes, Kind, Missed, Op, PROTOCOL_VERSION, codeName, decodeHello, decodeListPage, decodeMessage,
   decodeStats, decodeTimer, decodeUints, encodeRequest, FrameSplitter,
 } from "./protocol.js";
-export type { ErrorCodeName, Hello, Limits, Message, Request, Stats, Timer, U64 } from "./protocol.js";
+export type { ErrorCodeName, Hello, Limits, Message, Repeat, Request, Stats, Timer, U64 } from "./protocol.js";

@@ -32,7 +32,10 @@ export interface CallOptions {
 export interface AddOptions extends CallOptions {
   /** Ticks between firings; 0 (default) means the first delay. */
   every?: U64;
-  /** Number of firings: 1 by default (once), or "forever" until cancelled. At most 2^32-1. */
+  /**
+   * Number of firings: 1 by default (once), or "forever" until cancelled. At most 2^32-1.
+   * Timers from get/list and fire events read it back the same way: a count, or "forever".
+   */
   repeat?: number | "forever";
   /** Delivered with every firing (a string is sent as its UTF-8 bytes); at most limits.max_data bytes. */
   data?: Uint8Array | string;

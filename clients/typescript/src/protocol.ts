@@ -343,6 +343,18 @@ export class FrameSplitter {
 /** MalformedMessageError: a server message that is not of the documented shape. */
 export class MalformedMessageError extends Error {}
 
+/**
+ * A timer's total number of firings as decoded timers and fire events give it:
+ * a count, or "forever" for a timer that fires until cancelled (the wire's
+ * repeat 0), the way AddOptions.repeat asks for one.
+ */
+export type Repeat = bigint | "forever";
+
+/** repeatOf returns the Repeat of a wire repeat: "forever" for 0. */
+function repeatOf(v: bigint): Repeat {
+  return v === 0n ? "forever" : v;
+}
+
 /** A fire event: timer (receiver, tid) fired for tick. */
 export interface FireMessage {
   kind: "fire";
@@ -352,8 +364,8 @@ export interface FireMessage {
   tick: bigint;
   /** 1-based count of this timer's firings, this one included. */
   fired: bigint;
-  /** Total firings, 0 = forever. */
-  repeat: bigint;
+  /** Total firings, or "forever" (the wire's 0), as in AddOptions.repeat. */
+  repeat: Repeat;
   /** This firing removed the timer. */
   last: boolean;
   /** The timer's data, or null; a copy the caller owns. */
@@ -385,8 +397,8 @@ export interface Timer {
   every: bigint;
   /** Firings so far. */
   fired: bigint;
-  /** Total firings, 0 = forever. */
-  repeat: bigint;
+  /** Total firings, or "forever" (the wire's 0), as in AddOptions.repeat. */
+  repeat: Repeat;
   paused: boolean;
   data: Uint8Array | null;
   /** The calendar schedule (a cron expression), or "" for an interval timer. */
@@ -497,7 +509,7 @@ export function decodeMessage(payload: Uint8Array): Message {
       arr(a, 9, "fire");
       return {
         kind: "fire", receiver: u64(a[1], "receiver"), tid: u64(a[2], "tid"), tick: u64(a[3], "tick"),
-        fired: u64(a[4], "fired"), repeat: u64(a[5], "repeat"), last: bool(a[6], "last"),
+        fired: u64(a[4], "fired"), repeat: repeatOf(u64(a[5], "repeat")), last: bool(a[6], "last"),
         data: data(a[7], "data"), seq: u64(a[8], "seq"), late: u64(a[9], "late"),
       };
     case Kind.takeover:
@@ -543,7 +555,7 @@ export function decodeTimer(v: unknown): Timer {
   return {
     receiver: u64(a[0], "receiver"), tid: u64(a[1], "tid"), due: u64(a[2], "due"),
     remaining: u64(a[3], "remaining"), every: u64(a[4], "every"), fired: u64(a[5], "fired"),
-    repeat: u64(a[6], "repeat"), paused: bool(a[7], "paused"), data: data(a[8], "data"),
+    repeat: repeatOf(u64(a[6], "repeat")), paused: bool(a[7], "paused"), data: data(a[8], "data"),
     // Three more elements when the timer has a schedule, zone or policy.
     schedule: a.length > 9 ? str(a[9], "schedule") : "", zone: a.length > 10 ? str(a[10], "zone") : "",
     missed: missedName(a.length > 11 ? u64(a[11], "missed") : 0n),

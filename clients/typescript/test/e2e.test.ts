@@ -67,7 +67,13 @@ test("the README tour", async () => {
   const w2c = await dial("watch-2", "");
   const w2 = new Reader(w2c);
   assert.deepEqual(await w2c.bind(2), { pending: 2n, dropped: 0n, firstSeq: 1n });
-  assert.deepEqual((await w2.take(2)).map(line), [`tick ${T + 3n}  2/20  fired 1/forever`, `tick ${T + 6n}  2/20  fired 2/forever`]);
+  const evs2 = await w2.take(2);
+  assert.deepEqual(evs2.map(line), [`tick ${T + 3n}  2/20  fired 1/forever`, `tick ${T + 6n}  2/20  fired 2/forever`]);
+  // Forever reads back as it was asked for, in events and timers alike.
+  assert.deepEqual(evs2.map((e) => e.kind === "fire" && e.repeat), ["forever", "forever"]);
+  assert.equal((await admin.get(2, 20)).repeat, "forever");
+  assert.deepEqual((await admin.list(2)).map((t) => t.repeat), ["forever"]);
+  assert.deepEqual((await admin.listPage(2)).timers.map((t) => t.repeat), ["forever"]);
   const st = await admin.stats();
   assert.equal(st.now, T + 6n);
   assert.equal(st.frozen, true);
@@ -280,7 +286,7 @@ test("addAfter counts from the server's read (after_ns); addSchedule fires on tw
   // A daily reset at 04:00 Paris time: two days of tw-time fire it twice.
   const due = await c.addSchedule(60, 3, "0 4 * * *", { zone: "Europe/Paris", missed: "once" });
   const t = await c.get(60, 3);
-  assert.deepEqual([t.schedule, t.zone, t.missed, t.due, t.repeat], ["0 4 * * *", "Europe/Paris", "once", due, 0n]);
+  assert.deepEqual([t.schedule, t.zone, t.missed, t.due, t.repeat], ["0 4 * * *", "Europe/Paris", "once", due, "forever"]);
   const day = 86_400_000_000_000n / c.tickNs;
   const ff = await c.fastForward(due - (await c.ping()) + 2n * day - 1n);
   assert.equal(ff.fired, 3n); // the after_ns timer, and the reset twice

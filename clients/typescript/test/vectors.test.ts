@@ -23,6 +23,8 @@ const unhex = (s: string): Uint8Array => new Uint8Array(Buffer.from(s, "hex"));
 
 /** j renders a uint as the vectors do: a number up to 2^53-1, else a decimal string. */
 const j = (v: bigint): number | string => (v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : v.toString());
+/** jrepeat renders a decoded repeat as the wire has it: "forever" is 0. */
+const jrepeat = (v: bigint | "forever"): number | string => j(v === "forever" ? 0n : v);
 const jdata = (d: Uint8Array | null): string | null => (d && d.length > 0 ? hex(d) : null);
 
 const argNames: Record<string, keyof Request> = {
@@ -48,7 +50,7 @@ function requestOf(m: Record<string, any>): Request {
 function timerMeaning(t: Timer): Record<string, unknown> {
   return {
     receiver: j(t.receiver), tid: j(t.tid), due: j(t.due), remaining: j(t.remaining), every: j(t.every),
-    fired: j(t.fired), repeat: j(t.repeat), paused: t.paused, data: jdata(t.data),
+    fired: j(t.fired), repeat: jrepeat(t.repeat), paused: t.paused, data: jdata(t.data),
     schedule: t.schedule, zone: t.zone, missed: j(BigInt(Missed[t.missed])),
   };
 }
@@ -95,7 +97,7 @@ function messageMeaning(payload: Uint8Array, op: string): Record<string, unknown
       return { kind: "error", id: j(m.id), code: m.code, code_name: codeNameOf(m.code), message: m.message };
     case "fire":
       return {
-        kind: "fire", receiver: j(m.receiver), tid: j(m.tid), tick: j(m.tick), fired: j(m.fired), repeat: j(m.repeat),
+        kind: "fire", receiver: j(m.receiver), tid: j(m.tid), tick: j(m.tick), fired: j(m.fired), repeat: jrepeat(m.repeat),
         last: m.last, data: jdata(m.data), seq: j(m.seq), late: j(m.late),
       };
     case "takeover":

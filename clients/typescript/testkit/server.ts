@@ -43,10 +43,11 @@ export interface RunningServer {
 /**
  * startServer runs the binary on a free loopback port, in memory
  * (-data-dir ""), frozen at tick 1000 unless args say otherwise, with
- * ADMIN_TOKEN as its admin token.
+ * ADMIN_TOKEN as its admin token and no operator HTTP listener (its default
+ * port, 7421, is a running server's, and each test server would want it).
  */
 export function startServer(args: string[] = ["-frozen", "-start-tick", "1000"]): Promise<RunningServer> {
-  const proc = spawn(serverBinary(), ["-addr", "127.0.0.1:0", "-data-dir", "", "-admin-token", ADMIN_TOKEN, "-log-level", "warn", ...args],
+  const proc = spawn(serverBinary(), ["-addr", "127.0.0.1:0", "-data-dir", "", "-admin-token", ADMIN_TOKEN, "-log-level", "warn", "-http-addr", "off", ...args],
     { stdio: ["ignore", "pipe", "inherit"] });
   return new Promise((resolve, reject) => {
     let out = "";
@@ -175,8 +176,7 @@ export class Reader {
 /** line renders a fire event like the CLI's watch: "tick 1003  1/11  fired 1/4  data \"poison\"". */
 export function line(ev: Event): string {
   if (ev.kind !== "fire") return `${ev.kind} ${ev.receiver}`;
-  const rep = ev.repeat === 0n ? "forever" : String(ev.repeat);
-  let s = `tick ${ev.tick}  ${ev.receiver}/${ev.tid}  fired ${ev.fired}/${rep}`;
+  let s = `tick ${ev.tick}  ${ev.receiver}/${ev.tid}  fired ${ev.fired}/${ev.repeat}`;
   if (ev.data) s += `  data "${Buffer.from(ev.data).toString()}"`;
   if (ev.last) s += "  last";
   return s;
