@@ -306,7 +306,7 @@ func hasInterval(t client.Timer) bool { return t.Schedule == "" && t.Repeat != 1
 
 func timerJSON(t client.Timer) map[string]any {
 	m := map[string]any{"receiver": t.Receiver, "tid": t.Tid, "due": t.Due, "remaining": t.Remaining,
-		"fired": t.Fired, "repeat": t.Repeat, "paused": t.Paused, "data": string(t.Data)}
+		"fired": t.Fired, "repeat": jsonRepeat(t.Repeat), "paused": t.Paused, "data": string(t.Data)}
 	if hasInterval(t) {
 		m["every"] = t.Every
 	}
@@ -314,11 +314,9 @@ func timerJSON(t client.Timer) map[string]any {
 }
 
 func timerText(t client.Timer) string {
-	times := "forever"
-	if t.Repeat != 0 {
+	times := fmt.Sprintf("%d/forever", t.Fired)
+	if t.Repeat != client.Forever {
 		times = fmt.Sprintf("%d/%d", t.Fired, t.Repeat)
-	} else {
-		times = fmt.Sprintf("%d/forever", t.Fired)
 	}
 	state := fmt.Sprintf("due at tick %d (in %d)", t.Due, t.Remaining)
 	if t.Paused {
@@ -444,7 +442,7 @@ func (e *env) printEvent(ev client.Event) {
 		return
 	}
 	times := fmt.Sprintf("%d/%d", ev.Fired, ev.Repeat)
-	if ev.Repeat == 0 {
+	if ev.Repeat == client.Forever {
 		times = fmt.Sprintf("%d/forever", ev.Fired)
 	}
 	text := fmt.Sprintf("tick %d  %d/%d  fired %s", ev.Tick, ev.Receiver, ev.Tid, times)
@@ -458,7 +456,7 @@ func (e *env) printEvent(ev client.Event) {
 		text += fmt.Sprintf("  data %q", ev.Data)
 	}
 	e.print(map[string]any{"event": "fire", "receiver": ev.Receiver, "tid": ev.Tid, "tick": ev.Tick,
-		"fired": ev.Fired, "repeat": ev.Repeat, "last": ev.Last, "seq": ev.Seq, "late": ev.Late, "data": string(ev.Data)}, text)
+		"fired": ev.Fired, "repeat": jsonRepeat(ev.Repeat), "last": ev.Last, "seq": ev.Seq, "late": ev.Late, "data": string(ev.Data)}, text)
 }
 
 func ffCmd(e *env) error {
@@ -558,4 +556,13 @@ func statsJSON(s protocol.Stats) any {
 		Frozen         bool    `json:"frozen"`
 	}{s.Now, s.Target, s.Lag, s.Timers, s.Sessions, s.Connections, s.Receivers, s.BacklogEvents, s.OutboxEvents,
 		s.WaitingFirings, s.FiredTotal, s.DroppedTotal, s.TickNs, s.Speed, s.Frozen}
+}
+
+// jsonRepeat is a repeat count as -json prints it: the wire's 0 for
+// forever (the client reads forever back as client.Forever).
+func jsonRepeat(r uint64) uint64 {
+	if r == client.Forever {
+		return 0
+	}
+	return r
 }
