@@ -236,7 +236,7 @@ func replyVectors() []msgVector {
 var errorTexts = map[Code]string{
 	CodeMalformed:          "protocol: malformed message: add: tid: wrong type, want a non-negative integer",
 	CodeUnknownOp:          "protocol: unknown op: 13",
-	CodeUnauthorized:       "bad token: say hello with the client token, or the admin token",
+	CodeUnauthorized:       "bad or missing token: say hello with the client token, or the admin token",
 	CodeHelloRequired:      "the first request must be hello",
 	CodeNotFound:           "wheel: timer not found",
 	CodeExists:             "wheel: timer already exists",

@@ -197,7 +197,7 @@ func TestWrongToken(t *testing.T) {
 	srv := startServer(t, nil) // an admin token only
 	c := dial(t, srv)
 	text := c.failCode(protocol.CodeUnauthorized, hello("not-the-token"))
-	assert.Contains(t, text, "bad token")
+	assert.Contains(t, text, "bad or missing token")
 	c.failCode(protocol.CodeHelloRequired, protocol.Request{Op: protocol.OpPing})
 	c.sayHello("anon", "") // no token: a plain session
 	c.failCode(protocol.CodeUnauthorized, protocol.Request{Op: protocol.OpStats})

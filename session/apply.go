@@ -252,9 +252,9 @@ func (c *Core) helloOutcome(s *Session, id uint64, name string, outcome uint8, r
 func (c *Core) helloFailed(s *Session, id uint64, name string) {
 	s.hello, s.admin = false, false
 	s.authFailures++
-	msg := "bad token: say hello with the client token, or the admin token"
+	msg := "bad or missing token: say hello with the client token, or the admin token"
 	if s.authFailures >= maxHelloFailures {
-		msg = fmt.Sprintf("bad token: %d failed hellos, closing the connection", s.authFailures)
+		msg = fmt.Sprintf("bad or missing token: %d failed hellos, closing the connection", s.authFailures)
 	}
 	c.fail(s, id, protocol.CodeUnauthorized, msg)
 	if len(name) > 64 {
