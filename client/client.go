@@ -13,9 +13,6 @@ import (
 	"github.com/tickwheel/tickwheel/protocol"
 )
 
-// dialTimeout bounds each reconnection attempt (dial, hello, re-binds).
-const dialTimeout = 10 * time.Second
-
 // Client is a connection to a tickwheel server that reconnects by itself.
 // All its methods are safe for concurrent use; calls are pipelined on one
 // connection and answered by id.
@@ -65,7 +62,11 @@ type Client struct {
 // the Client's life. A hello refused by the server returns its *Error
 // (ErrUnauthorized for a bad token, ErrUnsupportedVersion); a server that
 // answers in HTTP (the operator port, by mistake) returns an error that
-// names addr and says so. Dial does not retry: reconnection (WithReconnect) starts only after a first success.
+// names addr and says so. When ctx has no deadline, the dial and the hello
+// are bounded by WithDialTimeout's duration (10 s by default), as each
+// reconnection attempt is: a server that accepts but never answers fails
+// the Dial instead of hanging it. Dial does not retry: reconnection
+// (WithReconnect) starts only after a first success.
 func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	c := &Client{
 		o:     defaultOptions(),
@@ -88,8 +89,17 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	} else {
 		close(c.dispatched)
 	}
-	if err := c.connect(ctx); err != nil {
+	dctx := ctx
+	if _, ok := ctx.Deadline(); !ok && c.o.dialTimeout > 0 {
+		var cancel context.CancelFunc
+		dctx, cancel = context.WithTimeout(ctx, c.o.dialTimeout)
+		defer cancel()
+	}
+	if err := c.connect(dctx); err != nil {
 		c.Close()
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("tickwheel: %s: no hello reply within %v (WithDialTimeout): %w", addr, c.o.dialTimeout, err)
+		}
 		return nil, err
 	}
 	return c, nil
@@ -290,7 +300,10 @@ func (c *Client) reconnect() {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(c.ctx, dialTimeout)
+		ctx, cancel := c.ctx, context.CancelFunc(func() {})
+		if c.o.dialTimeout > 0 {
+			ctx, cancel = context.WithTimeout(c.ctx, c.o.dialTimeout)
+		}
 		err := c.connect(ctx)
 		cancel()
 		if err == nil || c.ctx.Err() != nil {

@@ -1,6 +1,8 @@
 package client
 
 import (
+	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -24,4 +26,35 @@ func TestDialHTTPPort(t *testing.T) {
 	assert.Contains(t, err.Error(), addr+" answered in HTTP")
 	assert.Contains(t, err.Error(), "7420")
 	assert.NotContains(t, err.Error(), "frame too large")
+}
+
+// TestDialSilentServer: a server that accepts but never answers fails a
+// Dial without a deadline after WithDialTimeout's bound, naming the
+// address; a ctx deadline, when there is one, is the bound instead.
+func TestDialSilentServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, silent
+		}
+	}()
+	addr := ln.Addr().String()
+
+	start := time.Now()
+	_, err = Dial(context.Background(), addr, WithDialTimeout(100*time.Millisecond))
+	require.Error(t, err)
+	assert.Less(t, time.Since(start), 5*time.Second)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), addr+": no hello reply within 100ms")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err = Dial(ctx, addr, WithDialTimeout(time.Hour))
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "the ctx's deadline bounds it")
 }

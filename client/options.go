@@ -17,6 +17,7 @@ type options struct {
 	eventBuffer  int
 	reconnectMin time.Duration
 	reconnectMax time.Duration
+	dialTimeout  time.Duration
 	log          *slog.Logger
 }
 
@@ -25,6 +26,7 @@ const (
 	DefaultEventBuffer  = 1024
 	DefaultReconnectMin = 100 * time.Millisecond
 	DefaultReconnectMax = 5 * time.Second
+	DefaultDialTimeout  = 10 * time.Second
 )
 
 func defaultOptions() options {
@@ -33,6 +35,7 @@ func defaultOptions() options {
 		eventBuffer:  DefaultEventBuffer,
 		reconnectMin: DefaultReconnectMin,
 		reconnectMax: DefaultReconnectMax,
+		dialTimeout:  DefaultDialTimeout,
 		log:          slog.New(slog.DiscardHandler),
 	}
 }
@@ -67,6 +70,12 @@ func WithEventBuffer(n int) Option {
 		o.eventBuffer = n
 	}
 }
+
+// WithDialTimeout bounds each connection attempt — the TCP dial, the
+// hello and, on a reconnection, the re-binds — to d: Dial's when its ctx
+// has no deadline, and every reconnection's. Default 10 s; d <= 0 leaves
+// Dial to its ctx and reconnection attempts unbounded.
+func WithDialTimeout(d time.Duration) Option { return func(o *options) { o.dialTimeout = d } }
 
 // WithReconnect sets the backoff between reconnection attempts after the
 // connection drops: the first attempt waits about min, each further one
