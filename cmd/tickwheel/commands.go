@@ -243,6 +243,9 @@ func addCmd(fs *flag.FlagSet) func(*env) error {
 			if o.Every, err = e.ticksArg(*every, "every"); err != nil {
 				return err
 			}
+			if o.Every == 0 {
+				return usageError{fmt.Errorf("-every %q: want a positive interval (leave -every out for AFTER's)", *every)}
+			}
 		}
 		if err := sched.apply(o); err != nil {
 			return err
@@ -274,8 +277,11 @@ func addCmd(fs *flag.FlagSet) func(*env) error {
 func checkAddTiming(fs *flag.FlagSet, args []string, repeat uint32) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["cron"] {
-		return nil
+	if set["cron"] && fs.Lookup("cron").Value.String() != "" {
+		return nil // a schedule: AFTER, -at and -every mean nothing (the schedule flags check)
+	}
+	if set["at"] && fs.Lookup("at").Value.String() == "0" {
+		return usageError{errors.New("-at 0: give the absolute tick of the first firing, after tw-time now (see ping)")}
 	}
 	if set["at"] && len(args) == 3 && args[2] != "0" {
 		return usageError{fmt.Errorf("AFTER %s and -at %s: give one (-at is the absolute tick of the first firing)",
@@ -386,18 +392,22 @@ func watchCmd(fs *flag.FlagSet) func(*env) error {
 		if *ack {
 			o.Ack = client.AckAuto
 		}
+		bound := map[uint64]bool{} // receivers still bound here
 		for _, a := range e.args {
 			receiver, err := uintArg(a, "receiver")
 			if err != nil {
 				return err
 			}
+			if bound[receiver] {
+				continue // given twice (9 9, 9 09): bound once
+			}
 			r, err := e.c.Bind(ctx, receiver, o)
 			if err != nil {
 				return err
 			}
+			bound[receiver] = true
 			e.printBound(receiver, r, *ack)
 		}
-		left := len(e.args) // receivers still bound here
 		for seen := 0; *n == 0 || seen < *n; seen++ {
 			select {
 			case <-ctx.Done():
@@ -408,7 +418,7 @@ func watchCmd(fs *flag.FlagSet) func(*env) error {
 				}
 				e.printEvent(ev)
 				if ev.Kind == client.Takeover {
-					if left--; left == 0 {
+					if delete(bound, ev.Receiver); len(bound) == 0 {
 						return fmt.Errorf("receiver %d was taken over by another session: no receiver left to watch", ev.Receiver)
 					}
 				}
@@ -531,7 +541,7 @@ func repeatArg(s string) (uint32, error) {
 	}
 	n, err := strconv.ParseUint(s, 10, 32)
 	if err != nil || n == 0 || n == uint64(client.Forever) {
-		return 0, usageError{fmt.Errorf(`-repeat %q: want a number of firings from 1 to %d, or "forever"`, s, client.Forever-1)}
+		return 0, usageError{fmt.Errorf(`-repeat %q: want a number of firings from 1 to %d, or "forever"`, s, uint64(client.Forever)-1)}
 	}
 	return uint32(n), nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,9 +38,14 @@ func healthCmd(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 0
 	}
+	var perr bytes.Buffer
+	fs.SetOutput(&perr)
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(stdout) // asked for: the usage on stdout, wherever -h was
+		fs.Usage()
 		return 0
 	} else if err != nil {
+		stderr.Write(perr.Bytes())
 		return 2
 	}
 	if fs.NArg() != 0 {

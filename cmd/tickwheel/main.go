@@ -35,6 +35,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -53,8 +54,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if serveCmd {
 		args = args[1:]
 	}
-	if len(args) > 0 && isHelp(args[0]) {
-		// The usage, then the server's flags (serveConfig's -h).
+	if !serveCmd && len(args) > 1 && args[0] == "help" {
+		if _, ok := commands[args[1]]; ok || args[1] == "health" {
+			return run([]string{args[1], "-h"}, stdout, stderr) // help add: add -h
+		}
+	}
+	if len(args) > 0 && isHelp(args[0]) || (len(args) > 0 && strings.HasPrefix(args[0], "-") && slices.ContainsFunc(args, isHelp)) {
+		// The usage, then the server's flags (serveConfig's -h), on
+		// stdout: asked for, not an error.
 		serveConfig([]string{"-h"}, os.Getenv, stdout)
 		return 0
 	}

@@ -44,6 +44,28 @@ func TestHelp(t *testing.T) {
 
 // TestNegativeArgs: a negative number where a positional argument goes is
 // reported in one line naming the argument, not as an unknown flag.
+// TestHelpAnywhere: -h after other flags, and help COMMAND, print the
+// usage asked for on stdout and exit 0.
+func TestHelpAnywhere(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"health", "-json", "-h"}, "usage: tickwheel health"},
+		{[]string{"-addr", "127.0.0.1:1", "-h"}, "server flags:"},
+		{[]string{"serve", "-tick", "5ms", "--help"}, "server flags:"},
+		{[]string{"add", "-json", "-h"}, "usage: tickwheel add"},
+		{[]string{"help", "add"}, "usage: tickwheel add"},
+		{[]string{"help", "health"}, "usage: tickwheel health"},
+	} {
+		var out, errOut syncBuffer
+		code := run(tc.args, &out, &errOut)
+		assert.Equal(t, 0, code, "%v: %s", tc.args, errOut.String())
+		assert.Empty(t, errOut.String(), tc.args)
+		assert.Contains(t, out.String(), tc.want, tc.args)
+	}
+}
+
 func TestNegativeArgs(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
