@@ -75,9 +75,10 @@ var cronFields = [5]fieldSpec{
 }
 
 // sundaySeven rewrites a checked 5-field expression's day of week for
-// robfig's parser, which knows Sunday only as 0: classic cron's 7 becomes
-// 0, and a range reaching 7 (5-7, 1-7/2) becomes the list of its days with
-// 7 as 0. The timer keeps the expression as given.
+// robfig's parser, which knows Sunday only as 0: classic cron's 7 (or 07)
+// becomes 0, and a range reaching 7 (5-7, 1-7/2) becomes the list of its
+// days with 7 as 0. A start with a step and no end (1/2) keeps robfig's
+// meaning, up to Saturday. The timer keeps the expression as given.
 func sundaySeven(expr string) string {
 	fields := strings.Fields(expr)
 	parts := strings.Split(fields[4], ",")
@@ -85,7 +86,11 @@ func sundaySeven(expr string) string {
 	for i, part := range parts {
 		rng, step, _ := strings.Cut(part, "/")
 		lo, hi, isRange := strings.Cut(rng, "-")
-		if rng == "7" || (isRange && hi == "7") {
+		end := lo
+		if isRange {
+			end = hi
+		}
+		if v, err := cronFields[4].value(end); rng != "*" && rng != "?" && err == nil && v == 7 {
 			a, _ := cronFields[4].value(lo) // checked: a number or a name
 			by := 1
 			if step != "" {
