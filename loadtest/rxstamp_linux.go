@@ -49,8 +49,8 @@ func (s *stampedReader) Read(p []byte) (n int, stamp int64, err error) {
 		n, oobn, _, _, err = syscall.Recvmsg(int(fd), p, s.oob, 0)
 		return !errors.Is(err, syscall.EAGAIN)
 	})
-	if err == nil && rerr != nil {
-		err = rerr
+	if rerr != nil {
+		err = rerr // the connection's own error (closed): not the last attempt's EAGAIN
 	}
 	if err != nil {
 		return 0, 0, err

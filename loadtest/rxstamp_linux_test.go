@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -71,5 +72,42 @@ func TestStampedReaderStampsArrival(t *testing.T) {
 	w.Close()
 	if _, _, err := sr.Read(buf); err == nil {
 		t.Fatal("no error at the end of the stream")
+	}
+}
+
+// A Read blocked when its connection is closed returns the closed
+// connection's error, not its last attempt's EAGAIN.
+func TestStampedReaderClosedWhileBlocked(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			time.Sleep(3 * time.Second)
+			c.Close()
+		}
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr := newStampedReader(nc)
+	if sr == nil {
+		t.Skip("no SO_TIMESTAMPNS")
+	}
+	done := make(chan error, 1)
+	go func() { _, _, err := sr.Read(make([]byte, 16)); done <- err }()
+	time.Sleep(100 * time.Millisecond)
+	nc.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("Read on a connection closed under it: %v, want net.ErrClosed", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Read still blocked after Close")
 	}
 }
