@@ -58,6 +58,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,6 +72,12 @@ type Server struct {
 	cfg   server.Config
 	relay *relay // what clients dial (Addr): forwards to srv, for DropConnections
 	dir   string // the data directory Run made, removed by Close ("" for RunT)
+
+	// Kept from the start, so that they still answer after Close.
+	addr, token string
+	tick        time.Duration
+
+	closeMu sync.Mutex // Close may be called from several goroutines
 }
 
 // failer is how a Server reports a failure: the test's testing.TB (RunT),
@@ -149,6 +156,8 @@ func Run(opts ...Option) (*Server, error) {
 // nothing.
 func (s *Server) Close() {
 	s.close()
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
 	if s.dir != "" {
 		os.RemoveAll(s.dir)
 		s.dir = ""
@@ -173,7 +182,7 @@ func run(t failer, dataDir string, opts []Option) (*Server, error) {
 		s.stop()
 		return nil, err
 	}
-	s.relay = r
+	s.relay, s.addr, s.token, s.tick = r, r.addr(), s.srv.AdminToken(), s.srv.Tick()
 	return s, nil
 }
 
@@ -191,6 +200,8 @@ func (s *Server) start() error {
 
 // close stops the server, if it runs, and the relay.
 func (s *Server) close() {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
 	if s.srv != nil {
 		s.stop()
 		s.srv = nil
@@ -219,6 +230,7 @@ func (s *Server) Restart() {
 	if s.cfg.Persistence != "on" {
 		s.t.Fatalf("servertest: Restart needs WithDataDir")
 	}
+	s.live("Restart")
 	addr := s.srv.Addr()
 	s.stop()
 	s.srv = nil
@@ -232,7 +244,16 @@ func (s *Server) Restart() {
 // server through a relay of the servertest's own, byte for byte, so that
 // DropConnections can cut their connections; Server().Addr() is the
 // server's own address, which DropConnections does not reach.
-func (s *Server) Addr() string { return s.relay.addr() }
+func (s *Server) Addr() string { return s.addr }
+
+// live fails the test (panics for Run's server) when the server was
+// closed: op needs it running.
+func (s *Server) live(op string) {
+	if s.srv == nil || s.relay == nil {
+		s.t.Helper()
+		s.t.Fatalf("servertest: %s after Close", op)
+	}
+}
 
 // DropConnections cuts every client connection made to Addr with a TCP
 // reset (RST), both ways, as a network failure would, and returns how many
@@ -242,14 +263,18 @@ func (s *Server) Addr() string { return s.relay.addr() }
 // had not acknowledged, from the bind reply's first seq. Events in flight
 // when the connection was cut are lost with it, as they would be in
 // production. New connections are accepted at once.
-func (s *Server) DropConnections() int { return s.relay.reset() }
+func (s *Server) DropConnections() int {
+	s.t.Helper()
+	s.live("DropConnections")
+	return s.relay.reset()
+}
 
 // Tick returns the duration of one tick.
-func (s *Server) Tick() time.Duration { return s.srv.Tick() }
+func (s *Server) Tick() time.Duration { return s.tick }
 
 // AdminToken returns the server's admin token, for a client that calls
 // admin ops: client.Dial(ctx, srv.Addr(), client.WithToken(srv.AdminToken())).
-func (s *Server) AdminToken() string { return s.srv.AdminToken() }
+func (s *Server) AdminToken() string { return s.token }
 
 // Server returns the underlying server.
 func (s *Server) Server() *server.Server { return s.srv }
@@ -277,6 +302,7 @@ func (s *Server) Advance(d time.Duration) int {
 // about unread events.
 func (s *Server) AdvanceTicks(n uint64) int {
 	s.t.Helper()
+	s.live("AdvanceTicks")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, fired, err := s.srv.FastForward(ctx, n)
@@ -289,6 +315,7 @@ func (s *Server) AdvanceTicks(n uint64) int {
 // Now returns the server's tw-time.
 func (s *Server) Now() uint64 {
 	s.t.Helper()
+	s.live("Now")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	now, err := s.srv.Now(ctx)
