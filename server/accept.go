@@ -41,23 +41,6 @@ type clientMarker struct{}
 // maxAcceptBackoff bounds the pause after a failed accept.
 const maxAcceptBackoff = time.Second
 
-// raiseFdLimit raises the soft RLIMIT_NOFILE to the hard limit and returns
-// the resulting soft limit.
-func raiseFdLimit() (soft, hard uint64, err error) {
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-		return 0, 0, err
-	}
-	if rl.Cur < rl.Max {
-		raised := rl
-		raised.Cur = rl.Max
-		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &raised); err == nil {
-			rl = raised
-		}
-	}
-	return uint64(rl.Cur), uint64(rl.Max), nil
-}
-
 // connectionLimit returns max_connections: the configured value, or by
 // default the fd limit less fdReserve (at most 100000); a configured value
 // above what the fd limit allows is lowered to it, with a warning.
