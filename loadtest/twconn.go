@@ -176,30 +176,9 @@ func (c *twConn) readLoop() {
 				d = Delivery{Receiver: f.Receiver, Tid: f.Tid, Fired: uint32(f.Fired), Last: f.Last, Recv: recv, Socket: stamp, Sched: c.boundary(f.Tick), Data: f.Data}
 				c.sink(c.w, &d)
 			case protocol.KindOK, protocol.KindError:
-				switch m.ID >> idShift {
-				case idCall:
-					m.Result = append([]byte(nil), m.Result...)
-					c.mu.Lock()
-					ch := c.waiters[m.ID]
-					delete(c.waiters, m.ID)
-					c.mu.Unlock()
-					if ch != nil {
-						ch <- reply{m: m}
-					}
-					continue
-				case idCancel:
-					if m.Kind == protocol.KindOK {
-						c.cancelled = append(c.cancelled, m.ID&idMask)
-					}
-				case idAdd:
-					if m.Kind == protocol.KindOK {
-						c.okN++
-					}
+				if c.reply(&m) {
+					done++
 				}
-				if m.Kind == protocol.KindError {
-					c.errs[m.Code.String()]++
-				}
-				done++
 			}
 		}
 		if err != nil {
@@ -231,4 +210,34 @@ func (c *twConn) readLoop() {
 	}
 	c.cond.Broadcast()
 	c.mu.Unlock()
+}
+
+// reply takes a reply: a single call's goes to its waiter; a bulk
+// operation's is counted (ok adds, cancelled tids, errors by code), and
+// reply reports true, one fewer request in flight.
+func (c *twConn) reply(m *protocol.Message) bool {
+	switch m.ID >> idShift {
+	case idCall:
+		m.Result = append([]byte(nil), m.Result...)
+		c.mu.Lock()
+		ch := c.waiters[m.ID]
+		delete(c.waiters, m.ID)
+		c.mu.Unlock()
+		if ch != nil {
+			ch <- reply{m: *m}
+		}
+		return false
+	case idCancel:
+		if m.Kind == protocol.KindOK {
+			c.cancelled = append(c.cancelled, m.ID&idMask)
+		}
+	case idAdd:
+		if m.Kind == protocol.KindOK {
+			c.okN++
+		}
+	}
+	if m.Kind == protocol.KindError {
+		c.errs[m.Code.String()]++
+	}
+	return true
 }
