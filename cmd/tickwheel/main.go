@@ -319,8 +319,13 @@ wait:
 		}
 	}
 	notify("STOPPING=1")
-	// The last snapshot of a large state takes a while: a second signal
-	// stops waiting for it (the log still holds everything).
+	return stopServer(srv, sig, log)
+}
+
+// stopServer stops srv gracefully, within stopTimeout. The last snapshot
+// of a large state takes a while: a second signal on sig stops waiting for
+// it (the log still holds everything).
+func stopServer(srv *server.Server, sig <-chan os.Signal, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
 	go func() {
