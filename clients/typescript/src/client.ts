@@ -114,19 +114,28 @@ export class Client extends EventEmitter {
 
   // ---- connection ----
 
-  /** open dials, says hello and binds the receivers again. */
+  /** open dials, says hello and binds the receivers again; signal bounds the dial and the hello. */
   async open(signal?: AbortSignal): Promise<void> {
+    signal?.throwIfAborted();
     const socket = await Conn.dial(this.host, this.port, signal);
+    if (signal?.aborted) {
+      socket.destroy();
+      throw signal.reason;
+    }
     const cn = new Conn(socket, this.opts.maxFrame ?? 64 << 20,
       (m) => this.onPush(cn, m), (p, m) => this.onReply(p, m), (err) => this.onClose(cn, err),
       (m) => this.emit("warning", new TickwheelError("connection", m.code, m.message)));
     this.conn = cn;
     if (this.paused) cn.pause();
+    // An abort while the hello is in flight (a listener that never answers) closes the connection.
+    const onAbort = (): void => cn.close(signal!.reason as Error, signal!.reason as Error);
+    signal?.addEventListener("abort", onAbort, { once: true });
     const res = await cn.send({ op: Op.hello, version: BigInt(PROTOCOL_VERSION), name: this.opts.name ?? "", token: this.opts.token ?? "" }, "hello")
       .catch((err: Error) => {
         cn.close(err);
         throw err;
-      });
+      })
+      .finally(() => signal?.removeEventListener("abort", onAbort));
     try {
       this.hello = decodeHello(res);
     } catch (err) {

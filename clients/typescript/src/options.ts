@@ -19,7 +19,7 @@ export interface ConnectOptions {
   onEvent?: (ev: Event) => void | Promise<void>;
   /** Largest frame accepted from the server, bytes (default 64 MiB). */
   maxFrame?: number;
-  /** Aborts the first connect. */
+  /** Aborts the first connect (its dial and its hello): connect rejects with its reason. */
   signal?: AbortSignal;
 }
 

@@ -3,6 +3,7 @@
 // AbortSignal, reconnect with re-bind, acknowledged delivery.
 import assert from "node:assert/strict";
 import { once } from "node:events";
+import { createServer, type AddressInfo } from "node:net";
 import { after, before, test } from "node:test";
 
 import { ClosedError, TickwheelError, connect, type Client, type Event, type FireEvent } from "../src/index.js";
@@ -166,6 +167,26 @@ test("AbortSignal", async () => {
   ac2.abort(new Error("late"));
   await assert.rejects(p, /late/);
   await c.ping({ signal: AbortSignal.timeout(5000) }); // a live signal changes nothing
+});
+
+test("connect's signal bounds the hello too, and an aborted one never dials", { timeout: 5000 }, async () => {
+  // A listener that accepts and never answers (not a tickwheel, or one that hangs).
+  const silent = createServer((s) => s.on("error", () => {}));
+  let accepted = 0;
+  silent.on("connection", () => accepted++);
+  silent.listen(0, "127.0.0.1");
+  await once(silent, "listening");
+  const addr = `127.0.0.1:${(silent.address() as AddressInfo).port}`;
+  try {
+    const ac = new AbortController();
+    const p = connect(addr, { signal: ac.signal });
+    setTimeout(() => ac.abort(new Error("gave up")), 100);
+    await assert.rejects(p, /gave up/);
+    await assert.rejects(connect(addr, { signal: AbortSignal.abort(new Error("already")) }), /already/);
+    assert.equal(accepted, 1, "an aborted signal dialed");
+  } finally {
+    silent.close();
+  }
 });
 
 test("reconnect: calls wait, receivers are bound again, acknowledged events survive", async () => {
