@@ -7,7 +7,7 @@ import { EventQueue, type Event } from "./events.js";
 import type { AddOptions, BindOptions, BindResult, CallOptions, ConnectOptions } from "./options.js";
 import {
   Missed, Op, PROTOCOL_VERSION, decodeHello, decodeListPage, decodeStats, decodeTimer, decodeUints,
-  toU64, type Hello, type Limits, type Message, type OpName, type Request, type Stats, type Timer, type U64,
+  MAX_U64, toU64, type Hello, type Limits, type Message, type OpName, type Request, type Stats, type Timer, type U64,
 } from "./protocol.js";
 
 interface Bound {
@@ -427,11 +427,13 @@ export class Client extends EventEmitter {
       }
       repeat = BigInt(o.repeat);
     }
+    const missed = Missed[o.missed ?? "all"] as number | undefined;
+    if (missed === undefined) throw new RangeError(`tickwheel: missed ${String(o.missed)}: want "all", "once" or "skip"`);
     const data = typeof o.data === "string" ? new TextEncoder().encode(o.data) : o.data ?? null;
     return {
       receiver: toU64(receiver, "receiver"), tid: toU64(tid, "tid"), every: toU64(o.every ?? 0, "every"), repeat, data,
       replace: o.replace ?? false, afterNs: toU64(o.afterNs ?? 0, "afterNs"), schedule: o.schedule ?? "",
-      zone: o.zone ?? "", missed: BigInt(Missed[o.missed ?? "all"]),
+      zone: o.zone ?? "", missed: BigInt(missed),
     };
   }
 
@@ -461,8 +463,9 @@ export class Client extends EventEmitter {
   async addAfter(receiver: U64, tid: U64, ms: number, o: AddOptions = {}): Promise<bigint> {
     if (!(ms > 0) || !Number.isFinite(ms)) throw new RangeError(`tickwheel: ${ms} ms: want a positive duration`);
     const req = this.addReq(receiver, tid, o);
-    req.after = this.ticks(ms);
     req.afterNs = BigInt(Math.ceil(ms * 1e6));
+    if (req.afterNs > MAX_U64) throw new RangeError(`tickwheel: ${ms} ms: past 2^64-1 ns (about 584 years)`);
+    req.after = this.ticks(ms);
     const res = await this.call("add", req, o);
     return decodeUints(res, 1, "add result")[0];
   }
@@ -474,6 +477,8 @@ export class Client extends EventEmitter {
    * the tick of the first firing. A bad expression or zone is "invalid_argument", naming it.
    */
   async addSchedule(receiver: U64, tid: U64, schedule: string, o: AddOptions = {}): Promise<bigint> {
+    // An empty one would be sent as no schedule at all: a plain add.
+    if (typeof schedule !== "string" || schedule === "") throw new RangeError(`tickwheel: addSchedule: want a cron expression, got ${JSON.stringify(schedule)}`);
     const req = this.addReq(receiver, tid, { ...o, schedule });
     if (o.repeat === undefined || o.repeat === 0) req.repeat = 0n; // a schedule names many times
     const res = await this.call("add", req, o);

@@ -68,7 +68,8 @@ export const Missed = { all: 0, once: 1, skip: 2 } as const;
 /** A uint64 as the API takes it: a bigint, or a safe non-negative integer number. */
 export type U64 = bigint | number;
 
-const MAX_U64 = (1n << 64n) - 1n;
+/** The largest uint64. */
+export const MAX_U64 = (1n << 64n) - 1n;
 
 /** toU64 checks and converts v to a bigint uint64; it throws a RangeError otherwise. */
 export function toU64(v: U64, what: string): bigint {
@@ -197,6 +198,7 @@ class Writer {
       this.view.setUint32(this.n, Number(v));
       this.n += 4;
     } else {
+      if (v > MAX_U64) throw new RangeError(`tickwheel: ${v} does not fit a uint64`); // setBigUint64 would wrap it
       this.buf[this.n++] = 0xcf;
       this.view.setBigUint64(this.n, v);
       this.n += 8;

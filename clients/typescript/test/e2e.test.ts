@@ -134,6 +134,12 @@ test("errors for bad input", async () => {
   await assert.rejects(c.add(7, 4, 1, { repeat: 2 ** 32 }), RangeError);
   await assert.rejects(c.add(-1, 4, 1), RangeError);
   await assert.rejects(c.add(2 ** 53, 4, 1), RangeError, "numbers past 2^53 are not exact: pass a bigint");
+  // Bad arguments are RangeErrors before anything is sent, never wrapped or misread on the wire.
+  await assert.rejects(c.addAfter(7, 4, 2e13), RangeError, "2e13 ms is past 2^64-1 ns: it wrapped");
+  await assert.rejects(c.addAfter(7, 4, 1e30), RangeError);
+  await assert.rejects(c.addSchedule(7, 4, ""), RangeError, "an empty schedule is a plain add");
+  await assert.rejects(c.add(7, 4, 1, { repeat: 2, missed: "never" as "skip" }), RangeError);
+  await assert.rejects(c.get(7, 4), (err: unknown) => err instanceof TickwheelError && err.code === "not_found", "a bad argument added a timer");
   // uint64 ids are exact as bigints.
   const big = (1n << 64n) - 1n;
   await c.add(big, big - 1n, 5, { data: "x" });
