@@ -64,6 +64,16 @@ export class Client extends EventEmitter {
     if (i < 0) throw new RangeError(`tickwheel: address ${addr}: want host:port`);
     this.host = addr.slice(0, i).replace(/^\[|\]$/g, "");
     this.port = Number(addr.slice(i + 1));
+    if (!/^\d+$/.test(addr.slice(i + 1)) || this.port < 1 || this.port > 65535) {
+      throw new RangeError(`tickwheel: address ${addr}: the port must be a number from 1 to 65535`);
+    }
+    const rc = opts.reconnect;
+    if (rc) {
+      const min = rc.minMs ?? 100, max = rc.maxMs ?? 5000;
+      if (!(min > 0 && max >= min && Number.isFinite(max))) {
+        throw new RangeError(`tickwheel: reconnect {minMs: ${rc.minMs}, maxMs: ${rc.maxMs}}: want 0 < minMs <= maxMs (or reconnect: false)`);
+      }
+    }
     this.queue = new EventQueue(opts.eventBuffer ?? 1024, opts.onEvent ?? null,
       (ev) => this.eventDone(ev),
       (full) => {
@@ -429,6 +439,9 @@ export class Client extends EventEmitter {
     }
     const missed = Missed[o.missed ?? "all"] as number | undefined;
     if (missed === undefined) throw new RangeError(`tickwheel: missed ${String(o.missed)}: want "all", "once" or "skip"`);
+    if (o.data != null && typeof o.data !== "string" && !(o.data instanceof Uint8Array)) {
+      throw new RangeError(`tickwheel: data: want a string or a Uint8Array, got ${typeof o.data}`);
+    }
     const data = typeof o.data === "string" ? new TextEncoder().encode(o.data) : o.data ?? null;
     return {
       receiver: toU64(receiver, "receiver"), tid: toU64(tid, "tid"), every: toU64(o.every ?? 0, "every"), repeat, data,

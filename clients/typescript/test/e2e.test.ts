@@ -139,6 +139,11 @@ test("errors for bad input", async () => {
   await assert.rejects(c.addAfter(7, 4, 1e30), RangeError);
   await assert.rejects(c.addSchedule(7, 4, ""), RangeError, "an empty schedule is a plain add");
   await assert.rejects(c.add(7, 4, 1, { repeat: 2, missed: "never" as "skip" }), RangeError);
+  await assert.rejects(c.add(7, 4, 1, { data: 42 as unknown as string }), RangeError, "data of another type was sent as none");
+  await assert.rejects(connect("127.0.0.1:abc"), RangeError, "a port that is not a number");
+  await assert.rejects(connect("127.0.0.1:70000"), RangeError);
+  await assert.rejects(connect(srv.addr, { reconnect: { minMs: 0 } }), RangeError, "minMs 0 retried in a tight loop");
+  await assert.rejects(connect(srv.addr, { reconnect: { minMs: 500, maxMs: 100 } }), RangeError);
   await assert.rejects(c.get(7, 4), (err: unknown) => err instanceof TickwheelError && err.code === "not_found", "a bad argument added a timer");
   // uint64 ids are exact as bigints.
   const big = (1n << 64n) - 1n;
