@@ -144,6 +144,16 @@ func (c *Client) connect(ctx context.Context) error {
 	defer stop()
 
 	res, err := c.roundTrip(ctx, cn, &protocol.Request{Op: protocol.OpHello, Version: protocol.Version, Name: c.o.name, Token: c.o.token}, nil)
+	if errors.Is(err, errConnDead) {
+		// The server closed the connection before the hello went out
+		// (e.g. max_connections reached): say why, as a call in flight
+		// would have been told.
+		cn.mu.Lock()
+		if cn.lost != nil {
+			err = cn.lost
+		}
+		cn.mu.Unlock()
+	}
 	if err != nil {
 		nc.Close()
 		if ctx.Err() != nil && !errors.As(err, new(*Error)) {
@@ -259,7 +269,7 @@ func (c *Client) lose(cn *conn, cause error) {
 		err = disconnected(cause)
 	}
 	cn.mu.Lock()
-	cn.dead = true
+	cn.dead, cn.lost = true, err
 	pending := cn.pending
 	cn.pending = nil
 	cn.failBatches(err)

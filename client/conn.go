@@ -54,6 +54,9 @@ type conn struct {
 	// the connection (a timeout, max_connections reached, a malformed
 	// frame): the cause of the loss. Set by the reader.
 	parting error
+	// lost is why the connection died (the error its pending calls got),
+	// set with dead. Guarded by mu.
+	lost error
 
 	// published is set once the connection is the Client's current one.
 	// Guarded by Client.mu.
