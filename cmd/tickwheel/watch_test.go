@@ -89,11 +89,31 @@ func TestWatchLate(t *testing.T) {
 // TestWatchTakeover: watch says so and exits 1 when another session takes
 // its receiver over, since it gets none of its events any more.
 func TestWatchTakeover(t *testing.T) {
+	code, wout, werr := watchTakenOver(t, "9")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, wout, "receiver 9 was taken over by session ")
+	assert.Equal(t, "tickwheel watch: receiver 9 was taken over by another session: no receiver left to watch\n", werr)
+}
+
+// TestWatchDuplicateReceiverTakeover: watch given the same receiver twice
+// binds it once, so a takeover leaves it with nothing to watch: it must
+// exit 1, as with "watch 9".
+func TestWatchDuplicateReceiverTakeover(t *testing.T) {
+	code, wout, _ := watchTakenOver(t, "9", "9")
+	require.Equal(t, 1, code)
+	require.Equal(t, 1, strings.Count(wout, "watching receiver 9"))
+}
+
+// watchTakenOver runs watch with receivers (receiver 9 among them), binds
+// receiver 9 from another session once watch is watching, and returns
+// watch's exit code and output; it fails the test if watch goes on.
+func watchTakenOver(t *testing.T, receivers ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	srv := localServer(t, servertest.WithStartTick(1000))
 	addr := srv.Addr()
 	var wout, werr syncBuffer
-	done := make(chan int)
-	go func() { done <- run([]string{"watch", "-addr", addr, "9"}, &wout, &werr) }()
+	done := make(chan int, 1)
+	go func() { done <- run(append([]string{"watch", "-addr", addr}, receivers...), &wout, &werr) }()
 	require.Eventually(t, func() bool { return strings.Contains(wout.String(), "watching receiver 9") }, 5*time.Second, time.Millisecond)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -103,13 +123,10 @@ func TestWatchTakeover(t *testing.T) {
 	defer c.Close()
 	_, err = c.Bind(ctx, 9, nil)
 	require.NoError(t, err)
-	var code int
 	select {
 	case code = <-done:
 	case <-time.After(5 * time.Second):
-		t.Fatal("watch went on after its receiver was taken over")
+		t.Fatalf("watch %v went on after its receiver was taken over; stdout:\n%s", receivers, wout.String())
 	}
-	assert.Equal(t, 1, code)
-	assert.Contains(t, wout.String(), "receiver 9 was taken over by session ")
-	assert.Equal(t, "tickwheel watch: receiver 9 was taken over by another session: no receiver left to watch\n", werr.String())
+	return code, wout.String(), werr.String()
 }
