@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tickwheel/tickwheel/protocol"
 )
 
@@ -178,6 +180,15 @@ func (p *proc) term() {
 	if p.err != nil {
 		p.t.Fatalf("tickwheel exited with %v after SIGTERM:\n%s", p.err, p.stderr)
 	}
+}
+
+// logged waits until the process's stderr holds s (its own goroutine
+// copies stderr: a line written before "listening" on stdout may come in
+// after it), and fails the test after 5 s.
+func (p *proc) logged(t *testing.T, s string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return strings.Contains(p.stderr.String(), s) }, 5*time.Second, time.Millisecond,
+		"stderr without %q:\n%s", s, p.stderr.String())
 }
 
 // alive reports whether the process still runs.

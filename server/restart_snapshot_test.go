@@ -73,6 +73,7 @@ func TestRestartSIGTERM(t *testing.T) {
 	assert.Contains(t, p.stderr.String(), `msg="snapshot written"`)
 
 	p = startProc(t, args...)
+	p.logged(t, "records_replayed=")
 	assert.Contains(t, p.stderr.String(), "records_replayed=0")
 	assert.Contains(t, p.stderr.String(), "timers=3")
 	p.term()
