@@ -62,11 +62,12 @@ var (
 	dSnapAge    = desc("snapshot_age_seconds", "Time since the newest snapshot file was written (absent when there is none).")
 	dSnapDur    = desc("snapshot_duration_seconds", "How long the last snapshot since start took to write (absent before the first).")
 	dSnapshots  = desc("snapshots_total", "Snapshots written since start.")
+	dBuild      = desc("build_info", "Always 1; the labels say which build runs (tickwheel version).", "version", "revision", "goversion")
 	dScrapeFail = desc("scrape_errors_total", "Scrapes that could not read the server's counters (the event loop did not answer in time).")
 	allDescs    = []*prometheus.Desc{dReady, dTimers, dReceivers, dRecords, dSessions, dConns, dRequests, dErrors, dFires,
 		dLateness, dLag, dTwTime, dTick, dSpeed, dFrozen, dBacklog, dBacklogB, dOutbox, dWaiting, dBacklogR, dOldest,
 		dDropped, dLost, dSampled, dStalled, dSlowClose, dRefused, dTurns, dBytesIn, dBytesOut, dPersist, dLogBytes, dFsync,
-		dSnapAge, dSnapDur, dSnapshots, dScrapeFail}
+		dSnapAge, dSnapDur, dSnapshots, dScrapeFail, dBuild}
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
@@ -76,6 +77,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	b := server.Build()
+	ch <- prometheus.MustNewConstMetric(dBuild, prometheus.GaugeValue, 1, b.Version, b.Revision, b.GoVersion)
 	src := c.o.source()
 	if src == nil {
 		ch <- prometheus.MustNewConstMetric(dReady, prometheus.GaugeValue, 0)

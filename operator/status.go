@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/tickwheel/tickwheel/server"
 	"github.com/tickwheel/tickwheel/session"
 )
 
@@ -34,6 +35,8 @@ func (o *Operator) statusPage(w http.ResponseWriter, r *http.Request) {
 
 // status is what /status.json returns.
 type status struct {
+	Version     string   `json:"version"`  // tickwheel version (server.Build)
+	Revision    string   `json:"revision"` // VCS revision, "" when not recorded
 	Ready       bool     `json:"ready"`
 	Sampled     bool     `json:"sampled"` // more receivers than the top lists' walk covers
 	Taken       int64    `json:"taken_ms"`
@@ -77,7 +80,8 @@ func recvs(in []session.ReceiverLoad) []recv {
 // history ring. Before the first sample it serves an empty history.
 func (o *Operator) statusJSON(w http.ResponseWriter, _ *http.Request) {
 	hist, m, ok := o.hist.samples()
-	st := status{History: hist, TopTimers: []recv{}, TopBacklog: []recv{}}
+	b := server.Build()
+	st := status{Version: b.Version, Revision: b.Revision, History: hist, TopTimers: []recv{}, TopBacklog: []recv{}}
 	if ok {
 		s := &m.Stats
 		st.Ready, st.Sampled, st.Taken = m.Ready, m.Load.Sampled, m.Taken.UnixMilli()

@@ -54,6 +54,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if serveCmd {
 		args = args[1:]
 	}
+	if !serveCmd && isVersion(args) {
+		return versionCmd(args, stdout)
+	}
 	if !serveCmd && len(args) > 1 && args[0] == "help" {
 		if _, ok := commands[args[1]]; ok || args[1] == "health" {
 			return run([]string{args[1], "-h"}, stdout, stderr) // help add: add -h

@@ -29,6 +29,7 @@ commands:
 		fmt.Fprintf(w, "  %-23s  %s\n", strings.TrimSpace(name+" "+cmd.args), cmd.summary)
 	}
 	fmt.Fprintf(w, "  %-23s  %s\n", "health", "ask the operator HTTP listener's /healthz: exit 0 if the server is up")
+	fmt.Fprintf(w, "  %-23s  %s\n", "version", "print this build's version, VCS revision and Go version (-json: an object); also -version")
 	fmt.Fprint(w, `
 common flags: -addr HOST:PORT (default 127.0.0.1:7420), -json, -timeout D (connecting, and each
   request but watch's and ff's),

@@ -77,6 +77,7 @@
     badge.textContent = st.ready ? "ready" : "not ready";
     badge.className = "badge " + (st.ready ? "ok" : "bad");
     set("updated", st.taken_ms ? "updated " + new Date(st.taken_ms).toLocaleTimeString() : "waiting for the first sample");
+    set("version", "v" + st.version + (st.revision ? " · " + st.revision.slice(0, 12) : ""));
     set("n-timers", fmt.format(st.timers));
     set("n-receivers", fmt.format(st.receivers));
     set("n-sessions", fmt.format(st.sessions));
