@@ -59,6 +59,8 @@ var (
 	dPersist    = desc("persistence", "1 when the write-ahead log is on.")
 	dLogBytes   = desc("log_bytes", "Size of the write-ahead log's segment files.")
 	dFsync      = desc("log_fsync_duration_seconds", "Duration of the log's fsyncs.")
+	dReadOnly   = desc("log_read_only", "1 while changes to timers are refused (code unavailable) because the log cannot be written or fsynced.")
+	dFsyncFail  = desc("log_fsync_failures_total", "Failed fsyncs of the log since start (each makes the server read-only until one succeeds).")
 	dSnapAge    = desc("snapshot_age_seconds", "Time since the newest snapshot file was written (absent when there is none).")
 	dSnapDur    = desc("snapshot_duration_seconds", "How long the last snapshot since start took to write (absent before the first).")
 	dSnapshots  = desc("snapshots_total", "Snapshots written since start.")
@@ -67,7 +69,7 @@ var (
 	allDescs    = []*prometheus.Desc{dReady, dTimers, dReceivers, dRecords, dSessions, dConns, dRequests, dErrors, dFires,
 		dLateness, dLag, dTwTime, dTick, dSpeed, dFrozen, dBacklog, dBacklogB, dOutbox, dWaiting, dBacklogR, dOldest,
 		dDropped, dLost, dSampled, dStalled, dSlowClose, dRefused, dTurns, dBytesIn, dBytesOut, dPersist, dLogBytes, dFsync,
-		dSnapAge, dSnapDur, dSnapshots, dScrapeFail, dBuild}
+		dReadOnly, dFsyncFail, dSnapAge, dSnapDur, dSnapshots, dScrapeFail, dBuild}
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
@@ -147,6 +149,8 @@ func collectMetrics(ch chan<- prometheus.Metric, m *server.Metrics) {
 	}
 	gauge(dLogBytes, float64(p.LogBytes))
 	histogram(ch, dFsync, &p.Fsync)
+	gauge(dReadOnly, b2f(p.ReadOnly))
+	counter(dFsyncFail, p.FsyncFailures)
 	if p.HasSnapshot {
 		gauge(dSnapAge, p.SnapshotAge.Seconds())
 	}

@@ -5,7 +5,7 @@
 //
 //	/metrics        Prometheus text format (docs/OPERATIONS.md lists every metric)
 //	/healthz        200 while the process serves HTTP
-//	/readyz         200 once the server accepts clients (after recovery), else 503
+//	/readyz         200 once the server accepts clients (after recovery) and its log can be written, else 503
 //	/debug/pprof/   net/http/pprof
 //	/               the status page; /status.json feeds it
 //
@@ -48,6 +48,9 @@ type Source interface {
 	ReadMetrics(ctx context.Context, top int) (server.Metrics, error)
 	// Ready reports whether the server accepts clients.
 	Ready() bool
+	// ReadOnly says why the server refuses changes (its log cannot be
+	// written or fsynced), or "".
+	ReadOnly() string
 	// AdminToken is the bearer token a non-loopback listener requires.
 	AdminToken() string
 }
@@ -191,6 +194,9 @@ func (o *Operator) readyz(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "not ready: starting (recovering the state)", http.StatusServiceUnavailable)
 	case !src.Ready():
 		http.Error(w, "not ready: the server is not accepting clients", http.StatusServiceUnavailable)
+	case src.ReadOnly() != "":
+		// Hellos, binds, reads and firings go on; changes get unavailable.
+		http.Error(w, "not ready: read-only: "+src.ReadOnly(), http.StatusServiceUnavailable)
 	default:
 		fmt.Fprintln(w, "ready")
 	}

@@ -8,6 +8,8 @@ import (
 	"github.com/tickwheel/tickwheel/protocol"
 	"github.com/tickwheel/tickwheel/session"
 	"github.com/tickwheel/tickwheel/wheel"
+
+	"github.com/tickwheel/tickwheel/server/journal/vfs"
 )
 
 // Config configures a Server. The zero value of every field means its
@@ -84,6 +86,9 @@ type Config struct {
 	// it such a log stops the start with an error naming the file and
 	// offset. A torn last record (a crash mid-write) is always cut.
 	Repair bool `yaml:"repair"`
+	// logFS is the log's file layer (journal.Options.FS): nil, the
+	// operating system's; tests set a vfs.Faulty to fail the disk.
+	logFS vfs.FS
 
 	// Timeouts close connections that hold resources without using them.
 	// Zero means the default; a negative value turns the timeout off.

@@ -126,6 +126,16 @@ func checkReadOnly(t *testing.T, p *proc, probe, events *wire) {
 		require.NoError(t, err)
 		assert.Equal(t, protocol.KindOK, m.Kind, "%s while the log cannot be written: %s %s", req.Op, m.Code, m.Text)
 	}
+	// A game server reconnecting: its hello and its bind are answered at
+	// once (issue 24 item 4: before, neither was until space returned).
+	began := time.Now()
+	late, err := dialWire(p.addr, "late", "")
+	require.NoError(t, err, "a hello while the log cannot be written")
+	late.timeout = 2 * time.Second
+	_, err = late.uints(protocol.Request{Op: protocol.OpBind, Receiver: 4})
+	require.NoError(t, err, "a bind while the log cannot be written")
+	assert.Less(t, time.Since(began), 2*time.Second)
+	late.close()
 	events.fires = nil
 	fires, err := events.waitFires(3)
 	require.NoError(t, err, "firings go on while the log cannot be written")

@@ -76,6 +76,9 @@ type loopMetrics struct {
 	// allocate).
 	lateFn func([]session.LateRun)
 	ready  atomic.Bool // Start has returned and Stop has not been called
+	// readOnly holds why changes are refused (a string; "" or unset: they
+	// are not): set on the loop (setReadOnly), read anywhere (ReadOnly).
+	readOnly atomic.Value
 }
 
 func (s *Server) initMetrics() {
@@ -202,6 +205,11 @@ type PersistMetrics struct {
 	// (one written before this start counts).
 	SnapshotAge time.Duration
 	HasSnapshot bool
+	// ReadOnly: changes are refused because the log cannot be written or
+	// fsynced (Server.ReadOnly says why). FsyncFailures counts the log's
+	// failed fsyncs since start.
+	ReadOnly      bool
+	FsyncFailures uint64
 }
 
 // Ready reports whether the server accepts clients: Start has returned
@@ -267,5 +275,6 @@ func (s *Server) persistMetrics() PersistMetrics {
 	return PersistMetrics{On: true, LogBytes: st.LogBytes,
 		Fsync:        Histogram{Bounds: fsyncBounds, Counts: st.SyncCounts[:], Count: st.Syncs, Sum: st.SyncTime.Seconds()},
 		LastSnapshot: p.snapDone, LastSnapshotDuration: p.snapTook, Snapshots: p.snapshots,
-		SnapshotAge: st.SnapshotAge, HasSnapshot: st.SnapshotIndex != 0 || st.SnapshotBytes != 0}
+		SnapshotAge: st.SnapshotAge, HasSnapshot: st.SnapshotIndex != 0 || st.SnapshotBytes != 0,
+		ReadOnly: p.failing != nil || p.gap, FsyncFailures: st.SyncFails}
 }

@@ -104,7 +104,7 @@ func (s *Server) openState(start uint64) (restored bool, err error) {
 	policy, _ := journal.ParseSyncPolicy(cfg.Fsync) // checked by withDefaults
 	dir := filepath.Join(cfg.DataDir, logDir)
 	j, err := journal.Open(journal.Options{Dir: dir, Sync: policy, Repair: cfg.Repair, Log: s.log,
-		Preallocate: logPreallocate})
+		Preallocate: logPreallocate, FS: cfg.logFS})
 	if err != nil {
 		return false, fmt.Errorf("persistence: %w", err)
 	}
@@ -266,11 +266,20 @@ func (s *Server) commit() {
 		// The replies leave after the pass's fsync (syncPass), which
 		// covers every connection read in this poll pass.
 		s.core.HoldReplied()
-	} else if err == nil && (p.failing != nil || replies && p.policy == journal.SyncAlways) {
-		err = p.j.Sync() // also retries what a failure left in memory
+	} else if p.failing != nil && (s.nowNs() >= p.retryAt || rec != nil && err == nil) ||
+		err == nil && replies && p.policy == journal.SyncAlways {
+		// Sync also retries what a failure left in memory (every
+		// retryEvery, or at once when this turn's Append got through, so
+		// that nothing is released before its fsync); after a failed fsync
+		// only a Sync that succeeds makes the journal healthy again (its
+		// Appends report the failure until then).
+		err = p.j.Sync()
 	}
-	if err == nil && second && p.failing == nil {
-		err = p.j.Healthy() // the background fsync of everysec failed
+	if err == nil && p.failing == nil {
+		// Every turn (a mutex, no system call): everysec's background
+		// fsync failed. Its records are written again from memory, and no
+		// change is acknowledged until an fsync succeeds (Sync, above).
+		err = p.j.Healthy()
 	}
 	s.afterSync(err)
 	s.pollSnapshot()
@@ -329,7 +338,7 @@ func (s *Server) afterSync(err error) {
 	case p.failing != nil && !p.gap && p.j.Healthy() == nil: // (with a gap, commitGap decides)
 		s.log.Info("persistence: the log is written again; changes are accepted", "held_sessions", s.core.Held())
 		p.failing = nil
-		s.core.SetReadOnly("")
+		s.setReadOnly("")
 		s.core.ReleaseHeld()
 	}
 }
@@ -363,14 +372,16 @@ func (s *Server) commitGap(replies bool) {
 	}
 	s.log.Info("persistence: a snapshot covers the records the log missed; changes are accepted", "held_sessions", s.core.Held())
 	p.gap, p.failing = false, nil
-	s.core.SetReadOnly("")
+	s.setReadOnly("")
 	s.core.ReleaseHeld()
 }
 
 // logFailing makes the core read-only after a log write failed.
 func (s *Server) logFailing(err error) {
 	p := s.persist
-	p.retryAt = s.nowNs() + int64(retryEvery)
+	if now := s.nowNs(); p.failing == nil || now >= p.retryAt {
+		p.retryAt = now + int64(retryEvery) // (not moved on by every failed Append)
+	}
 	if p.failing == nil {
 		s.log.Error("persistence: cannot write the log; changes to timers are refused until it can", "err", err)
 	}
@@ -379,7 +390,22 @@ func (s *Server) logFailing(err error) {
 	if errors.Is(err, journal.ErrClosed) {
 		why = "the server is stopping"
 	}
+	s.setReadOnly(why)
+}
+
+// setReadOnly makes the core refuse changes (why != "") or accept them,
+// and publishes why for /readyz and the metrics (ReadOnly).
+func (s *Server) setReadOnly(why string) {
 	s.core.SetReadOnly(why)
+	s.m.readOnly.Store(why)
+}
+
+// ReadOnly returns why the server refuses changes to timers (its log
+// cannot be written or fsynced), or "" when it accepts them. Safe from any
+// goroutine.
+func (s *Server) ReadOnly() string {
+	why, _ := s.m.readOnly.Load().(string)
+	return why
 }
 
 // snapshotDue reports whether enough log has been written since the last

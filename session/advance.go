@@ -149,7 +149,7 @@ func (c *Core) fastForward(w waiter, ticks, target uint64, replay bool) (uint64,
 		}
 	}
 	c.rec.clock(w.s, w.id, ClockFastForward, 0, ticks, target)
-	c.noteReplied(w.s)
+	c.noteReplied(w.s, outLen(w.s))
 	w.target, w.fired = target, c.firedTotal
 	c.skipped = max(c.skipped, target)
 	c.waiters = append(c.waiters, w)
@@ -182,7 +182,7 @@ func (c *Core) clockOp(s *Session, id uint64, op ClockOp, speed float64, target 
 		}
 	}
 	c.rec.clock(s, id, op, speed, 0, target)
-	c.noteReplied(s)
+	c.noteReplied(s, outLen(s))
 	if target > c.target {
 		c.target, c.caughtUp = target, false
 	}

@@ -56,7 +56,9 @@ func (c *Core) Apply(s *Session, payload []byte) {
 	}
 	if recordedAsSent(req.Op) {
 		c.rec.apply(s.id, payload)
-		c.noteReplied(s)
+		if req.Op != protocol.OpBind { // a bind's reply needs no record (noteReplied)
+			c.noteReplied(s, len(s.out))
+		}
 	}
 	c.dispatch(s, req)
 	if len(s.out) > 0 {
@@ -218,8 +220,7 @@ func (c *Core) hello(s *Session, req *protocol.Request) {
 	}
 	before := len(s.out)
 	c.helloOutcome(s, req.ID, req.Name, outcome, -1)
-	c.rec.hello(s.id, req.ID, req.Name, outcome, len(s.out)-before)
-	c.noteReplied(s)
+	c.rec.hello(s.id, req.ID, req.Name, outcome, len(s.out)-before) // its reply needs no record (noteReplied)
 }
 
 // helloOutcome applies a hello whose token check gave outcome. Its reply

@@ -155,8 +155,14 @@ type Session struct {
 	stalled  bool
 	// replied: the session is in Core.replied; held: in Core.held, its
 	// output kept back until the log is written (not state: I/O timing).
-	replied bool
-	held    bool
+	// replyAt is where in out this turn's first output that needs the
+	// turn's record begins (set with replied, read by HoldReplied); while
+	// held, out[:holdFrom] needs no unwritten record and may leave (a
+	// hello's or bind's reply before an event that waits for the log).
+	replied  bool
+	held     bool
+	replyAt  int
+	holdFrom int
 	// note locates the dropped notice at the end of out, which a drop of
 	// the next event of the same receiver extends (see noteDropped):
 	// out[noteStart:noteEnd] announces noteRecv's events noteFirst

@@ -110,10 +110,11 @@ func (c *Core) enterOutbox(r *receiver, frame []byte) {
 		return
 	}
 	if r.sent == r.n-1 && c.pending(s) < c.limits.MaxOutbound {
+		at := len(s.out)
 		s.out = append(s.out, r.q.next()...) // the frame just queued
 		r.sent++
 		r.high = max(r.high, r.seq)
-		c.noteReplied(s)
+		c.noteReplied(s, at)
 		c.markDirty(s)
 		return
 	}

@@ -256,12 +256,25 @@ func (c *Core) TakeRecord() (rec []byte, replies bool) {
 	return b, replies
 }
 
-// noteReplied notes that s has a reply to a recorded input this turn.
-func (c *Core) noteReplied(s *Session) {
+// noteReplied notes that s has output that needs this turn's record (a
+// reply to a change, an event that fired), starting at byte at of s.out.
+// Hello and bind replies are not noted: they promise nothing the log must
+// hold (a restart closes every session, and clients hello and bind again),
+// so they leave even while the log cannot be written (issue 24, item 4).
+func (c *Core) noteReplied(s *Session, at int) {
 	if s != nil && c.rec.on && !s.replied {
 		s.replied = true
+		s.replyAt = at
 		c.replied = append(c.replied, s)
 	}
+}
+
+// outLen is the length of s's pending output (0 for no session).
+func outLen(s *Session) int {
+	if s == nil {
+		return 0
+	}
+	return len(s.out)
 }
 
 // HoldReplied keeps back the output of the sessions with replies to the
@@ -274,6 +287,7 @@ func (c *Core) HoldReplied() {
 	for _, s := range c.taken {
 		if !s.held && !s.closed {
 			s.held = true
+			s.holdFrom = s.replyAt // the output before it may leave
 			c.held = append(c.held, s)
 		}
 	}
@@ -460,13 +474,29 @@ func (c *Core) replayWritten(d *decoder) error {
 	if d.err != nil {
 		return d.err
 	}
-	if len(s.out) != n {
+	if n > len(s.out) {
 		return fmt.Errorf("session %d wrote %d bytes, the replay has %d", s.id, n, len(s.out))
 	}
-	s.out = s.out[:0]
-	s.noteEnd = 0
-	s.written += uint64(n)
+	c.sent(s, n)
 	return nil
+}
+
+// sent drops the first n bytes of s's output, handed to its connection:
+// all of it, or the part before output held for the log (Flush). A
+// dropped notice that left is no longer extended.
+func (c *Core) sent(s *Session, n int) {
+	if n == len(s.out) {
+		s.out = s.out[:0]
+		s.noteEnd = 0
+	} else {
+		s.out = s.out[:copy(s.out, s.out[n:])]
+		if s.noteEnd > 0 && s.noteStart >= n {
+			s.noteStart, s.noteEnd = s.noteStart-n, s.noteEnd-n
+		} else {
+			s.noteEnd = 0
+		}
+	}
+	s.written += uint64(n)
 }
 
 // decoder reads recorded fields; the first error sticks.

@@ -135,7 +135,7 @@ func (c *Core) pump(s *Session) {
 			r.sent++
 			c.pumped++
 			r.high = max(r.high, r.firstSeq()+uint64(r.sent)-1)
-			c.noteReplied(s) // it leaves after the log has it (outbox.go)
+			c.noteReplied(s, len(s.out)-len(frame)) // it leaves after the log has it (outbox.go)
 		}
 		for !r.acked && r.n > 0 && pend < limit {
 			frame := c.popBacklog(r)
@@ -303,20 +303,32 @@ func (c *Core) Flush(write Writer, after func(*Session)) {
 			s.out = s.out[:0]
 			continue
 		}
-		if s.held {
-			continue // ReleaseHeld marks it dirty again
-		}
 		out := s.out
-		s.out = s.out[:0]
+		if s.held {
+			// Only the output before the first that waits for the log
+			// leaves; ReleaseHeld marks the session dirty again.
+			out, s.holdFrom = out[:min(s.holdFrom, len(out))], 0
+			if len(out) == 0 || s.closed {
+				continue
+			}
+		}
 		if len(out) > 0 && !s.closed {
-			s.noteEnd = 0 // the notice, if any, leaves: nothing to extend
 			c.rec.written(s.id, len(out))
-			s.written += uint64(len(out))
 			s.writing = len(out)
+		}
+		if len(out) == len(s.out) {
+			s.out = s.out[:0]
+			if len(out) > 0 && !s.closed {
+				s.noteEnd = 0 // the notice, if any, leaves: nothing to extend
+				s.written += uint64(len(out))
+			}
+		} else {
+			out = append([]byte(nil), out...) // s.out keeps the held rest
+			c.sent(s, len(out))
 		}
 		n := write(s, out)
 		s.writing = 0
-		if cap(s.out) > maxKeptOut {
+		if cap(s.out) > maxKeptOut && len(s.out) == 0 {
 			s.out = nil // a burst's buffer is not kept for the session's life
 		}
 		if !s.closed {

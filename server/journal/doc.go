@@ -81,4 +81,18 @@
 // that cuts a torn tail, an index inside each record, truncation of the
 // active segment after a failed write, and deletion of covered segments.
 // The Append path allocates nothing in the steady state.
+//
+// # Write and fsync failures
+//
+// The segments are written through Options.FS (package vfs: the operating
+// system's, or vfs.Faulty in tests). A failed write leaves the record in
+// memory, the segment is cut back to its good records, and the write is
+// retried. A failed fsync is never retried as such: Linux may have marked
+// the pages it failed on clean (PostgreSQL's "fsyncgate"), so a later fsync
+// could succeed without them. The records since the last good fsync are
+// kept in memory for this, the segment is cut back to them and they are
+// written again; Append and Healthy report the failure until an fsync of
+// the rewritten bytes (Sync) succeeds. A rotation fsyncs the full segment
+// and, if it is new since, the directory before counting its records
+// durable.
 package journal

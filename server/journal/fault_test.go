@@ -2,54 +2,44 @@ package journal
 
 import (
 	"errors"
-	"os"
+	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tickwheel/tickwheel/server/journal/vfs"
 )
 
-// diskFull makes writes (and/or fsyncs) fail while on is set. A failing
-// write first stores part of a chunk where the record goes, as a write(2)
-// cut short by ENOSPC leaves it.
+// diskFull makes writes (and/or fsyncs) of the log fail while on is set,
+// through a vfs.Faulty. A failing write first stores its first partial
+// bytes, as a write(2) cut short by ENOSPC leaves them.
 type diskFull struct {
 	writes, syncs atomic.Bool
-	written       atomic.Int64 // write attempts
-	partial       []byte
+	written       atomic.Int64 // record write attempts (not preallocation's zeros)
+	partial       int
+	fs            *vfs.Faulty // the last one faults made
 }
 
-func (d *diskFull) faults(t testing.TB) *faults {
-	return &faults{
-		write: func(seg string, off int64) error {
-			d.written.Add(1)
-			if !d.writes.Load() {
-				return nil
+func (d *diskFull) faults(testing.TB) *vfs.Faulty {
+	fs := vfs.NewFaulty()
+	d.fs = fs
+	fs.SetInject(func(op vfs.Op, _ string, _ int64, size int) (int, error) {
+		switch {
+		case op == vfs.OpWrite && size > 0:
+			if size != len(zeros) { // preallocate writes zeros in 64 KiB steps
+				d.written.Add(1)
 			}
-			if len(d.partial) > 0 {
-				writeAtFile(t, seg, off, d.partial)
+			if d.writes.Load() {
+				return d.partial, syscall.ENOSPC
 			}
-			return syscall.ENOSPC
-		},
-		sync: func() error {
-			if d.syncs.Load() {
-				return syscall.EIO
-			}
-			return nil
-		},
-	}
-}
-
-// lastChunkPrefix returns the first n bytes of the segment's last record's
-// chunk: a believable partial write.
-func lastChunkPrefix(t testing.TB, j *Journal, recLen, n int) []byte {
-	b, err := os.ReadFile(j.segPath(j.act.id))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = b[:j.act.size] // without a preallocated tail
-	chunk := b[len(b)-recLen-chunkHeader-2:]
-	return append([]byte(nil), chunk[:n]...)
+		case op == vfs.OpSync && d.syncs.Load():
+			return 0, syscall.EIO
+		}
+		return 0, nil
+	})
+	return fs
 }
 
 func TestWriteFailureQueuesAndRetries(t *testing.T) {
@@ -58,11 +48,11 @@ func TestWriteFailureQueuesAndRetries(t *testing.T) {
 			dir := t.TempDir()
 			var d diskFull
 			var lb logBuf
-			o := Options{Dir: dir, Sync: pol, Log: lb.logger(), faults: d.faults(t)}
+			o := Options{Dir: dir, Sync: pol, Log: lb.logger(), FS: d.faults(t)}
 			j := mustOpen(t, o)
 			appendRecs(t, j, 1, 200, 100)
 			good := j.act.size
-			d.partial = lastChunkPrefix(t, j, 100, 60)
+			d.partial = 60
 			d.writes.Store(true)
 			for i := uint64(201); i <= 210; i++ {
 				idx, err := j.Append(recBytes(i, 100))
@@ -77,8 +67,8 @@ func TestWriteFailureQueuesAndRetries(t *testing.T) {
 				t.Fatalf("Healthy %v, Stats %+v", j.Healthy(), j.Stats())
 			}
 			seg := j.segPath(j.act.id)
-			if fileSize(t, seg) != good+int64(len(d.partial)) {
-				t.Fatalf("segment is %d bytes; want %d good + %d partial", fileSize(t, seg), good, len(d.partial))
+			if fileSize(t, seg) != good+int64(d.partial) {
+				t.Fatalf("segment is %d bytes; want %d good + %d partial", fileSize(t, seg), good, d.partial)
 			}
 
 			// A crash now: the partial write is a torn tail, cut at Open.
@@ -111,7 +101,7 @@ func TestWriteFailureQueuesAndRetries(t *testing.T) {
 func TestSyncFailureRewrites(t *testing.T) {
 	dir := t.TempDir()
 	var d diskFull
-	j := mustOpen(t, Options{Dir: dir, Sync: SyncAlways, faults: d.faults(t)})
+	j := mustOpen(t, Options{Dir: dir, Sync: SyncAlways, FS: d.faults(t)})
 	appendRecs(t, j, 1, 5, 100)
 	if err := j.Sync(); err != nil {
 		t.Fatal(err)
@@ -132,7 +122,14 @@ func TestSyncFailureRewrites(t *testing.T) {
 		t.Fatalf("not rewound to the durable %d bytes: %d", durable, j.act.size)
 	}
 	d.syncs.Store(false)
-	appendRecs(t, j, 8, 8, 100)
+	// No fsync has succeeded since the failure: 6..8 are not durable, and
+	// Append says so although its write succeeded.
+	if idx, err := j.Append(recBytes(8, 100)); idx != 8 || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("Append after a failed fsync = %d, %v", idx, err)
+	}
+	if !errors.Is(j.Healthy(), syscall.EIO) {
+		t.Fatalf("Healthy before an fsync succeeded: %v", j.Healthy())
+	}
 	if err := j.Sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -142,6 +139,11 @@ func TestSyncFailureRewrites(t *testing.T) {
 	}
 	if j.Healthy() != nil || j.Stats().DurableIndex != 8 || j.Stats().SyncFails != 2 {
 		t.Fatalf("Healthy %v, Stats %+v", j.Healthy(), j.Stats())
+	}
+	// A power cut now keeps 1..8: the bytes the failed fsyncs dropped were
+	// written again before the fsync that succeeded.
+	if err := d.fs.Crash(rand.New(rand.NewPCG(1, 2))); err != nil {
+		t.Fatal(err)
 	}
 	j.Close()
 	j = mustOpen(t, Options{Dir: dir, Sync: SyncNo})
@@ -163,14 +165,24 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 func TestBackgroundSyncFailure(t *testing.T) {
 	dir := t.TempDir()
 	var d diskFull
-	j := mustOpen(t, Options{Dir: dir, Sync: SyncEverySec, syncInterval: time.Millisecond, faults: d.faults(t)})
+	j := mustOpen(t, Options{Dir: dir, Sync: SyncEverySec, syncInterval: time.Millisecond, FS: d.faults(t)})
 	appendRecs(t, j, 1, 5, 100)
 	waitFor(t, "fsync of 1..5", func() bool { return j.Stats().DurableIndex == 5 })
 	d.syncs.Store(true)
 	appendRecs(t, j, 6, 6, 100)
 	waitFor(t, "the failure", func() bool { return errors.Is(j.Healthy(), syscall.EIO) })
 	d.syncs.Store(false)
-	appendRecs(t, j, 7, 7, 100)
+	// Until an fsync succeeds, nothing appended is acknowledged (issue 24:
+	// the server kept acknowledging adds through 42 failed fsyncs).
+	if idx, err := j.Append(recBytes(7, 100)); idx != 7 || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("Append after a failed background fsync = %d, %v", idx, err)
+	}
+	if !errors.Is(j.Healthy(), syscall.EIO) {
+		t.Fatalf("Healthy before an fsync succeeded: %v", j.Healthy())
+	}
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
 	if err := j.Healthy(); err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +201,7 @@ func TestBackgroundSyncFailure(t *testing.T) {
 func TestBacklogBoundAndCloseWhileFailing(t *testing.T) {
 	dir := t.TempDir()
 	var d diskFull
-	j := mustOpen(t, Options{Dir: dir, Sync: SyncNo, MaxBacklog: 1000, faults: d.faults(t)})
+	j := mustOpen(t, Options{Dir: dir, Sync: SyncNo, MaxBacklog: 1000, FS: d.faults(t)})
 	appendRecs(t, j, 1, 3, 100)
 	d.writes.Store(true)
 	var queued uint64
@@ -224,7 +236,7 @@ func TestBacklogBoundAndCloseWhileFailing(t *testing.T) {
 func TestRotationWhileFailing(t *testing.T) {
 	dir := t.TempDir()
 	var d diskFull
-	j := mustOpen(t, Options{Dir: dir, Sync: SyncAlways, SegmentSize: 4 << 10, faults: d.faults(t)})
+	j := mustOpen(t, Options{Dir: dir, Sync: SyncAlways, SegmentSize: 4 << 10, FS: d.faults(t)})
 	var n uint64
 	for round := 0; round < 30; round++ {
 		d.writes.Store(round%3 == 1)
@@ -271,13 +283,14 @@ func TestUnsyncedCopiesBounded(t *testing.T) {
 // 400 ms) holds no lock that Append needs.
 func TestSlowFsyncDoesNotBlockAppend(t *testing.T) {
 	var stalled atomic.Bool
-	f := &faults{sync: func() error {
-		if stalled.CompareAndSwap(false, true) {
-			time.Sleep(400 * time.Millisecond)
+	f := vfs.NewFaulty()
+	f.SetInject(func(op vfs.Op, _ string, _ int64, _ int) (int, error) {
+		if op == vfs.OpSync && stalled.CompareAndSwap(false, true) {
+			time.Sleep(400 * time.Millisecond) // holding Faulty's lock, not the journal's
 		}
-		return nil
-	}}
-	j := mustOpen(t, Options{Dir: t.TempDir(), Sync: SyncEverySec, syncInterval: time.Millisecond, faults: f})
+		return 0, nil
+	})
+	j := mustOpen(t, Options{Dir: t.TempDir(), Sync: SyncEverySec, syncInterval: time.Millisecond, FS: f})
 	defer j.Close()
 	appendRecs(t, j, 1, 1, 100)
 	waitFor(t, "the fsync to start", stalled.Load)

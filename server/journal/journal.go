@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tickwheel/tickwheel/server/journal/vfs"
 )
 
 // SyncPolicy says when appended records are fsynced.
@@ -96,19 +98,14 @@ type Options struct {
 	Repair bool
 	// Log receives recovery and error reports; nil discards them.
 	Log *slog.Logger
+	// FS is the file layer the log's segments are written, cut back and
+	// fsynced through (the directory fsynced too); nil: the operating
+	// system's (vfs.OS). Tests plug in vfs.Faulty to fail chosen calls
+	// and to simulate power cuts. Open's scan and snapshots use the os
+	// package.
+	FS vfs.FS
 
 	syncInterval time.Duration // SyncEverySec's period; tests shorten it
-	faults       *faults       // test hooks; nil in production
-}
-
-// faults lets tests inject failures at this package's layer, since the
-// library opens and writes its files itself. Each hook runs before the real
-// operation; a non-nil error makes the operation fail without being done.
-// The hooks may be called from the background syncer: they must be safe for
-// concurrent use.
-type faults struct {
-	write func(segPath string, off int64) error // before each write of a record at off
-	sync  func() error                          // before each fsync of the active segment
 }
 
 const (
@@ -172,16 +169,19 @@ type Journal struct {
 	lock *os.File
 
 	// Owned by the loop goroutine.
-	q       queue
-	last    uint64  // last index handed out
-	wIdx    uint64  // last index written to the operating system
-	durIdx  uint64  // last index known durable (SyncNo: written)
-	durOff  int64   // end of the durable records in the active segment
-	act     segInfo // the active segment
-	alloc   int64   // the active segment file's size: act.size, or more if preallocated
-	wbuf    []byte  // the encoded chunks of the record being written
-	dirty   bool    // the active segment may hold bytes past act.size
-	err     error   // why the journal is unhealthy; nil if healthy
+	q      queue
+	last   uint64  // last index handed out
+	wIdx   uint64  // last index written to the operating system
+	durIdx uint64  // last index known durable (SyncNo: written)
+	durOff int64   // end of the durable records in the active segment
+	act    segInfo // the active segment
+	alloc  int64   // the active segment file's size: act.size, or more if preallocated
+	wbuf   []byte  // the encoded chunks of the record being written
+	dirty  bool    // the active segment may hold bytes past act.size
+	err    error   // why records are left unwritten; nil if none are
+	// syncBad is the last failed fsync when no fsync has succeeded since
+	// (see rewind); nil if none. While set, Append and Healthy report it.
+	syncBad error
 	closed  bool
 	started bool // Append or CreateSnapshot has been called
 	maxRec  int
@@ -204,7 +204,7 @@ type Journal struct {
 
 	// smu guards what the background syncer shares with the loop.
 	smu       sync.Mutex
-	sf        *os.File // the active segment: written, fsynced, truncated
+	sf        vfs.File // the active segment: written, fsynced, truncated
 	gen       uint64   // bumped when written records are rewound
 	written   uint64
 	durable   uint64
@@ -244,6 +244,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.FS == nil {
+		o.FS = vfs.OS{}
 	}
 	if o.syncInterval == 0 {
 		o.syncInterval = time.Second
@@ -332,7 +335,7 @@ func (j *Journal) recover() error {
 	if err := j.openActive(); err != nil {
 		return err
 	}
-	return syncDir(j.dir)
+	return j.opts.FS.SyncDir(j.dir)
 }
 
 // openActive opens (creating it if there is none) the active segment for
@@ -340,16 +343,16 @@ func (j *Journal) recover() error {
 // preallocated: the tail that Open's scan read as zeros, written over from
 // act.size on.
 func (j *Journal) openActive() error {
-	f, err := os.OpenFile(j.segPath(j.act.id), os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := j.opts.FS.OpenFile(j.segPath(j.act.id), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
-	st, err := f.Stat()
+	size, err := f.Size()
 	if err != nil {
 		f.Close()
 		return fmt.Errorf("journal: %w", err)
 	}
-	j.sf, j.alloc = f, max(st.Size(), j.act.size)
+	j.sf, j.alloc = f, max(size, j.act.size)
 	return nil
 }
 
@@ -421,13 +424,21 @@ func (j *Journal) Snapshot() (data io.ReadCloser, index uint64, ok bool) {
 
 // Healthy returns nil, or the error that left appended records unwritten
 // (or unsynced after a failed fsync) in memory. The journal retries them on
-// every Append and Sync; Healthy becomes nil again once they are written.
+// every Append and Sync; Healthy becomes nil again once they are written
+// and, after a failed fsync (the loop's or the background one's), once a
+// Sync has fsynced them: the bytes a failed fsync should have made durable
+// may be gone from the kernel's cache, so they are written again from
+// memory and only a later fsync that succeeds makes them durable (see
+// rewind).
 func (j *Journal) Healthy() error {
 	if j.closed {
 		return ErrClosed
 	}
 	if j.err != nil {
 		return j.err
+	}
+	if j.syncBad != nil {
+		return j.syncFailure()
 	}
 	j.smu.Lock()
 	defer j.smu.Unlock()

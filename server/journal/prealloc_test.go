@@ -145,13 +145,13 @@ func TestPreallocatedRotation(t *testing.T) {
 func TestPreallocatedPartialWrite(t *testing.T) {
 	dir := t.TempDir()
 	var d diskFull
-	j := preallocated(t, Options{Dir: dir, Sync: SyncAlways, faults: d.faults(t)})
+	j := preallocated(t, Options{Dir: dir, Sync: SyncAlways, FS: d.faults(t)})
 	appendRecs(t, j, 2, 50, 100)
 	if err := j.Sync(); err != nil {
 		t.Fatal(err)
 	}
 	good := j.act.size
-	d.partial = lastChunkPrefix(t, j, 100, 60)
+	d.partial = 60
 	d.writes.Store(true)
 	if idx, err := j.Append(recBytes(51, 100)); idx != 51 || !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("Append = %d, %v", idx, err)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/tickwheel/tickwheel/server/journal/vfs"
 )
 
 const blockSize = 32 << 10 // the library's block size
@@ -90,6 +92,11 @@ func (q *queue) trim(upto uint64) (last entry, ok bool) {
 // Healthy, and writes it, in order, on a later Append, Sync or Close. If
 // index == 0 the record was refused: ErrClosed, ErrTooLarge, or
 // ErrBacklogFull. rec is copied; the caller may reuse it.
+//
+// After a failed fsync, until a Sync succeeds, Append also returns
+// (index, err) with the record written: it is not known durable, nor are
+// the ones written since the last good fsync (the server stops
+// acknowledging changes until Healthy is nil).
 func (j *Journal) Append(rec []byte) (index uint64, err error) {
 	if j.closed {
 		return 0, ErrClosed
@@ -105,7 +112,18 @@ func (j *Journal) Append(rec []byte) (index uint64, err error) {
 	}
 	j.last++
 	j.q.push(j.last, rec)
-	return j.last, j.flush()
+	if err := j.flush(); err != nil {
+		return j.last, err
+	}
+	if j.syncBad != nil {
+		return j.last, j.syncFailure()
+	}
+	return j.last, nil
+}
+
+// syncFailure is the error Append and Healthy report while syncBad is set.
+func (j *Journal) syncFailure() error {
+	return fmt.Errorf("journal: fsync failed, and none has succeeded since: %w", j.syncBad)
 }
 
 // flush writes every unwritten record, after repairing whatever an earlier
@@ -125,7 +143,9 @@ func (j *Journal) flush() error {
 	j.err = nil
 	switch j.opts.Sync {
 	case SyncNo:
-		j.markDurable(j.wIdx)
+		if j.syncBad == nil { // else kept until a Sync succeeds
+			j.markDurable(j.wIdx)
+		}
 		return nil
 	case SyncEverySec:
 		j.smu.Lock()
@@ -146,7 +166,7 @@ func (j *Journal) boundUnsynced() error {
 	switch {
 	case live > j.opts.MaxBacklog:
 		if err := j.syncActive(); err != nil {
-			j.rewind()
+			j.rewind(err)
 			return j.fail(err)
 		}
 	case live > j.opts.MaxBacklog/4:
@@ -187,9 +207,7 @@ func (j *Journal) settle() error {
 		serr := j.syncErr
 		j.smu.Unlock()
 		if serr != nil {
-			j.log.Error("journal: background fsync failed; writing the unsynced records again",
-				"err", serr)
-			j.rewind()
+			j.rewind(serr)
 		}
 	}
 	if j.sf == nil || j.dirty {
@@ -208,7 +226,7 @@ func (j *Journal) settle() error {
 // (re)opening our descriptor on it if needed.
 func (j *Journal) cutActive() error {
 	if j.sf == nil {
-		f, err := os.OpenFile(j.segPath(j.act.id), os.O_RDWR, 0)
+		f, err := j.opts.FS.OpenFile(j.segPath(j.act.id), os.O_RDWR, 0)
 		if err != nil {
 			return err
 		}
@@ -229,10 +247,18 @@ func (j *Journal) cutActive() error {
 }
 
 // rewind treats every written but not durable record as unwritten, after a
-// failed fsync: the kernel may have dropped those pages, and a later fsync
-// could succeed without writing them. The active segment is cut back to its
-// durable records and the records are written again from memory.
-func (j *Journal) rewind() {
+// failed fsync (err): the kernel may have dropped those pages, or marked
+// them clean, and a later fsync could succeed without writing them
+// (PostgreSQL's "fsyncgate"). The active segment is cut back to its
+// durable records and the records are written again from memory, which
+// dirties their pages anew; the journal stays unhealthy (syncBad) until an
+// fsync of the loop's (Sync) succeeds after that.
+func (j *Journal) rewind(err error) {
+	if j.syncBad == nil {
+		j.log.Error("journal: fsync failed; the records since the last good fsync are written again from memory, and the log is unhealthy until an fsync succeeds",
+			"err", err, "not_durable", j.last-j.durIdx)
+	}
+	j.syncBad = err
 	j.smu.Lock()
 	j.gen++
 	d := j.durable
@@ -268,7 +294,7 @@ func (j *Journal) maintain() {
 		j.remove(p)
 	}
 	if len(del) > 0 {
-		if err := syncDir(j.dir); err != nil {
+		if err := j.opts.FS.SyncDir(j.dir); err != nil {
 			j.log.Warn("journal: fsync of the directory after deleting segments", "err", err)
 		}
 		j.log.Info("journal: deleted log segments covered by snapshots", "files", len(del))
@@ -307,7 +333,7 @@ func (j *Journal) Sync() error {
 		return err
 	}
 	if err := j.syncActive(); err != nil {
-		j.rewind()
+		j.rewind(err)
 		return j.fail(err)
 	}
 	return nil
@@ -319,7 +345,7 @@ func (j *Journal) syncActive() error {
 	j.smu.Lock()
 	dd := j.dirDirty
 	j.smu.Unlock()
-	if j.wIdx == j.durIdx && !dd && j.opts.Sync != SyncNo {
+	if j.wIdx == j.durIdx && !dd && j.opts.Sync != SyncNo && j.syncBad == nil {
 		return nil
 	}
 	if j.sf == nil {
@@ -328,7 +354,7 @@ func (j *Journal) syncActive() error {
 	start := time.Now()
 	err := error(nil)
 	if dd {
-		err = syncDir(j.dir)
+		err = j.opts.FS.SyncDir(j.dir)
 	}
 	if err == nil {
 		err = j.fsync(j.sf)
@@ -346,17 +372,15 @@ func (j *Journal) syncActive() error {
 		return fmt.Errorf("journal: fsync: %w", err)
 	}
 	j.markDurable(j.wIdx)
+	if j.syncBad != nil {
+		j.log.Info("journal: an fsync succeeded again; every written record is durable", "index", j.wIdx)
+		j.syncBad = nil
+	}
 	return nil
 }
 
-func (j *Journal) fsync(f *os.File) error {
-	if h := j.opts.faults; h != nil && h.sync != nil {
-		if err := h.sync(); err != nil {
-			return err
-		}
-	}
-	return datasync(f)
-}
+// fsync makes the file's written bytes durable (vfs.File.Sync).
+func (j *Journal) fsync(f vfs.File) error { return f.Sync() }
 
 // syncLoop is SyncEverySec's goroutine. It fsyncs its own descriptor of the
 // active segment: the library writes each record with one write(2) and keeps
@@ -389,7 +413,7 @@ func (j *Journal) backgroundSync() {
 	start := time.Now()
 	var err error
 	if dd {
-		err = syncDir(j.dir)
+		err = j.opts.FS.SyncDir(j.dir)
 	}
 	if err == nil {
 		err = j.fsync(f)
@@ -411,16 +435,6 @@ func (j *Journal) backgroundSync() {
 	j.durable = max(j.durable, idx)
 }
 
-// syncDir fsyncs a directory, so that files created, renamed or deleted in
-// it stay so after a crash.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+// syncDir fsyncs a directory with the os package, for Open and snapshots
+// (the log's writes go through Options.FS).
+func syncDir(dir string) error { return vfs.OS{}.SyncDir(dir) }
