@@ -173,6 +173,7 @@ type segInfo struct {
 	id          uint32
 	first, last uint64
 	size        int64
+	from        int64 // where Replay starts reading: after the bad bytes Open skipped (snapshot-covered), or 0
 }
 
 // Journal is a write-ahead log plus snapshots in one directory. Append, Sync,

@@ -47,7 +47,7 @@ func (j *Journal) Repaired() RepairReport { return j.repaired }
 // error.
 func (e *CorruptError) lostText() string {
 	if e.LostTo < e.LostFrom {
-		return fmt.Sprintf("drop %d bytes from record %d on (no readable record follows)", e.LostBytes, e.LostFrom)
+		return fmt.Sprintf("drop %d bytes (no readable record from %d on follows)", e.LostBytes, e.LostFrom)
 	}
 	return fmt.Sprintf("lose records %d to %d (%d records, %d bytes)",
 		e.LostFrom, e.LostTo, e.LostTo-e.LostFrom+1, e.LostBytes)

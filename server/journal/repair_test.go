@@ -206,3 +206,39 @@ func TestTailNeverAheadOfTheLog(t *testing.T) {
 	}
 	j.Close()
 }
+
+// TestCoveredCorruptionInLastSegment: the segment with the bad record is
+// the last one (the segments after it, and TAIL, gone): valid records the
+// snapshot covers follow the bad one in the same file, so it is covered
+// too. Open skips it, and records appended after it replay across it.
+func TestCoveredCorruptionInLastSegment(t *testing.T) {
+	base, o, where := snapLog(t)
+	dir := copyDir(t, base)
+	for _, f := range segFiles(t, dir) {
+		if segID(f) > where[200][0] {
+			os.Remove(f)
+		}
+	}
+	os.Remove(filepath.Join(dir, tailName))
+	rec := firstIn(where, where[200][0]) + 1 // in the last segment, before 200
+	if rec >= 200 {
+		t.Fatalf("record %d", rec)
+	}
+	seg := filepath.Join(dir, formatSeg(where[rec][0]))
+	flipBit(t, seg, where[rec][1]+chunkHeader+10)
+	var lb logBuf
+	o.Dir, o.Log = dir, lb.logger()
+	j := mustOpen(t, o)
+	if _, idx, _ := readSnapshot(t, j); idx != 200 {
+		t.Fatalf("snapshot %d", idx)
+	}
+	checkReplay(t, replayAll(t, j), 201, 200, 100)
+	if !strings.Contains(lb.String(), "resumed_at="+formatInt(where[rec+1][1])) {
+		t.Fatalf("log: %s", lb.String())
+	}
+	appendRecs(t, j, 201, 210, 100)
+	j.Close()
+	j = mustOpen(t, o)
+	checkReplay(t, replayAll(t, j), 201, 210, 100)
+	j.Close()
+}

@@ -212,18 +212,18 @@ func (r *segReader) zeroHeader(pos int64) bool {
 // above after, starts anywhere past from. It tells a torn tail (nothing
 // valid follows) from a damaged record with good ones after it.
 func (r *segReader) validAfter(from int64, after uint64) (bool, error) {
-	_, ok, err := r.nextValid(from, after)
+	_, _, ok, err := r.nextValid(from, after)
 	return ok, err
 }
 
-// nextValid returns the offset of the first valid full or first chunk,
-// holding an index above after, that starts at or past from. Chunks never
-// cross blocks, so it reads one block at a time.
-func (r *segReader) nextValid(from int64, after uint64) (int64, bool, error) {
+// nextValid returns the offset and index of the first valid full or first
+// chunk, holding an index above after, that starts at or past from. Chunks
+// never cross blocks, so it reads one block at a time.
+func (r *segReader) nextValid(from int64, after uint64) (int64, uint64, bool, error) {
 	for p := from; p+chunkHeader < r.size; {
 		b, err := r.load(p)
 		if err != nil {
-			return 0, false, err
+			return 0, 0, false, err
 		}
 		base := (p / blockSize) * blockSize
 		for off := p - base; off+chunkHeader < int64(len(b)); off++ {
@@ -236,12 +236,12 @@ func (r *segReader) nextValid(from int64, after uint64) (int64, bool, error) {
 				continue
 			}
 			if idx, k := binary.Uvarint(b[off+chunkHeader : off+chunkHeader+n]); k > 0 && idx > after {
-				return base + off, true, nil
+				return base + off, idx, true, nil
 			}
 		}
 		p = base + blockSize
 	}
-	return 0, false, nil
+	return 0, 0, false, nil
 }
 
 // highestFrom returns the highest index of a record that can still be read
@@ -256,7 +256,7 @@ func (r *segReader) highestFrom(from int64) (uint64, error) {
 			break
 		}
 		if _, bad := err.(errBad); bad {
-			p, ok, err := r.nextValid(r.start+1, 0)
+			p, _, ok, err := r.nextValid(r.start+1, 0)
 			if err != nil || !ok {
 				return hi, err
 			}
@@ -354,12 +354,20 @@ func (j *Journal) scanSegment(path string, id uint32, snap uint64, prev *uint64,
 		if eb, isBad := err.(errBad); isBad {
 			s.size = r.end
 			ce := &CorruptError{File: path, Offset: r.start, Reason: eb.reason}
-			if !last {
-				return s, ce, nil
-			}
-			more, err := r.validAfter(r.start+1, *prev)
+			at, idx, more, err := r.nextValid(r.start+1, *prev)
 			if err != nil {
 				return s, nil, fmt.Errorf("journal: reading %s: %w", path, err)
+			}
+			if more && idx <= snap+1 {
+				// The bad bytes come before record idx: if they were a
+				// record, the snapshot covers it. Go on from idx.
+				j.log.Warn("journal: a bad record the snapshot covers: not needed, skipped (the file is kept as it is)",
+					"file", path, "offset", r.start, "reason", eb.reason, "resumed_at", at, "snapshot_index", snap)
+				r.pos, s.from = at, at
+				continue
+			}
+			if !last {
+				return s, ce, nil
 			}
 			if more && !r.zeroHeader(r.start) {
 				ce.Reason += " (valid records follow)"
@@ -448,6 +456,7 @@ func (j *Journal) replaySegment(s segInfo, buf []byte, next *uint64, fn func(uin
 	}
 	defer f.Close()
 	r := newSegReader(f, s.size, buf)
+	r.pos = s.from
 	for {
 		data, err := r.next()
 		if err == io.EOF {
