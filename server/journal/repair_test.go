@@ -242,3 +242,39 @@ func TestCoveredCorruptionInLastSegment(t *testing.T) {
 	checkReplay(t, replayAll(t, j), 201, 210, 100)
 	j.Close()
 }
+
+// TestBothSnapshotsBadRepairKeepsEvidence: both snapshots corrupt leave a
+// log that does not reach back to index 1. Repair starts from nothing but
+// deletes nothing: the snapshots stay as *.corrupt, every segment and TAIL
+// go aside, and the report counts every record as lost.
+func TestBothSnapshotsBadRepairKeepsEvidence(t *testing.T) {
+	base, o, _ := snapLog(t)
+	dir := copyDir(t, base)
+	jd := &Journal{dir: dir}
+	flipBit(t, jd.snapPath(100), 100)
+	flipBit(t, jd.snapPath(200), 100)
+	segsBefore := len(segFiles(t, dir))
+	o.Dir = dir
+	_, err := Open(o)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "records 1 to 320 (320 records") {
+		t.Fatalf("Open = %v", err)
+	}
+	o.Repair = true
+	j := mustOpen(t, o)
+	if _, _, ok := readSnapshot(t, j); ok || j.LastIndex() != 0 {
+		t.Fatalf("a snapshot, or last index %d", j.LastIndex())
+	}
+	r := j.Repaired()
+	if r.LostFrom != 1 || r.LostTo != 320 || r.Tail.Note != 4242 {
+		t.Fatalf("Repaired = %+v", r)
+	}
+	for _, p := range []string{jd.snapPath(100) + corruptExt, jd.snapPath(200) + corruptExt, filepath.Join(r.Aside, tailName)} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("evidence gone: %v", err)
+		}
+	}
+	if n := len(asideFiles(t, dir)) - 1; n != segsBefore { // less TAIL
+		t.Fatalf("%d segments aside, there were %d", n, segsBefore)
+	}
+	j.Close()
+}
