@@ -206,6 +206,8 @@ type Journal struct {
 	snapIndex uint64
 	snapLen   int64 // payload bytes
 	replay    []segInfo
+	tail      Tail // the TAIL file's, read by Open; zero if none
+	tailOK    bool
 	repaired  RepairReport // what Options.Repair gave up
 	aside     string       // the directory it moved files into; "" if none
 
@@ -306,6 +308,7 @@ func (j *Journal) recover() error {
 	if err := j.pickSnapshot(snaps); err != nil {
 		return err
 	}
+	j.tail, j.tailOK = j.readTail()
 	segs, logLast, err := j.scanLog(segIDs, j.snapIndex)
 	if err != nil {
 		return err

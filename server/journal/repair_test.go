@@ -278,3 +278,35 @@ func TestBothSnapshotsBadRepairKeepsEvidence(t *testing.T) {
 	}
 	j.Close()
 }
+
+// TestDurableLastRecordIsNotATornTail: a bad last record used to be cut as
+// a torn tail, silently, even when it had been fsynced long before; Open
+// then refused (TAIL) with the evidence already gone. TAIL tells a crash's
+// torn record (never fsynced) from damage: damage fails Open untouched, and
+// Repair keeps a copy of what it cuts.
+func TestDurableLastRecordIsNotATornTail(t *testing.T) {
+	base, o, where := snapLog(t)
+	dir := copyDir(t, base)
+	seg := filepath.Join(dir, formatSeg(where[320][0]))
+	flipBit(t, seg, where[320][1]+chunkHeader+10)
+	size := fileSize(t, seg)
+	o.Dir = dir
+	_, err := Open(o)
+	var ce *CorruptError
+	if !errors.As(err, &ce) || ce.Offset != where[320][1] || ce.LostFrom != 320 || !strings.Contains(ce.Reason, "fsynced") {
+		t.Fatalf("Open = %v", err)
+	}
+	if fileSize(t, seg) != size {
+		t.Fatal("a refused Open cut the segment")
+	}
+	o.Repair = true
+	j := mustOpen(t, o)
+	checkReplay(t, replayAll(t, j), 201, 319, 100)
+	if r := j.Repaired(); r.LostFrom != 320 || r.LostTo != 320 {
+		t.Fatalf("Repaired = %+v", r)
+	}
+	j.Close()
+	if got := fileSize(t, filepath.Join(j.repaired.Aside, filepath.Base(seg))); got != size {
+		t.Fatalf("the copy kept is %d bytes, the segment was %d", got, size)
+	}
+}

@@ -373,6 +373,11 @@ func (j *Journal) scanSegment(path string, id uint32, snap uint64, prev *uint64,
 				ce.Reason += " (valid records follow)"
 				return s, ce, nil
 			}
+			if d := j.tail.Durable; max(*prev, snap) < d {
+				// Not torn by a crash: TAIL says the record was fsynced.
+				ce.Reason += fmt.Sprintf(" at the end of the log, but %s records index %d as fsynced", tailName, d)
+				return s, ce, nil
+			}
 			return s, nil, j.cutTail(path, r.end, r.size)
 		}
 		if err != nil {

@@ -118,7 +118,7 @@ func (j *Journal) readTail() (Tail, bool) {
 // refuse the log the repair left; the caller's next Checkpoint writes it
 // again.
 func (j *Journal) checkTail() error {
-	t, ok := j.readTail()
+	t, ok := j.tail, j.tailOK
 	if !ok {
 		return nil
 	}
