@@ -81,10 +81,17 @@ type Config struct {
 	// every timer due in the gap fires at once, in order) or "pause" (it
 	// goes on from where it stopped, as if no time had passed).
 	Downtime string `yaml:"downtime"`
-	// Repair lets the server start on a log with a bad record in its
-	// middle, cutting the log there (everything before it is kept). Without
-	// it such a log stops the start with an error naming the file and
-	// offset. A torn last record (a crash mid-write) is always cut.
+	// Repair (flag -repair) lets the server start on a damaged log:
+	// one with a bad record the newest snapshot does not cover, cut there
+	// (everything before it is kept), or one whose end is missing (a
+	// deleted or truncated last segment: the log's TAIL file records how
+	// far it reached). Nothing is deleted: a copy of the cut segment, every
+	// later segment and the TAIL file go into log/repaired-<time>/, and the
+	// start logs the records and timers lost. Without it such a log stops
+	// the start with an error naming the file and offset (or the missing
+	// records) and what a repair would lose. A torn last record (a crash
+	// mid-write) is always cut, and a bad record the snapshot covers
+	// skipped, without it.
 	Repair bool `yaml:"repair"`
 	// logFS is the log's file layer (journal.Options.FS): nil, the
 	// operating system's; tests set a vfs.Faulty to fail the disk.

@@ -75,6 +75,8 @@ type persist struct {
 	// memory backlog was full): until a snapshot covers them, a crash would
 	// lose them.
 	gap bool
+	// tailFailing: the last Checkpoint failed (logged once until one works).
+	tailFailing bool
 }
 
 // recovered is what start-up found on disk.
@@ -106,7 +108,7 @@ func (s *Server) openState(start uint64) (restored bool, err error) {
 	j, err := journal.Open(journal.Options{Dir: dir, Sync: policy, Repair: cfg.Repair, Log: s.log,
 		Preallocate: logPreallocate, FS: cfg.logFS})
 	if err != nil {
-		return false, fmt.Errorf("persistence: %w", err)
+		return false, fmt.Errorf("persistence: %w", repairAdvice(err))
 	}
 	s.persist = &persist{j: j, policy: policy}
 	began := time.Now()
@@ -115,6 +117,7 @@ func (s *Server) openState(start uint64) (restored bool, err error) {
 		j.Close()
 		return false, fmt.Errorf("persistence: recovering from %s: %w", dir, err)
 	}
+	s.reportRepair(j.Repaired())
 	if s.core == nil {
 		s.log.Info("persistence on: a new state", "dir", dir, "fsync", policy)
 		if err := newCore(); err != nil {
@@ -219,6 +222,7 @@ func (s *Server) startLog(restored bool) error {
 	if err := p.j.Sync(); err != nil {
 		return fmt.Errorf("persistence: %w", err)
 	}
+	s.checkpoint()
 	return nil
 }
 
@@ -282,6 +286,9 @@ func (s *Server) commit() {
 		err = p.j.Healthy()
 	}
 	s.afterSync(err)
+	if second {
+		s.checkpoint()
+	}
 	s.pollSnapshot()
 	if p.failing == nil && p.snap == nil && s.snapshotDue(second) {
 		s.startSnapshot()
@@ -435,6 +442,7 @@ func (s *Server) stopLog() error {
 	if p.j.Healthy() == nil {
 		err = s.snapshotNow()
 	}
+	s.checkpoint()
 	if cerr := p.j.Close(); cerr != nil {
 		err = errors.Join(err, cerr)
 	}

@@ -129,7 +129,7 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 	dataDir := fs.String("data-dir", "", "directory for the log, snapshots and admin.token (default ./"+server.DefaultDataDir+`; "" keeps timers in memory only, and admin.token still in the default)`)
 	fsync := fs.String("fsync", "", "when the log reaches the disk: always, everysec (default) or no")
 	downtime := fs.String("downtime", "", "tw-time while the server was down: catch-up (default) or pause")
-	repair := fs.Bool("repair", false, "start even if the log has a bad record in its middle, cutting it there")
+	repair := fs.Bool("repair", false, "start on a damaged log: cut it at a bad record the snapshot does not cover, or accept its missing end; what is cut is moved into <data dir>/log/repaired-<time>/, and the records and timers lost are logged")
 	insecure := fs.Bool("insecure", false, "allow listening beyond loopback with no client token")
 	frozen := fs.Bool("frozen", false, "start with tw-time frozen (moved only by admin fast-forward)")
 	startTick := fs.Uint64("start-tick", 0, "tw-time at start (default: the current Unix time in ticks)")

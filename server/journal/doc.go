@@ -12,7 +12,9 @@
 // only when a segment fills, at snapshots and at [Journal.Close]. Now and
 // then the loop calls [Journal.CreateSnapshot] with the last index it
 // appended and hands the returned [SnapshotWriter] to an encoder goroutine,
-// which writes the state and calls [SnapshotWriter.Commit].
+// which writes the state and calls [SnapshotWriter.Commit]. About once a
+// second it calls [Journal.Checkpoint], so that a later Open notices a log
+// whose end is missing.
 //
 // # Files in Options.Dir
 //
@@ -21,6 +23,8 @@
 //	snap-00000000000000001234.snap        a committed snapshot covering records <= 1234
 //	snap-....snap.tmp                     a snapshot being written; removed by Open
 //	snap-....snap.corrupt                 a snapshot that failed verification; kept for the operator
+//	TAIL                                  the last Checkpoint: how far the log reached (see Recovery)
+//	repaired-20261126T172238Z/            what Options.Repair cut or moved out of the log, kept for the operator
 //
 // A segment file is a sequence of 32 KiB blocks. A block holds chunks, each a
 // 7-byte header (CRC-32/IEEE of the rest of the chunk, little-endian uint16
@@ -41,15 +45,32 @@
 //
 // Open picks the newest snapshot whose header and CRC verify (renaming a bad
 // one to .corrupt and falling back to the one before), then reads every
-// segment. A torn last record — the last segment ends inside a record, or in
-// bytes that are not a valid record and are followed by no valid record — is
-// cut off, with a log line naming the file and the bytes dropped. Any other
-// bad chunk, or an index out of sequence, is a [*CorruptError] naming the
-// file and byte offset, and Open fails unless Options.Repair, which truncates
-// the log there, deletes every later segment and logs what it dropped
-// (records covered by the chosen snapshot are not needed, so a cut below the
-// snapshot's index loses nothing the server will replay; a cut above it loses
-// the records after the cut).
+// segment. A snapshot starts a new segment, so the record after it is the
+// first of its segment; the records before it are never replayed, so a bad
+// record among them is logged and skipped, never fatal: one in a segment
+// followed by a segment that starts at or below snapshot+1, or one followed
+// in its own segment by a valid record at or below snapshot+1 (Replay then
+// starts after it). A torn last record — the last segment ends inside a
+// record, or in bytes that are not a valid record and are followed by no
+// valid record — is cut off, with a log line naming the file and the bytes
+// dropped. Any other bad chunk, or an index out of sequence, is a
+// [*CorruptError] naming the file, the byte offset and what a cut there
+// would lose (the records from the first one the snapshot does not cover up
+// to the highest one still readable after it, and the bytes).
+//
+// A log that ends early looks complete: a deleted last segment leaves one
+// that simply stops. So the caller calls [Journal.Checkpoint] now and then
+// (the server once a second), which writes the TAIL file: the last index
+// known fsynced and a note of the caller's (the server's number of timers),
+// one small write without fsync, never ahead of the log. Open fails with a
+// [*TailError] when the log and snapshot end before TAIL's index. A bad
+// TAIL is logged and ignored: it loses the check, never the log.
+//
+// With Options.Repair, Open cuts the log at the bad record and accepts a
+// missing end instead, deleting nothing: a copy of the cut segment, every
+// later segment and TAIL are moved into a new directory repaired-<time> in
+// Dir, and [Journal.Repaired] says which records were lost, the bytes cut,
+// where they are kept and what TAIL last recorded.
 //
 // Commit keeps the newest Options.KeepSnapshots snapshots (2 by default) and
 // deletes only the segments wholly covered by the oldest one kept, so a

@@ -93,8 +93,13 @@ type Options struct {
 	// records when the segment is closed or at Close. 0: the file grows by
 	// appending.
 	Preallocate int64
-	// Repair makes Open cut a corrupt log at the first bad record (and
-	// delete every later segment) instead of failing with a *CorruptError.
+	// Repair makes Open cut a corrupt log at its first bad record that the
+	// chosen snapshot does not cover, instead of failing with a
+	// *CorruptError, and accept a log whose end is missing (see
+	// Checkpoint) instead of failing with a *TailError. Nothing is
+	// deleted: a copy of the cut segment, every later segment and the TAIL
+	// file are moved into a new directory repaired-<time> in Dir; the
+	// Journal's Repaired says what was lost.
 	Repair bool
 	// Log receives recovery and error reports; nil discards them.
 	Log *slog.Logger
@@ -140,11 +145,20 @@ type CorruptError struct {
 	File   string // segment file path
 	Offset int64  // byte offset of the bad record in File
 	Reason string
+	// What cutting the log at Offset (Options.Repair) would lose, set by
+	// Open (not by Replay): records LostFrom..LostTo, from the first one
+	// the cut log lacks to the highest one still readable after the cut
+	// (none if LostTo < LostFrom), and LostBytes bytes of segment files.
+	LostFrom, LostTo uint64
+	LostBytes        int64
 }
 
 func (e *CorruptError) Error() string {
-	return fmt.Sprintf("journal: corrupt log %s at byte offset %d: %s (Options.Repair would cut the log there)",
-		e.File, e.Offset, e.Reason)
+	msg := fmt.Sprintf("journal: corrupt log %s at byte offset %d: %s", e.File, e.Offset, e.Reason)
+	if e.LostFrom == 0 {
+		return msg
+	}
+	return msg + "; cutting the log there would " + e.lostText()
 }
 
 // Is makes errors.Is(err, ErrCorrupt) true.
@@ -156,6 +170,7 @@ type segInfo struct {
 	id          uint32
 	first, last uint64
 	size        int64
+	from        int64 // where Replay starts reading: after the bad bytes Open skipped (snapshot-covered), or 0
 }
 
 // Journal is a write-ahead log plus snapshots in one directory. Append, Sync,
@@ -191,6 +206,10 @@ type Journal struct {
 	snapIndex uint64
 	snapLen   int64 // payload bytes
 	replay    []segInfo
+	tail      Tail // the TAIL file's, read by Open; zero if none
+	tailOK    bool
+	repaired  RepairReport // what Options.Repair gave up
+	aside     string       // the directory it moved files into; "" if none
 
 	// mu guards what a SnapshotWriter's Commit shares with the loop.
 	mu        sync.Mutex
@@ -292,11 +311,15 @@ func (j *Journal) recover() error {
 	if err := j.pickSnapshot(snaps); err != nil {
 		return err
 	}
+	j.tail, j.tailOK = j.readTail()
 	segs, logLast, err := j.scanLog(segIDs, j.snapIndex)
 	if err != nil {
 		return err
 	}
 	j.last = max(logLast, j.snapIndex)
+	if err := j.checkTail(); err != nil {
+		return err
+	}
 	j.wIdx, j.durIdx = j.last, j.last
 	j.written, j.durable = j.last, j.last
 	if len(segs) > 0 {

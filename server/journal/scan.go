@@ -210,13 +210,20 @@ func (r *segReader) zeroHeader(pos int64) bool {
 
 // validAfter reports whether a valid full or first chunk, holding an index
 // above after, starts anywhere past from. It tells a torn tail (nothing
-// valid follows) from a damaged record with good ones after it. Chunks
-// never cross blocks, so it reads one block at a time.
+// valid follows) from a damaged record with good ones after it.
 func (r *segReader) validAfter(from int64, after uint64) (bool, error) {
+	_, _, ok, err := r.nextValid(from, after)
+	return ok, err
+}
+
+// nextValid returns the offset and index of the first valid full or first
+// chunk, holding an index above after, that starts at or past from. Chunks
+// never cross blocks, so it reads one block at a time.
+func (r *segReader) nextValid(from int64, after uint64) (int64, uint64, bool, error) {
 	for p := from; p+chunkHeader < r.size; {
 		b, err := r.load(p)
 		if err != nil {
-			return false, err
+			return 0, 0, false, err
 		}
 		base := (p / blockSize) * blockSize
 		for off := p - base; off+chunkHeader < int64(len(b)); off++ {
@@ -229,12 +236,41 @@ func (r *segReader) validAfter(from int64, after uint64) (bool, error) {
 				continue
 			}
 			if idx, k := binary.Uvarint(b[off+chunkHeader : off+chunkHeader+n]); k > 0 && idx > after {
-				return true, nil
+				return base + off, idx, true, nil
 			}
 		}
 		p = base + blockSize
 	}
-	return false, nil
+	return 0, 0, false, nil
+}
+
+// highestFrom returns the highest index of a record that can still be read
+// in the segment from byte from on: it reads records in order and, after a
+// bad one, goes on at the next valid chunk (nextValid). 0 if none.
+func (r *segReader) highestFrom(from int64) (uint64, error) {
+	var hi uint64
+	r.pos = from
+	for r.pos < r.size {
+		data, err := r.next()
+		if err == io.EOF {
+			break
+		}
+		if _, bad := err.(errBad); bad {
+			p, _, ok, err := r.nextValid(r.start+1, 0)
+			if err != nil || !ok {
+				return hi, err
+			}
+			r.pos = p
+			continue
+		}
+		if err != nil {
+			return hi, err
+		}
+		if idx, _, ok := decodeRecord(data); ok {
+			hi = max(hi, idx)
+		}
+	}
+	return hi, nil
 }
 
 // decodeRecord splits a record's data into its index and the caller's bytes.
@@ -246,24 +282,41 @@ func decodeRecord(data []byte) (uint64, []byte, bool) {
 	return idx, data[k:], true
 }
 
-// scanLog checks every segment, cuts a torn tail off the last one (or, with
+// scanLog checks the segments, cuts a torn tail off the last one (or, with
 // Repair, the log at its first bad record), and returns what the segments
 // hold and the last index in the log. snap is the chosen snapshot's index:
 // records above it must run snap+1, snap+2, ... with no gap; records at or
-// below it need only increase.
+// below it need only increase. The scan that counts starts at the segment
+// holding snap+1: a segment followed by one that starts at or below snap+1
+// holds only records the snapshot covers, none of which will be replayed,
+// so a bad record in it is logged and skipped (skipCovered), never fatal.
 func (j *Journal) scanLog(ids []uint32, snap uint64) ([]segInfo, uint64, error) {
 	var (
 		segs []segInfo
 		prev uint64
 		buf  = make([]byte, blockSize)
 	)
+	firsts, err := j.firstIndexes(ids, buf)
+	if err != nil {
+		return nil, 0, err
+	}
+	covered := coveredSegments(firsts, snap)
 	for i, id := range ids {
 		path := j.segPath(id)
 		s, bad, err := j.scanSegment(path, id, snap, &prev, buf, i == len(ids)-1)
 		if err != nil {
 			return nil, 0, err
 		}
+		if bad != nil && i < covered {
+			s = j.skipCovered(bad, s, firsts[i+1:], snap)
+			prev = max(prev, s.last)
+			segs = append(segs, s)
+			continue
+		}
 		if bad != nil {
+			if err := j.lostBy(bad, prev, snap, s, ids[i+1:], buf); err != nil {
+				return nil, 0, err
+			}
 			if !j.opts.Repair {
 				return nil, 0, bad
 			}
@@ -301,15 +354,28 @@ func (j *Journal) scanSegment(path string, id uint32, snap uint64, prev *uint64,
 		if eb, isBad := err.(errBad); isBad {
 			s.size = r.end
 			ce := &CorruptError{File: path, Offset: r.start, Reason: eb.reason}
-			if !last {
-				return s, ce, nil
-			}
-			more, err := r.validAfter(r.start+1, *prev)
+			at, idx, more, err := r.nextValid(r.start+1, *prev)
 			if err != nil {
 				return s, nil, fmt.Errorf("journal: reading %s: %w", path, err)
 			}
+			if more && idx <= snap+1 {
+				// The bad bytes come before record idx: if they were a
+				// record, the snapshot covers it. Go on from idx.
+				j.log.Warn("journal: a bad record the snapshot covers: not needed, skipped (the file is kept as it is)",
+					"file", path, "offset", r.start, "reason", eb.reason, "resumed_at", at, "snapshot_index", snap)
+				r.pos, s.from = at, at
+				continue
+			}
+			if !last {
+				return s, ce, nil
+			}
 			if more && !r.zeroHeader(r.start) {
 				ce.Reason += " (valid records follow)"
+				return s, ce, nil
+			}
+			if d := j.tail.Durable; max(*prev, snap) < d {
+				// Not torn by a crash: TAIL says the record was fsynced.
+				ce.Reason += fmt.Sprintf(" at the end of the log, but %s records index %d as fsynced", tailName, d)
 				return s, ce, nil
 			}
 			return s, nil, j.cutTail(path, r.end, r.size)
@@ -349,32 +415,6 @@ func (j *Journal) cutTail(path string, good, size int64) error {
 	j.log.Warn("journal: cut a torn record off the end of the log",
 		"file", path, "offset", good, "dropped_bytes", size-good)
 	return nil
-}
-
-// repairAt cuts the log at a bad record for Options.Repair: it truncates
-// the segment there and deletes every later segment.
-func (j *Journal) repairAt(bad *CorruptError, s segInfo, later []uint32) error {
-	st, err := os.Stat(bad.File)
-	if err != nil {
-		return fmt.Errorf("journal: %w", err)
-	}
-	dropped := st.Size() - s.size
-	if err := truncateFile(bad.File, s.size); err != nil {
-		return fmt.Errorf("journal: repair: %w", err)
-	}
-	for _, id := range later {
-		p := j.segPath(id)
-		if st, err := os.Stat(p); err == nil {
-			dropped += st.Size()
-		}
-		if err := os.Remove(p); err != nil {
-			return fmt.Errorf("journal: repair: %w", err)
-		}
-	}
-	j.log.Warn("journal: repair cut the log at a bad record",
-		"file", bad.File, "offset", bad.Offset, "reason", bad.Reason,
-		"dropped_bytes", dropped, "deleted_segments", len(later))
-	return syncDir(j.dir)
 }
 
 func truncateFile(path string, size int64) error {
@@ -421,6 +461,7 @@ func (j *Journal) replaySegment(s segInfo, buf []byte, next *uint64, fn func(uin
 	}
 	defer f.Close()
 	r := newSegReader(f, s.size, buf)
+	r.pos = s.from
 	for {
 		data, err := r.next()
 		if err == io.EOF {

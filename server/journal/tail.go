@@ -1,0 +1,157 @@
+package journal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+)
+
+// The TAIL file remembers how far the log reached, so that Open notices a
+// log that ends before it: a deleted last segment, or one cut short, looks
+// like a log that simply ends there. It is 36 bytes: magic "TICKTAIL", the
+// durable index, the last index and the caller's note (little-endian
+// uint64s), and a CRC-32C of what precedes it (uint32).
+
+const (
+	tailName  = "TAIL"
+	tailMagic = "TICKTAIL"
+	tailSize  = 36
+)
+
+// ErrTailMissing matches (errors.Is) every *TailError.
+var ErrTailMissing = errors.New("journal: the end of the log is missing")
+
+// Tail is what the last Checkpoint recorded.
+type Tail struct {
+	Durable uint64 // every record <= Durable had been written and fsynced
+	Last    uint64 // the last index appended at the time
+	Note    uint64 // the caller's value at the time (the server: its number of timers)
+}
+
+// TailError is returned by Open when the log (with the snapshot) ends
+// before the index the last Checkpoint recorded as written and fsynced:
+// records LogLast+1..Tail.Durable, at least, are gone.
+type TailError struct {
+	File    string // the TAIL file
+	LogLast uint64 // the last index the log and snapshot hold
+	Tail    Tail
+}
+
+func (e *TailError) Error() string {
+	return fmt.Sprintf("journal: the log ends at index %d, but %s records that every record up to %d was written and fsynced: records %d to %d (%d records, at least) are missing (a deleted or truncated segment?)",
+		e.LogLast, e.File, e.Tail.Durable, e.LogLast+1, e.Tail.Durable, e.Tail.Durable-e.LogLast)
+}
+
+// Is makes errors.Is(err, ErrTailMissing) true.
+func (e *TailError) Is(target error) bool { return target == ErrTailMissing }
+
+// Checkpoint records in Options.Dir's TAIL file the last index known
+// fsynced, the last index appended and note (an opaque value of the
+// caller's, reported back by Open in a TailError or RepairReport: the
+// server passes its number of timers). A later Open refuses a log that ends
+// before that durable index (unless Options.Repair). It costs one small
+// write, with no fsync: after a machine crash TAIL may be older, never
+// ahead of the log, because the index it records was fsynced before it was
+// written. Call it from the loop goroutine, now and then (the server does
+// once a second).
+func (j *Journal) Checkpoint(note uint64) error {
+	if j.closed {
+		return ErrClosed
+	}
+	j.smu.Lock()
+	d := j.durable
+	j.smu.Unlock()
+	return j.writeTail(Tail{Durable: d, Last: j.last, Note: note})
+}
+
+func (j *Journal) writeTail(t Tail) error {
+	var b [tailSize]byte
+	copy(b[:], tailMagic)
+	binary.LittleEndian.PutUint64(b[8:], t.Durable)
+	binary.LittleEndian.PutUint64(b[16:], t.Last)
+	binary.LittleEndian.PutUint64(b[24:], t.Note)
+	binary.LittleEndian.PutUint32(b[32:], crc32.Checksum(b[:32], castagnoli))
+	// One write at offset 0 of a file that is never shorter: a reader
+	// sees the old or the new bytes (a torn one fails the CRC).
+	f, err := os.OpenFile(filepath.Join(j.dir, tailName), os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	_, err = f.WriteAt(b[:], 0)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("journal: writing %s: %w", tailName, err)
+	}
+	return nil
+}
+
+// readTail reads the TAIL file; ok false if there is none or it is bad
+// (logged: a damaged TAIL only loses the check, never the log).
+func (j *Journal) readTail() (Tail, bool) {
+	p := filepath.Join(j.dir, tailName)
+	b, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return Tail{}, false
+	}
+	if err != nil || len(b) != tailSize || string(b[:8]) != tailMagic ||
+		crc32.Checksum(b[:32], castagnoli) != binary.LittleEndian.Uint32(b[32:]) {
+		j.log.Warn("journal: ignoring an unreadable TAIL file: a missing end of the log cannot be detected this time",
+			"file", p, "bytes", len(b), "err", err)
+		return Tail{}, false
+	}
+	return Tail{
+		Durable: binary.LittleEndian.Uint64(b[8:]),
+		Last:    binary.LittleEndian.Uint64(b[16:]),
+		Note:    binary.LittleEndian.Uint64(b[24:]),
+	}, true
+}
+
+// checkTail compares the recovered log's last index with TAIL's: a log
+// that ends before TAIL's durable index fails Open with a *TailError, or
+// with Options.Repair is accepted and reported (j.repaired). After a
+// repair TAIL is moved aside with the rest, so that the next Open does not
+// refuse the log the repair left; the caller's next Checkpoint writes it
+// again.
+func (j *Journal) checkTail() error {
+	t, ok := j.tail, j.tailOK
+	if !ok {
+		return nil
+	}
+	r := &j.repaired
+	if t.Durable > j.last {
+		te := &TailError{File: filepath.Join(j.dir, tailName), LogLast: j.last, Tail: t}
+		if !j.opts.Repair {
+			return te
+		}
+		if r.LostFrom == 0 || j.last+1 < r.LostFrom {
+			r.LostFrom = j.last + 1
+		}
+		r.LostTo = max(r.LostTo, t.Durable)
+		if r.Reason != "" {
+			r.Reason += "; "
+		}
+		r.Reason += fmt.Sprintf("the log ends at index %d but %s recorded %d as written and fsynced", j.last, te.File, t.Durable)
+		j.log.Warn("journal: repair accepted a log whose end is missing",
+			"log_last", j.last, "tail_durable", t.Durable, "first_lost", j.last+1, "last_lost", t.Durable,
+			"records_lost", t.Durable-j.last)
+	}
+	if r.Reason == "" {
+		return nil
+	}
+	r.Tail, r.TailOK = t, true
+	aside, err := j.asideDir()
+	if err != nil {
+		return err
+	}
+	r.Aside = aside
+	p := filepath.Join(j.dir, tailName)
+	if err := os.Rename(p, filepath.Join(aside, tailName)); err != nil {
+		return fmt.Errorf("journal: repair: %w", err)
+	}
+	return nil
+}
