@@ -160,13 +160,19 @@ type Counters struct {
 	Fired, Dropped, Lost, BacklogEvents, BacklogBytes uint64
 	Parked                                            uint64 // firings waiting for room in an outbox
 	Sessions, Receivers, Timers                       int
+	// RetainedReceivers are, of Receivers, the idle ones in acknowledged
+	// mode kept for ack_retention_ticks; ReceiverBytes estimates the memory
+	// of all the records, apart from their events (see Core.ReceiverBytes).
+	RetainedReceivers int
+	ReceiverBytes     uint64
 }
 
 // Counters returns the Core's totals.
 func (c *Core) Counters() Counters {
 	return Counters{Fired: c.firedTotal, Dropped: c.droppedTotal, Lost: c.lostTotal,
 		BacklogEvents: c.backlogEvents, BacklogBytes: c.backlogBytes, Parked: c.parkedTotal,
-		Sessions: len(c.sessions), Receivers: len(c.receivers), Timers: c.wheel.Len()}
+		Sessions: len(c.sessions), Receivers: len(c.receivers), Timers: c.wheel.Len(),
+		RetainedReceivers: c.idleN, ReceiverBytes: c.ReceiverBytes()}
 }
 
 func timerOf(in *wheel.Info) protocol.Timer {
