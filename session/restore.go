@@ -117,7 +117,11 @@ func restoreSession(d *decoder) (*Session, []uint64) {
 		s.receivers[d.uv()] = d.byte() != 0
 	}
 	for range d.count() {
-		s.inflight = append(s.inflight, inflight{receiver: d.uv(), end: d.uv()})
+		f := inflight{receiver: d.uv(), end: d.uv()}
+		if d.version >= 5 {
+			f.dropped = d.uv()
+		}
+		s.inflight = append(s.inflight, f)
 	}
 	var q []uint64
 	for range d.count() {

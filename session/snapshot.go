@@ -41,7 +41,10 @@ import (
 // Version 5 added, after the tick length, the retained idle receivers in
 // acknowledged mode, oldest idle first, each with the tick it became idle
 // (retain.go). Older versions kept them for ever: a Core restored from
-// one retains those it holds as idle since the snapshot's tw-time.
+// one retains those it holds as idle since the snapshot's tw-time. It
+// also added the dropped notices to each session's in-flight list (the
+// seqs each announces, 0 for an event), so that a close before they reach
+// the kernel reports them again (loseUnsent).
 const (
 	snapMagic   = "TWCS"
 	snapVersion = 5
@@ -158,6 +161,7 @@ func appendSession(e *encoder, s *Session) {
 	for _, f := range s.inflight {
 		e.uv(f.receiver)
 		e.uv(f.end)
+		e.uv(f.dropped)
 	}
 	e.int(len(s.queue))
 	for _, r := range s.queue {
