@@ -152,6 +152,7 @@ func (c *Core) Stats() protocol.Stats {
 		Receivers: uint64(len(c.receivers)), BacklogEvents: c.backlogEvents,
 		OutboxEvents: c.outboxEvents, WaitingFirings: c.parkedTotal,
 		FiredTotal: c.firedTotal, DroppedTotal: c.droppedTotal,
+		ReceiverBytes: c.ReceiverBytes(), RetainedReceivers: uint64(c.idleN),
 		TickNs: c.cfg.TickNs, Speed: c.speed, Frozen: c.frozen,
 	}
 }

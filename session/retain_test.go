@@ -102,7 +102,10 @@ func TestAckBindFloodBounded(t *testing.T) {
 		require.LessOrEqual(t, len(h.c.receivers), 1000)
 	}
 	assert.Equal(t, 1000, len(h.c.receivers))
-	assert.Equal(t, uint64(1000*receiverRecordBytes), h.c.ReceiverBytes())
+	st := a.stats()
+	assert.Equal(t, uint64(1000*receiverRecordBytes), st.ReceiverBytes, "stats shows the records' memory")
+	assert.Equal(t, uint64(1000), st.RetainedReceivers)
+	assert.Equal(t, 1000, h.c.Counters().RetainedReceivers, "and so do the metrics")
 	a.ff(50)
 	assert.Empty(t, h.c.receivers, "all forgotten after the retention")
 }
