@@ -30,7 +30,7 @@ var (
 	dTimers     = desc("timers", "Live timers.")
 	dReceivers  = desc("receivers", "Receivers with live timers.")
 	dRecords    = desc("receiver_records", "Receivers the server keeps a record of: bound, with queued events, or in acknowledged mode.")
-	dRecordB    = desc("receiver_record_bytes", "Estimated memory of the receiver records, apart from their events (about 300 bytes a record).")
+	dRecordB    = desc("receiver_record_bytes", "Estimated memory of the receiver records, apart from their events (about 264 bytes a record on amd64).")
 	dRetained   = desc("receivers_retained", "Of receiver_records, idle receivers in acknowledged mode kept for limits.ack_retention_ticks.")
 	dSessions   = desc("sessions", "Connections that have said hello.")
 	dConns      = desc("connections", "Open client connections.")
