@@ -1,6 +1,7 @@
 package session
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -167,4 +168,30 @@ func restoreCopy(t *testing.T, c *Core) *Core {
 	c2, err := Restore(c.cfg, data, testLogger(), nil)
 	require.NoError(t, err)
 	return c2
+}
+
+// BenchmarkRetainedReceiverMemory reports the heap a retained idle
+// receiver in acknowledged mode takes (bind with ack, unbind), to check
+// receiverRecordBytes, the estimate stats and metrics report.
+func BenchmarkRetainedReceiverMemory(b *testing.B) {
+	const n = 100_000
+	for range b.N {
+		h := newHarness(b, nil)
+		a := h.client("a")
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for id := uint64(1); id <= n; id++ {
+			a.send(protocol.Request{Op: protocol.OpBind, Receiver: id, Ack: true})
+			a.send(protocol.Request{Op: protocol.OpUnbind, Receiver: id})
+			if id%1000 == 0 {
+				h.take(a.s)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		require.Equal(b, n, h.c.RetainedReceivers())
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heapB/record")
+		b.ReportMetric(float64(receiverRecordBytes), "estB/record")
+	}
 }
