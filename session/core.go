@@ -329,7 +329,8 @@ func (c *Core) Close(s *Session, buffered int) {
 	c.loseUnsent(s, unsent)
 	s.closed = true
 	delete(c.sessions, s.id)
-	for id, ephemeral := range s.receivers {
+	for _, id := range sortedKeys(s.receivers) { // by id: the retained list's order is state (retain.go)
+		ephemeral := s.receivers[id]
 		r := c.receivers[id]
 		r.owner = nil
 		r.releaseAcked()
