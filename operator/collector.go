@@ -30,6 +30,8 @@ var (
 	dTimers     = desc("timers", "Live timers.")
 	dReceivers  = desc("receivers", "Receivers with live timers.")
 	dRecords    = desc("receiver_records", "Receivers the server keeps a record of: bound, with queued events, or in acknowledged mode.")
+	dRecordB    = desc("receiver_record_bytes", "Estimated memory of the receiver records, apart from their events (about 264 bytes a record on amd64).")
+	dRetained   = desc("receivers_retained", "Of receiver_records, idle receivers in acknowledged mode kept for limits.ack_retention_ticks.")
 	dSessions   = desc("sessions", "Connections that have said hello.")
 	dConns      = desc("connections", "Open client connections.")
 	dRequests   = desc("requests_total", "Requests decoded, by op.", "op")
@@ -66,7 +68,7 @@ var (
 	dSnapshots  = desc("snapshots_total", "Snapshots written since start.")
 	dBuild      = desc("build_info", "Always 1; the labels say which build runs (tickwheel version).", "version", "revision", "goversion")
 	dScrapeFail = desc("scrape_errors_total", "Scrapes that could not read the server's counters (the event loop did not answer in time).")
-	allDescs    = []*prometheus.Desc{dReady, dTimers, dReceivers, dRecords, dSessions, dConns, dRequests, dErrors, dFires,
+	allDescs    = []*prometheus.Desc{dReady, dTimers, dReceivers, dRecords, dRecordB, dRetained, dSessions, dConns, dRequests, dErrors, dFires,
 		dLateness, dLag, dTwTime, dTick, dSpeed, dFrozen, dBacklog, dBacklogB, dOutbox, dWaiting, dBacklogR, dOldest,
 		dDropped, dLost, dSampled, dStalled, dSlowClose, dRefused, dTurns, dBytesIn, dBytesOut, dPersist, dLogBytes, dFsync,
 		dReadOnly, dFsyncFail, dSnapAge, dSnapDur, dSnapshots, dScrapeFail, dBuild}
@@ -112,6 +114,8 @@ func collectMetrics(ch chan<- prometheus.Metric, m *server.Metrics) {
 	gauge(dTimers, float64(st.Timers))
 	gauge(dReceivers, float64(m.Load.TimerReceivers))
 	gauge(dRecords, float64(st.Receivers))
+	gauge(dRecordB, float64(m.Counters.ReceiverBytes))
+	gauge(dRetained, float64(m.Counters.RetainedReceivers))
 	gauge(dSessions, float64(st.Sessions))
 	gauge(dConns, float64(m.Connections))
 	for op, n := range m.Requests {

@@ -399,6 +399,10 @@ func DecodeStats(result []byte, s *Stats) error {
 			p = &s.FiredTotal
 		case "dropped_total":
 			p = &s.DroppedTotal
+		case "receiver_bytes":
+			p = &s.ReceiverBytes
+		case "retained_receivers":
+			p = &s.RetainedReceivers
 		case "tick_ns":
 			p = &s.TickNs
 		case "speed":

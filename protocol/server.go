@@ -103,8 +103,13 @@ type Stats struct {
 	// mode, sent or not); WaitingFirings the firings waiting for room in a
 	// full outbox.
 	OutboxEvents, WaitingFirings uint64
-	Speed                        float64 // clock speed factor, 1 = real time
-	Frozen                       bool    // clock sync stopped (freeze)
+	// ReceiverBytes estimates the memory of the receiver records, apart
+	// from their events; RetainedReceivers are, of Receivers, idle ones in
+	// acknowledged mode kept for ack_retention_ticks. Absent (0) from older
+	// servers.
+	ReceiverBytes, RetainedReceivers uint64
+	Speed                            float64 // clock speed factor, 1 = real time
+	Frozen                           bool    // clock sync stopped (freeze)
 }
 
 // Fire is a fire event: [2, receiver, tid, tick, fired, repeat, last, data, seq, late].
@@ -235,7 +240,7 @@ func planSize(t *Timer) int {
 // is a map with string keys.
 func AppendStatsOK(b []byte, id uint64, s *Stats) []byte {
 	b, start := appendOKHead(b, id)
-	b = append(b, 0x91, 0x8f)
+	b = appendMap(append(b, 0x91), 17)
 	b = appendUint(appendStr(b, "now"), s.Now)
 	b = appendUint(appendStr(b, "target"), s.Target)
 	b = appendUint(appendStr(b, "lag"), s.Lag)
@@ -248,6 +253,8 @@ func AppendStatsOK(b []byte, id uint64, s *Stats) []byte {
 	b = appendUint(appendStr(b, "waiting_firings"), s.WaitingFirings)
 	b = appendUint(appendStr(b, "fired_total"), s.FiredTotal)
 	b = appendUint(appendStr(b, "dropped_total"), s.DroppedTotal)
+	b = appendUint(appendStr(b, "receiver_bytes"), s.ReceiverBytes)
+	b = appendUint(appendStr(b, "retained_receivers"), s.RetainedReceivers)
 	b = appendUint(appendStr(b, "tick_ns"), s.TickNs)
 	b = appendFloat(appendStr(b, "speed"), s.Speed)
 	b = appendBool(appendStr(b, "frozen"), s.Frozen)

@@ -199,7 +199,7 @@ func TestServerMessagesToStockLibrary(t *testing.T) {
 		unmarshal(AppendStatsOK(nil, 16, &sampleStats), &v)
 		require.Len(t, v.Result, 1)
 		s := v.Result[0]
-		assert.Len(t, s, 15)
+		assert.Len(t, s, 17)
 		assert.EqualValues(t, 1000, s["now"])
 		assert.EqualValues(t, uint64(1<<40), s["fired_total"])
 		assert.Equal(t, 1.5, s["speed"])

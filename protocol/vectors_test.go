@@ -108,6 +108,7 @@ func statsMeaning(s *Stats) meaning {
 		"receivers": juint(s.Receivers), "backlog_events": juint(s.BacklogEvents),
 		"outbox_events": juint(s.OutboxEvents), "waiting_firings": juint(s.WaitingFirings),
 		"fired_total": juint(s.FiredTotal), "dropped_total": juint(s.DroppedTotal),
+		"receiver_bytes": juint(s.ReceiverBytes), "retained_receivers": juint(s.RetainedReceivers),
 		"tick_ns": juint(s.TickNs), "speed": s.Speed, "frozen": s.Frozen}
 }
 
@@ -150,7 +151,7 @@ var vecTimer = Timer{Receiver: 42, Tid: 7, Due: 1030, Remaining: 30, Every: 30, 
 var vecTimerCron = Timer{Receiver: 42, Tid: 11, Due: 177760800000, Remaining: 86400000, Fired: 1, Repeat: 0,
 	Schedule: "0 4 * * *", Zone: "Europe/Paris", Missed: MissedOnce}
 var vecTimerPaused = Timer{Receiver: 42, Tid: 9, Due: 1500, Remaining: 500, Every: 500, Fired: 2, Paused: true}
-var vecStats = Stats{Now: 1000, Target: 1000, Timers: 1, Sessions: 1, Connections: 1, Receivers: 1, FiredTotal: 12, TickNs: 10_000_000, Speed: 1}
+var vecStats = Stats{Now: 1000, Target: 1000, Timers: 1, Sessions: 1, Connections: 1, Receivers: 1, FiredTotal: 12, ReceiverBytes: 264, TickNs: 10_000_000, Speed: 1}
 var vecFire = Fire{Receiver: 42, Tid: 7, Tick: 1030, Fired: 1, Repeat: 3, Data: []byte("hi"), Seq: 1}
 
 func requestVectors() []reqVector {

@@ -221,7 +221,8 @@ func checkLimits(l *Limits) error {
 		{"max_backlog_bytes_total", l.MaxBacklogBytesTotal}, {"max_outbox", l.MaxOutbox},
 		{"max_outbox_bytes", l.MaxOutboxBytes}, {"max_outbox_total", l.MaxOutboxTotal},
 		{"max_outbox_bytes_total", l.MaxOutboxBytesTotal}, {"max_connections", l.MaxConnections},
-		{"max_name", l.MaxName}, {"max_list_page", l.MaxListPage}} {
+		{"max_name", l.MaxName}, {"max_list_page", l.MaxListPage}, {"max_receivers", l.MaxReceivers},
+		{"ack_retention_ticks", l.AckRetentionTicks}} {
 		if f.v < 0 {
 			return keyErr("limits."+f.key, "%d: limits must not be negative", f.v)
 		}

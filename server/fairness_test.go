@@ -11,8 +11,8 @@ import (
 	"github.com/tickwheel/tickwheel/protocol"
 )
 
-// One connection's pipelined list requests over a large receiver do not
-// hold the loop: another session's ping is answered while they are still
+// One connection's pipelined list requests over large receivers (each a
+// walk of 25,000 timers) do not hold the loop: another session's ping is answered while they are still
 // being worked through (each turn handles about readBudget of them).
 func TestPipelinedListsYield(t *testing.T) {
 	timers := 50_000
@@ -22,8 +22,8 @@ func TestPipelinedListsYield(t *testing.T) {
 	srv := startServer(t, nil)
 	admin := helloClient(t, srv, "admin")
 	var adds []byte
-	for tid := range timers {
-		adds = protocol.AppendRequest(adds, &protocol.Request{Op: protocol.OpAdd, ID: uint64(tid + 1), Receiver: 1, Tid: uint64(tid), After: 100})
+	for tid := range timers { // half each to receivers 1 and 2
+		adds = protocol.AppendRequest(adds, &protocol.Request{Op: protocol.OpAdd, ID: uint64(tid + 1), Receiver: uint64(1 + tid%2), Tid: uint64(tid), After: 100})
 	}
 	admin.write(adds)
 	for id := range timers {
@@ -34,7 +34,14 @@ func TestPipelinedListsYield(t *testing.T) {
 	other := helloClient(t, srv, "other")
 	const lists = 1000
 	start := time.Now()
-	greedy.write(bytes.Repeat(protocol.AppendRequest(nil, &protocol.Request{Op: protocol.OpList, ID: 1, Receiver: 1, Limit: 1}), lists))
+	// Lists of two large receivers in turn: each walks its receiver's
+	// timers (the wheel keeps the sorted tids of one receiver only, which
+	// makes pages of one receiver cheap).
+	var pair []byte
+	for r := range uint64(2) {
+		pair = protocol.AppendRequest(pair, &protocol.Request{Op: protocol.OpList, ID: 1, Receiver: 1 + r, Limit: 1})
+	}
+	greedy.write(bytes.Repeat(pair, lists/2))
 	other.ping()
 	ping := time.Since(start)
 	for range lists {

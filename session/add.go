@@ -103,9 +103,10 @@ func (c *Core) dataFits(k wheel.Key, req *protocol.Request) bool {
 // left (the config makes max_list_bytes hold a timer with max_data). The
 // reply's next is the tid of the first timer left out, or 0 when none is.
 //
-// Cost: the wheel walks the receiver's timers once (ListPage: linear in
-// their number, whatever order they were added in); only the page, one
-// timer more, is copied and encoded.
+// Cost: a page of a receiver being paged through costs about the page
+// (ListPage keeps the sorted tids of the receiver it pages); otherwise the
+// wheel walks the receiver's timers once. The timers walked count as work
+// (ListWork). Only the page, one timer more, is copied and encoded.
 func (c *Core) list(s *Session, req *protocol.Request) {
 	l := &c.limits
 	limit := l.MaxListPage
@@ -114,8 +115,8 @@ func (c *Core) list(s *Session, req *protocol.Request) {
 	}
 	// One timer more than the page says whether another page follows, and
 	// where it starts.
-	c.work += c.wheel.ReceiverLen(req.Receiver) // ListPage walks them all
 	c.listBuf = c.wheel.ListPage(req.Receiver, req.FromTid, limit+1, c.listBuf[:0])
+	c.work += c.wheel.ListWork()
 	c.timerBuf = c.timerBuf[:0]
 	size := protocol.ListReplyOverhead
 	var next uint64
@@ -151,6 +152,7 @@ func (c *Core) Stats() protocol.Stats {
 		Receivers: uint64(len(c.receivers)), BacklogEvents: c.backlogEvents,
 		OutboxEvents: c.outboxEvents, WaitingFirings: c.parkedTotal,
 		FiredTotal: c.firedTotal, DroppedTotal: c.droppedTotal,
+		ReceiverBytes: c.ReceiverBytes(), RetainedReceivers: uint64(c.idleN),
 		TickNs: c.cfg.TickNs, Speed: c.speed, Frozen: c.frozen,
 	}
 }
@@ -160,13 +162,19 @@ type Counters struct {
 	Fired, Dropped, Lost, BacklogEvents, BacklogBytes uint64
 	Parked                                            uint64 // firings waiting for room in an outbox
 	Sessions, Receivers, Timers                       int
+	// RetainedReceivers are, of Receivers, the idle ones in acknowledged
+	// mode kept for ack_retention_ticks; ReceiverBytes estimates the memory
+	// of all the records, apart from their events (see Core.ReceiverBytes).
+	RetainedReceivers int
+	ReceiverBytes     uint64
 }
 
 // Counters returns the Core's totals.
 func (c *Core) Counters() Counters {
 	return Counters{Fired: c.firedTotal, Dropped: c.droppedTotal, Lost: c.lostTotal,
 		BacklogEvents: c.backlogEvents, BacklogBytes: c.backlogBytes, Parked: c.parkedTotal,
-		Sessions: len(c.sessions), Receivers: len(c.receivers), Timers: c.wheel.Len()}
+		Sessions: len(c.sessions), Receivers: len(c.receivers), Timers: c.wheel.Len(),
+		RetainedReceivers: c.idleN, ReceiverBytes: c.ReceiverBytes()}
 }
 
 func timerOf(in *wheel.Info) protocol.Timer {

@@ -88,6 +88,7 @@ func (c *Core) Advance(target uint64, maxFires int) (more bool) {
 	}
 	c.rec.advance(target, maxFires)
 	c.target = target
+	c.expireIdle()
 	_, done := c.wheel.Advance(target, maxFires, c.onFire)
 	c.caughtUp = done
 	c.answerWaiters(done)

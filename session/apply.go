@@ -294,7 +294,11 @@ func (c *Core) bind(s *Session, req *protocol.Request) {
 		c.fail(s, req.ID, protocol.CodeLimitExceeded, fmt.Sprintf("limit max_receivers_per_session (%d) reached", c.limits.MaxReceiversPerSession))
 		return
 	}
+	if !c.roomForReceiver(s, req.ID, id) {
+		return
+	}
 	r := c.receiver(id)
+	c.unlinkIdle(r)
 	if old := r.owner; old != nil && old != s {
 		delete(old.receivers, id)
 		old.out = protocol.AppendTakeover(old.out, id, s.id)

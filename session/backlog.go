@@ -70,8 +70,14 @@ func (c *Core) drop(r *receiver, seq uint64) {
 // before seq for the same receiver, else appends a new notice. (A burst
 // into a full backlog drops its events one by one, oldest first: they
 // make one notice, not one each.)
+//
+// The notice is listed in s.inflight like an event, with the seqs it
+// announces: if s closes before its bytes reach the kernel, they are
+// added to the receiver's dropped count for its next bind (loseUnsent).
+// An extended notice is the last entry (nothing follows it in s.out).
 func (c *Core) noteDropped(s *Session, receiver, seq uint64) {
-	if s.noteEnd > 0 && s.noteEnd == len(s.out) && s.noteRecv == receiver && s.noteLast+1 == seq {
+	extend := s.noteEnd > 0 && s.noteEnd == len(s.out) && s.noteRecv == receiver && s.noteLast+1 == seq
+	if extend {
 		s.out = s.out[:s.noteStart]
 	} else {
 		s.noteStart, s.noteRecv, s.noteFirst = len(s.out), receiver, seq
@@ -79,6 +85,12 @@ func (c *Core) noteDropped(s *Session, receiver, seq uint64) {
 	s.noteLast = seq
 	s.out = protocol.AppendDropped(s.out, receiver, s.noteFirst, seq)
 	s.noteEnd = len(s.out)
+	e := inflight{receiver: receiver, end: s.written + uint64(len(s.out)), dropped: seq - s.noteFirst + 1}
+	if n := len(s.inflight); extend && n > 0 && s.inflight[n-1].dropped > 0 && s.inflight[n-1].receiver == receiver {
+		s.inflight[n-1] = e
+	} else {
+		s.inflight = append(s.inflight, e)
+	}
 	c.markDirty(s)
 }
 

@@ -113,7 +113,7 @@ func sundaySeven(expr string) string {
 // parseCalendar parses expr in zone ("" = UTC) for a tick of tickNs
 // nanoseconds. Its errors say what is wrong and where: the field and its
 // number, or the zone. zones caches loaded locations (by name).
-func parseCalendar(expr, zone string, tickNs uint64, zones map[string]*time.Location) (*calendar, error) {
+func parseCalendar(expr, zone string, tickNs uint64, zones *zoneCache) (*calendar, error) {
 	switch {
 	case len(expr) > MaxScheduleLen:
 		return nil, fmt.Errorf("schedule of %d bytes: at most %d", len(expr), MaxScheduleLen)
@@ -159,27 +159,13 @@ func parseCalendar(expr, zone string, tickNs uint64, zones map[string]*time.Loca
 	return cal, nil
 }
 
-// loadZone loads the IANA zone name ("" = UTC), from zones when cached.
-// "Local" is refused: the machine's zone would make the schedule depend
-// on where the server (or a replay) runs.
-func loadZone(name string, zones map[string]*time.Location) (*time.Location, error) {
+// loadZone loads the IANA zone name ("" = UTC) through zones (nil: no
+// cache; see zoneCache).
+func loadZone(name string, zones *zoneCache) (*time.Location, error) {
 	if name == "" {
 		return time.UTC, nil
 	}
-	if loc := zones[name]; loc != nil {
-		return loc, nil
-	}
-	if name == "Local" {
-		return nil, fmt.Errorf("zone %q: name an IANA zone such as Europe/Paris, not the machine's", name)
-	}
-	loc, err := time.LoadLocation(name)
-	if err != nil {
-		return nil, fmt.Errorf("zone %q: not a known IANA time zone", name)
-	}
-	if zones != nil {
-		zones[name] = loc
-	}
-	return loc, nil
+	return zones.get(name)
 }
 
 // checkFields checks a 5-field expression field by field, so that an

@@ -49,6 +49,16 @@ type Limits struct {
 	MaxName                int `yaml:"max_name"`                  // bytes of a hello name or token. Default 256.
 	MaxListPage            int `yaml:"max_list_page"`             // timers in one list reply. Default 1000.
 	MaxListBytes           int `yaml:"max_list_bytes"`            // bytes of one list reply (at least one timer is sent). Default 1 MiB.
+	// MaxReceivers bounds the receiver records in the server (about 264
+	// bytes each, apart from their events): a bind that needs a new one
+	// past it first forgets the longest-idle retained receiver in
+	// acknowledged mode, and fails with limit_exceeded when there is none.
+	// Default 1000000.
+	MaxReceivers int `yaml:"max_receivers"`
+	// AckRetentionTicks is how long, in ticks of tw-time, an idle receiver
+	// in acknowledged mode (unbound, nothing pending, no timers) is kept
+	// before it is forgotten. Default 360000 (an hour at a 10 ms tick).
+	AckRetentionTicks int `yaml:"ack_retention_ticks"`
 }
 
 // WithDefaults returns l with every zero field set to its default, except
@@ -77,6 +87,8 @@ func (l Limits) WithDefaults() Limits {
 	def(&l.MaxInbound, 4<<20)
 	def(&l.MaxName, 256)
 	def(&l.MaxListPage, 1000)
+	def(&l.MaxReceivers, 1_000_000)
+	def(&l.AckRetentionTicks, 360_000)
 	def(&l.MaxListBytes, max(min(1<<20, l.MaxOutbound/2), l.MaxData+256))
 	return l
 }

@@ -101,6 +101,12 @@ type Core struct {
 	// requests may take in one turn.
 	work int
 
+	// idleHead and idleTail end the list of retained idle receivers in
+	// acknowledged mode, oldest idle first; idleN counts it (retain.go).
+	idleHead, idleTail *receiver
+	idleN              int
+	legacyIdle         bool // restoring a snapshot before version 5 (see Restore)
+
 	sched scheduler   // calendar schedules and missed-firing policies (schedule.go)
 	m     coreMetrics // operator counters (metrics.go)
 
@@ -229,6 +235,13 @@ type receiver struct {
 	high    uint64
 	parked  parkQueue
 	holding map[uint64]struct{}
+
+	// Retention (retain.go): inIdle says r is on the Core's retained
+	// list, between idlePrev and idleNext; idleAt is the tick it last
+	// became idle in acknowledged mode.
+	inIdle             bool
+	idleAt             uint64
+	idlePrev, idleNext *receiver
 }
 
 // waiter is a fast-forward whose reply is due once the wheel passes
@@ -322,7 +335,8 @@ func (c *Core) Close(s *Session, buffered int) {
 	c.loseUnsent(s, unsent)
 	s.closed = true
 	delete(c.sessions, s.id)
-	for id, ephemeral := range s.receivers {
+	for _, id := range sortedKeys(s.receivers) { // by id: the retained list's order is state (retain.go)
+		ephemeral := s.receivers[id]
 		r := c.receivers[id]
 		r.owner = nil
 		r.releaseAcked()
@@ -401,17 +415,19 @@ func recvSlot(id uint64) uint64 { return id * 0x9E3779B97F4A7C15 >> (64 - recvCa
 // or lost any more. Its sequence numbers start again at 1 if it is used
 // again. While it has timers the record stays, so a connection loss leaves
 // a visible seq gap; while it has drops to report, the next bind reports
-// them. A receiver in acknowledged mode is never forgotten: its events
-// must keep that mode (no drop) and never reuse a seq its client may
-// have handled, whoever adds timers for it while it is unbound; its record
-// (a few hundred bytes) stays until a bind without ack ends that mode.
+// them. A receiver in acknowledged mode is retained instead, for
+// ack_retention_ticks (see retain.go): timers added for it while it is
+// unbound meanwhile keep that mode; once forgotten, a bind with ack moves
+// its seq past any it gave before (bindMode).
 func (c *Core) forgetIfIdle(r *receiver) {
-	if r.owner == nil && !r.acked && r.n == 0 && r.dropped == 0 && r.parked.len() == 0 && c.wheel.ReceiverLen(r.id) == 0 {
-		delete(c.receivers, r.id)
-		if slot := &c.recvCache[recvSlot(r.id)]; *slot == r {
-			*slot = nil
-		}
+	if !c.idleNow(r) {
+		return
 	}
+	if r.acked {
+		c.retain(r)
+		return
+	}
+	c.forget(r)
 }
 
 // tidy forgets receiver id's record if it has become idle (after a cancel).

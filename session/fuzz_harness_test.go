@@ -369,6 +369,10 @@ func (h *fzHarness) checkReceivers() {
 			h.fail("receiver %d: %d firings parked, %d timers held, not in acknowledged mode", id, r.parked.len(), len(r.holding))
 		case o == nil && !r.acked && r.n == 0 && r.dropped == 0 && r.parked.len() == 0 && st.wheel.ReceiverLen(id) == 0:
 			h.fail("receiver %d: idle but not forgotten", id)
+		case o == nil && r.acked && r.n == 0 && r.dropped == 0 && r.parked.len() == 0 && st.wheel.ReceiverLen(id) == 0 && !r.inIdle:
+			h.fail("receiver %d: idle in acknowledged mode but not retained", id)
+		case o != nil && r.inIdle:
+			h.fail("receiver %d: bound but on the retained list", id)
 		}
 		// (Outboxes and backlogs may pass their bounds when a bind changes
 		// the mode: a backlog becomes an outbox whole, an outbox and its
@@ -378,6 +382,18 @@ func (h *fzHarness) checkReceivers() {
 			outbox += r.n
 		}
 		parked += r.parked.len()
+	}
+	retained := 0
+	for r := st.idleHead; r != nil; r = r.idleNext {
+		if st.receivers[r.id] != r || !r.inIdle || !r.acked || r.idleNext != nil && r.idleNext.idlePrev != r || r.idleNext == nil && st.idleTail != r ||
+			r.idleNext != nil && r.idleNext.idleAt < r.idleAt || retained > len(st.receivers) {
+			h.fail("receiver %d: retained list broken (filed %v, acked %v, idle at %d)", r.id, st.receivers[r.id] == r, r.acked, r.idleAt)
+			break
+		}
+		retained++
+	}
+	if retained != st.idleN {
+		h.fail("retained list holds %d receivers, counted %d", retained, st.idleN)
 	}
 	listed := map[*receiver]bool{}
 	for _, r := range st.waiting {

@@ -36,8 +36,10 @@ import (
 //     ticks they waited, and held timers resume with their full interval. Parked firings count as timers of their receiver for
 //     max_timers and max_timers_per_receiver, so the timer limits bound
 //     them.
-//   - A receiver in acknowledged mode is never forgotten (forgetIfIdle):
-//     the mode and the count hold until a bind without ack ends them.
+//   - An idle receiver in acknowledged mode is retained (forgetIfIdle,
+//     retain.go) for ack_retention_ticks: the mode and the count hold
+//     until then or until a bind without ack ends them; a bind with ack
+//     after it was forgotten moves its count past any seq it gave.
 
 // parked is a firing waiting for room in its receiver's outbox.
 type parked struct {

@@ -202,6 +202,11 @@ func dumpState(c *Core, receivers []uint64, live bool) string {
 		dumpSession(p, id, c.sessions[id], live)
 	}
 	p("stalled %v", sessionIDs(c.stalled))
+	var retained []string
+	for r := c.idleHead; r != nil; r = r.idleNext {
+		retained = append(retained, fmt.Sprintf("%d@%d", r.id, r.idleAt))
+	}
+	p("retained %d %v", c.idleN, retained)
 	for _, w := range c.waiters {
 		p("waiter session %d id %d done %v target %d fired %d", idOf(w.s), w.id, w.done != nil, w.target, w.fired)
 	}

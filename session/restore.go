@@ -75,7 +75,14 @@ func (c *Core) restoreCore(b []byte) ([]byte, error) {
 				ErrTickChanged, time.Duration(tick), time.Duration(c.cfg.TickNs)))
 		}
 	}
+	var idle []idleRef
+	if d.version >= 5 {
+		idle = readIdle(d)
+	} else {
+		c.legacyIdle = true // listed once the wheel is restored (see Restore)
+	}
 	c.restoreReceivers(d)
+	c.linkRestored(d, idle)
 	for _, id := range waiting {
 		if r := c.receivers[id]; r != nil && r.parked.len() > 0 {
 			c.waiting = append(c.waiting, r)
@@ -110,7 +117,11 @@ func restoreSession(d *decoder) (*Session, []uint64) {
 		s.receivers[d.uv()] = d.byte() != 0
 	}
 	for range d.count() {
-		s.inflight = append(s.inflight, inflight{receiver: d.uv(), end: d.uv()})
+		f := inflight{receiver: d.uv(), end: d.uv()}
+		if d.version >= 5 {
+			f.dropped = d.uv()
+		}
+		s.inflight = append(s.inflight, f)
 	}
 	var q []uint64
 	for range d.count() {

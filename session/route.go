@@ -40,11 +40,14 @@ import (
 // next bind reports. (Events already in the kernel's socket buffer when the
 // peer resets the connection are beyond the server's sight.)
 
-// inflight is an event handed to a session's connection: its receiver, and
-// where its frame ends in the session's output stream (Session.written).
+// inflight is an event, or a dropped notice, handed to a session's
+// connection: its receiver, where its frame ends in the session's output
+// stream (Session.written), and for a notice how many seqs it announces
+// (0: an event).
 type inflight struct {
 	receiver uint64
 	end      uint64
+	dropped  uint64
 }
 
 // pending returns the bytes queued to s and not yet written to its socket,
@@ -87,7 +90,7 @@ func (c *Core) onFire(f *wheel.Fire) {
 	s := r.owner
 	if s != nil && r.n == 0 && c.pending(s) < c.limits.MaxOutbound {
 		s.out = protocol.AppendFire(s.out, ev)
-		s.inflight = append(s.inflight, inflight{r.id, s.written + uint64(len(s.out))})
+		s.inflight = append(s.inflight, inflight{receiver: r.id, end: s.written + uint64(len(s.out))})
 		c.markDirty(s)
 		return
 	}
@@ -141,7 +144,7 @@ func (c *Core) pump(s *Session) {
 			frame := c.popBacklog(r)
 			s.out = append(s.out, frame...)
 			pend += len(frame)
-			s.inflight = append(s.inflight, inflight{r.id, s.written + uint64(len(s.out))})
+			s.inflight = append(s.inflight, inflight{receiver: r.id, end: s.written + uint64(len(s.out))})
 			c.pumped++
 		}
 		if r.unsent() > 0 {
@@ -256,19 +259,25 @@ func (c *Core) afterWrite(s *Session) {
 // never reached the kernel: the last unsent bytes handed to its
 // connection, and all of s.out. Each is added to its receiver's dropped
 // count (which the next bind reports), except for an ephemeral receiver,
-// whose events end with the session.
+// whose events end with the session. So are the seqs that dropped notices
+// among those bytes announced (already counted in droppedTotal): the
+// client never learnt of those drops.
 func (c *Core) loseUnsent(s *Session, unsent int) {
 	kernel := s.written - uint64(unsent)
 	for _, e := range s.inflight {
 		if e.end <= kernel {
 			continue
 		}
-		c.lostTotal++
-		c.droppedTotal++
+		n := e.dropped
+		if n == 0 { // an event
+			c.lostTotal++
+			c.droppedTotal++
+			n = 1
+		}
 		if ephemeral, bound := s.receivers[e.receiver]; bound && ephemeral {
 			continue
 		}
-		c.receiver(e.receiver).dropped++
+		c.receiver(e.receiver).dropped += n
 	}
 	s.inflight = nil
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"time"
 
 	"github.com/tickwheel/tickwheel/protocol"
 	"github.com/tickwheel/tickwheel/wheel"
@@ -61,7 +60,7 @@ func (p *timerPlan) follows() bool { return p.cal != nil && p.cal.spec != nil }
 // scheduler is the Core's part for plans.
 type scheduler struct {
 	plans map[wheel.Key]*timerPlan
-	zones map[string]*time.Location // loaded zones, by name
+	zones *zoneCache // zones looked up, and names that are not zones (zones.go)
 	// cals shares parsed calendars (immutable) between the timers with
 	// the same expression and zone, up to maxSharedCalendars of them.
 	cals map[calKey]*calendar
@@ -123,10 +122,14 @@ func (c *Core) calendar(expr, zone string) (*calendar, error) {
 		return cal, nil
 	}
 	if c.sched.zones == nil {
-		c.sched.zones = make(map[string]*time.Location)
+		c.sched.zones = newZoneCache()
 		c.sched.cals = make(map[calKey]*calendar)
 	}
+	misses := c.sched.zones.misses
 	cal, err := parseCalendar(expr, zone, c.cfg.TickNs, c.sched.zones)
+	if c.sched.zones.misses != misses {
+		c.work += zoneLookupWork // a look-up of the file system: see zoneCache
+	}
 	if err == nil && len(c.sched.cals) < maxSharedCalendars {
 		c.sched.cals[k] = cal
 	}

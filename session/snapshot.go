@@ -37,9 +37,17 @@ import (
 // adds with after_ns or a schedule, mean nothing in another, so a Core
 // with another TickNs refuses the snapshot (ErrTickChanged). Older
 // versions are read without the check.
+//
+// Version 5 added, after the tick length, the retained idle receivers in
+// acknowledged mode, oldest idle first, each with the tick it became idle
+// (retain.go). Older versions kept them for ever: a Core restored from
+// one retains those it holds as idle since the snapshot's tw-time. It
+// also added the dropped notices to each session's in-flight list (the
+// seqs each announces, 0 for an event), so that a close before they reach
+// the kernel reports them again (loseUnsent).
 const (
 	snapMagic   = "TWCS"
-	snapVersion = 4
+	snapVersion = 5
 )
 
 // ErrTickChanged is returned (wrapped) by Restore when the snapshot was
@@ -127,6 +135,7 @@ func (c *Core) appendCore(e *encoder) {
 	}
 	c.appendPlans(e)
 	e.uv(c.cfg.TickNs)
+	c.appendIdle(e)
 }
 
 func appendSession(e *encoder, s *Session) {
@@ -152,6 +161,7 @@ func appendSession(e *encoder, s *Session) {
 	for _, f := range s.inflight {
 		e.uv(f.receiver)
 		e.uv(f.end)
+		e.uv(f.dropped)
 	}
 	e.int(len(s.queue))
 	for _, r := range s.queue {
@@ -314,5 +324,9 @@ func Restore(cfg Config, data []byte, log *slog.Logger, peer PeerLog) (*Core, er
 		return nil, fmt.Errorf("%w: %v", ErrSnapshot, err)
 	}
 	c.wheel = w
+	if c.legacyIdle {
+		c.retainLegacy()
+		c.legacyIdle = false
+	}
 	return c, nil
 }

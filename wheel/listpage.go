@@ -17,17 +17,46 @@ import (
 // seen or not according to their tid: a page never repeats a tid of an
 // earlier one, and a timer present throughout is seen exactly once.
 //
-// Cost: one walk of r's timers, O(ReceiverLen(r) + n log n) whatever order
-// the tids were added in, and no allocation once dst and the wheel's
-// scratch buffer (at most 2 × min(n, ReceiverLen(r)) entries of 16 bytes)
-// have grown. Each Info's Data is a view into the wheel, valid until its
-// next modifying call, as with Get.
+// Cost: a page of a receiver paged before, with no timer added to it since,
+// costs O(log m + n + timers removed in the page's range) for m timers: the
+// wheel keeps the sorted tids of the last receiver it paged (8 bytes a
+// timer). Otherwise one walk of r's timers, O(m + n log n) whatever order
+// the tids were added in, and when the receiver had no timer added since
+// its previous page, a sort of its tids (O(m log m), once) for the pages
+// that follow. The wheel keeps the tids of one receiver with at least
+// pageIndexMin timers: two such receivers paged in turn are walked each
+// time. ListWork reports the timers a call walked. No allocation
+// once dst, the wheel's scratch buffer (at most 2 × min(n, m) entries of
+// 16 bytes) and the sorted tids have grown. Each Info's Data is a view into
+// the wheel, valid until its next modifying call, as with Get.
 func (w *Wheel) ListPage(r, from uint64, n int, dst []Info) []Info {
+	w.listWork = 0
 	l, ok := w.recv.get(r)
 	if !ok || n <= 0 {
 		return dst
 	}
+	if w.page.valid(w, r, l) {
+		return w.page.list(w, r, from, n, dst)
+	}
+	if l.count >= w.pageMin { // (a small receiver's walk is cheap: it leaves p alone)
+		if w.page.stable(w, r, l) {
+			w.page.build(w, r, l)
+			return w.page.list(w, r, from, n, dst)
+		}
+		w.page.note(w, r, l)
+	}
+	return w.walkPage(l, from, n, dst)
+}
+
+// ListWork returns how many timers the last ListPage walked (each entry
+// of a sort counted once more per doubling of its size): the cost the
+// caller may charge.
+func (w *Wheel) ListWork() int { return w.listWork }
+
+// walkPage is ListPage by one walk of r's list l.
+func (w *Wheel) walkPage(l recvList, from uint64, n int, dst []Info) []Info {
 	n = min(n, int(l.count))
+	w.listWork = int(l.count)
 	// Candidates collect in buf. When it holds 2n, the n smallest are kept
 	// and the largest of them becomes a bound that later tids must beat:
 	// each compaction is linear in n and removes n candidates, so the walk
@@ -61,6 +90,85 @@ func (w *Wheel) ListPage(r, from uint64, n int, dst []Info) []Info {
 		dst = append(dst, w.info(e.i))
 	}
 	w.pageBuf = buf[:0]
+	return dst
+}
+
+// pageIndexMin is the fewest timers a receiver must have for ListPage to
+// keep its sorted tids: below it a walk is cheap. (Wheel.pageMin holds
+// it; tests lower it.)
+const pageIndexMin = 4096
+
+// pageIndex is ListPage's memory of the receiver it last paged: its tids
+// in ascending order, as of when no timer had been added to it since
+// seqAt (the wheel's next add sequence number then). A timer added to the
+// receiver since would be its list's head (newest first) with a sequence
+// number at or past seqAt, which is how a page sees the tids are stale;
+// removed ones are skipped (each tid is looked up in the index). renumber
+// drops it. It is no state: it changes what a page costs, never what it
+// holds.
+type pageIndex struct {
+	r     uint64
+	seqAt uint32
+	built bool     // tids is the receiver's sorted tids (else only r and seqAt are noted)
+	count uint32   // the receiver's timers when tids was built
+	tids  []uint64 // sorted
+	noted bool     // r and seqAt are from a walk (stable compares with them)
+}
+
+// fresh reports whether receiver r, whose list is l, had no timer added
+// since p noted it.
+func (p *pageIndex) fresh(w *Wheel, r uint64, l recvList) bool {
+	return p.r == r && w.nodes.at(l.head).order() < p.seqAt
+}
+
+// valid reports whether p's sorted tids serve a page of r: no timer was
+// added to r since they were taken, and fewer than half of them are gone.
+func (p *pageIndex) valid(w *Wheel, r uint64, l recvList) bool {
+	return p.built && p.fresh(w, r, l) && l.count >= p.count/2
+}
+
+// stable reports whether the last walk was of r, with no timer added to
+// it since: paging is under way, and a sort pays for itself.
+func (p *pageIndex) stable(w *Wheel, r uint64, l recvList) bool {
+	return p.noted && p.fresh(w, r, l)
+}
+
+// note remembers a walk of r (and forgets the sorted tids of another).
+func (p *pageIndex) note(w *Wheel, r uint64, l recvList) {
+	if p.r != r || p.built {
+		p.tids = p.tids[:0]
+		if cap(p.tids) > 2*int(l.count) {
+			p.tids = nil // a large receiver's memory is not kept for a small one
+		}
+	}
+	p.r, p.seqAt, p.built, p.noted = r, w.seq, false, true
+}
+
+// build sorts r's tids.
+func (p *pageIndex) build(w *Wheel, r uint64, l recvList) {
+	tids := p.tids[:0]
+	for i := l.head; i != nilIdx; {
+		nd := w.nodes.at(i)
+		tids = append(tids, nd.tid)
+		i = nd.rnext
+	}
+	slices.Sort(tids)
+	*p = pageIndex{r: r, seqAt: w.seq, built: true, count: l.count, tids: tids}
+	w.listWork = len(tids) * bits.Len(uint(len(tids)))
+}
+
+// list is ListPage from p's sorted tids.
+func (p *pageIndex) list(w *Wheel, r, from uint64, n int, dst []Info) []Info {
+	at, _ := slices.BinarySearch(p.tids, from)
+	walked := 0
+	for ; at < len(p.tids) && n > 0; at++ {
+		walked++
+		if _, i := w.index.lookup(Key{r, p.tids[at]}); i != 0 {
+			dst = append(dst, w.info(i))
+			n--
+		}
+	}
+	w.listWork += walked + bits.Len(uint(len(p.tids)))
 	return dst
 }
 

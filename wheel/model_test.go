@@ -284,12 +284,18 @@ type modelParams struct {
 	nRecv  int
 	nTid   int
 	seqMax uint32 // 0 leaves the wheel's default
+	// pageMin, when not 0, lowers the receiver size from which ListPage
+	// keeps sorted tids, so that small receivers take that path too.
+	pageMin uint32
 }
 
 func (p modelParams) String() string {
 	s := fmt.Sprintf("Config{Levels:%d,Slots:%d} start=%d keys=%dx%d", p.cfg.Levels, p.cfg.Slots, p.start, p.nRecv, p.nTid)
 	if p.seqMax != 0 {
 		s += fmt.Sprintf(" seqMax=%d", p.seqMax)
+	}
+	if p.pageMin != 0 {
+		s += fmt.Sprintf(" pageMin=%d", p.pageMin)
 	}
 	return s
 }
@@ -368,6 +374,9 @@ func decodeHeader(data []byte) (modelParams, []byte) {
 	p.nRecv, p.nTid = ks[0], ks[1]
 	if h[11]%4 == 0 {
 		p.seqMax = uint32(4*p.nRecv*p.nTid) + uint32(h[11])
+	}
+	if h[11]>>2&1 == 0 {
+		p.pageMin = 1
 	}
 	return p, body
 }
@@ -489,6 +498,9 @@ func newModelRunner(p modelParams, src *opSource, cov *modelCoverage) *modelRunn
 	}
 	if p.seqMax != 0 {
 		w.seqMax = p.seqMax
+	}
+	if p.pageMin != 0 {
+		w.pageMin = p.pageMin
 	}
 	if cov == nil {
 		cov = newModelCoverage(levels)

@@ -256,6 +256,7 @@ func (w *Wheel) renumber() {
 	}
 	w.seq = uint32(len(sc))
 	w.scratch = sc[:0]
+	w.page = pageIndex{} // its add-order check reads the old numbers
 }
 
 func satAdd(a, b uint64) uint64 {

@@ -119,7 +119,11 @@ type Wheel struct {
 	seq     uint32 // next add sequence number
 	seqMax  uint32 // renumber live timers when seq reaches this (tests lower it); at most seqMask
 	scratch []uint64
-	pageBuf []tidRef // ListPage's candidates
+	pageBuf []tidRef  // ListPage's candidates
+	page    pageIndex // ListPage's sorted tids of the receiver it pages (listpage.go)
+	// listWork is the timers the last ListPage walked (ListWork).
+	listWork int
+	pageMin  uint32 // pageIndexMin (tests lower it)
 
 	// due is the sentinel of the list of timers due at now not yet fired, in
 	// add order: turn moves a level-0 slot there when now reaches it.
@@ -185,6 +189,7 @@ func New(start uint64, cfg Config) (*Wheel, error) {
 		blockStart:  make([]uint64, cfg.Levels),
 		occupied:    make([][maxSlots / 64]uint64, cfg.Levels),
 		seqMax:      seqMask,
+		pageMin:     pageIndexMin,
 		overflowMin: math.MaxUint64,
 		now:         start,
 	}

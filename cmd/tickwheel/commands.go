@@ -561,11 +561,13 @@ func statsJSON(s protocol.Stats) any {
 		WaitingFirings uint64  `json:"waiting_firings"`
 		FiredTotal     uint64  `json:"fired_total"`
 		DroppedTotal   uint64  `json:"dropped_total"`
+		ReceiverBytes  uint64  `json:"receiver_bytes"`
+		Retained       uint64  `json:"retained_receivers"`
 		TickNs         uint64  `json:"tick_ns"`
 		Speed          float64 `json:"speed"`
 		Frozen         bool    `json:"frozen"`
 	}{s.Now, s.Target, s.Lag, s.Timers, s.Sessions, s.Connections, s.Receivers, s.BacklogEvents, s.OutboxEvents,
-		s.WaitingFirings, s.FiredTotal, s.DroppedTotal, s.TickNs, s.Speed, s.Frozen}
+		s.WaitingFirings, s.FiredTotal, s.DroppedTotal, s.ReceiverBytes, s.RetainedReceivers, s.TickNs, s.Speed, s.Frozen}
 }
 
 // jsonRepeat is a repeat count as -json prints it: the wire's 0 for

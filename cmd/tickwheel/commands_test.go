@@ -146,7 +146,8 @@ func TestCommandsJSON(t *testing.T) {
 	}
 	// docs/PROTOCOL.md's names (example ok-stats).
 	assert.ElementsMatch(t, []string{"now", "target", "lag", "timers", "sessions", "connections", "receivers",
-		"backlog_events", "outbox_events", "waiting_firings", "fired_total", "dropped_total", "tick_ns", "speed", "frozen"}, keys)
+		"backlog_events", "outbox_events", "waiting_firings", "fired_total", "dropped_total", "receiver_bytes", "retained_receivers",
+		"tick_ns", "speed", "frozen"}, keys)
 }
 
 func TestCommandErrors(t *testing.T) {

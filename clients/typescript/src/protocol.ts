@@ -443,6 +443,10 @@ export interface Stats {
   waiting_firings: bigint;
   fired_total: bigint;
   dropped_total: bigint;
+  /** estimated memory of the receiver records (0 from older servers) */
+  receiver_bytes: bigint;
+  /** idle receivers in acknowledged mode kept for ack_retention_ticks (0 from older servers) */
+  retained_receivers: bigint;
   tick_ns: bigint;
   speed: number;
   frozen: boolean;
@@ -582,6 +586,7 @@ export function decodeStats(result: unknown[]): Stats {
   const out: Record<string, bigint | number | boolean> = {
     now: 0n, target: 0n, lag: 0n, timers: 0n, sessions: 0n, connections: 0n, receivers: 0n,
     backlog_events: 0n, outbox_events: 0n, waiting_firings: 0n, fired_total: 0n, dropped_total: 0n,
+    receiver_bytes: 0n, retained_receivers: 0n,
     tick_ns: 0n, speed: 0, frozen: false,
   };
   for (const [k, v] of Object.entries(object(result[0], "stats"))) {
