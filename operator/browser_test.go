@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -40,9 +41,15 @@ func findChromium(t *testing.T) string {
 
 // TestStatusPageInBrowser loads the status page in headless Chromium
 // against a live server: no console errors, the plots draw, and the
-// numbers move after the test adds timers and they fire. With
-// TICKWHEEL_SCREENSHOT=FILE it also runs about a minute longer under
-// load and saves a screenshot of the page there (docs/status-page.png).
+// numbers move after the test adds timers and they fire. It then renders
+// the page 1024, 1400 and 1920 px wide (the browser starts at 1300, so
+// each is a resize): every plot fits its grid cell and the page does not
+// scroll sideways (checkLayout); it saves a screenshot of each width in
+// its artefact directory (go test -artifacts keeps them) and logs the
+// paths. Last, the y axes are wide enough for labels of millions
+// (checkAxisLabels). With TICKWHEEL_SCREENSHOT=FILE it also runs about a
+// minute longer under load and saves a 1920-px screenshot of the page
+// there (docs/status-page.png).
 func TestStatusPageInBrowser(t *testing.T) {
 	chromium := findChromium(t)
 	ts := servertest.RunT(t, servertest.WithConfig(func(c *servertest.Config) {
@@ -67,6 +74,15 @@ func TestStatusPageInBrowser(t *testing.T) {
 	// Timers that fire now and keep firing: the numbers and plots move.
 	cl := startFiring(t, ts)
 	checkMoving(t, ctx, firedBefore)
+	dir := t.ArtifactDir()
+	for _, size := range [][2]int64{{1024, 768}, {1400, 1000}, {1920, 1080}} {
+		resize(t, ctx, size[0], size[1])
+		checkLayout(t, ctx, size[0])
+		path := filepath.Join(dir, fmt.Sprintf("status-page-%d.png", size[0]))
+		saveScreenshot(t, ctx, path)
+		t.Logf("%d×%d: screenshot %s", size[0], size[1], path)
+	}
+	checkAxisLabels(t, ctx)
 	if path := os.Getenv("TICKWHEEL_SCREENSHOT"); path != "" {
 		// 20 seconds on, timers of receivers nobody binds: their events
 		// queue, and the backlog plot and table show them.
@@ -76,7 +92,9 @@ func TestStatusPageInBrowser(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		screenshot(t, ctx, path)
+		time.Sleep(30 * time.Second) // the page shows 30 more seconds of load
+		saveScreenshot(t, ctx, path)
+		t.Logf("screenshot saved to %s", path)
 	}
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the page logged errors:\n%s", strings.Join(p, "\n"))
@@ -216,10 +234,9 @@ func count(t *testing.T, ctx context.Context, sel string) int {
 	return n
 }
 
-// screenshot lets the page show 30 more seconds of load, then saves it.
-func screenshot(t *testing.T, ctx context.Context, path string) {
+// saveScreenshot saves a PNG of the whole page at path.
+func saveScreenshot(t *testing.T, ctx context.Context, path string) {
 	t.Helper()
-	time.Sleep(30 * time.Second)
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
@@ -227,5 +244,4 @@ func screenshot(t *testing.T, ctx context.Context, path string) {
 	if err := os.WriteFile(path, png, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("screenshot saved to %s (%d bytes)", path, len(png))
 }

@@ -25,6 +25,10 @@ type sample struct {
 	Backlog    uint64  `json:"backlog"`     // queued events
 	TwOffset   float64 `json:"tw_offset"`   // tw-time minus wall-clock time, seconds
 	Dropped    float64 `json:"dropped"`     // events dropped per second
+	Lost       float64 `json:"lost"`        // of Dropped, those lost with closed connections
+	Errors     float64 `json:"errors"`      // error replies per second, all codes
+	Refused    float64 `json:"refused"`     // connections refused per second
+	Conns      int64   `json:"connections"` // open client connections
 	Lag        float64 `json:"lag"`         // seconds
 	HasLatency bool    `json:"has_latency"` // P50 and P99 are defined: something fired in the interval
 }
@@ -63,9 +67,15 @@ func derive(prev, cur *server.Metrics) sample {
 	st := &cur.Stats
 	s := sample{T: cur.Taken.Unix(), Timers: st.Timers, Sessions: st.Sessions, Backlog: st.BacklogEvents,
 		Lag: float64(st.Lag) * cur.Tick.Seconds()}
-	s.Fires = float64(st.FiredTotal-min(prev.Stats.FiredTotal, st.FiredTotal)) / dt
-	s.Adds = float64(cur.Requests["add"]-min(prev.Requests["add"], cur.Requests["add"])) / dt
-	s.Dropped = float64(cur.Counters.Dropped-min(prev.Counters.Dropped, cur.Counters.Dropped)) / dt
+	s.Fires = rate(prev.Stats.FiredTotal, st.FiredTotal, dt)
+	s.Adds = rate(prev.Requests["add"], cur.Requests["add"], dt)
+	s.Dropped = rate(prev.Counters.Dropped, cur.Counters.Dropped, dt)
+	s.Lost = rate(prev.Counters.Lost, cur.Counters.Lost, dt)
+	s.Refused = rate(prev.Refused, cur.Refused, dt)
+	s.Conns = cur.Connections
+	for code, n := range cur.Errors {
+		s.Errors += rate(prev.Errors[code], n, dt)
+	}
 	twSeconds := float64(max(cur.Clock, st.Now)) * cur.Tick.Seconds()
 	s.TwOffset = twSeconds - float64(cur.Taken.UnixNano())/1e9
 	if d, ok := histDelta(&prev.Lateness, &cur.Lateness); ok {
@@ -73,6 +83,10 @@ func derive(prev, cur *server.Metrics) sample {
 	}
 	return s
 }
+
+// rate is the increase of a counter from prev to cur per second of dt (0
+// when it went down: a server started again in this process).
+func rate(prev, cur uint64, dt float64) float64 { return float64(cur-min(prev, cur)) / dt }
 
 // histDelta returns cur minus prev, and whether it holds observations.
 func histDelta(prev, cur *server.Histogram) (server.Histogram, bool) {

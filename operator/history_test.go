@@ -69,3 +69,27 @@ func TestHistoryRing(t *testing.T) {
 		t.Errorf("a second without firings: %+v", smp)
 	}
 }
+
+// TestHistoryDropsErrorsConnections: the page's drops, errors and
+// connections plots get per-second rates of the counters (errors summed
+// over codes, a code first seen counting from 0) and the open connections.
+func TestHistoryDropsErrorsConnections(t *testing.T) {
+	h := newHistory(4)
+	m := metricsAt(0, 0, 0)
+	m.Counters.Dropped, m.Counters.Lost, m.Refused, m.Connections = 10, 4, 1, 3
+	m.Errors = map[string]uint64{"not_found": 5}
+	h.add(m)
+	m = metricsAt(2, 0, 0) // two seconds later
+	m.Counters.Dropped, m.Counters.Lost, m.Refused, m.Connections = 30, 8, 7, 9
+	m.Errors = map[string]uint64{"not_found": 9, "exists": 6}
+	h.add(m)
+	s, _, _ := h.samples()
+	if len(s) != 1 {
+		t.Fatalf("%d samples, want 1", len(s))
+	}
+	want := sample{Dropped: 10, Lost: 2, Refused: 3, Errors: 5, Conns: 9}
+	if got := s[0]; got.Dropped != want.Dropped || got.Lost != want.Lost || got.Refused != want.Refused ||
+		got.Errors != want.Errors || got.Conns != want.Conns {
+		t.Errorf("sample %+v, want dropped/s 10, lost/s 2, refused/s 3, errors/s 5, connections 9", got)
+	}
+}

@@ -3,21 +3,87 @@
 "use strict";
 (function () {
   var fmt = new Intl.NumberFormat("en");
+  // Each plot: its title and series [legend label, key in a history
+  // sample, colour]; ms: the values are seconds shown as milliseconds.
   var plotDefs = [
     { id: "rate", title: "firings and adds per second", series: [["fires/s", "fires", "#1f77b4"], ["adds/s", "adds", "#ff7f0e"]] },
     { id: "late", title: "fire lateness (ms)", series: [["p50", "p50", "#2ca02c"], ["p99", "p99", "#d62728"]], ms: true },
-    { id: "timers", title: "live timers", series: [["timers", "timers", "#9467bd"]] },
-    { id: "sessions", title: "sessions", series: [["sessions", "sessions", "#8c564b"]] },
-    { id: "backlog", title: "queued events (backlogs, outboxes)", series: [["queued", "backlog", "#e377c2"]] },
+    { id: "timers", counts: true, title: "live timers", series: [["timers", "timers", "#9467bd"]] },
+    { id: "conns", counts: true, title: "connections and sessions", series: [["connections", "connections", "#8c564b"], ["sessions", "sessions", "#bcbd22"]] },
+    { id: "backlog", counts: true, title: "queued events (backlogs, outboxes)", series: [["queued", "backlog", "#e377c2"]] },
+    { id: "drops", title: "events dropped per second", series: [["dropped/s", "dropped", "#d62728"], ["lost with connections/s", "lost", "#7f7f7f"]] },
+    { id: "errors", title: "error replies and refused connections per second", series: [["errors/s", "errors", "#ff7f0e"], ["refused/s", "refused", "#1f77b4"]] },
     { id: "offset", title: "tw-time − wall-clock time (s)", series: [["offset", "tw_offset", "#17becf"]] }
   ];
   var plots = [];
   var state = { polls: 0, drawn: 0, plots: plots };
   window.tickwheelStatus = state;
+  var plotHeight = 200;
+  // Room for half a time label ("17:59:03") left and right of the plot
+  // area, where the first and last are centred.
+  var minYAxis = 40, rightPad = 32;
+  var compact = new Intl.NumberFormat("en", { notation: "compact", maximumFractionDigits: 1 });
 
+  // axisValues formats a y axis's labels: compact from 10,000 on (12.5K,
+  // 1.2M), else with as many decimals as the step between labels has.
+  function axisValues(u, splits, axisIdx, space, incr) {
+    var decimals = 0;
+    while (decimals < 6 && Math.abs(incr * Math.pow(10, decimals) - Math.round(incr * Math.pow(10, decimals))) > 1e-6) { decimals++; }
+    var plain = new Intl.NumberFormat("en", { maximumFractionDigits: decimals });
+    return splits.map(function (v) { return Math.abs(v) >= 1e4 ? compact.format(v) : plain.format(v); });
+  }
+
+  // Steps between labels: whole seconds on the time axis (samples are a
+  // second apart), whole numbers for counts.
+  var timeIncrs = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400];
+  var countIncrs = [];
+  for (var mag = 1; mag <= 1e15; mag *= 10) { countIncrs.push(mag, 2 * mag, 5 * mag); }
+
+  // timeValues labels the time axis with local wall-clock times on one
+  // line (uPlot's second line, the date, is cut at the plot's left edge).
+  function timeValues(u, splits) {
+    return splits.map(function (v) {
+      var d = new Date(v * 1000);
+      return [d.getHours(), d.getMinutes(), d.getSeconds()].map(function (n) { return String(n).padStart(2, "0"); }).join(":");
+    });
+  }
+
+  // axisSize makes a y axis as wide as its widest label plus its ticks and
+  // gap, so no label is clipped at the plot's left edge.
+  function axisSize(u, values, axisIdx, cycleNum) {
+    var axis = u.axes[axisIdx];
+    if (cycleNum > 1) { return axis._size; } // uPlot converges over cycles: stop here
+    var widest = 0;
+    u.ctx.font = axis.font[0];
+    (values || []).forEach(function (v) { widest = Math.max(widest, u.ctx.measureText(v).width); });
+    return Math.max(minYAxis, Math.ceil(axis.ticks.size + axis.gap + widest / devicePixelRatio) + 4);
+  }
+
+  // yAxis is the y axis of plot d: sized to its labels; whole-number
+  // steps for counts (d.counts).
+  function yAxis(d) {
+    var ax = { size: axisSize, values: axisValues };
+    if (d.counts) { ax.incrs = countIncrs; }
+    return ax;
+  }
+
+  // cellWidth is the width a plot in cell may take: its content box.
+  function cellWidth(cell) {
+    var cs = getComputedStyle(cell);
+    return Math.max(100, Math.floor(cell.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight)));
+  }
+
+  // makePlots puts a cell per plot in the grid and a uPlot in each, as
+  // wide as its cell; a ResizeObserver resizes a plot when its cell's
+  // width changes (window resized, grid reflowed to more or fewer columns).
   function makePlots() {
     var box = document.getElementById("plots");
-    var width = Math.max(400, Math.min(640, box.clientWidth / 2 - 24));
+    var ro = new ResizeObserver(function (entries) {
+      entries.forEach(function (e) {
+        var p = e.target.tickwheelPlot, w = cellWidth(e.target);
+        if (p && p.u.width !== w) { p.u.setSize({ width: w, height: plotHeight }); }
+      });
+    });
     plotDefs.forEach(function (d) {
       var div = document.createElement("div");
       div.className = "plot";
@@ -27,8 +93,11 @@
         return { label: s[0], stroke: s[2], width: 1.5, spanGaps: false };
       }));
       var data = [[]].concat(d.series.map(function () { return []; }));
-      plots.push({ def: d, u: new uPlot({ title: d.title, width: width, height: 200, series: series,
-        scales: { x: { time: true } }, axes: [{}, { size: 60 }] }, data, div) });
+      var p = { def: d, cell: div, u: new uPlot({ title: d.title, width: cellWidth(div), height: plotHeight, series: series, padding: [null, rightPad, null, null],
+        scales: { x: { time: true } }, axes: [{ values: timeValues, incrs: timeIncrs }, yAxis(d)] }, data, div) };
+      div.tickwheelPlot = p;
+      plots.push(p);
+      ro.observe(div);
     });
   }
 
