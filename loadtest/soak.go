@@ -102,6 +102,7 @@ type soakRun struct {
 	restarts  []window
 	fulls     []window
 	maxRSSKiB atomic.Int64
+	down      bool // the server did not start again after a kill: the soak ends
 	logf      func(string, ...any)
 }
 
@@ -144,10 +145,10 @@ func Soak(ctx context.Context, p SoakParams) (*SoakReport, error) {
 	sampler := r.sampleRSS(ctx)
 	start := time.Now()
 	end := start.Add(p.Duration)
-	epoch, stopEpoch := r.startTraffic(ctx, end)
+	stopEpoch := r.startTraffic(ctx, end)
 	for _, ev := range soakPlan(p) {
 		sleepCtx(ctx, time.Until(start.Add(ev.at)))
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || r.down {
 			break
 		}
 		if ev.kill {
@@ -155,6 +156,12 @@ func Soak(ctx context.Context, p SoakParams) (*SoakReport, error) {
 		} else {
 			r.diskFull(ctx, rep)
 		}
+	}
+	if r.down { // nothing to check against: the report says why
+		stopEpoch()
+		sampler()
+		r.fill(rep)
+		return rep, nil
 	}
 	sleepCtx(ctx, time.Until(end))
 	// The adds stopped at end; the well-behaved receiver gets its last
@@ -165,7 +172,6 @@ func Soak(ctx context.Context, p SoakParams) (*SoakReport, error) {
 		}
 	}
 	stopEpoch()
-	_ = epoch
 	if err := r.dur.verify(r.addr, r.token); err != nil {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("final verify: %v", err))
 	}
@@ -224,7 +230,7 @@ func SoakSpawn(bin, addr string, args []string, token string, log io.Writer) Spa
 }
 
 // startTraffic starts every client; the returned stop ends them and waits.
-func (r *soakRun) startTraffic(ctx context.Context, addUntil time.Time) (context.Context, func()) {
+func (r *soakRun) startTraffic(ctx context.Context, addUntil time.Time) (stop func()) {
 	ectx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	goes := func(f func()) { wg.Add(1); go func() { defer wg.Done(); f() }() }
@@ -242,7 +248,7 @@ func (r *soakRun) startTraffic(ctx context.Context, addUntil time.Time) (context
 	}
 	goes(func() { r.host.runHTTPFlood(hctx, "http://"+r.httpAddr, r.p.HTTPWorkers) })
 	goes(func() { r.host.runHTTPIdle(hctx, r.httpAddr, r.p.HTTPIdle) })
-	return ectx, func() { cancel(); wg.Wait() }
+	return func() { cancel(); wg.Wait() }
 }
 
 // tillCtx is ctx ending at t at the latest. Its cancel is left to ctx's end.
@@ -264,6 +270,8 @@ func (r *soakRun) killRestart(ctx context.Context, rep *SoakReport, stop func(),
 	r.logf("soak: kill -9 #%d at %s", rep.Kills, time.Now().Format("15:04:05"))
 	if err := r.spawn(ctx); err != nil {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("restart after kill %d: %v", rep.Kills, err))
+		r.logf("soak: PROBLEM: the server did not start again after kill %d: %v", rep.Kills, err)
+		r.down = true
 		return func() {}
 	}
 	if err := r.dur.verify(r.addr, r.token); err != nil {
@@ -273,8 +281,7 @@ func (r *soakRun) killRestart(ctx context.Context, rep *SoakReport, stop func(),
 		r.dur.missing.Load()+r.dur.resurrected.Load())
 	w.to = time.Now().Add(2 * time.Second) // the catch-up after the restart
 	r.restarts = append(r.restarts, w)
-	_, stop = r.startTraffic(ctx, end)
-	return stop
+	return r.startTraffic(ctx, end)
 }
 
 // diskFull makes the server's files unable to grow (RLIMIT_FSIZE 1 on the

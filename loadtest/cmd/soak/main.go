@@ -37,20 +37,25 @@ func run() int {
 	flag.IntVar(&p.Partial, "partial", 100, "connections holding a partial frame at once")
 	flag.IntVar(&p.HTTPWorkers, "http-workers", 4, "goroutines flooding the operator port")
 	flag.IntVar(&p.HTTPIdle, "http-idle", 200, "idle keep-alive operator connections held")
-	dir := flag.String("dir", "", "where the server's data goes (default: a temporary directory, removed after)")
+	dir := flag.String("dir", "", "where the server's data goes (default: a temporary directory, removed after unless the soak failed)")
 	serverLog := flag.String("server-log", "", "write the server's log to this file")
 	flag.Parse()
 	if p.Bin == "" || p.Duration <= 0 || p.Duration > 30*time.Minute || p.Kills < 0 || p.DiskFull < 0 {
 		fmt.Fprintln(os.Stderr, "soak: -bin is required; -duration in (0, 30m]; -kills and -disk-full >= 0")
 		return 2
 	}
+	keep := *dir != ""
 	if *dir == "" {
 		d, err := os.MkdirTemp("", "tickwheel-soak-")
 		if err != nil {
 			log.Print(err)
 			return 1
 		}
-		defer os.RemoveAll(d)
+		defer func() {
+			if !keep {
+				os.RemoveAll(d)
+			}
+		}()
 		*dir = d
 	}
 	p.Dir = *dir
@@ -73,6 +78,8 @@ func run() int {
 	}
 	rep.Print(os.Stdout)
 	if rep.Lost() > 0 || rep.Unreported() > 0 || len(rep.Problems) > 0 {
+		keep = true
+		fmt.Printf("the server's data directory is kept: %s\n", p.Dir)
 		return 1
 	}
 	return 0
