@@ -266,8 +266,8 @@ func (r *soakRun) killRestart(ctx context.Context, rep *SoakReport, stop func(),
 	r.updateRSS()
 	r.srv.Kill()
 	rep.Kills++
+	r.logf("soak: kill -9 #%d at %s", rep.Kills, time.Now().Format("15:04:05.000"))
 	stop()
-	r.logf("soak: kill -9 #%d at %s", rep.Kills, time.Now().Format("15:04:05"))
 	if err := r.spawn(ctx); err != nil {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("restart after kill %d: %v", rep.Kills, err))
 		r.logf("soak: PROBLEM: the server did not start again after kill %d: %v", rep.Kills, err)
@@ -277,7 +277,7 @@ func (r *soakRun) killRestart(ctx context.Context, rep *SoakReport, stop func(),
 	if err := r.dur.verify(r.addr, r.token); err != nil {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("verify after kill %d: %v", rep.Kills, err))
 	}
-	r.logf("soak: restarted in %v; acknowledged changes lost so far: %d", time.Since(w.from.Add(wellLead)).Round(time.Millisecond),
+	r.logf("soak: restarted and checked %v after the kill; acknowledged changes lost so far: %d", time.Since(w.from.Add(wellLead)).Round(time.Millisecond),
 		r.dur.missing.Load()+r.dur.resurrected.Load())
 	w.to = time.Now().Add(2 * time.Second) // the catch-up after the restart
 	r.restarts = append(r.restarts, w)
