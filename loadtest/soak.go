@@ -72,6 +72,9 @@ type SoakReport struct {
 	LateP50, LateP99, LateWorst time.Duration // outside kill/restart and disk-full windows
 	LateFullWorst               time.Duration // due inside a disk-full episode
 	LateRestartWorst            time.Duration // due inside a kill/restart window
+	LateWorstAt                 string        // when LateWorst's event was due, against the kills and disk-full episodes
+	NotClosedInFull             int           // garbage connections not closed in 5 s that overlapped a disk-full episode
+	NotClosedInRestart          int           // ... a kill/restart window
 	WellSessions, AckErrors     int64
 	AckError                    any
 	Hostile                     *hostileCounts
@@ -101,6 +104,7 @@ type soakRun struct {
 	host      *hostileCounts
 	restarts  []window
 	fulls     []window
+	start     time.Time
 	maxRSSKiB atomic.Int64
 	down      bool // the server did not start again after a kill: the soak ends
 	logf      func(string, ...any)
@@ -144,6 +148,7 @@ func Soak(ctx context.Context, p SoakParams) (*SoakReport, error) {
 	}
 	sampler := r.sampleRSS(ctx)
 	start := time.Now()
+	r.start = start
 	end := start.Add(p.Duration)
 	stopEpoch := r.startTraffic(ctx, end)
 	for _, ev := range soakPlan(p) {
@@ -333,6 +338,39 @@ func (r *soakRun) updateRSS() {
 	}
 }
 
+// describe places t against the run: its offset from the start, and from
+// the nearest kill or disk-full episode.
+func (r *soakRun) describe(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	what, best := "", time.Duration(1<<62)
+	for _, ws := range []struct {
+		name string
+		ws   []window
+	}{{"disk-full episode", r.fulls}, {"kill", r.restarts}} {
+		for _, w := range ws.ws {
+			for _, edge := range []struct {
+				at  time.Time
+				rel string
+			}{{w.from, "before the start of a "}, {w.to, "after the end of a "}} {
+				d := t.Sub(edge.at)
+				if d < 0 && edge.rel[0] == 'a' || d > 0 && edge.rel[0] == 'b' {
+					continue
+				}
+				if d.Abs() < best {
+					best, what = d.Abs(), fmt.Sprintf("%.1f s %s%s window", d.Abs().Seconds(), edge.rel, ws.name)
+				}
+			}
+		}
+	}
+	s := fmt.Sprintf("at t=%.1f s", t.Sub(r.start).Seconds())
+	if what != "" {
+		s += ", " + what
+	}
+	return s
+}
+
 // fill completes the report from the checkers.
 func (r *soakRun) fill(rep *SoakReport) {
 	d, w := r.dur, r.well
@@ -351,13 +389,25 @@ func (r *soakRun) fill(rep *SoakReport) {
 	rep.BudgetFormula = fmt.Sprintf("baseline %.0f + backlogs %d + outboxes %d + timer data %d + %d sessions x (max_outbound %d + max_inbound %d) MiB",
 		rep.RSSBaselineMiB, soakBacklogBytesTot>>20, soakOutboxBytesTot>>20, soakDataTotal>>20, int(conns), soakMaxOutbound>>20, soakMaxInbound>>20)
 	skip := append(append([]window(nil), r.restarts...), r.fulls...)
-	rep.LateN, rep.LateP50, rep.LateP99, rep.LateWorst = w.lateness(nil, skip)
+	var worstDue time.Time
+	rep.LateN, rep.LateP50, rep.LateP99, rep.LateWorst, worstDue = w.lateness(nil, skip)
+	rep.LateWorstAt = r.describe(worstDue)
 	if len(r.fulls) > 0 {
-		_, _, _, rep.LateFullWorst = w.lateness(r.fulls, r.restarts)
+		_, _, _, rep.LateFullWorst, _ = w.lateness(r.fulls, r.restarts)
 	}
 	if len(r.restarts) > 0 {
-		_, _, _, rep.LateRestartWorst = w.lateness(r.restarts, nil)
+		_, _, _, rep.LateRestartWorst, _ = w.lateness(r.restarts, nil)
 	}
+	r.host.mu.Lock()
+	for _, t := range r.host.notClosed {
+		switch {
+		case inAny(t, r.fulls) || inAny(t.Add(5*time.Second), r.fulls):
+			rep.NotClosedInFull++
+		case inAny(t, r.restarts) || inAny(t.Add(5*time.Second), r.restarts):
+			rep.NotClosedInRestart++
+		}
+	}
+	r.host.mu.Unlock()
 }
 
 // Print writes the report: the four figures first, then the details.
@@ -370,12 +420,12 @@ func (rep *SoakReport) Print(out io.Writer) {
 		rep.Unreported(), rep.WellExpected, rep.WellMissing, rep.WellReported, rep.Redelivered, rep.WellRefused)
 	fmt.Fprintf(out, "max RSS:                         %.1f MiB against a configured budget of %.1f MiB (%.2fx) [%s]\n",
 		rep.MaxRSSMiB, rep.BudgetMiB, rep.MaxRSSMiB/max(rep.BudgetMiB, 1), rep.BudgetFormula)
-	fmt.Fprintf(out, "well-behaved receiver lateness:  worst %s, p99 %s, p50 %s over %d events due outside kills and disk-full episodes; worst %s due during a disk-full episode, %s due across a kill -9 and restart\n",
-		ms(rep.LateWorst), ms(rep.LateP99), ms(rep.LateP50), rep.LateN, ms(rep.LateFullWorst), ms(rep.LateRestartWorst))
+	fmt.Fprintf(out, "well-behaved receiver lateness:  worst %s, p99 %s, p50 %s over %d events due outside kills and disk-full episodes (the worst due %s); worst %s due during a disk-full episode, %s due across a kill -9 and restart\n",
+		ms(rep.LateWorst), ms(rep.LateP99), ms(rep.LateP50), rep.LateN, rep.LateWorstAt, ms(rep.LateFullWorst), ms(rep.LateRestartWorst))
 	fmt.Fprintf(out, "well-behaved receiver: %d sessions, %d ack errors (first: %v)\n", rep.WellSessions, rep.AckErrors, rep.AckError)
 	h := rep.Hostile
-	fmt.Fprintf(out, "hostile: garbage conns %d (closed by the server %d, not closed in 5 s %d); partial frames %d (closed by the server %d); hello replies %d, errors %d; slow-reader sessions %d; unknown-zone adds %d\n",
-		h.garbage.Load(), h.garbageClosed.Load(), h.garbageNotClosed.Load(), h.partial.Load(), h.partialClosed.Load(),
+	fmt.Fprintf(out, "hostile: garbage conns %d (closed by the server %d, not closed in 5 s %d: %d overlapping a disk-full episode, %d a kill); partial frames %d (closed by the server %d); hello replies %d, errors %d; slow-reader sessions %d; unknown-zone adds %d\n",
+		h.garbage.Load(), h.garbageClosed.Load(), h.garbageNotClosed.Load(), rep.NotClosedInFull, rep.NotClosedInRestart, h.partial.Load(), h.partialClosed.Load(),
 		h.hellos.Load(), h.helloErrors.Load(), h.slowSessions.Load(), h.zoneAdds.Load())
 	fmt.Fprintf(out, "operator HTTP: %d requests (2xx %d, 4xx %d, 5xx %d, failed %d); %d idle keep-alive connections opened, %d closed by the server (or its kill)\n",
 		h.httpReqs.Load(), h.http2xx.Load(), h.http4xx.Load(), h.http5xx.Load(), h.httpErrs.Load(), h.httpIdle.Load(), h.httpIdleClosed.Load())

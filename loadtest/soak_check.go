@@ -303,7 +303,8 @@ func inAny(t time.Time, ws []window) bool {
 
 // lateness summarises the samples due outside every window of skip, and
 // those inside only.
-func (w *wellBehaved) lateness(only, skip []window) (n int, p50, p99, worst time.Duration) {
+// worstDue is the due instant of the worst of them.
+func (w *wellBehaved) lateness(only, skip []window) (n int, p50, p99, worst time.Duration, worstDue time.Time) {
 	w.mu.Lock()
 	var ls []time.Duration
 	for _, s := range w.samples {
@@ -311,14 +312,17 @@ func (w *wellBehaved) lateness(only, skip []window) (n int, p50, p99, worst time
 			continue
 		}
 		ls = append(ls, s.late)
+		if s.late >= worst {
+			worst, worstDue = s.late, s.due
+		}
 	}
 	w.mu.Unlock()
 	if len(ls) == 0 {
-		return 0, 0, 0, 0
+		return 0, 0, 0, 0, worstDue
 	}
 	sort.Slice(ls, func(i, j int) bool { return ls[i] < ls[j] })
 	q := func(f float64) time.Duration { return ls[min(len(ls)-1, int(f*float64(len(ls))))] }
-	return len(ls), q(0.5), q(0.99), ls[len(ls)-1]
+	return len(ls), q(0.5), q(0.99), ls[len(ls)-1], worstDue
 }
 
 // sleepCtx sleeps d or until ctx ends.

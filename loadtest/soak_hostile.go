@@ -26,6 +26,9 @@ type hostileCounts struct {
 	zoneAdds                                 atomic.Int64
 	httpReqs, httpErrs, http2xx, http4xx     atomic.Int64
 	http5xx, httpIdle, httpIdleClosed        atomic.Int64
+
+	mu        sync.Mutex
+	notClosed []time.Time // when each garbage connection not closed in time was opened
 }
 
 // runGarbage opens connections that write random bytes (after a hello or
@@ -41,6 +44,7 @@ func (h *hostileCounts) runGarbage(ctx context.Context, addr string, seed uint64
 			continue
 		}
 		h.garbage.Add(1)
+		opened := time.Now()
 		var b []byte
 		if rng.IntN(2) == 0 {
 			b = append(b, hello...)
@@ -59,6 +63,9 @@ func (h *hostileCounts) runGarbage(ctx context.Context, addr string, seed uint64
 			h.garbageClosed.Add(1)
 		} else {
 			h.garbageNotClosed.Add(1)
+			h.mu.Lock()
+			h.notClosed = append(h.notClosed, opened)
+			h.mu.Unlock()
 		}
 		nc.Close()
 	}
