@@ -22,13 +22,62 @@ const guardReceiver = 0x6a7d_0000_5eed_0001
 // frames only, and must close the connection (within ioTimeout of each
 // read); and a well-behaved session opened before the first input, on the
 // same server, must keep working: after each input its add and fast
-// forward fire its timer. The seeds are the request and malformed frames of
-// protocol/testdata/vectors.json, alone, pipelined, and cut. Run it with
+// forward fire its timer. Two servers take the inputs (tight picks): one
+// with the default limits, one with limits a few frames reach (max_frame
+// 1 KiB, 4 KiB of output, 8 timers per receiver, ...). The seeds are the
+// request and malformed frames of protocol/testdata/vectors.json, alone,
+// pipelined, and cut. Run it with
 // go test -run '^$' -fuzz FuzzConn ./server/.
 func FuzzConn(f *testing.F) {
 	addConnSeeds(f)
-	srv, err := New(Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1000, AdminToken: testAdminToken,
-		DataDir: f.TempDir(), Persistence: "off"}, testLogger())
+	servers := [2]*fuzzServer{newFuzzServer(f, nil), newFuzzServer(f, func(l *Limits) {
+		l.MaxFrame, l.MaxData, l.MaxName = 1024, 256, 32
+		l.MaxOutbound, l.MaxInbound = 4096, 4096
+		l.MaxTimersPerReceiver, l.MaxReceiversPerSession, l.MaxBacklog, l.MaxListPage = 8, 8, 4, 2
+	})}
+	f.Fuzz(func(t *testing.T, hello, tight bool, split uint16, data []byte) {
+		if len(data) > 256<<10 {
+			return
+		}
+		fs := servers[0]
+		if tight {
+			fs = servers[1]
+		}
+		c := dial(t, fs.srv)
+		if hello {
+			c.sayHello("fuzz", "")
+		}
+		k := int(split) % (len(data) + 1)
+		c.write(data[:k])
+		if k < len(data) {
+			c.write(data[k:])
+		}
+		if err := c.conn.(*net.TCPConn).CloseWrite(); err != nil && !isClosedErr(err) {
+			t.Fatalf("half-close: %v", err)
+		}
+		c.readUntilClosed() // fails on a malformed server frame or a timeout
+		if !fs.guardFires(t) {
+			t.Fatalf("the guard's timer %d did not fire after input %x (hello %v, split %d)", fs.tid, data, hello, k)
+		}
+	})
+}
+
+// fuzzServer is one of FuzzConn's servers and its well-behaved session.
+type fuzzServer struct {
+	srv   *Server
+	guard *rawClient
+	tid   uint64 // the guard's last timer
+}
+
+// newFuzzServer starts a server in memory, frozen, with the limits mutate
+// sets, stopped when f ends, and dials its guard session.
+func newFuzzServer(f *testing.F, mutate func(*Limits)) *fuzzServer {
+	cfg := Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1000, AdminToken: testAdminToken,
+		DataDir: f.TempDir(), Persistence: "off"}
+	if mutate != nil {
+		mutate(&cfg.Limits)
+	}
+	srv, err := New(cfg, testLogger())
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -47,45 +96,28 @@ func FuzzConn(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { gc.Close() })
-	guard := &rawClient{conn: gc, r: bufio.NewReader(gc)}
-	tid := uint64(0)
-	f.Fuzz(func(t *testing.T, hello bool, split uint16, data []byte) {
-		if len(data) > 256<<10 {
-			return
-		}
-		guard.t = t
-		if tid == 0 {
-			guard.sayHello("guard", srv.AdminToken())
-			guard.bind(guardReceiver, false)
-		}
+	return &fuzzServer{srv: srv, guard: &rawClient{conn: gc, r: bufio.NewReader(gc)}}
+}
 
-		c := dial(t, srv)
-		if hello {
-			c.sayHello("fuzz", "")
+// guardFires adds a one-shot timer on the guard's receiver, fast-forwards
+// one tick and reports whether it fired (saying hello and binding first,
+// the first time). Failures of the guard's requests fail t.
+func (fs *fuzzServer) guardFires(t *testing.T) bool {
+	g := fs.guard
+	g.t = t
+	if fs.tid == 0 {
+		g.sayHello("guard", fs.srv.AdminToken())
+		g.bind(guardReceiver, false)
+	}
+	fs.tid++
+	g.add(protocol.Request{Receiver: guardReceiver, Tid: fs.tid, After: 1, Repeat: 1, Data: []byte("alive")})
+	g.ff(1)
+	for _, fr := range g.fires() {
+		if fr.Receiver == guardReceiver && fr.Tid == fs.tid && string(fr.Data) == "alive" {
+			return true
 		}
-		k := int(split) % (len(data) + 1)
-		c.write(data[:k])
-		if k < len(data) {
-			c.write(data[k:])
-		}
-		if err := c.conn.(*net.TCPConn).CloseWrite(); err != nil && !isClosedErr(err) {
-			t.Fatalf("half-close: %v", err)
-		}
-		c.readUntilClosed() // fails on a malformed server frame or a timeout
-
-		tid++
-		guard.add(protocol.Request{Receiver: guardReceiver, Tid: tid, After: 1, Data: []byte("alive")})
-		guard.ff(1)
-		var got bool
-		for _, fr := range guard.fires() {
-			if fr.Receiver == guardReceiver && fr.Tid == tid && string(fr.Data) == "alive" {
-				got = true
-			}
-		}
-		if !got {
-			t.Fatalf("the guard's timer %d did not fire after input %x (hello %v, split %d)", tid, data, hello, k)
-		}
-	})
+	}
+	return false
 }
 
 // addConnSeeds adds FuzzConn's seeds from protocol/testdata/vectors.json.
@@ -112,15 +144,16 @@ func addConnSeeds(f *testing.F) {
 	for _, r := range v.Requests {
 		fr := unhex(r.Hex)
 		all = append(all, fr...)
-		f.Add(true, uint16(len(fr)/2), fr)
-		f.Add(false, uint16(0), fr)
+		f.Add(true, false, uint16(len(fr)/2), fr)
+		f.Add(false, true, uint16(0), fr)
 	}
-	f.Add(true, uint16(len(all)/3), all)
-	f.Add(false, uint16(7), all)
+	f.Add(true, false, uint16(len(all)/3), all)
+	f.Add(true, true, uint16(len(all)/3), all)
+	f.Add(false, false, uint16(7), all)
 	for _, m := range v.Malformed {
 		fr := unhex(m.Hex)
-		f.Add(true, uint16(len(fr)-1), fr)
+		f.Add(true, len(fr)%2 == 0, uint16(len(fr)-1), fr)
 	}
-	f.Add(true, uint16(3), []byte{0, 0, 0})
-	f.Add(false, uint16(0), []byte{})
+	f.Add(true, true, uint16(3), []byte{0, 0, 0})
+	f.Add(false, false, uint16(0), []byte{})
 }
