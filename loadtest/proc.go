@@ -117,6 +117,7 @@ type SpawnOptions struct {
 	Args []string
 	Addr string    // the address to serve on; "" picks a free loopback port
 	Log  io.Writer // the server's stderr (its log); nil = this process's stderr
+	Env  []string  // added to this process's environment ("KEY=value")
 }
 
 // SpawnWith is Spawn with options.
@@ -146,6 +147,9 @@ func SpawnWith(ctx context.Context, o SpawnOptions) (*Spawned, error) {
 		}
 	}
 	s.Cmd = exec.Command(argv[0], argv[1:]...)
+	if o.Env != nil {
+		s.Cmd.Env = append(os.Environ(), o.Env...)
+	}
 	s.Cmd.Stderr = os.Stderr
 	if o.Log != nil {
 		s.Cmd.Stderr = o.Log

@@ -17,6 +17,16 @@ import (
 // after every wall time already shown and at or before this instant's.
 func refNext(t *testing.T, c *calendar, from time.Time) time.Time {
 	t.Helper()
+	at, ok := refNextWithin(c, from, 5*366*24*time.Hour)
+	if !ok {
+		t.Fatalf("reference: no firing within 5 years of %v", from)
+	}
+	return at
+}
+
+// refNextWithin is refNext looking no further than limit past from; ok is
+// false when it finds no firing there.
+func refNextWithin(c *calendar, from time.Time, limit time.Duration) (at time.Time, ok bool) {
 	wall := func(i time.Time) time.Time {
 		w := i.In(c.loc)
 		return time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), w.Minute(), w.Second(), 0, time.UTC)
@@ -34,19 +44,18 @@ func refNext(t *testing.T, c *calendar, from time.Time) time.Time {
 		}
 	}
 	maxWall = maxWall.Truncate(time.Second)
-	for i := from.Truncate(time.Minute).Add(time.Minute); i.Before(from.Add(5 * 366 * 24 * time.Hour)); i = i.Add(time.Minute) {
+	for i := from.Truncate(time.Minute).Add(time.Minute); i.Before(from.Add(limit)); i = i.Add(time.Minute) {
 		w := wall(i)
 		for m := maxWall.Truncate(time.Minute).Add(time.Minute); !m.After(w); m = m.Add(time.Minute) {
 			if m.After(maxWall) && matches(m) {
-				return i
+				return i, true
 			}
 		}
 		if w.After(maxWall) {
 			maxWall = w
 		}
 	}
-	t.Fatalf("reference: no firing within 5 years of %v", from)
-	return time.Time{}
+	return time.Time{}, false
 }
 
 // The calendar agrees with the reference over a table of expressions,
