@@ -350,7 +350,7 @@ func startOperator(cfg *server.Config, log *slog.Logger) (*operator.Operator, er
 	case "":
 		addr = operator.DefaultAddr
 	}
-	op, err := operator.New(operator.Options{Addr: addr, Log: log})
+	op, err := operator.New(operator.Options{Addr: addr, Log: log, Limits: cfg.HTTP})
 	if err != nil {
 		return nil, fmt.Errorf("http_addr: %w", err)
 	}
