@@ -163,12 +163,12 @@ func TestServeConfigTokens(t *testing.T) {
 	assert.Equal(t, "/flag/dir", cfg.DataDir)
 	assert.True(t, cfg.Insecure)
 
-	cfg = config("-admin-token", "flag-admin")
-	assert.Equal(t, "flag-admin", cfg.AdminToken)
-	assert.Empty(t, cfg.AdminTokenFile)
-
-	_, _, err := serveConfig([]string{"-admin-token", "a", "-admin-token-file", "b"}, getenv, new(strings.Builder))
-	assert.ErrorContains(t, err, "give one")
+	// A token on the command line would show in ps and pprof's cmdline.
+	for _, args := range [][]string{{"-admin-token", "flag-admin-token-123"}, {"-admin-token=flag-admin-token-123"},
+		{"-admin-token", "a", "-admin-token-file", "b"}} {
+		_, _, err := serveConfig(args, getenv, new(strings.Builder))
+		assert.ErrorContains(t, err, "-admin-token-file FILE or $TICKWHEEL_ADMIN_TOKEN", args)
+	}
 }
 
 // TestServeProtectedMode: serving on every interface with no client token
