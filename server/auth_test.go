@@ -100,7 +100,8 @@ func TestAdminTokenFileCreated(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	assert.Equal(t, []string{AdminTokenFileName, logDir}, names, "no temporary file is left behind")
+	assert.Equal(t, []string{AdminTokenFileName, logDir, AddrFileName}, names,
+		"no temporary file is left behind (server.addr is the running server's)")
 }
 
 // TestAdminTokenFileRefused: a token file that others may read, that is not

@@ -216,6 +216,7 @@ func (s *Server) Start() error {
 	go s.acceptLoop()
 	s.ring() // requests served before the doorbell existed may have left work
 	s.m.ready.Store(true)
+	s.writeAddrFile()
 	s.log.Info("tickwheel listening", "addr", s.addr, "tick", s.cfg.Tick, "frozen", frozen,
 		"persistence", s.cfg.Persistence, "data_dir", s.cfg.DataDir)
 	return nil
@@ -239,6 +240,9 @@ func (s *Server) Done() <-chan struct{} { return s.done }
 func (s *Server) Stop(ctx context.Context) error {
 	s.stopping.Store(true)
 	s.m.ready.Store(false)
+	if s.accepting.Load() {
+		s.removeAddrFile()
+	}
 	if s.ln != nil {
 		s.ln.Close()
 	}
