@@ -140,7 +140,9 @@ func (c *Core) answerWaiters(done bool) {
 
 // FastForward moves tw-time on by ticks, as the admin op does, without a
 // session: done is called (on a later Advance, or at once) with the new
-// tw-time and the firings in between, once every timer up to it has fired.
+// tw-time and the firings in between, once every timer up to it has fired
+// (or with the tick a freeze stopped it at: stopFastForward). It returns
+// ErrFastForwardOverflow, changing nothing, past MaxFastForwardTick.
 // Recorded.
 func (c *Core) FastForward(ticks uint64, done func(now, fired uint64)) error {
 	_, err := c.fastForward(waiter{done: done}, ticks, 0, false)
