@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tickwheel/tickwheel/client"
 	"github.com/tickwheel/tickwheel/servertest"
 )
 
@@ -28,7 +30,13 @@ func TestFFStoppedByFreeze(t *testing.T) {
 		code, out, err := cli(t, addr, "ff", "1000000000000")
 		done <- result{code, out, err}
 	}()
-	time.Sleep(100 * time.Millisecond) // the fast-forward runs meanwhile
+	watcher, err := client.Dial(context.Background(), addr, client.WithToken(srv.AdminToken()))
+	require.NoError(t, err)
+	defer watcher.Close()
+	require.Eventually(t, func() bool { // the fast-forward is firing
+		st, err := watcher.Stats(context.Background())
+		return err == nil && st.FiredTotal > 1000
+	}, 10*time.Second, time.Millisecond)
 	code, out, errOut := cli(t, addr, "freeze")
 	require.Equal(t, 0, code, errOut)
 	var r result
