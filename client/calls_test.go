@@ -153,9 +153,9 @@ func TestAdminCalls(t *testing.T) {
 }
 
 func TestUnauthorized(t *testing.T) {
-	srv := startServer(t, func(c *server.Config) { c.AdminToken = "s3cret" })
+	srv := startServer(t, func(c *server.Config) { c.AdminToken = "s3cret-admin-token" })
 	user := dial(t, srv.Addr(), WithToken(""))
-	admin := dial(t, srv.Addr(), WithToken("s3cret"))
+	admin := dial(t, srv.Addr(), WithToken("s3cret-admin-token"))
 	ctx := tctx(t)
 
 	_, _, err := user.FastForward(ctx, 1)
@@ -180,10 +180,10 @@ func TestUnauthorized(t *testing.T) {
 }
 
 func TestDialBadToken(t *testing.T) {
-	srv := startServer(t, func(c *server.Config) { c.ClientToken = "let-me-in" })
+	srv := startServer(t, func(c *server.Config) { c.ClientToken = "let-me-in-please-0123" })
 	_, err := Dial(tctx(t), srv.Addr(), WithToken("wrong"))
 	requireCode(t, err, ErrUnauthorized, protocol.OpHello, protocol.CodeUnauthorized)
-	c := dial(t, srv.Addr(), WithToken("let-me-in"))
+	c := dial(t, srv.Addr(), WithToken("let-me-in-please-0123"))
 	_, err = c.Ping(tctx(t))
 	require.NoError(t, err)
 }

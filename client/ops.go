@@ -380,7 +380,10 @@ func (c *Client) one(ctx context.Context, req *protocol.Request) (uint64, error)
 // Client are queued to Events (or the handler) before it returns — which
 // needs room in the event buffer, or a consumer reading meanwhile. It returns the new now and the
 // number of firings (all receivers). The Client's other calls wait behind
-// it on the connection.
+// it on the connection. A Freeze from another connection stops a
+// fast-forward still firing where it is: now is then that tick, short of
+// the tw-time asked for. tw-time may reach at most 2^64-2^62: more is
+// ErrInvalidArgument.
 func (c *Client) FastForward(ctx context.Context, ticks uint64) (now, fired uint64, err error) {
 	v, err := c.uints(ctx, &protocol.Request{Op: protocol.OpFastForward, Ticks: ticks}, 2, nil)
 	if err != nil {

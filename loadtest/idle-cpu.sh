@@ -10,11 +10,11 @@
 set -euo pipefail
 bin=$1 gen=$2 n=${3:-1000000} secs=${4:-60} settle=${5:-12}
 port=$((20000 + RANDOM % 20000))
-TICKWHEEL_ADMIN_TOKEN=idle-cpu taskset -c 0 "$bin" -addr 127.0.0.1:$port -data-dir "" ${EXTRA:-} >/dev/null 2>&1 &
+TICKWHEEL_ADMIN_TOKEN=idle-cpu-admin-token taskset -c 0 "$bin" -addr 127.0.0.1:$port -data-dir "" ${EXTRA:-} >/dev/null 2>&1 &
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true' EXIT
 sleep 0.5
-"$gen" -addr 127.0.0.1:$port -token idle-cpu -targets tickwheel -preload "$n" -scenarios add -n 1000 >/dev/null 2>&1
+"$gen" -addr 127.0.0.1:$port -token idle-cpu-admin-token -targets tickwheel -preload "$n" -scenarios add -n 1000 >/dev/null 2>&1
 sleep "$settle"
 cpu() { cat /proc/$pid/task/*/schedstat | awk '{s += $1} END {print s}'; }
 a=$(cpu); sleep "$secs"; b=$(cpu)

@@ -67,11 +67,14 @@ var (
 	dSnapDur    = desc("snapshot_duration_seconds", "How long the last snapshot since start took to write (absent before the first).")
 	dSnapshots  = desc("snapshots_total", "Snapshots written since start.")
 	dBuild      = desc("build_info", "Always 1; the labels say which build runs (tickwheel version).", "version", "revision", "goversion")
+	dHTTPConns  = desc("http_connections", "Open connections to the operator HTTP listener (at most http.max_connections).")
+	dHTTPRefuse = desc("http_connections_refused_total", "Connections to the operator HTTP listener answered 503 because http.max_connections were open.")
+	dHTTPBadTok = desc("http_bad_tokens_total", "Requests to the operator HTTP listener refused for a missing or wrong bearer token, or while their address was throttled for too many.")
 	dScrapeFail = desc("scrape_errors_total", "Scrapes that could not read the server's counters (the event loop did not answer in time).")
 	allDescs    = []*prometheus.Desc{dReady, dTimers, dReceivers, dRecords, dRecordB, dRetained, dSessions, dConns, dRequests, dErrors, dFires,
 		dLateness, dLag, dTwTime, dTick, dSpeed, dFrozen, dBacklog, dBacklogB, dOutbox, dWaiting, dBacklogR, dOldest,
 		dDropped, dLost, dSampled, dStalled, dSlowClose, dRefused, dTurns, dBytesIn, dBytesOut, dPersist, dLogBytes, dFsync,
-		dReadOnly, dFsyncFail, dSnapAge, dSnapDur, dSnapshots, dScrapeFail, dBuild}
+		dReadOnly, dFsyncFail, dSnapAge, dSnapDur, dSnapshots, dScrapeFail, dBuild, dHTTPConns, dHTTPRefuse, dHTTPBadTok}
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
@@ -83,6 +86,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	b := server.Build()
 	ch <- prometheus.MustNewConstMetric(dBuild, prometheus.GaugeValue, 1, b.Version, b.Revision, b.GoVersion)
+	c.o.collectHTTP(ch)
 	src := c.o.source()
 	if src == nil {
 		ch <- prometheus.MustNewConstMetric(dReady, prometheus.GaugeValue, 0)
@@ -162,6 +166,19 @@ func collectMetrics(ch chan<- prometheus.Metric, m *server.Metrics) {
 		gauge(dSnapDur, p.LastSnapshotDuration.Seconds())
 	}
 	counter(dSnapshots, p.Snapshots)
+}
+
+// collectHTTP sends the listener's own metrics (none before Serve).
+func (o *Operator) collectHTTP(ch chan<- prometheus.Metric) {
+	o.mu.Lock()
+	ln := o.ln
+	o.mu.Unlock()
+	if ln == nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(dHTTPConns, prometheus.GaugeValue, float64(ln.open.Load()))
+	ch <- prometheus.MustNewConstMetric(dHTTPRefuse, prometheus.CounterValue, float64(ln.refused.Load()))
+	ch <- prometheus.MustNewConstMetric(dHTTPBadTok, prometheus.CounterValue, float64(o.badTokens.Load()))
 }
 
 // oldestAge is the tw-time since the oldest queued event was due, in

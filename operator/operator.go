@@ -16,18 +16,20 @@
 // On an address that is not loopback every path but /healthz requires the
 // admin token as a bearer token (Authorization: Bearer <token>); until a
 // server is attached (and so the token is known) those paths answer 503.
+// An address that sends too many bad tokens is answered 429 for a while. On
+// loopback the Host header must name loopback (guard.go). The listener
+// holds at most Limits.MaxConnections connections, with read, write and
+// idle timeouts (limit.go).
 package operator
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,12 +70,19 @@ type Options struct {
 	// Top is how many receivers the status page lists by live timers and
 	// by queued events. Default 10.
 	Top int
+	// Limits bound the listener's connections: how many may be open at
+	// once and the read, write and idle timeouts (see server.HTTPLimits,
+	// whose defaults apply to zero fields). cmd/tickwheel passes the
+	// config's http section, which the server takes out of its fd budget.
+	Limits server.HTTPLimits
 }
 
 // Operator is the operator HTTP listener. Safe from any goroutine.
 type Operator struct {
 	opts    Options
 	log     *slog.Logger
+	rlog    *server.RateLog // lines a client can cause at will
+	bad     *badTokens      // bad bearer tokens per client address (guard.go)
 	src     atomic.Pointer[Source]
 	reg     *prometheus.Registry
 	mux     *http.ServeMux
@@ -81,9 +90,11 @@ type Operator struct {
 	exposed bool // the address is not loopback: bearer token required
 	// scrapeErrors counts scrapes whose ReadMetrics failed.
 	scrapeErrors atomic.Uint64
+	// badTokens counts requests refused for their bearer token (guard.go).
+	badTokens atomic.Uint64
 
 	mu     sync.Mutex
-	ln     net.Listener
+	ln     *capListener
 	srv    *http.Server
 	stop   chan struct{}
 	done   chan struct{} // the sampler has stopped
@@ -105,11 +116,16 @@ func New(opts Options) (*Operator, error) {
 	if opts.Top <= 0 {
 		opts.Top = 10
 	}
+	if opts.Limits.MaxConnections < 0 || opts.Limits.MaxBadTokens < 0 {
+		return nil, fmt.Errorf("operator: limits must not be negative: %+v", opts.Limits)
+	}
+	opts.Limits = opts.Limits.WithDefaults()
 	exposed, err := Exposed(opts.Addr)
 	if err != nil {
 		return nil, err
 	}
-	o := &Operator{opts: opts, log: opts.Log, reg: prometheus.NewRegistry(), mux: http.NewServeMux(),
+	o := &Operator{opts: opts, log: opts.Log, rlog: server.NewRateLog(opts.Log, 10),
+		bad: newBadTokens(opts.Limits.MaxBadTokens, time.Now), reg: prometheus.NewRegistry(), mux: http.NewServeMux(),
 		exposed: exposed, stop: make(chan struct{}), done: make(chan struct{})}
 	o.hist = newHistory(int(opts.History / time.Second))
 	o.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -157,7 +173,7 @@ func (o *Operator) routes() {
 	o.mux.HandleFunc("GET /readyz", o.readyz)
 	o.mux.Handle("GET /metrics", promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{ErrorLog: slogErrorLog{o.log}}))
 	o.mux.HandleFunc("/debug/pprof/", pprof.Index)
-	o.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	o.mux.HandleFunc("/debug/pprof/cmdline", cmdline) // token flags redacted
 	o.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	o.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	o.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
@@ -166,23 +182,11 @@ func (o *Operator) routes() {
 	o.mux.HandleFunc("GET /{$}", o.statusPage)
 }
 
-// serveHTTP checks the bearer token on an exposed listener, then routes.
+// serveHTTP checks the request (guard.go), then routes it.
 func (o *Operator) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	if o.exposed && r.URL.Path != "/healthz" {
-		src := o.source()
-		if src == nil {
-			http.Error(w, "starting: the admin token is not known yet", http.StatusServiceUnavailable)
-			return
-		}
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		want := src.AdminToken()
-		if !ok || want == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(want)) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="tickwheel"`)
-			http.Error(w, "the admin token is required as a bearer token (Authorization: Bearer <token>)", http.StatusUnauthorized)
-			return
-		}
+	if o.guard(w, r) {
+		o.mux.ServeHTTP(w, r)
 	}
-	o.mux.ServeHTTP(w, r)
 }
 
 // readyz answers 200 once the attached server accepts clients.
@@ -215,15 +219,25 @@ func (o *Operator) Serve() error {
 		ln.Close()
 		return errors.New("operator: closed, or serving already")
 	}
-	o.ln = ln
-	o.srv = &http.Server{Handler: o.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slogErrorLog{o.log}.logger()}
+	lim := o.opts.Limits
+	o.ln = &capListener{Listener: ln, max: int64(lim.MaxConnections), onRefuse: func() {
+		o.rlog.Warn("operator HTTP connection refused: limit http.max_connections reached", "max_connections", lim.MaxConnections)
+	}}
+	o.srv = &http.Server{Handler: o.Handler(), ErrorLog: slogErrorLog{o.log}.logger(),
+		ReadHeaderTimeout: lim.ReadTimeout, ReadTimeout: lim.ReadTimeout, WriteTimeout: lim.WriteTimeout,
+		IdleTimeout: lim.IdleTimeout}
+	if lim.IdleTimeout == 0 { // off (net/http would fall back on ReadTimeout for 0)
+		o.srv.IdleTimeout = -1
+	}
 	go func() {
-		if err := o.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := o.srv.Serve(o.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			o.log.Error("operator HTTP listener stopped", "err", err)
 		}
 	}()
 	go o.sample()
-	o.log.Info("operator HTTP listening", "addr", ln.Addr().String(), "token_required", o.exposed)
+	o.log.Info("operator HTTP listening", "addr", ln.Addr().String(), "token_required", o.exposed,
+		"max_connections", lim.MaxConnections, "read_timeout", lim.ReadTimeout, "write_timeout", lim.WriteTimeout,
+		"idle_timeout", lim.IdleTimeout)
 	return nil
 }
 

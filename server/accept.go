@@ -42,16 +42,20 @@ type clientMarker struct{}
 const maxAcceptBackoff = time.Second
 
 // connectionLimit returns max_connections: the configured value, or by
-// default the fd limit less fdReserve (at most 100000); a configured value
-// above what the fd limit allows is lowered to it, with a warning.
+// default the fd limit less fdReserve and the operator HTTP listener's
+// share (httpFds; at most 100000); a configured value above what the fd
+// limit allows is lowered to it, with a warning. So game clients, HTTP
+// clients and the log's files together stay within the fd limit.
 func (s *Server) connectionLimit() (int, error) {
 	soft, hard, err := raiseFdLimit()
 	if err != nil {
 		return 0, fmt.Errorf("server: reading the fd limit: %w", err)
 	}
-	allowed := int(min(soft, 1<<30)) - fdReserve
+	reserve := fdReserve + s.cfg.httpFds()
+	allowed := int(min(soft, 1<<30)) - reserve
 	if allowed < 1 {
-		return 0, fmt.Errorf("server: the fd limit (%d) leaves no room for connections: raise it above %d (ulimit -n)", soft, fdReserve)
+		return 0, fmt.Errorf("server: the fd limit (%d) leaves no room for connections: raise it above %d (ulimit -n), "+
+			"or lower http.max_connections (%d)", soft, reserve, s.cfg.HTTP.MaxConnections)
 	}
 	n := s.cfg.Limits.MaxConnections
 	switch {
@@ -61,7 +65,8 @@ func (s *Server) connectionLimit() (int, error) {
 		s.log.Warn("limits.max_connections lowered to fit the fd limit", "configured", n, "max_connections", allowed, "fd_limit", soft)
 		n = allowed
 	}
-	s.log.Info("file descriptors", "fd_limit", soft, "fd_hard_limit", hard, "max_connections", n)
+	s.log.Info("file descriptors", "fd_limit", soft, "fd_hard_limit", hard, "max_connections", n,
+		"http_max_connections", s.cfg.HTTP.MaxConnections, "reserved", reserve)
 	return n, nil
 }
 

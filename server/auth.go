@@ -19,6 +19,10 @@ import (
 // the CLI on the same machine reads it.
 const AdminTokenFileName = "admin.token"
 
+// MinTokenBytes is the shortest admin or client token the server accepts:
+// a short one could be guessed.
+const MinTokenBytes = 16
+
 // maxHelloFailures is the number of failed hellos (answered unauthorized)
 // after which the server closes the connection, following the reply.
 const maxHelloFailures = 3
@@ -84,11 +88,32 @@ func (c *Config) secure(log *slog.Logger) error {
 	default:
 		log.Info("admin token", "from", "configuration")
 	}
+	if err := c.tokenLengths(); err != nil {
+		return err
+	}
 	switch {
 	case c.AdminToken == c.ClientToken:
 		return keyErr("client_token", "the admin token and the client token must differ (else every client is admin)")
 	case len(c.AdminToken) > c.Limits.MaxName || len(c.ClientToken) > c.Limits.MaxName:
 		return keyErr("limits.max_name", "tokens must be at most limits.max_name (%d) bytes long", c.Limits.MaxName)
+	}
+	return nil
+}
+
+// tokenLengths refuses an admin or client token shorter than
+// MinTokenBytes, naming the key it came from.
+func (c *Config) tokenLengths() error {
+	for _, t := range []struct{ tok, file, key string }{
+		{c.AdminToken, c.AdminTokenFile, "admin_token"}, {c.ClientToken, c.ClientTokenFile, "client_token"}} {
+		if t.tok == "" || len(t.tok) >= MinTokenBytes {
+			continue
+		}
+		key := t.key
+		if t.file != "" {
+			key += "_file"
+		}
+		return keyErr(key, "the token is %d bytes long: tokens must be at least %d bytes (a short one could be guessed); "+
+			"make one with: openssl rand -hex 32", len(t.tok), MinTokenBytes)
 	}
 	return nil
 }

@@ -100,7 +100,8 @@ func TestAdminTokenFileCreated(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	assert.Equal(t, []string{AdminTokenFileName, logDir}, names, "no temporary file is left behind")
+	assert.Equal(t, []string{AdminTokenFileName, logDir, AddrFileName}, names,
+		"no temporary file is left behind (server.addr is the running server's)")
 }
 
 // TestAdminTokenFileRefused: a token file that others may read, that is not
@@ -150,8 +151,8 @@ func mustMode(t *testing.T, path string) os.FileMode {
 func TestTokenFiles(t *testing.T) {
 	dir := t.TempDir()
 	adminFile, clientFile := filepath.Join(dir, "admin"), filepath.Join(dir, "client")
-	require.NoError(t, os.WriteFile(adminFile, []byte("  adm-from-file\n"), 0o600))
-	require.NoError(t, os.WriteFile(clientFile, []byte("cli-from-file\r\n"), 0o644)) // logged, not refused
+	require.NoError(t, os.WriteFile(adminFile, []byte("  adm-from-file-0123\n"), 0o600))
+	require.NoError(t, os.WriteFile(clientFile, []byte("cli-from-file-0123\r\n"), 0o644)) // logged, not refused
 	var logs lockedBuffer
 	srv, err := newUnstarted(t, slog.New(slog.NewTextHandler(&logs, nil)), func(c *Config) {
 		c.AdminToken, c.AdminTokenFile, c.ClientTokenFile = "", adminFile, clientFile
@@ -159,11 +160,11 @@ func TestTokenFiles(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, srv.Start())
 	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
-	assert.Equal(t, "adm-from-file", srv.AdminToken())
+	assert.Equal(t, "adm-from-file-0123", srv.AdminToken())
 	assert.Contains(t, logs.String(), "token file is accessible by group or others")
 
-	helloToken(t, srv, "admin", "adm-from-file").stats()
-	c := helloToken(t, srv, "client", "cli-from-file")
+	helloToken(t, srv, "admin", "adm-from-file-0123").stats()
+	c := helloToken(t, srv, "client", "cli-from-file-0123")
 	c.failCode(protocol.CodeUnauthorized, protocol.Request{Op: protocol.OpStats})
 	anon := dial(t, srv)
 	anon.failCode(protocol.CodeUnauthorized, hello(""))
@@ -183,6 +184,12 @@ func TestTokenConfigErrors(t *testing.T) {
 		{func(c *Config) { c.AdminToken, c.AdminTokenFile = "", file+".missing" }, "admin_token_file"},
 		{func(c *Config) { c.ClientTokenFile = file + ".missing" }, "client_token_file"},
 		{func(c *Config) { c.AdminToken = strings.Repeat("x", 300) }, "max_name"},
+		// Tokens shorter than 16 bytes could be guessed.
+		{func(c *Config) { c.AdminToken = "x" }, "config: admin_token: the token is 1 bytes long: tokens must be at least 16 bytes"},
+		{func(c *Config) { c.AdminToken = strings.Repeat("x", 15) }, "config: admin_token: the token is 15 bytes"},
+		{func(c *Config) { c.AdminToken, c.AdminTokenFile = "", file }, "config: admin_token_file: the token is 1 bytes"},
+		{func(c *Config) { c.ClientToken = "let-me-in" }, "config: client_token: the token is 9 bytes"},
+		{func(c *Config) { c.ClientTokenFile = file }, "config: client_token_file: the token is 1 bytes"},
 	} {
 		_, err := newUnstarted(t, testLogger(), tc.mutate)
 		require.Error(t, err)
@@ -221,16 +228,16 @@ func TestWrongToken(t *testing.T) {
 // reset the count. Failures are logged without the token.
 func TestThirdFailedHelloCloses(t *testing.T) {
 	var logs lockedBuffer
-	srv, err := newUnstarted(t, slog.New(slog.NewTextHandler(&logs, nil)), func(c *Config) { c.ClientToken = "let-me-in" })
+	srv, err := newUnstarted(t, slog.New(slog.NewTextHandler(&logs, nil)), func(c *Config) { c.ClientToken = "let-me-in-please-0123" })
 	require.NoError(t, err)
 	require.NoError(t, srv.Start())
 	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
 
 	c := dial(t, srv)
 	c.failCode(protocol.CodeUnauthorized, hello(""))
-	c.sayHello("ok", "let-me-in")
+	c.sayHello("ok", "let-me-in-please-0123")
 	c.failCode(protocol.CodeUnauthorized, hello("guess-2"))
-	c.sayHello("ok", "let-me-in")
+	c.sayHello("ok", "let-me-in-please-0123")
 	// The third failure, pipelined with a ping: the ping is never answered.
 	id := c.send(hello("guess-3"))
 	c.send(protocol.Request{Op: protocol.OpPing})
@@ -240,7 +247,7 @@ func TestThirdFailedHelloCloses(t *testing.T) {
 	assert.Equal(t, protocol.CodeUnauthorized, ms[0].Code)
 	assert.Contains(t, ms[0].Text, "closing the connection")
 
-	other := helloToken(t, srv, "other", "let-me-in")
+	other := helloToken(t, srv, "other", "let-me-in-please-0123")
 	other.ping()
 	out := logs.String()
 	assert.Contains(t, out, "hello with a bad token")
@@ -266,8 +273,8 @@ func TestProtectedMode(t *testing.T) {
 	assert.Contains(t, logs.String(), "level=WARN msg=\"insecure: listening beyond loopback")
 	helloToken(t, srv, "anyone", "").ping()
 
-	srv = startWith(t, testLogger(), func(c *Config) { c.Addr, c.ClientToken = "0.0.0.0:0", "let-me-in" })
-	helloToken(t, srv, "client", "let-me-in").ping()
+	srv = startWith(t, testLogger(), func(c *Config) { c.Addr, c.ClientToken = "0.0.0.0:0", "let-me-in-please-0123" })
+	helloToken(t, srv, "client", "let-me-in-please-0123").ping()
 }
 
 // startWith starts a server built by newUnstarted and stops it at the end.

@@ -180,6 +180,9 @@ func (s *Server) applyClock(op session.ClockOp, speed float64, ticks uint64) uin
 		_ = s.clock.SetSpeed(speed) // the core checked the range
 	case session.ClockFastForward:
 		_ = s.clock.FastForward(ticks) // the core checked for overflow
+	case session.ClockStopAt: // a freeze stopped a fast-forward part-way
+		s.log.Info("fast-forward stopped by freeze", "at", ticks, "target_was", s.clock.Now())
+		s.clock.FreezeAt(ticks)
 	}
 	if op != session.ClockFastForward {
 		s.retime()

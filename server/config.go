@@ -116,6 +116,8 @@ type Config struct {
 	// pprof, status page), which cmd/tickwheel starts beside the server
 	// (package operator). Default "127.0.0.1:7421"; "off" turns it off.
 	HTTPAddr string `yaml:"http_addr"`
+	// HTTP bounds the operator HTTP listener's connections (see HTTPLimits).
+	HTTP HTTPLimits `yaml:"http"`
 
 	// MaxFiresPerTurn bounds the firings done in one event-loop turn, so a
 	// burst of expiries or a long catch-up cannot stall other sessions.
@@ -151,6 +153,74 @@ type Timeouts struct {
 	// Frame is how long a started request frame may take to arrive whole.
 	// Default 10s.
 	Frame time.Duration `yaml:"frame"`
+}
+
+// HTTPLimits bound the operator HTTP listener, so that idle or slow HTTP
+// clients cannot hold the file descriptors game clients need. Zero means
+// the default; a negative timeout turns it off. They apply at start (a
+// reload does not change them).
+type HTTPLimits struct {
+	// MaxConnections is how many HTTP connections may be open at once; one
+	// over it is answered 503 and closed at once. Taken out of the file
+	// descriptors that limits.max_connections is computed from, unless
+	// http_addr is off. Default 64.
+	MaxConnections int `yaml:"max_connections"`
+	// ReadTimeout bounds reading a request, headers and body. Default 10s.
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// WriteTimeout bounds writing a response, from the end of the request's
+	// headers: a pprof profile or trace must be shorter. Default 2m.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// IdleTimeout is how long a keep-alive connection may wait for its next
+	// request before it is closed. Default 30s.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxBadTokens is how many requests with a missing or wrong bearer
+	// token one client address may make a minute, on a listener beyond
+	// loopback (a burst of that many, then one every 60s/MaxBadTokens);
+	// over it, the address is answered 429 without its token being
+	// looked at. Default 60.
+	MaxBadTokens int `yaml:"max_bad_tokens"`
+}
+
+// The operator HTTP listener's defaults (HTTPLimits).
+const (
+	DefaultHTTPMaxConnections = 64
+	DefaultHTTPReadTimeout    = 10 * time.Second
+	DefaultHTTPWriteTimeout   = 2 * time.Minute
+	DefaultHTTPIdleTimeout    = 30 * time.Second
+	DefaultHTTPMaxBadTokens   = 60
+)
+
+// WithDefaults returns h with every zero field set to its default and
+// every negative timeout set to 0 (off).
+func (h HTTPLimits) WithDefaults() HTTPLimits {
+	if h.MaxConnections == 0 {
+		h.MaxConnections = DefaultHTTPMaxConnections
+	}
+	if h.MaxBadTokens == 0 {
+		h.MaxBadTokens = DefaultHTTPMaxBadTokens
+	}
+	for _, f := range []struct {
+		v *time.Duration
+		d time.Duration
+	}{{&h.ReadTimeout, DefaultHTTPReadTimeout}, {&h.WriteTimeout, DefaultHTTPWriteTimeout}, {&h.IdleTimeout, DefaultHTTPIdleTimeout}} {
+		switch {
+		case *f.v == 0:
+			*f.v = f.d
+		case *f.v < 0:
+			*f.v = 0
+		}
+	}
+	return h
+}
+
+// httpFds is how many file descriptors the operator HTTP listener may hold:
+// its listener, HTTP.MaxConnections connections and one being refused; 0
+// when http_addr is off.
+func (c *Config) httpFds() int {
+	if c.HTTPAddr == "off" {
+		return 0
+	}
+	return c.HTTP.MaxConnections + 2
 }
 
 const (
@@ -200,6 +270,13 @@ func (c Config) withDefaults() (Config, error) {
 	case !(c.Speed >= wheel.MinSpeed && c.Speed <= wheel.MaxSpeed): // NaN too
 		return c, keyErr("speed", "%v is out of range %v..%v", c.Speed, wheel.MinSpeed, wheel.MaxSpeed)
 	}
+	if c.HTTP.MaxConnections < 0 {
+		return c, keyErr("http.max_connections", "%d: must not be negative", c.HTTP.MaxConnections)
+	}
+	if c.HTTP.MaxBadTokens < 0 {
+		return c, keyErr("http.max_bad_tokens", "%d: must not be negative", c.HTTP.MaxBadTokens)
+	}
+	c.HTTP = c.HTTP.WithDefaults()
 	if a := c.HTTPAddr; a != "" && a != "off" {
 		if _, _, err := net.SplitHostPort(a); err != nil {
 			return c, keyErr("http_addr", "%q: want host:port, or off: %v", a, err)

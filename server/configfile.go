@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -40,14 +40,82 @@ func keyErr(key, format string, args ...any) error {
 	return &ConfigError{Key: key, Msg: fmt.Sprintf(format, args...)}
 }
 
+// MaxConfigBytes bounds a config file's size: a real one is a few KiB.
+const MaxConfigBytes = 1 << 20
+
+// maxConfigKeys bounds the keys of one mapping in a config file (the top
+// level has about 30): yaml.v3 checks a mapping's keys for duplicates in
+// time quadratic in their number (40,000 keys took 7 s, up to 35 s on a busy
+// machine), so a longer mapping is refused before it is decoded.
+const maxConfigKeys = 256
+
+// maxConfigErrors bounds the errors LoadConfig reports at once.
+const maxConfigErrors = 20
+
+// readConfigFile returns the content of the config file at path: it must
+// be a regular file (a symbolic link to one is fine) of at most
+// MaxConfigBytes. A FIFO, a device (/dev/zero) or a directory is refused
+// at once, without reading: the open does not wait for a FIFO's writer.
+func readConfigFile(path string) ([]byte, error) {
+	f, err := openNonBlocking(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("config %s: not a regular file (%s)", path, fi.Mode().Type())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	if len(b) > MaxConfigBytes {
+		return nil, fmt.Errorf("config %s: larger than %d bytes: not a config file?", path, MaxConfigBytes)
+	}
+	return b, nil
+}
+
+// checkKeyCounts returns an error naming the first mapping in src with more
+// than maxConfigKeys keys; nil also when src does not parse (the decoder
+// then says why).
+func checkKeyCounts(path string, src []byte) error {
+	var doc yaml.Node
+	if yaml.Unmarshal(src, &doc) != nil {
+		return nil
+	}
+	var walk func(n *yaml.Node) error
+	walk = func(n *yaml.Node) error {
+		if n.Kind == yaml.MappingNode && len(n.Content)/2 > maxConfigKeys {
+			return fmt.Errorf("config %s, line %d: a mapping of %d keys (at most %d): not a tickwheel config "+
+				"(configs/tickwheel.yaml lists every key)", path, n.Line, len(n.Content)/2, maxConfigKeys)
+		}
+		for _, c := range n.Content {
+			if err := walk(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk(&doc)
+}
+
 // LoadConfig reads a YAML config file. Unknown keys are an error, so a typo
 // does not silently fall back to a default; so is a value of the wrong
-// type. Its errors name the file, the line and the key. It does not check
-// the values: Check (or New) does.
+// type. Its errors name the file, the line and the key (the first
+// maxConfigErrors of them). It reads only a regular file of at most
+// MaxConfigBytes, with at most maxConfigKeys keys in a mapping. It does not
+// check the values: Check (or New) does.
 func LoadConfig(path string) (Config, error) {
 	var c Config
-	b, err := os.ReadFile(path)
+	b, err := readConfigFile(path)
 	if err != nil {
+		return c, err
+	}
+	if err := checkKeyCounts(path, b); err != nil {
 		return c, err
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
@@ -79,7 +147,11 @@ var typeWords = map[string]string{
 func typeErrors(path string, src []byte, te *yaml.TypeError) error {
 	_, byLine := keyLines(src)
 	var errs []error
-	for _, e := range te.Errors {
+	for i, e := range te.Errors {
+		if i == maxConfigErrors {
+			errs = append(errs, fmt.Errorf("config %s: %d more errors", path, len(te.Errors)-i))
+			break
+		}
 		m := yamlLineErr.FindStringSubmatch(e)
 		if m == nil {
 			errs = append(errs, fmt.Errorf("config %s: %s", path, e))
@@ -144,7 +216,7 @@ func LocateConfigError(err error, path string, fromFile func(key string) bool) e
 	if path == "" || !errors.As(err, &ce) || ce.File != "" {
 		return err
 	}
-	src, rerr := os.ReadFile(path)
+	src, rerr := readConfigFile(path)
 	if rerr != nil {
 		return err
 	}

@@ -35,7 +35,11 @@ func TestFdLimitChild(t *testing.T) {
 	}
 	rl := syscall.Rlimit{Cur: childFdLimit, Max: childFdLimit}
 	require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl))
-	srv, err := New(Config{Addr: "127.0.0.1:0", Tick: time.Millisecond, AdminToken: testAdminToken, DataDir: t.TempDir()}, testLogger())
+	cfg := Config{Addr: "127.0.0.1:0", Tick: time.Millisecond, AdminToken: testAdminToken, DataDir: t.TempDir(), HTTPAddr: "off"}
+	if mode == "http" { // as if serving the operator listener, with room for 8 HTTP connections
+		cfg.HTTPAddr, cfg.HTTP.MaxConnections = "", 8
+	}
+	srv, err := New(cfg, testLogger())
 	require.NoError(t, err)
 	require.NoError(t, srv.Start())
 	fmt.Printf("ADDR %s MAX %d\n", srv.Addr(), srv.maxConns)
@@ -227,6 +231,15 @@ func TestFdLimitMaxConnections(t *testing.T) {
 	})
 	time.Sleep(50 * time.Millisecond)
 	require.Positive(t, tk.drain(t, &last))
+}
+
+// TestFdLimitLeavesRoomForHTTP: the operator HTTP listener's connections
+// (http.max_connections, its listener and one being refused) are taken out
+// of the descriptors max_connections is computed from, so HTTP clients
+// cannot use up the descriptors game clients are promised.
+func TestFdLimitLeavesRoomForHTTP(t *testing.T) {
+	ch := startFdChild(t, "http")
+	assert.Equal(t, childFdLimit-fdReserve-(8+2), ch.max)
 }
 
 func TestFdLimitExhausted(t *testing.T) {

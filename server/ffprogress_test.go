@@ -1,6 +1,9 @@
 package server
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tickwheel/tickwheel/protocol"
+	"github.com/tickwheel/tickwheel/session"
 )
 
 // A fast-forward over many busy ticks reports its progress in the log while
@@ -71,4 +75,43 @@ func TestCatchUpProgress(t *testing.T) {
 	}
 	require.NotContains(t, logs.String(), "fast-forward in progress")
 	require.Regexp(t, `msg="tw-time catching up" done=\d+ total=\d+ unit=ticks`, logs.String())
+}
+
+// TestFreezeStopsFastForward: freeze from another session stops a
+// fast-forward that would run for years (toward the bound, over a timer
+// firing every tick) where the wheel is: both replies name that tick, the
+// log says so, tw-time stays there frozen, and a restart on the log comes
+// back to it.
+func TestFreezeStopsFastForward(t *testing.T) {
+	var logs lockedBuffer
+	cfg := Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1000, AdminToken: testAdminToken, DataDir: t.TempDir(),
+		MaxFiresPerTurn: 100, Downtime: "pause"}
+	srv, err := New(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	require.NoError(t, err)
+	require.NoError(t, srv.Start())
+	admin := helloClient(t, srv, "admin")
+	admin.add(protocol.Request{Receiver: 1, Tid: 1, After: 1, Every: 1}) // every tick, into a backlog
+	id := admin.send(protocol.Request{Op: protocol.OpFastForward, Ticks: session.MaxFastForwardTick - 1000})
+	other := helloClient(t, srv, "other")
+	waitUntil(t, "the fast-forward to fire", func() bool { return other.stats().FiredTotal > 1000 })
+	v := other.uints(protocol.Request{Op: protocol.OpFreeze})
+	require.Len(t, v, 1)
+	at := v[0]
+	require.Less(t, at, uint64(session.MaxFastForwardTick))
+	m := admin.reply(id)
+	require.Equal(t, protocol.KindOK, m.Kind, "%s %s", m.Code, m.Text)
+	got := okUints(t, protocol.OpFastForward, m)
+	require.Equal(t, at, got[0], "the fast-forward's reply says where it stopped")
+	require.Contains(t, logs.String(), fmt.Sprintf(`msg="fast-forward stopped by freeze" at=%d`, at))
+	st := other.stats()
+	require.True(t, st.Frozen)
+	require.Equal(t, at, st.Now)
+	require.Equal(t, at+10, other.add(protocol.Request{Receiver: 2, Tid: 1, After: 10}))
+
+	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+	defer cancel()
+	require.NoError(t, srv.Stop(ctx))
+	srv = runLogged(t, cfg, &logs)
+	again := helloClient(t, srv, "again")
+	require.Equal(t, at, again.ping(), "a restart comes back where the fast-forward stopped")
 }

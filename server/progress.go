@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 )
@@ -66,10 +67,23 @@ func (p *progress) fields(done uint64, now time.Duration) []any {
 	}
 	f = append(f, "rate_per_s", int64(rate+0.5), "elapsed", elapsed.Round(time.Millisecond)) // an integer: slog writes large floats as 1.2e+06
 	if p.total > 0 && rate > 0 {
-		left := float64(p.total-min(done, p.total)) / rate
-		f = append(f, "eta", time.Duration(left*float64(time.Second)).Round(time.Second))
+		f = append(f, "eta", eta(float64(p.total-min(done, p.total))/rate))
 	}
 	return f
+}
+
+// maxETA is the longest ETA logged as a duration; longer ones are logged
+// in years (a time.Duration holds at most 292 years: a fast-forward toward
+// 2^64 logged an ETA of -2562047h).
+const maxETA = 100 * 365 * 24 * time.Hour
+
+// eta is the log value of an estimate of seconds left: a duration rounded
+// to the second, or beyond maxETA, a text in years ("117000 years").
+func eta(seconds float64) any {
+	if seconds < maxETA.Seconds() {
+		return time.Duration(seconds * float64(time.Second)).Round(time.Second)
+	}
+	return fmt.Sprintf("%.0f years", seconds/(365.25*24*3600))
 }
 
 // heartbeat logs msg, with the time elapsed and attrs, every every from

@@ -35,6 +35,22 @@ func TestProgressRateLimitAndFields(t *testing.T) {
 	require.Equal(t, 2, strings.Count(buf.String(), "msg=work"))
 }
 
+// An ETA too long for a time.Duration is logged in years, never negative
+// (a fast-forward toward 2^64 logged eta=-2562047h0m0s).
+func TestProgressHugeETA(t *testing.T) {
+	var buf bytes.Buffer
+	var now time.Duration
+	p := newProgress(slog.New(slog.NewTextHandler(&buf, nil)), "ff", "ticks", 1<<63, time.Second, func() time.Duration { return now })
+	now = time.Second
+	require.True(t, p.update(2_500_000)) // 2.5M ticks a second: 2^63 of them take 117,000 years
+	require.Contains(t, buf.String(), `eta="116908 years"`)
+	require.NotContains(t, buf.String(), "eta=-")
+	buf.Reset()
+	now = 2 * time.Second
+	require.True(t, p.update(1<<63-1000))
+	require.Contains(t, buf.String(), "eta=0s")
+}
+
 // An unknown total (0) gives no percentage and no ETA, and nothing done no
 // ETA either.
 func TestProgressUnknownTotal(t *testing.T) {

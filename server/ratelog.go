@@ -84,3 +84,16 @@ func (r *rateLog) allow(msg string) (suppressed int, ok bool) {
 	suppressed, w.suppressed = w.suppressed, 0
 	return suppressed, true
 }
+
+// RateLog is a rateLog for other packages (the operator HTTP listener):
+// each distinct msg, a constant, logs at most perSecond lines a second, and
+// the next line logged carries suppressed=N. Safe from any goroutine.
+type RateLog struct{ r *rateLog }
+
+// NewRateLog returns a RateLog writing to log, on the real clock.
+func NewRateLog(log *slog.Logger, perSecond int) *RateLog {
+	return &RateLog{newRateLog(log, perSecond, time.Now)}
+}
+
+// Warn logs msg at warn level, unless msg has used up this second's lines.
+func (r *RateLog) Warn(msg string, args ...any) { r.r.Warn(msg, args...) }

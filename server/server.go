@@ -216,6 +216,7 @@ func (s *Server) Start() error {
 	go s.acceptLoop()
 	s.ring() // requests served before the doorbell existed may have left work
 	s.m.ready.Store(true)
+	s.writeAddrFile()
 	s.log.Info("tickwheel listening", "addr", s.addr, "tick", s.cfg.Tick, "frozen", frozen,
 		"persistence", s.cfg.Persistence, "data_dir", s.cfg.DataDir)
 	return nil
@@ -239,6 +240,9 @@ func (s *Server) Done() <-chan struct{} { return s.done }
 func (s *Server) Stop(ctx context.Context) error {
 	s.stopping.Store(true)
 	s.m.ready.Store(false)
+	if s.accepting.Load() {
+		s.removeAddrFile()
+	}
 	if s.ln != nil {
 		s.ln.Close()
 	}
@@ -310,7 +314,9 @@ func (s *Server) Now(ctx context.Context) (now uint64, err error) {
 
 // FastForward moves tw-time on by ticks, as the admin op does, and returns
 // once every timer in between has fired and its event has been written to
-// its connection (or backlog). It reports the new time and the firings.
+// its connection (or backlog). It reports the new time and the firings; a
+// freeze that stopped it part-way makes the new time the tick it stopped
+// at. tw-time may reach at most session.MaxFastForwardTick.
 func (s *Server) FastForward(ctx context.Context, ticks uint64) (now, fired uint64, err error) {
 	done := make(chan [2]uint64, 1)
 	var ffErr error

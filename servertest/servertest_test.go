@@ -69,8 +69,8 @@ func TestAdminToken(t *testing.T) {
 	_, err = user.Stats(ctx)
 	require.ErrorIs(t, err, client.ErrUnauthorized)
 
-	fixed := servertest.RunT(t, servertest.WithConfig(func(c *servertest.Config) { c.AdminToken = "mine" }))
-	assert.Equal(t, "mine", fixed.AdminToken())
+	fixed := servertest.RunT(t, servertest.WithConfig(func(c *servertest.Config) { c.AdminToken = "mine-0123456789abcdef" }))
+	assert.Equal(t, "mine-0123456789abcdef", fixed.AdminToken())
 }
 
 // TestRestart: a building upgrade survives a deploy. With WithDataDir the

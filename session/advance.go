@@ -16,10 +16,23 @@ const (
 	ClockResume                         // follow real time again
 	ClockSetSpeed                       // arg: the new speed
 	ClockFastForward                    // ticks: how far tw-time jumps
+	// ClockStopAt is passed to the clock hook only, never recorded: a
+	// freeze that stopped a fast-forward part-way sets the clock, frozen,
+	// back to tick ticks, where the wheel is (see stopFastForward).
+	ClockStopAt
 )
 
-// ErrFastForwardOverflow is returned by FastForward when tw-time would pass 2^64-1.
-var ErrFastForwardOverflow = errors.New("session: fast-forward would pass tw-time 2^64-1")
+// FastForwardHeadroom is how far below 2^64 tw-time must stay after a
+// fast-forward: one toward 2^64 would run for ever over repeating timers
+// and leave no room to add timers after it.
+const FastForwardHeadroom = 1 << 62
+
+// MaxFastForwardTick is the highest tw-time a fast-forward may reach.
+const MaxFastForwardTick = math.MaxUint64 - FastForwardHeadroom
+
+// ErrFastForwardOverflow is returned by FastForward when tw-time would pass
+// MaxFastForwardTick.
+var ErrFastForwardOverflow = errors.New("session: fast-forward would take tw-time past 2^64-2^62")
 
 // SetClockHook sets the function that applies a clock op to the server's
 // tw-time clock (which the Core does not read) and returns the clock's
@@ -128,7 +141,9 @@ func (c *Core) answerWaiters(done bool) {
 
 // FastForward moves tw-time on by ticks, as the admin op does, without a
 // session: done is called (on a later Advance, or at once) with the new
-// tw-time and the firings in between, once every timer up to it has fired.
+// tw-time and the firings in between, once every timer up to it has fired
+// (or with the tick a freeze stopped it at: stopFastForward). It returns
+// ErrFastForwardOverflow, changing nothing, past MaxFastForwardTick.
 // Recorded.
 func (c *Core) FastForward(ticks uint64, done func(now, fired uint64)) error {
 	_, err := c.fastForward(waiter{done: done}, ticks, 0, false)
@@ -141,6 +156,9 @@ func (c *Core) FastForward(ticks uint64, done func(now, fired uint64)) error {
 func (c *Core) fastForward(w waiter, ticks, target uint64, replay bool) (uint64, error) {
 	now := c.Now()
 	if ticks > math.MaxUint64-now {
+		return 0, ErrFastForwardOverflow
+	}
+	if !replay && ticks > 0 && now+ticks > MaxFastForwardTick { // (a log from before the bound replays as it ran)
 		return 0, ErrFastForwardOverflow
 	}
 	if !replay {
@@ -165,12 +183,38 @@ func (c *Core) fastForward(w waiter, ticks, target uint64, replay bool) (uint64,
 	return target, nil
 }
 
+// stopFastForward stops the fast-forwards in progress where the wheel is,
+// for freeze: when the wheel has not reached tw-time's target and a
+// fast-forward waits, tw-time goes back to the wheel's tick, and each
+// fast-forward is answered with that tick once the wheel has fired
+// everything due there (its reply says where it stopped). A catch-up with
+// no fast-forward waiting is not stopped. It reports whether it stopped
+// any, and the tick. Deterministic: a replay stops at the same tick.
+func (c *Core) stopFastForward() (stopped bool, at uint64) {
+	at = c.wheel.Now()
+	if len(c.waiters) == 0 || c.target <= at {
+		return false, 0
+	}
+	c.target = at
+	c.skipped = min(c.skipped, at) // the ticks after it were not jumped over
+	for i := range c.waiters {
+		c.waiters[i].target = min(c.waiters[i].target, at)
+	}
+	c.caughtUp = false // the next advance answers them
+	c.more = true
+	return true, at
+}
+
 // clockOp applies freeze, resume or set_speed. In a replay, target is the
-// recorded tick instead of the hook's.
+// recorded tick instead of the hook's. A freeze stops a fast-forward in
+// progress where the wheel is (stopFastForward).
 func (c *Core) clockOp(s *Session, id uint64, op ClockOp, speed float64, target uint64, replay bool) {
+	var stopped bool
+	var at uint64
 	switch op {
 	case ClockFreeze:
 		c.frozen = true
+		stopped, at = c.stopFastForward()
 	case ClockResume:
 		c.frozen = false
 	case ClockSetSpeed:
@@ -180,6 +224,9 @@ func (c *Core) clockOp(s *Session, id uint64, op ClockOp, speed float64, target 
 		target = c.target
 		if c.clockHook != nil {
 			target = max(target, c.clockHook(op, speed, 0))
+			if stopped {
+				target = c.clockHook(ClockStopAt, 0, at)
+			}
 		}
 	}
 	c.rec.clock(s, id, op, speed, 0, target)

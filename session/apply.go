@@ -165,7 +165,8 @@ func (c *Core) dispatch(s *Session, req *protocol.Request) {
 		s.out = protocol.AppendOK(s.out, req.ID, c.Now())
 	case protocol.OpFastForward:
 		if _, err := c.fastForward(waiter{s: s, id: req.ID}, req.Ticks, 0, false); err != nil {
-			c.fail(s, req.ID, protocol.CodeInvalidArgument, fmt.Sprintf("fast-forward by %d ticks: tw-time would pass 2^64-1", req.Ticks))
+			c.fail(s, req.ID, protocol.CodeInvalidArgument, fmt.Sprintf("fast-forward by %d ticks from tick %d: tw-time may reach "+
+				"at most 2^64-2^62 (%d), so that timers can still be added after it", req.Ticks, c.Now(), uint64(MaxFastForwardTick)))
 		}
 	case protocol.OpFreeze:
 		c.clockOp(s, req.ID, ClockFreeze, 0, 0, false)

@@ -44,8 +44,8 @@ type Source func() time.Duration
 // SetSpeed never make the target jump: time that passes while frozen is never
 // counted, and time before a speed change counts at the old speed.
 //
-// The target never decreases, even if the Source goes backwards, and it
-// saturates at math.MaxUint64 instead of wrapping.
+// The target never decreases (but by FreezeAt), even if the Source goes
+// backwards, and it saturates at math.MaxUint64 instead of wrapping.
 //
 // A Clock is deterministic: it reads time only through its Source, which it
 // calls once in NewClock and once per call of Now, Until, Freeze, Resume,
@@ -120,7 +120,7 @@ func NewFrozenClock(start uint64, tick time.Duration, src Source) *Clock {
 }
 
 // Now reads the source and returns the current target tick. Successive
-// results never decrease. Once the target reaches math.MaxUint64 it stays
+// results never decrease (but after FreezeAt). Once the target reaches math.MaxUint64 it stays
 // there.
 func (c *Clock) Now() uint64 {
 	c.read()
@@ -169,6 +169,17 @@ func (c *Clock) Freeze() {
 	}
 	c.read()
 	c.rebase()
+	c.frozen = true
+}
+
+// FreezeAt freezes the clock with its target at tick t, at the very start of
+// that tick (no partial tick is kept), whether t is above or below the
+// current target: the one way the target goes back. An admin's fast-forward
+// stopped part-way uses it to give back the ticks the wheel has not reached.
+func (c *Clock) FreezeAt(t uint64) {
+	c.read()
+	c.mark = c.hw
+	c.base, c.rem = t, 0
 	c.frozen = true
 }
 

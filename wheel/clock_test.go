@@ -731,3 +731,26 @@ func TestSpeedFraction(t *testing.T) {
 		assert.Equal(t, x, math.Ldexp(float64(mul), -int(shift)), "x=%v", x)
 	}
 }
+
+// TestClockFreezeAt: FreezeAt sets the target back (or on) to a tick and
+// freezes there, at the tick's start; time then passes uncounted, and
+// Resume goes on from that tick's start.
+func TestClockFreezeAt(t *testing.T) {
+	c, src := newTestClock(100, clockTestTick)
+	src.now += 5*clockTestTick + 3*time.Millisecond
+	require.NoError(t, c.FastForward(1_000_000))
+	require.Equal(t, uint64(1_000_105), c.Now())
+	c.FreezeAt(500)
+	assert.True(t, c.Frozen())
+	tick, sub := c.Instant()
+	assert.Equal(t, [2]uint64{500, 0}, [2]uint64{tick, sub}, "frozen at the start of tick 500")
+	src.now += time.Hour
+	assert.Equal(t, uint64(500), c.Now(), "time passes uncounted while frozen")
+	c.Resume()
+	src.now += clockTestTick - 1
+	assert.Equal(t, uint64(500), c.Now())
+	src.now++
+	assert.Equal(t, uint64(501), c.Now(), "a whole tick after Resume")
+	c.FreezeAt(math.MaxUint64)
+	assert.ErrorIs(t, c.FastForward(1), ErrOverflow)
+}

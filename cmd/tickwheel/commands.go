@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"strconv"
@@ -52,7 +53,9 @@ var commands = map[string]command{
 	"watch": {args: "RECEIVER...", nargs: -1, flags: watchCmd,
 		summary: "bind receivers and print their events until interrupted", help: watchHelp},
 	"ff": {args: "TICKS|DURATION", nargs: 1, flags: simple(ffCmd), summary: "fast-forward tw-time (admin)",
-		help: "On a terminal, a fast-forward that takes over a second shows a progress bar.\n"},
+		help: "On a terminal, a fast-forward that takes over a second shows a progress bar. `tickwheel freeze`\n" +
+			"(from another shell) stops a running one where it is; it then says where it stopped.\n" +
+			"tw-time may reach at most 2^64-2^62.\n"},
 	"freeze": {nargs: 0, flags: simple(freezeCmd), summary: "stop tw-time following the clock (admin)"},
 	"resume": {nargs: 0, flags: simple(resumeCmd), summary: "make tw-time follow the clock again (admin)"},
 	"speed":  {args: "X", nargs: 1, flags: simple(speedCmd), summary: "set the speed of tw-time, e.g. 60 (admin)"},
@@ -474,6 +477,12 @@ func ffCmd(e *env) error {
 	if err != nil {
 		return err
 	}
+	// tw-time before, to tell a fast-forward that a freeze stopped short
+	// (its reply is the tick where it stopped) from one that ran its course.
+	from, err := e.c.Ping(e.ctx)
+	if err != nil {
+		return err
+	}
 	var bar *ffBar
 	if e.term != nil && !e.json {
 		bar = startFFBar(e.term, e.dial, ticks)
@@ -484,6 +493,11 @@ func ffCmd(e *env) error {
 	}
 	if err != nil {
 		return err
+	}
+	if ticks <= math.MaxUint64-from && now < from+ticks {
+		e.print(map[string]any{"now": now, "fired": fired, "stopped": true},
+			fmt.Sprintf("fast-forward stopped by freeze at tick %d, %d ticks short of tick %d: %d timers fired", now, from+ticks-now, from+ticks, fired))
+		return nil
 	}
 	e.print(map[string]any{"now": now, "fired": fired}, fmt.Sprintf("fast-forwarded %d ticks to tick %d: %d timers fired", ticks, now, fired))
 	return nil

@@ -18,7 +18,7 @@
 // Beside the server, the operator HTTP listener (metrics, /healthz,
 // /readyz, pprof, a status page: docs/OPERATIONS.md) serves on
 // 127.0.0.1:7421; -http-addr "" turns it off.
-// The admin token comes from -admin-token(-file), else $TICKWHEEL_ADMIN_TOKEN,
+// The admin token comes from -admin-token-file, else $TICKWHEEL_ADMIN_TOKEN,
 // else the config file, else <data dir>/admin.token, made at first start.
 // The commands (add, cancel, get, list, watch, ff, freeze, resume, speed,
 // stats, ping) talk to a running server: `tickwheel help` lists them. On the
@@ -109,7 +109,8 @@ func (sf *serveFlags) fromFile(key string) bool { return !sf.overridden[key] }
 // beats the environment, which beats the config file. Each token is taken
 // from one source as a whole: -admin-token or -admin-token-file, else
 // $TICKWHEEL_ADMIN_TOKEN, else admin_token or admin_token_file (else the
-// server uses <data_dir>/admin.token); likewise -client-token-file, else
+// server uses <data_dir>/admin.token); -admin-token is refused (it would
+// show in ps); likewise -client-token-file, else
 // $TICKWHEEL_CLIENT_TOKEN, else client_token or client_token_file.
 func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (server.Config, serveFlags, error) {
 	sf := serveFlags{overridden: map[string]bool{}}
@@ -123,7 +124,7 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 	configPath := fs.String("config", "", "YAML config file (see configs/tickwheel.yaml)")
 	addr := fs.String("addr", "", "listen address (default 127.0.0.1:7420)")
 	tick := fs.Duration("tick", 0, "tw-time tick duration (default 10ms)")
-	adminToken := fs.String("admin-token", "", "admin token (visible in ps: prefer -admin-token-file or $"+envAdminToken+")")
+	fs.String("admin-token", "", "refused: a token on the command line shows in ps and in pprof's cmdline; use -admin-token-file or $"+envAdminToken)
 	adminTokenFile := fs.String("admin-token-file", "", "file holding the admin token (default: <data dir>/admin.token, made at first start)")
 	clientTokenFile := fs.String("client-token-file", "", "file holding the token every client must give (or $"+envClientToken+")")
 	dataDir := fs.String("data-dir", "", "directory for the log, snapshots and admin.token (default ./"+server.DefaultDataDir+`; "" keeps timers in memory only, and admin.token still in the default)`)
@@ -167,8 +168,11 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 			sf.overridden[key+"_file"] = true
 		}
 	})
-	if set["admin-token"] && set["admin-token-file"] {
-		return cfg, sf, errors.New("-admin-token and -admin-token-file: give one")
+	if set["admin-token"] {
+		// Whoever can list processes (ps, /proc/PID/cmdline, the operator
+		// listener's /debug/pprof/cmdline) would read it and be admin.
+		return cfg, sf, errors.New("-admin-token: a token on the command line is visible to every user of the machine " +
+			"(ps, /proc/PID/cmdline) and in pprof's cmdline: give -admin-token-file FILE or $" + envAdminToken + " instead")
 	}
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
@@ -176,8 +180,6 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 			cfg.Addr = *addr
 		case "tick":
 			cfg.Tick = *tick
-		case "admin-token":
-			cfg.AdminToken, cfg.AdminTokenFile = *adminToken, ""
 		case "admin-token-file":
 			cfg.AdminToken, cfg.AdminTokenFile = "", *adminTokenFile
 		case "client-token-file":
@@ -353,7 +355,7 @@ func startOperator(cfg *server.Config, log *slog.Logger) (*operator.Operator, er
 	case "":
 		addr = operator.DefaultAddr
 	}
-	op, err := operator.New(operator.Options{Addr: addr, Log: log})
+	op, err := operator.New(operator.Options{Addr: addr, Log: log, Limits: cfg.HTTP})
 	if err != nil {
 		return nil, fmt.Errorf("http_addr: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -28,11 +29,16 @@ type tokenSources struct {
 
 // cliToken returns the hello token of a command, from the first source that
 // has one: -token, -token-file, $TICKWHEEL_TOKEN, then the server's admin
-// token file <data dir>/admin.token. The data directory is -data-dir, which
-// must then hold the file; or the server's default one, whose file is used
-// only when it exists and addr is a loopback address, so a local admin token
-// is never sent to another host. No source gives "" (no token). from names
-// the file the token came from by default, for error messages ("" otherwise).
+// token file <data dir>/admin.token. That file belongs to the server that
+// owns the data directory, so it is sent only to that server: the address
+// the server records beside it (server.AddrFileName) must be addr, and the
+// process that recorded it must still run (ownServer). The data directory
+// is -data-dir, which must then hold the file and belong to the server at
+// addr (else an error says whose it is); or the server's default one, whose
+// file is used only when it exists, addr is a loopback address and its
+// server's (else no token: noTokenHint then says why). No source gives ""
+// (no token). from names the file the token came from by default, for
+// error messages ("" otherwise).
 func cliToken(src tokenSources, getenv func(string) string) (tok, from string, err error) {
 	switch {
 	case src.tokenSet && src.tokenFile != "":
@@ -49,6 +55,9 @@ func cliToken(src tokenSources, getenv func(string) string) (tok, from string, e
 		if err != nil {
 			return "", "", fmt.Errorf("reading the admin token from -data-dir: %w", err)
 		}
+		if err := ownServer(src.dataDir, src.addr); err != nil {
+			return "", "", fmt.Errorf("the admin token of -data-dir %s is not sent: %w", src.dataDir, err)
+		}
 		return tok, "", nil
 	}
 	if !loopback(src.addr) {
@@ -59,7 +68,75 @@ func cliToken(src tokenSources, getenv func(string) string) (tok, from string, e
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", "", nil // no local server with a token file: try without
 	}
+	if err == nil && ownServer(server.DefaultDataDir, src.addr) != nil {
+		return "", "", nil // another server's token: try without
+	}
 	return tok, path, err
+}
+
+// ownServer returns nil when the server that owns data directory dir
+// listens on addr and still runs, as the address file it wrote says; else
+// an error saying why not (it is not running, or listens elsewhere).
+func ownServer(dir, addr string) error {
+	recorded, pid, err := server.ReadAddrFile(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("no server of %s is running (it records its address in %s while it runs)",
+			dir, filepath.Join(dir, server.AddrFileName))
+	case err != nil:
+		return err
+	case !processRuns(pid):
+		return fmt.Errorf("the server of %s (pid %d, at %s) is not running", dir, pid, recorded)
+	case !sameServerAddr(recorded, addr):
+		return fmt.Errorf("it belongs to the server of %s, which listens on %s, not %s: give -addr %s", dir, recorded, addr, recorded)
+	}
+	return nil
+}
+
+// sameServerAddr reports whether dialing addr reaches a server listening on
+// recorded: the same port, and the same IP (localhost is 127.0.0.1 or ::1);
+// a server on every interface (0.0.0.0, ::) is reached by a loopback
+// address or one of this machine's. Names other than localhost are not
+// resolved, so they never match.
+func sameServerAddr(recorded, addr string) bool {
+	rh, rp, err1 := net.SplitHostPort(recorded)
+	ah, ap, err2 := net.SplitHostPort(addr)
+	if err1 != nil || err2 != nil || rp != ap {
+		return false
+	}
+	rip, err1 := netip.ParseAddr(rh)
+	if err1 != nil {
+		return false
+	}
+	rip = rip.Unmap()
+	if strings.EqualFold(strings.TrimSuffix(ah, "."), "localhost") {
+		return rip.IsUnspecified() || rip == netip.MustParseAddr("127.0.0.1") || rip == netip.IPv6Loopback()
+	}
+	aip, err := netip.ParseAddr(ah)
+	if err != nil {
+		return false
+	}
+	aip = aip.Unmap()
+	if aip == rip {
+		return true
+	}
+	return rip.IsUnspecified() && (aip.IsLoopback() || localIP(aip))
+}
+
+// localIP reports whether ip is one of this machine's interface addresses.
+func localIP(ip netip.Addr) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if p, ok := netip.AddrFromSlice(n.IP); ok && p.Unmap() == ip {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // loopback reports whether addr's host is a loopback address or
@@ -91,6 +168,11 @@ func noTokenHint(src tokenSources, getenv func(string) string) string {
 	path := filepath.Join(server.DefaultDataDir, server.AdminTokenFileName)
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
+	}
+	if _, err := os.Stat(path); err == nil {
+		if err := ownServer(server.DefaultDataDir, src.addr); err != nil {
+			return "no admin token sent: the one at " + path + " is sent only to its own server, and " + err.Error() + "; " + how
+		}
 	}
 	return "no admin token: none at " + path + " (the default data directory, in the working directory); " + how
 }

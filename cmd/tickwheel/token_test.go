@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -50,16 +51,25 @@ func TestMain(m *testing.M) {
 
 // localServer runs an in-process server as `tickwheel` would on this
 // machine: its admin token in admin.token in the default data directory
-// (a temporary one, see TestMain), where the commands find it.
-func localServer(t *testing.T, opts ...servertest.Option) *servertest.Server {
+// (a temporary one, see TestMain), where the commands find it, and its
+// address in server.addr beside it.
+func localServer(t *testing.T, opts ...servertest.Option) *direct {
 	t.Helper()
 	def := servertest.WithConfig(func(c *servertest.Config) { c.AdminToken, c.DataDir = "", "" })
 	srv := servertest.RunT(t, append([]servertest.Option{def}, opts...)...)
 	wd, err := os.Getwd()
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(wd, os.TempDir()), "the test's data directory is in a temporary directory")
-	return srv
+	return &direct{srv}
 }
+
+// direct is a servertest server dialled at its own address, not through
+// servertest's relay: the CLI sends the data directory's admin token only
+// to the address the server recorded there.
+type direct struct{ *servertest.Server }
+
+// Addr returns the server's own address.
+func (d *direct) Addr() string { return d.Server.Server().Addr() }
 
 // TestCLIReadsAdminTokenFile: on the server's machine, admin commands need
 // no flag; an explicit empty -token means no token.
@@ -78,16 +88,22 @@ func TestCLIReadsAdminTokenFile(t *testing.T) {
 }
 
 // TestCLIDataDir: a server with its own data directory; -data-dir points
-// the commands at it, and must then hold the token file.
+// the commands at it, and must then hold the token file and belong to the
+// server at -addr.
 func TestCLIDataDir(t *testing.T) {
 	dir := t.TempDir()
-	srv := servertest.RunT(t, servertest.WithConfig(func(c *servertest.Config) { c.AdminToken, c.DataDir = "", dir }))
-	localServer(t) // another server, whose token is in the default data directory
+	srv := &direct{servertest.RunT(t, servertest.WithConfig(func(c *servertest.Config) { c.AdminToken, c.DataDir = "", dir }))}
+	other := localServer(t) // another server, whose token is in the default data directory
 	code, _, errOut := cli(t, srv.Addr(), "stats")
 	assert.Equal(t, 1, code, "the default data directory holds another server's token")
-	assert.Contains(t, errOut, "refused the admin token in "+filepath.Join(server.DefaultDataDir, "admin.token"))
+	assert.Contains(t, errOut, "no admin token sent: ")
+	assert.Contains(t, errOut, "which listens on "+other.Addr()+", not "+srv.Addr())
 	code, _, errOut = cli(t, srv.Addr(), "stats", "-data-dir", dir)
 	assert.Equal(t, 0, code, errOut)
+	code, _, errOut = cli(t, other.Addr(), "stats", "-data-dir", dir)
+	assert.Equal(t, 1, code, "-data-dir's token goes to its own server only")
+	assert.Contains(t, errOut, "the admin token of -data-dir "+dir+" is not sent: it belongs to the server of "+dir+
+		", which listens on "+srv.Addr()+", not "+other.Addr())
 
 	code, _, errOut = cli(t, srv.Addr(), "ping", "-data-dir", t.TempDir())
 	assert.Equal(t, 1, code)
@@ -117,22 +133,89 @@ func TestCLITokenSources(t *testing.T) {
 	assert.Contains(t, errOut, "unauthorized")
 }
 
-// TestCLITokenNotSentAway: the default data directory's admin token is used
-// only for a loopback -addr, so it never goes to another host.
+// TestCLITokenNotSentAway: the data directory's admin token goes only to
+// the server that owns the directory, at the address it recorded there,
+// while it runs: never to another host, nor to whatever else listens on a
+// loopback port (another user's process on the port the CLI dials by
+// default, once the server is gone).
 func TestCLITokenNotSentAway(t *testing.T) {
-	localServer(t) // makes the default admin.token
+	srv := localServer(t) // makes the default admin.token and server.addr
+	_, port, err := net.SplitHostPort(srv.Addr())
+	require.NoError(t, err)
 	for addr, want := range map[string]bool{
-		"127.0.0.1:7420": true, "localhost:7420": true, "[::1]:7420": true,
-		"10.1.2.3:7420": false, "game-host:7420": false, ":7420": false,
+		srv.Addr(): true, "localhost:" + port: true,
+		"127.0.0.1:7420": false, "127.0.0.2:" + port: false, "[::1]:" + port: false, // another process may listen there
+		"10.1.2.3:" + port: false, "game-host:" + port: false, ":" + port: false,
 	} {
 		tok, _, err := cliToken(tokenSources{addr: addr}, os.Getenv)
 		require.NoError(t, err, addr)
 		assert.Equal(t, want, tok != "", addr)
 	}
-	// Given explicitly, the data directory is used whatever the address.
-	tok, _, err := cliToken(tokenSources{addr: "10.1.2.3:7420", dataDir: server.DefaultDataDir, dataDirSet: true}, os.Getenv)
+	// Given explicitly, the data directory must be the server's at -addr too.
+	tok, _, err := cliToken(tokenSources{addr: srv.Addr(), dataDir: server.DefaultDataDir, dataDirSet: true}, os.Getenv)
 	require.NoError(t, err)
-	assert.NotEmpty(t, tok)
+	assert.Equal(t, srv.AdminToken(), tok)
+	_, _, err = cliToken(tokenSources{addr: "10.1.2.3:7420", dataDir: server.DefaultDataDir, dataDirSet: true}, os.Getenv)
+	require.ErrorContains(t, err, "listens on "+srv.Addr()+", not 10.1.2.3:7420")
+
+	// The server gone (a stale file of a crashed one: its process is not
+	// running), its token goes nowhere.
+	addrFile := filepath.Join(server.DefaultDataDir, server.AddrFileName)
+	require.FileExists(t, addrFile)
+	dead := exec.Command("true")
+	require.NoError(t, dead.Run())
+	require.NoError(t, os.WriteFile(addrFile, fmt.Appendf(nil, "%s %d\n", srv.Addr(), dead.Process.Pid), 0o600))
+	tok, _, err = cliToken(tokenSources{addr: srv.Addr()}, os.Getenv)
+	require.NoError(t, err)
+	assert.Empty(t, tok, "a stale address file")
+	assert.Contains(t, noTokenHint(tokenSources{addr: srv.Addr()}, os.Getenv), "is not running")
+	os.Remove(addrFile)
+	tok, _, err = cliToken(tokenSources{addr: srv.Addr()}, os.Getenv)
+	require.NoError(t, err)
+	assert.Empty(t, tok, "no address file: no server of the directory runs")
+}
+
+// TestServerAddrFile: a server whose admin token is its data directory's
+// records its address and pid there while it runs, and removes the file
+// when it stops; one with a configured token records nothing.
+func TestServerAddrFile(t *testing.T) {
+	dir := t.TempDir()
+	srv := servertest.RunT(t, servertest.WithConfig(func(c *servertest.Config) { c.AdminToken, c.DataDir = "", dir }))
+	addr, pid, err := server.ReadAddrFile(dir)
+	require.NoError(t, err)
+	assert.Equal(t, srv.Server().Addr(), addr)
+	assert.Equal(t, os.Getpid(), pid)
+	fi, err := os.Stat(filepath.Join(dir, server.AddrFileName))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	srv.Close()
+	assert.NoFileExists(t, filepath.Join(dir, server.AddrFileName))
+
+	dir = t.TempDir()
+	servertest.RunT(t, servertest.WithConfig(func(c *servertest.Config) { c.DataDir = dir }))
+	assert.NoFileExists(t, filepath.Join(dir, server.AddrFileName))
+}
+
+// TestSameServerAddr: which dialled addresses reach a recorded listener.
+func TestSameServerAddr(t *testing.T) {
+	for _, tc := range []struct {
+		recorded, addr string
+		want           bool
+	}{
+		{"127.0.0.1:7420", "127.0.0.1:7420", true},
+		{"127.0.0.1:7420", "localhost:7420", true},
+		{"127.0.0.1:7420", "127.0.0.1:7421", false},
+		{"127.0.0.1:7420", "127.0.0.2:7420", false},
+		{"127.0.0.1:7420", "[::1]:7420", false},
+		{"[::1]:7420", "localhost:7420", true},
+		{"[::]:7420", "127.0.0.1:7420", true},
+		{"0.0.0.0:7420", "[::1]:7420", true},
+		{"0.0.0.0:7420", "192.0.2.77:7420", false}, // not this machine's
+		{"0.0.0.0:7420", "game-host:7420", false},
+		{"bogus", "127.0.0.1:7420", false},
+	} {
+		assert.Equal(t, tc.want, sameServerAddr(tc.recorded, tc.addr), "%s dialled as %s", tc.recorded, tc.addr)
+	}
 }
 
 // TestServeConfigTokens: flag > environment > config file, each token
@@ -163,12 +246,12 @@ func TestServeConfigTokens(t *testing.T) {
 	assert.Equal(t, "/flag/dir", cfg.DataDir)
 	assert.True(t, cfg.Insecure)
 
-	cfg = config("-admin-token", "flag-admin")
-	assert.Equal(t, "flag-admin", cfg.AdminToken)
-	assert.Empty(t, cfg.AdminTokenFile)
-
-	_, _, err := serveConfig([]string{"-admin-token", "a", "-admin-token-file", "b"}, getenv, new(strings.Builder))
-	assert.ErrorContains(t, err, "give one")
+	// A token on the command line would show in ps and pprof's cmdline.
+	for _, args := range [][]string{{"-admin-token", "flag-admin-token-123"}, {"-admin-token=flag-admin-token-123"},
+		{"-admin-token", "a", "-admin-token-file", "b"}} {
+		_, _, err := serveConfig(args, getenv, new(strings.Builder))
+		assert.ErrorContains(t, err, "-admin-token-file FILE or $TICKWHEEL_ADMIN_TOKEN", args)
+	}
 }
 
 // TestServeProtectedMode: serving on every interface with no client token

@@ -12,8 +12,8 @@ trap 'kill "$pid" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 go build -o "$tmp/tickwheel" ./cmd/tickwheel
 (cd loadtest && go build -o "$tmp/gobench" ./cmd/gobench)
 (cd clients/typescript && npm run build >/dev/null)
-token=bench-$RANDOM$RANDOM
-"$tmp/tickwheel" -addr 127.0.0.1:0 -data-dir "" -frozen -admin-token "$token" -log-level warn >"$tmp/out" &
+token=$(od -An -N16 -tx1 /dev/urandom | tr -d " \n") # 32 hex digits: tokens are at least 16 bytes
+TICKWHEEL_ADMIN_TOKEN="$token" "$tmp/tickwheel" -addr 127.0.0.1:0 -data-dir "" -frozen -log-level warn >"$tmp/out" &
 pid=$!
 for _ in $(seq 50); do grep -q 'listening on' "$tmp/out" && break; sleep 0.1; done
 addr=$(sed -n 's/.*listening on //p' "$tmp/out")

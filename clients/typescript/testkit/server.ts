@@ -43,12 +43,13 @@ export interface RunningServer {
 /**
  * startServer runs the binary on a free loopback port, in memory
  * (-data-dir ""), frozen at tick 1000 unless args say otherwise, with
- * ADMIN_TOKEN as its admin token and no operator HTTP listener (its default
+ * ADMIN_TOKEN as its admin token (in $TICKWHEEL_ADMIN_TOKEN: the server
+ * refuses -admin-token, which would show in ps) and no operator HTTP listener (its default
  * port, 7421, is a running server's, and each test server would want it).
  */
 export function startServer(args: string[] = ["-frozen", "-start-tick", "1000"]): Promise<RunningServer> {
-  const proc = spawn(serverBinary(), ["-addr", "127.0.0.1:0", "-data-dir", "", "-admin-token", ADMIN_TOKEN, "-log-level", "warn", "-http-addr", "off", ...args],
-    { stdio: ["ignore", "pipe", "inherit"] });
+  const proc = spawn(serverBinary(), ["-addr", "127.0.0.1:0", "-data-dir", "", "-log-level", "warn", "-http-addr", "off", ...args],
+    { stdio: ["ignore", "pipe", "inherit"], env: { ...process.env, TICKWHEEL_ADMIN_TOKEN: ADMIN_TOKEN } });
   return new Promise((resolve, reject) => {
     let out = "";
     const onExit = (code: number | null): void => reject(new Error(`tickwheel exited (${code}) before listening: ${out}`));
