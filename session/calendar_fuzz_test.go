@@ -46,7 +46,7 @@ func FuzzCalendar(f *testing.F) {
 		if zone == "" {
 			zone = fuzzZones[int(zi)%len(fuzzZones)]
 		}
-		cal, err := parseCalendar(expr, zone, tickNs, map[string]*time.Location{})
+		cal, err := parseCalendar(expr, zone, tickNs, newZoneCache())
 		if err != nil {
 			msg := err.Error()
 			if !strings.HasPrefix(msg, "schedule") && !strings.HasPrefix(msg, "zone") {
