@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -116,6 +117,14 @@ func TestPartitionedLeader(t *testing.T) {
 		require.ErrorIs(t, r.err, ErrNotCommitted, "%s", r.rec)
 	}
 	require.Zero(t, tc.nodes[old].n.Status().Stint, "the cut-off node no longer proposes")
+	ev, ok := tc.nodes[old].lastEvent()
+	require.True(t, ok)
+	require.False(t, ev.Leader, "the cut-off leader was told it no longer leads")
+	ev, ok = tc.nodes[l].lastEvent()
+	require.True(t, ok)
+	require.True(t, ev.Leader)
+	require.Equal(t, tc.nodes[l].n.Status().Stint, ev.Stint)
+	require.Positive(t, ev.AppliedIndex)
 	err := tc.nodes[old].n.Propose([]byte("late"), func(uint64, error) { t.Error("reported") })
 	require.ErrorIs(t, err, ErrNotLeader)
 
@@ -226,4 +235,43 @@ func TestCatchUpFromSnapshot(t *testing.T) {
 	restores := tc.nodes[down].c.restores
 	tc.nodes[down].c.mu.Unlock()
 	require.Equal(t, 1, restores, "the lagging node (which never took a snapshot) must have been sent the leader's")
+}
+
+// A node rebuilds its state from what is committed (the latest snapshot
+// and the entries after it, or all entries when it has no snapshot), and
+// gets the state its consumer holds.
+func TestCommittedRebuild(t *testing.T) {
+	tc := newCluster(t, 3, nil)
+	l := tc.leader()
+	a, b := names("a", 30), names("b", 30)
+	for _, r := range collect(t, tc.proposeAll(l, a...), len(a)) {
+		require.NoError(t, r.err)
+	}
+	tc.converge(len(a))
+	snapped := (l + 1) % 3
+	require.NoError(t, tc.nodes[snapped].n.Snapshot())
+	for _, r := range collect(t, tc.proposeAll(l, b...), len(b)) {
+		require.NoError(t, r.err)
+	}
+	want := tc.converge(len(a) + len(b))
+	for i, tn := range tc.nodes {
+		rebuilt := newRecConsumer()
+		snapshots := 0
+		upto, err := tn.n.Committed(func(r io.Reader) error {
+			if r == nil {
+				rebuilt.recs = nil
+				return nil
+			}
+			snapshots++
+			return rebuilt.Restore(r)
+		}, rebuilt.Apply)
+		require.NoError(t, err, tn.id)
+		require.Equal(t, strs(want), strs(rebuilt.records()), tn.id)
+		require.Equal(t, tn.n.Status().AppliedIndex, upto, "%s: up to the last entry applied", tn.id)
+		if i == snapped {
+			require.Equal(t, 1, snapshots, "started from the snapshot")
+		} else {
+			require.Zero(t, snapshots)
+		}
+	}
 }

@@ -161,8 +161,10 @@ type fsm struct {
 
 	mu      sync.Mutex
 	clients map[string]string // node id → client address; guarded by mu
-	applied uint64            // last index handed over; guarded by mu
-	failed  error             // the consumer's Apply error that stopped applying
+	failed  error             // guarded by mu: the consumer's Apply error that stopped applying
+	// handed is the index of the last log the consumer has taken (Apply
+	// returned), or of the snapshot last restored; guarded by mu.
+	handed uint64
 }
 
 func (f *fsm) Apply(l *raft.Log) interface{} { return f.ApplyBatch([]*raft.Log{l})[0] }
@@ -206,10 +208,10 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 		}
 	}
 	f.mu.Lock()
-	if len(logs) > 0 && failed == nil {
-		f.applied = logs[len(logs)-1].Index
-	}
 	f.failed = failed
+	if failed == nil && len(logs) > 0 {
+		f.handed = logs[len(logs)-1].Index
+	}
 	f.mu.Unlock()
 	return resp
 }
@@ -278,22 +280,9 @@ func (s *fsmSnapshot) Release() { s.s.Release() }
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	r := bufio.NewReaderSize(rc, 64<<10)
-	magic := make([]byte, len(snapMagic))
-	if _, err := io.ReadFull(r, magic); err != nil || string(magic) != snapMagic {
-		return fmt.Errorf("cluster: not a tickwheel cluster snapshot")
-	}
-	n, err := binary.ReadUvarint(r)
-	if err != nil || n > 1<<16 {
-		return fmt.Errorf("cluster: snapshot header: bad address count")
-	}
-	clients := make(map[string]string, n)
-	for i := uint64(0); i < n; i++ {
-		id, err1 := readField(r)
-		addr, err2 := readField(r)
-		if err := errors.Join(err1, err2); err != nil {
-			return fmt.Errorf("cluster: snapshot header: %w", err)
-		}
-		clients[id] = addr
+	clients, err := readSnapHeader(r)
+	if err != nil {
+		return err
 	}
 	if err := f.consumer.Restore(r); err != nil {
 		return err
@@ -302,6 +291,29 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.clients, f.failed = clients, nil
 	f.mu.Unlock()
 	return nil
+}
+
+// readSnapHeader reads the cluster's part of a snapshot, leaving r at the
+// consumer's bytes.
+func readSnapHeader(r *bufio.Reader) (map[string]string, error) {
+	magic := make([]byte, len(snapMagic))
+	if _, err := io.ReadFull(r, magic); err != nil || string(magic) != snapMagic {
+		return nil, fmt.Errorf("cluster: not a tickwheel cluster snapshot")
+	}
+	n, err := binary.ReadUvarint(r)
+	if err != nil || n > 1<<16 {
+		return nil, fmt.Errorf("cluster: snapshot header: bad address count")
+	}
+	clients := make(map[string]string, n)
+	for i := uint64(0); i < n; i++ {
+		id, err1 := readField(r)
+		addr, err2 := readField(r)
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, fmt.Errorf("cluster: snapshot header: %w", err)
+		}
+		clients[id] = addr
+	}
+	return clients, nil
 }
 
 func readField(r *bufio.Reader) (string, error) {

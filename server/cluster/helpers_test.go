@@ -116,6 +116,18 @@ type tnode struct {
 	n    *Node
 	c    *recConsumer
 	logs *syncBuffer
+
+	mu     sync.Mutex
+	events []Leadership // OnLeadership's reports, in order
+}
+
+func (tn *tnode) lastEvent() (Leadership, bool) {
+	tn.mu.Lock()
+	defer tn.mu.Unlock()
+	if len(tn.events) == 0 {
+		return Leadership{}, false
+	}
+	return tn.events[len(tn.events)-1], true
 }
 
 type tcluster struct {
@@ -171,6 +183,11 @@ func newCluster(t *testing.T, size int, tune func(i int, c *Config)) *tcluster {
 		tn.cfg = Config{ClusterID: "test", NodeID: tn.id, Listener: lns[i], ClientAddr: "client-" + tn.id,
 			Peers: peers, DataDir: t.TempDir(), Token: testToken, Route: tc.route(i),
 			Log: slog.New(slog.NewTextHandler(tn.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+		tn.cfg.OnLeadership = func(l Leadership) {
+			tn.mu.Lock()
+			tn.events = append(tn.events, l)
+			tn.mu.Unlock()
+		}
 		if tune != nil {
 			tune(i, &tn.cfg)
 		}

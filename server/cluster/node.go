@@ -75,11 +75,11 @@ type Node struct {
 	trans *raft.NetworkTransport
 	layer *authLayer
 	store *raftwal.WAL
+	snaps *raft.FileSnapshotStore
 	fsm   *fsm
 
-	notify chan bool
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	stop chan struct{}
+	wg   sync.WaitGroup
 
 	mu    sync.Mutex
 	stint uint64 // guarded by mu: the current leadership stint, 0 when not proposing
@@ -97,7 +97,7 @@ func Start(cfg Config, consumer Consumer) (*Node, error) {
 	if err := cfg.withDefaults(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, notify: make(chan bool, 1), stop: make(chan struct{})}
+	n := &Node{cfg: cfg, stop: make(chan struct{})}
 	n.hlog = newHclog(cfg.Log)
 	n.fsm = &fsm{node: n, consumer: consumer, clients: map[string]string{}}
 	n.prop.init()
@@ -117,6 +117,7 @@ func Start(cfg Config, consumer Consumer) (*Node, error) {
 		return nil, fmt.Errorf("cluster: opening the raft log: %w", err)
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, n.hlog.Named("snapshots"))
+	n.snaps = snaps
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
@@ -207,25 +208,32 @@ func (n *Node) raftConfig() *raft.Config {
 	c.SnapshotThreshold = n.cfg.SnapshotThreshold
 	c.SnapshotInterval = n.cfg.SnapshotInterval
 	c.TrailingLogs = n.cfg.TrailingLogs
-	c.NotifyCh = n.notify
 	c.Logger = n.hlog.Named("raft")
 	return c
 }
 
 // watch follows leadership: on gaining it, waits for every earlier entry
 // to be applied, commits the leader announcement, then lets proposals in
-// and reports; on losing it, stops proposals first, then reports.
+// and reports; on losing it, stops proposals first, then reports. raft's
+// LeaderCh keeps only the latest change (it never blocks raft): a "leader"
+// while this node still proposes means it lost leadership and regained it
+// meanwhile, and is handled as both, so reports always alternate.
 func (n *Node) watch() {
 	defer n.wg.Done()
+	ch := n.raft.LeaderCh()
 	for {
 		select {
 		case <-n.stop:
 			return
-		case leader := <-n.notify:
+		case leader := <-ch:
+			n.mu.Lock()
+			proposing := n.stint != 0
+			n.mu.Unlock()
+			if !leader || proposing {
+				n.follow()
+			}
 			if leader {
 				n.lead()
-			} else {
-				n.follow()
 			}
 		}
 	}
@@ -244,7 +252,7 @@ func (n *Node) lead() {
 		return
 	}
 	if n.raft.State() != raft.Leader || n.raft.CurrentTerm() != term {
-		return // lost again meanwhile: a false is on n.notify
+		return // lost again meanwhile: LeaderCh says so
 	}
 	n.mu.Lock()
 	n.stint = stint
@@ -261,9 +269,13 @@ func (n *Node) follow() {
 	n.stint = 0
 	n.mu.Unlock()
 	n.prop.kick()
-	n.cfg.Log.Info("cluster: this node no longer leads", "term", n.raft.CurrentTerm())
-	if was != 0 && n.cfg.OnLeadership != nil {
-		n.cfg.OnLeadership(Leadership{Term: n.raft.CurrentTerm()})
+	if was == 0 {
+		return // it never got to propose: nothing to report
+	}
+	term := n.raft.CurrentTerm()
+	n.cfg.Log.Info("cluster: this node no longer leads", "term", term)
+	if n.cfg.OnLeadership != nil {
+		n.cfg.OnLeadership(Leadership{Term: term})
 	}
 }
 
@@ -279,8 +291,7 @@ func randomStint() uint64 {
 
 // Status reports the node's view of the cluster.
 func (n *Node) Status() Status {
-	addr, id := n.raft.LeaderWithID()
-	_ = addr
+	_, id := n.raft.LeaderWithID()
 	n.mu.Lock()
 	stint := n.stint
 	n.mu.Unlock()
