@@ -203,16 +203,18 @@ func newCluster(t *testing.T, size int, tune func(i int, c *Config)) *tcluster {
 	return tc
 }
 
+// route is node from's Config.Route: each peer through its link. It reads
+// only what is fixed at newCluster (nodes added later are reached directly).
 func (tc *tcluster) route(from int) func(string) (string, bool) {
-	return func(id string) (string, bool) {
-		for j, tn := range tc.nodes {
-			if tn.id == id {
-				if l := tc.links[[2]int{from, j}]; l != nil {
-					return l.Addr(), true
-				}
-			}
+	addrs := map[string]string{}
+	for j, tn := range tc.nodes {
+		if l := tc.links[[2]int{from, j}]; l != nil {
+			addrs[tn.id] = l.Addr()
 		}
-		return "", false
+	}
+	return func(id string) (string, bool) {
+		a, ok := addrs[id]
+		return a, ok
 	}
 }
 

@@ -153,7 +153,6 @@ func benchCluster(b *testing.B, open func(string) (benchStore, error)) []*raft.R
 		c := raft.DefaultConfig()
 		c.LocalID = raft.ServerID(fmt.Sprint(i))
 		c.LogOutput = io.Discard
-		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
 		if err := raft.BootstrapCluster(c, s, s, raft.NewInmemSnapshotStore(), trans[i], conf); err != nil {
 			b.Fatal(err)
 		}
