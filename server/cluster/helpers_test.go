@@ -131,7 +131,7 @@ func (tn *tnode) lastEvent() (Leadership, bool) {
 }
 
 type tcluster struct {
-	t     *testing.T
+	t     testing.TB
 	nodes []*tnode
 	links map[[2]int]*clustertest.Link // [from, to]
 }
@@ -156,7 +156,7 @@ func (s *syncBuffer) String() string {
 
 // newCluster starts size nodes on 127.0.0.1 whose raft traffic goes
 // through one clustertest.Link per direction between each pair.
-func newCluster(t *testing.T, size int, tune func(i int, c *Config)) *tcluster {
+func newCluster(t testing.TB, size int, tune func(i int, c *Config)) *tcluster {
 	tc := &tcluster{t: t, links: map[[2]int]*clustertest.Link{}}
 	var peers []Peer
 	lns := make([]net.Listener, size)
@@ -291,7 +291,7 @@ func (tc *tcluster) proposeAll(i int, recs ...string) <-chan result {
 	return out
 }
 
-func collect(t *testing.T, ch <-chan result, n int) []result {
+func collect(t testing.TB, ch <-chan result, n int) []result {
 	var rs []result
 	timeout := time.After(30 * time.Second)
 	for len(rs) < n {
