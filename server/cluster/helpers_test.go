@@ -25,7 +25,8 @@ const testToken = "a-test-cluster-token-0123456789"
 type recConsumer struct {
 	mu       sync.Mutex
 	recs     [][]byte
-	last     uint64 // index of the last entry applied
+	stints   []uint64 // each record's entry's stint (since the last restore)
+	last     uint64   // index of the last entry applied
 	restores int
 	applied  chan struct{} // rung after each Apply and Restore
 }
@@ -49,6 +50,7 @@ func (c *recConsumer) Apply(entries []Entry) error {
 		c.last = e.Index
 		for _, r := range e.Records {
 			c.recs = append(c.recs, bytes.Clone(r))
+			c.stints = append(c.stints, e.Stint)
 		}
 	}
 	c.mu.Unlock()
@@ -95,7 +97,7 @@ func (c *recConsumer) Restore(r io.Reader) error {
 		recs = append(recs, bytes.Clone(f))
 	}
 	c.mu.Lock()
-	c.recs, c.last = recs, 0
+	c.recs, c.last, c.stints = recs, 0, nil
 	c.restores++
 	c.mu.Unlock()
 	c.ring()

@@ -28,6 +28,16 @@ func TestReplicate(t *testing.T) {
 	}
 	got := tc.converge(len(recs))
 	require.Equal(t, recs, strs(got))
+	// Every node sees which leadership proposed each record: the leader
+	// can tell its own (already executed) from the rest.
+	for _, tn := range tc.nodes {
+		tn.c.mu.Lock()
+		for i, s := range tn.c.stints {
+			require.Equal(t, st.Stint, s, "%s: record %d", tn.id, i)
+		}
+		tn.c.mu.Unlock()
+	}
+	require.NotZero(t, st.Stint)
 
 	// Followers know the leader and its client address (for not_leader).
 	for i, tn := range tc.nodes {
