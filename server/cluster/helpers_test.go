@@ -163,7 +163,7 @@ func newCluster(t testing.TB, size int, tune func(i int, c *Config)) *tcluster {
 	var peers []Peer
 	lns := make([]net.Listener, size)
 	for i := 0; i < size; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err := clustertest.Listen()
 		require.NoError(t, err)
 		lns[i] = ln
 		id := fmt.Sprintf("n%d", i)

@@ -5,10 +5,29 @@
 package clustertest
 
 import (
+	"errors"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"sync"
 )
+
+// Listen listens on a free 127.0.0.1 port below Linux's ephemeral range
+// (32768-60999 by default) for a node that a test stops and restarts on
+// the same address: a port from ":0" is an ephemeral one, and once the
+// stopped node releases it any outgoing connection may take it ("address
+// already in use" at the restart, seen under -race).
+func Listen() (net.Listener, error) {
+	var err error
+	for try := 0; try < 200; try++ {
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))); err == nil {
+			return ln, nil
+		}
+	}
+	return nil, errors.Join(errors.New("clustertest: no free port below the ephemeral range"), err)
+}
 
 // Link forwards every connection made to its address to a target address,
 // byte for byte, until it is cut. Put one on each direction between two

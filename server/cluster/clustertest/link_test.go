@@ -88,3 +88,11 @@ func errorAs(err error, target *net.Error) bool {
 	}
 	return ok
 }
+
+func TestListenBelowEphemeral(t *testing.T) {
+	ln, err := Listen()
+	require.NoError(t, err)
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	require.True(t, port >= 20000 && port < 32000, "port %d", port)
+}
