@@ -21,8 +21,10 @@
 // The admin token comes from -admin-token(-file), else $TICKWHEEL_ADMIN_TOKEN,
 // else the config file, else <data dir>/admin.token, made at first start.
 // The commands (add, cancel, get, list, watch, ff, freeze, resume, speed,
-// stats, ping) talk to a running server: `tickwheel help` lists them. On the
-// server's machine they find its admin token by themselves.
+// stats, ping) talk to a running server ($TICKWHEEL_ADDR, or -addr):
+// `tickwheel help` lists them. On the server's machine they find its admin
+// token by themselves. They print ticks as times in the local zone (-zone)
+// and tick counts as durations; -json keeps ticks.
 package main
 
 import (
