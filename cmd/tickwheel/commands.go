@@ -552,7 +552,7 @@ func ffCmd(e *env) error {
 	}
 	var bar *ffBar
 	if e.term != nil && !e.json {
-		bar = startFFBar(e.term, e.dial, ticks)
+		bar = startFFBar(e.term, e.dial, ticks, e.clk)
 	}
 	now, fired, err := e.c.FastForward(e.ctx, ticks)
 	if bar != nil {
