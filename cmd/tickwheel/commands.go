@@ -8,10 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/tickwheel/tickwheel/client"
@@ -82,19 +80,6 @@ between its firings (default AFTER), and is refused on a timer that fires once.
 downtime (default all).
 `
 
-const watchHelp = `Each event is a line: the moment its tick stands for (in -zone, default the
-local zone), receiver/tid, the firing count, "late D" when it fired D after its
-tick (after a downtime, or a server that fell behind: late 3.52s), "last" for its
-last firing, and its data; -json gives the tick and lateness in ticks. -n N stops
-after N events; -ephemeral binds ephemerally; -ack binds in acknowledged mode
-(each event printed is acknowledged; the others come again at the next watch).
-When the connection drops (a server restart), watch says "reconnecting…" on
-stderr, redials with backoff until the server is back, binds its receivers again,
-says "reconnected" and goes on; with -ack no event is lost. When another session
-takes over a receiver, watch says so; it exits with status 1 once it has no
-receiver left.
-`
-
 func simple(fn func(*env) error) func(*flag.FlagSet) func(*env) error {
 	return func(*flag.FlagSet) func(*env) error { return fn }
 }
@@ -159,14 +144,9 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 		return client.Dial(ctx, *addr, append(opts, client.WithReconnect(0, 0))...)
 	}
 	first := dial
-	if name == "watch" {
-		// watch outlives a server restart: its Client reconnects, binds
-		// its receivers again and goes on (acknowledged mode loses
-		// nothing), saying so on stderr.
+	if name == "watch" { // watch outlives a server restart (watchReconnects)
 		first = func(ctx context.Context) (*client.Client, error) {
-			return client.Dial(ctx, *addr, append(opts, client.WithConnectionHooks(func(cause error) {
-				fmt.Fprintf(stderr, "tickwheel watch: connection lost (%s); reconnecting…\n", errText(cause))
-			}, func() { fmt.Fprintln(stderr, "tickwheel watch: reconnected") }))...)
+			return client.Dial(ctx, *addr, append(opts, watchReconnects(stderr))...)
 		}
 	}
 	c, err := first(ctx)
@@ -455,94 +435,6 @@ func listCmd(e *env) error {
 		}
 		from = next
 	}
-}
-
-func watchCmd(fs *flag.FlagSet) func(*env) error {
-	n := fs.Int("n", 0, "exit after this many events (0 = until interrupted)")
-	ephemeral := fs.Bool("ephemeral", false, "bind ephemerally: the receivers' timers are cancelled when watch exits")
-	ack := fs.Bool("ack", false, "bind in acknowledged mode: each event printed is acknowledged, the unacknowledged ones come again at the next bind")
-	return func(e *env) error {
-		ctx, stop := signal.NotifyContext(e.ctx, os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		o := &client.BindOptions{Ephemeral: *ephemeral}
-		if *ack {
-			o.Ack = client.AckAuto
-		}
-		bound := map[uint64]bool{} // receivers still bound here
-		for _, a := range e.args {
-			receiver, err := uintArg(a, "receiver")
-			if err != nil {
-				return err
-			}
-			if bound[receiver] {
-				continue // given twice (9 9, 9 09): bound once
-			}
-			r, err := e.c.Bind(ctx, receiver, o)
-			if err != nil {
-				return err
-			}
-			bound[receiver] = true
-			e.printBound(receiver, r, *ack)
-		}
-		for seen := 0; *n == 0 || seen < *n; seen++ {
-			select {
-			case <-ctx.Done():
-				return nil
-			case ev, ok := <-e.c.Events():
-				if !ok {
-					return errors.New("connection closed")
-				}
-				e.printEvent(ev)
-				if ev.Kind == client.Takeover {
-					if delete(bound, ev.Receiver); len(bound) == 0 {
-						return fmt.Errorf("receiver %d was taken over by another session: no receiver left to watch", ev.Receiver)
-					}
-				}
-			}
-		}
-		return nil
-	}
-}
-
-// printBound prints watch's line for a bound receiver.
-func (e *env) printBound(receiver uint64, r client.BindResult, ack bool) {
-	v := map[string]any{"bound": receiver, "backlog": r.Pending, "dropped": r.Dropped}
-	text := fmt.Sprintf("watching receiver %d (%d waiting events, %d dropped)", receiver, r.Pending, r.Dropped)
-	if ack {
-		v["ack"], v["first_seq"] = true, r.FirstSeq
-		text = fmt.Sprintf("watching receiver %d, acknowledged (%d unacknowledged events from seq %d, %d dropped)",
-			receiver, r.Pending, r.FirstSeq, r.Dropped)
-	}
-	e.print(v, text)
-}
-
-func (e *env) printEvent(ev client.Event) {
-	switch ev.Kind {
-	case client.Takeover:
-		e.print(map[string]any{"event": "takeover", "receiver": ev.Receiver, "session": ev.NewSession},
-			fmt.Sprintf("receiver %d was taken over by session %d", ev.Receiver, ev.NewSession))
-		return
-	case client.Dropped:
-		e.print(map[string]any{"event": "dropped", "receiver": ev.Receiver, "count": ev.Count},
-			fmt.Sprintf("receiver %d: %d events lost", ev.Receiver, ev.Count))
-		return
-	}
-	times := fmt.Sprintf("%d/%d", ev.Fired, ev.Repeat)
-	if ev.Repeat == client.Forever {
-		times = fmt.Sprintf("%d/forever", ev.Fired)
-	}
-	text := fmt.Sprintf("%s  %d/%d  fired %s", e.clk.at(ev.Tick), ev.Receiver, ev.Tid, times)
-	if ev.Late > 0 {
-		text += "  late " + e.clk.dur(ev.Late)
-	}
-	if ev.Last {
-		text += "  last"
-	}
-	if len(ev.Data) > 0 {
-		text += fmt.Sprintf("  data %q", ev.Data)
-	}
-	e.print(map[string]any{"event": "fire", "receiver": ev.Receiver, "tid": ev.Tid, "tick": ev.Tick,
-		"fired": ev.Fired, "repeat": jsonRepeat(ev.Repeat), "last": ev.Last, "seq": ev.Seq, "late": ev.Late, "data": string(ev.Data)}, text)
 }
 
 func ffCmd(e *env) error {
