@@ -281,7 +281,7 @@ func (c *Client) lose(cn *conn, cause error) {
 		case closing:
 		case c.o.reconnectMin > 0:
 			c.o.log.Warn("tickwheel: connection lost; reconnecting", "addr", c.addr, "err", cause)
-			c.wg.Go(c.reconnect)
+			c.wg.Go(func() { c.reconnect(cause) })
 		default:
 			c.o.log.Warn("tickwheel: connection lost", "addr", c.addr, "err", cause)
 			c.lost = cause
@@ -298,8 +298,12 @@ func (c *Client) lose(cn *conn, cause error) {
 }
 
 // reconnect redials with exponential backoff and jitter until it succeeds
-// or the Client is closed.
-func (c *Client) reconnect() {
+// or the Client is closed; it calls the connection hooks
+// (WithConnectionHooks) with the cause of the loss, and on success.
+func (c *Client) reconnect(cause error) {
+	if c.o.onLost != nil {
+		c.o.onLost(cause)
+	}
 	d := c.o.reconnectMin
 	for {
 		wait := d/2 + rand.N(d/2+1)
@@ -316,7 +320,13 @@ func (c *Client) reconnect() {
 		}
 		err := c.connect(ctx)
 		cancel()
-		if err == nil || c.ctx.Err() != nil {
+		if c.ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			if c.o.onReconnect != nil {
+				c.o.onReconnect()
+			}
 			return
 		}
 		c.o.log.Warn("tickwheel: reconnect failed", "addr", c.addr, "err", err, "retry_in", min(2*d, c.o.reconnectMax))

@@ -140,6 +140,8 @@
 // the events kept meanwhile (in acknowledged mode, every event not acked). Calls made while reconnecting wait for the new
 // connection, bounded by their context. Timers live in the server and
 // survive the loss, except those of receivers bound as ephemeral.
+// WithConnectionHooks tells the program of each loss and reconnection
+// (the CLI's watch says "reconnecting…" and "reconnected").
 //
 // When the server reports an idle timeout (Limits().IdleTimeoutMs), the
 // Client sends a ping whenever it has sent nothing for a third of it, so a

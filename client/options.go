@@ -19,6 +19,8 @@ type options struct {
 	reconnectMax time.Duration
 	dialTimeout  time.Duration
 	log          *slog.Logger
+	onLost       func(error)
+	onReconnect  func()
 }
 
 // Defaults.
@@ -104,4 +106,17 @@ func WithLogger(l *slog.Logger) Option {
 		}
 		o.log = l
 	}
+}
+
+// WithConnectionHooks has lost called when the connection drops and the
+// Client starts reconnecting, with the cause, and reconnected called when
+// a reconnection succeeded and the re-binds were answered (a receiver the
+// server refused to bind again is then no longer bound). Each is called
+// from a goroutine of the Client, once per loss and reconnection (lost
+// first), never for Dial's first connection nor once Close has returned;
+// either may be nil. They must return quickly and must not call Close.
+// With reconnection off (WithReconnect(0, 0)) neither is called: the
+// Events channel closes instead.
+func WithConnectionHooks(lost func(cause error), reconnected func()) Option {
+	return func(o *options) { o.onLost, o.onReconnect = lost, reconnected }
 }

@@ -16,15 +16,15 @@ func TestAddAt(t *testing.T) {
 	addr := srv.Addr()
 	code, out, errOut := cli(t, addr, "add", "1", "2", "-at", "2000")
 	require.Equal(t, 0, code, errOut)
-	assert.Equal(t, "added 1/2: first firing at tick 2000\n", out)
+	assert.Equal(t, "added 1/2: first firing 1970-01-01 00:00:20 UTC (tick 2000)\n", out)
 	code, out, errOut = cli(t, addr, "add", "1", "3", "0", "-at", "3000")
 	require.Equal(t, 0, code, errOut)
-	assert.Equal(t, "added 1/3: first firing at tick 3000\n", out)
+	assert.Equal(t, "added 1/3: first firing 1970-01-01 00:00:30 UTC (tick 3000)\n", out)
 
 	code, out, errOut = cli(t, addr, "add", "1", "4", "5", "-at", "99999999999999")
 	assert.Equal(t, 2, code)
 	assert.Empty(t, out)
-	assert.Equal(t, "tickwheel add: AFTER 5 and -at 99999999999999: give one (-at is the absolute tick of the first firing)\n", errOut)
+	assert.Equal(t, "tickwheel add: AFTER 5 and -at 99999999999999: give one (-at is the first firing)\n", errOut)
 	code, _, _ = cli(t, addr, "get", "1", "4")
 	assert.Equal(t, 1, code, "nothing added")
 }

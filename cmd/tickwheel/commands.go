@@ -9,10 +9,8 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/tickwheel/tickwheel/client"
@@ -41,11 +39,14 @@ type env struct {
 	term io.Writer
 	// dial opens another connection to the server, as c was.
 	dial func(context.Context) (*client.Client, error)
+	// clk prints the server's ticks as times and durations, in the zone
+	// of -zone (else the local one, $TZ's if set).
+	clk clock
 }
 
 var commands = map[string]command{
 	"add": {args: "RECEIVER TID AFTER", nargs: 3, optional: 1, flags: addCmd, // AFTER: not with -cron or -at
-		summary: "add a timer firing after AFTER (or -at TICK, or on -cron EXPR)", help: addHelp},
+		summary: "add a timer firing after AFTER (or -at WHEN, or on -cron EXPR)", help: addHelp},
 	"cancel": {args: "RECEIVER TID", nargs: 2, flags: simple(cancelCmd), summary: "cancel a timer"},
 	"get":    {args: "RECEIVER TID", nargs: 2, flags: simple(getCmd), summary: "show a timer"},
 	"list": {args: "RECEIVER", nargs: 1, flags: simple(listCmd),
@@ -53,9 +54,10 @@ var commands = map[string]command{
 	"watch": {args: "RECEIVER...", nargs: -1, flags: watchCmd,
 		summary: "bind receivers and print their events until interrupted", help: watchHelp},
 	"ff": {args: "TICKS|DURATION", nargs: 1, flags: simple(ffCmd), summary: "fast-forward tw-time (admin)",
-		help: "On a terminal, a fast-forward that takes over a second shows a progress bar. `tickwheel freeze`\n" +
-			"(from another shell) stops a running one where it is; it then says where it stopped.\n" +
-			"tw-time may reach at most 2^64-2^62.\n"},
+		help: "A number alone is a count of ticks (ff 100); with a unit it is a duration, days (d) and\n" +
+			"weeks (w) included: ff 1.5s, ff 90m, ff 7d, ff 1w, ff 1d12h. On a terminal, a fast-forward\n" +
+			"that takes over a second shows a progress bar. `tickwheel freeze` (from another shell) stops\n" +
+			"a running one where it is; it then says where it stopped. tw-time may reach at most 2^64-2^62.\n"},
 	"freeze": {nargs: 0, flags: simple(freezeCmd), summary: "stop tw-time following the clock (admin)"},
 	"resume": {nargs: 0, flags: simple(resumeCmd), summary: "make tw-time follow the clock again (admin)"},
 	"speed":  {args: "X", nargs: 1, flags: simple(speedCmd), summary: "set the speed of tw-time, e.g. 60 (admin)"},
@@ -63,25 +65,21 @@ var commands = map[string]command{
 	"ping":   {nargs: 0, flags: simple(pingCmd), summary: "show the server's tw-time"},
 }
 
-const addHelp = `AFTER is a number of ticks from the current tick, or a duration such as 1.5s
-from the moment the server reads the request (never early). Instead of AFTER:
-  -at TICK     the absolute tick of the first firing (AFTER left out, or 0)
+const addHelp = `AFTER is a number of ticks from the current tick (digits only), or a duration
+such as 1.5s, 90m, 7d or 1w (d is 24h, w 7d) from the moment the server reads the
+request (never early). Instead of AFTER (left out, or 0):
+  -at WHEN     the first firing, told apart by its form: digits only are a tick
+               number (-at 1080000); an RFC 3339 time with its offset is a moment
+               (-at 2026-11-27T04:00:00+01:00, or ...Z), the first tick at or after
+               it; anything else is a duration from now, as AFTER (-at 3h, -at 7d)
   -cron EXPR   a calendar schedule: a cron expression ("0 4 * * *", "0 18 * * fri")
                or @daily, @hourly, @every 90s, in -zone (default UTC); it fires
-               until cancelled unless -repeat N
+               until cancelled unless -repeat N. -zone also prints the first
+               firing in that zone
 A timer fires once unless -repeat N or -repeat forever; -every sets the interval
 between its firings (default AFTER), and is refused on a timer that fires once.
 -missed all|once|skip: what a repeating timer does with firings that fall in a
 downtime (default all).
-`
-
-const watchHelp = `Each event is a line: its tick, receiver/tid, the firing count, "late N" when
-it fired N ticks after its tick (after a downtime, or a server that fell behind),
-"last" for its last firing, and its data. -n N stops after N events; -ephemeral
-binds ephemerally; -ack binds in acknowledged mode (each event printed is
-acknowledged; the others come again at the next watch). When another session
-takes over a receiver, watch says so; it exits with status 1 once it has no
-receiver left.
 `
 
 func simple(fn func(*env) error) func(*flag.FlagSet) func(*env) error {
@@ -99,13 +97,17 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet("tickwheel "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("addr", "127.0.0.1:7420", "server address")
+	addr := fs.String("addr", defaultAddr(os.Getenv), "server address ($"+envAddr+" when set)")
 	token := fs.String("token", "", "hello token, admin or client (visible in ps: prefer -token-file or $"+envToken+")")
 	tokenFile := fs.String("token-file", "", "file holding the hello token")
 	dataDir := fs.String("data-dir", "", "the server's data directory, to read its admin.token (default: the server's default)")
 	asJSON := fs.Bool("json", false, "print JSON, one object per line")
 	timeout := fs.Duration("timeout", 10*time.Second, "time limit for connecting and each request (but watch and ff, which wait as long as they take)")
 	run := cmd.flags(fs)
+	ownZone := fs.Lookup("zone") != nil // add's -zone is its schedule's, and shows the times there too
+	if !ownZone {
+		fs.String("zone", "", "IANA time zone the times are printed in, such as Europe/Paris (default: the local zone, $TZ's if set)")
+	}
 	fs.Usage = func() {} // parseArgs prints it
 	pos, err := parseArgs(fs, name, cmd, args, stdout, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -115,6 +117,14 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 		if errors.As(err, new(usageError)) {
 			fmt.Fprintf(stderr, "tickwheel %s: %v\n", name, err)
 		}
+		return 2
+	}
+	zone, err := zoneArg(fs.Lookup("zone").Value.String())
+	if err != nil && ownZone {
+		zone, err = time.Local, nil // the schedule's zone: the server says what is wrong with it
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "tickwheel %s: %v\n", name, err)
 		return 2
 	}
 	set := map[string]bool{}
@@ -131,10 +141,17 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
+	opts := []client.Option{client.WithToken(tok), client.WithName("tickwheel-cli")}
 	dial := func(ctx context.Context) (*client.Client, error) {
-		return client.Dial(ctx, *addr, client.WithToken(tok), client.WithName("tickwheel-cli"), client.WithReconnect(0, 0))
+		return client.Dial(ctx, *addr, append(opts, client.WithReconnect(0, 0))...)
 	}
-	c, err := dial(ctx)
+	first := dial
+	if name == "watch" { // watch outlives a server restart (watchReconnects)
+		first = func(ctx context.Context) (*client.Client, error) {
+			return client.Dial(ctx, *addr, append(opts, watchReconnects(stderr))...)
+		}
+	}
+	c, err := first(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "tickwheel %s: %s\n", name, errText(err))
 		if tokFrom != "" && errors.Is(err, client.ErrUnauthorized) {
@@ -144,7 +161,8 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer c.Close()
-	e := &env{ctx: ctx, c: c, args: pos, json: *asJSON, stdout: stdout, term: terminal(stdout), dial: dial}
+	e := &env{ctx: ctx, c: c, args: pos, json: *asJSON, stdout: stdout, term: terminal(stdout), dial: dial,
+		clk: clock{tick: c.TickDuration(), zone: zone}}
 	if name == "watch" || name == "ff" {
 		// watch runs until interrupted or -n events; ff until the
 		// fast-forward is over, however long it takes (its bar shows how far).
@@ -166,6 +184,34 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 // usageError is a bad argument, reported with exit code 2.
 type usageError struct{ error }
 
+// envAddr is the environment variable that sets the commands' default
+// server address; -addr beats it.
+const envAddr = "TICKWHEEL_ADDR"
+
+// defaultServerAddr is the server's default listen address.
+const defaultServerAddr = "127.0.0.1:7420"
+
+// defaultAddr is -addr's default: $TICKWHEEL_ADDR, else the server's
+// default address.
+func defaultAddr(getenv func(string) string) string {
+	if v := getenv(envAddr); v != "" {
+		return v
+	}
+	return defaultServerAddr
+}
+
+// zoneArg loads the time zone named by -zone; "" is the local zone.
+func zoneArg(name string) (*time.Location, error) {
+	if name == "" {
+		return time.Local, nil
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Errorf("-zone %q: want an IANA time zone such as Europe/Paris, or UTC", name)
+	}
+	return loc, nil
+}
+
 func uintArg(s, what string) (uint64, error) {
 	v, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
@@ -174,15 +220,16 @@ func uintArg(s, what string) (uint64, error) {
 	return v, nil
 }
 
-// ticksArg reads a number of ticks, or a duration converted to ticks with the
-// server's tick, rounded up.
+// ticksArg reads a number of ticks (digits only), or a duration (a number
+// with a unit, days and weeks included: 1.5s, 90m, 7d, 1w) converted to
+// ticks with the server's tick, rounded up.
 func (e *env) ticksArg(s, what string) (uint64, error) {
 	if v, err := strconv.ParseUint(s, 10, 64); err == nil {
 		return v, nil
 	}
-	d, err := time.ParseDuration(s)
+	d, err := parseDuration(s)
 	if err != nil || d < 0 {
-		return 0, usageError{fmt.Errorf("%s %q: want ticks (an integer) or a duration such as 1.5s", what, s)}
+		return 0, usageError{fmt.Errorf("%s %q: want ticks (an integer) or a duration such as 1.5s, 90m, 7d or 1w", what, s)}
 	}
 	return client.Ticks(d, e.c.TickDuration()), nil
 }
@@ -210,7 +257,7 @@ func addCmd(fs *flag.FlagSet) func(*env) error {
 	repeat := fs.String("repeat", "1", `number of firings, or "forever"`)
 	data := fs.String("data", "", "data delivered with every firing")
 	replace := fs.Bool("replace", false, "replace an existing timer of the same key")
-	at := fs.Uint64("at", 0, "absolute tick of the first firing (instead of AFTER)")
+	at := fs.String("at", "", "first firing (instead of AFTER): a tick number, an RFC 3339 time, or a duration from now (7d)")
 	sched := addScheduleFlags(fs) // schedule.go
 	return func(e *env) error {
 		receiver, tid, err := e.key()
@@ -224,14 +271,20 @@ func addCmd(fs *flag.FlagSet) func(*env) error {
 		// counts from the moment the server reads the request, so the
 		// timer never fires early (client.AddAfter).
 		var after uint64
-		var d time.Duration
-		var afterErr error
+		var d time.Duration // AFTER or -at as a duration, else 0
 		if len(e.args) == 3 {
+			var afterErr error
 			if after, afterErr = strconv.ParseUint(e.args[2], 10, 64); afterErr != nil {
 				var err error
-				if d, err = time.ParseDuration(e.args[2]); err != nil || d <= 0 {
-					return usageError{fmt.Errorf("after %q: want ticks (an integer) or a positive duration such as 1.5s", e.args[2])}
+				if d, err = parseDuration(e.args[2]); err != nil || d <= 0 {
+					return usageError{fmt.Errorf("after %q: want ticks (an integer) or a positive duration such as 1.5s or 7d", e.args[2])}
 				}
+			}
+		}
+		var atTick uint64
+		if *at != "" {
+			if atTick, d, err = e.clk.atArg(*at); err != nil { // d: a duration from now, as AFTER
+				return err
 			}
 		}
 		n, err := repeatArg(*repeat)
@@ -257,9 +310,9 @@ func addCmd(fs *flag.FlagSet) func(*env) error {
 		switch {
 		case o.Schedule != "":
 			due, err = e.c.AddSchedule(e.ctx, receiver, tid, o.Schedule, o)
-		case *at != 0:
-			due, err = e.c.AddAt(e.ctx, receiver, tid, *at, o)
-		case afterErr != nil:
+		case atTick != 0:
+			due, err = e.c.AddAt(e.ctx, receiver, tid, atTick, o)
+		case d > 0:
 			due, err = e.c.AddAfter(e.ctx, receiver, tid, d, o)
 		default:
 			due, err = e.c.Add(e.ctx, receiver, tid, after, o)
@@ -268,7 +321,7 @@ func addCmd(fs *flag.FlagSet) func(*env) error {
 			return err
 		}
 		e.print(map[string]any{"receiver": receiver, "tid": tid, "due": due},
-			fmt.Sprintf("added %d/%d: first firing at tick %d", receiver, tid, due))
+			fmt.Sprintf("added %d/%d: first firing %s (tick %d)", receiver, tid, e.clk.at(due), due))
 		return nil
 	}
 }
@@ -283,11 +336,11 @@ func checkAddTiming(fs *flag.FlagSet, args []string, repeat uint32) error {
 	if set["cron"] && fs.Lookup("cron").Value.String() != "" {
 		return nil // a schedule: AFTER, -at and -every mean nothing (the schedule flags check)
 	}
-	if set["at"] && fs.Lookup("at").Value.String() == "0" {
-		return usageError{errors.New("-at 0: give the absolute tick of the first firing, after tw-time now (see ping)")}
+	if set["at"] && fs.Lookup("at").Value.String() == "" {
+		return usageError{errors.New("-at \"\": give the first firing: a tick number, an RFC 3339 time or a duration from now")}
 	}
 	if set["at"] && len(args) == 3 && args[2] != "0" {
-		return usageError{fmt.Errorf("AFTER %s and -at %s: give one (-at is the absolute tick of the first firing)",
+		return usageError{fmt.Errorf("AFTER %s and -at %s: give one (-at is the first firing)",
 			args[2], fs.Lookup("at").Value)}
 	}
 	if set["every"] && repeat == 1 {
@@ -322,18 +375,20 @@ func timerJSON(t client.Timer) map[string]any {
 	return planJSON(t, m)
 }
 
-func timerText(t client.Timer) string {
+// timerText is a timer's line: when it is due, in the clock's zone and
+// from now, and its interval, in human units.
+func (k clock) timerText(t client.Timer) string {
 	times := fmt.Sprintf("%d/forever", t.Fired)
 	if t.Repeat != client.Forever {
 		times = fmt.Sprintf("%d/%d", t.Fired, t.Repeat)
 	}
-	state := fmt.Sprintf("due at tick %d (in %d)", t.Due, t.Remaining)
+	state := fmt.Sprintf("due %s (in %s)", k.at(t.Due), k.dur(t.Remaining))
 	if t.Paused {
-		state = fmt.Sprintf("paused with %d ticks left", t.Remaining)
+		state = fmt.Sprintf("paused with %s left", k.dur(t.Remaining))
 	}
 	line := fmt.Sprintf("%d/%d  %s", t.Receiver, t.Tid, state)
 	if hasInterval(t) {
-		line += fmt.Sprintf("  every %d", t.Every)
+		line += "  every " + k.dur(t.Every)
 	}
 	line += "  fired " + times
 	line += planText(t)
@@ -352,7 +407,7 @@ func getCmd(e *env) error {
 	if err != nil {
 		return err
 	}
-	e.print(timerJSON(t), timerText(t))
+	e.print(timerJSON(t), e.clk.timerText(t))
 	return nil
 }
 
@@ -371,7 +426,7 @@ func listCmd(e *env) error {
 			return err
 		}
 		for _, t := range ts {
-			e.print(timerJSON(t), timerText(t))
+			e.print(timerJSON(t), e.clk.timerText(t))
 		}
 		n += len(ts)
 		if next == 0 {
@@ -382,94 +437,6 @@ func listCmd(e *env) error {
 		}
 		from = next
 	}
-}
-
-func watchCmd(fs *flag.FlagSet) func(*env) error {
-	n := fs.Int("n", 0, "exit after this many events (0 = until interrupted)")
-	ephemeral := fs.Bool("ephemeral", false, "bind ephemerally: the receivers' timers are cancelled when watch exits")
-	ack := fs.Bool("ack", false, "bind in acknowledged mode: each event printed is acknowledged, the unacknowledged ones come again at the next bind")
-	return func(e *env) error {
-		ctx, stop := signal.NotifyContext(e.ctx, os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		o := &client.BindOptions{Ephemeral: *ephemeral}
-		if *ack {
-			o.Ack = client.AckAuto
-		}
-		bound := map[uint64]bool{} // receivers still bound here
-		for _, a := range e.args {
-			receiver, err := uintArg(a, "receiver")
-			if err != nil {
-				return err
-			}
-			if bound[receiver] {
-				continue // given twice (9 9, 9 09): bound once
-			}
-			r, err := e.c.Bind(ctx, receiver, o)
-			if err != nil {
-				return err
-			}
-			bound[receiver] = true
-			e.printBound(receiver, r, *ack)
-		}
-		for seen := 0; *n == 0 || seen < *n; seen++ {
-			select {
-			case <-ctx.Done():
-				return nil
-			case ev, ok := <-e.c.Events():
-				if !ok {
-					return errors.New("connection closed")
-				}
-				e.printEvent(ev)
-				if ev.Kind == client.Takeover {
-					if delete(bound, ev.Receiver); len(bound) == 0 {
-						return fmt.Errorf("receiver %d was taken over by another session: no receiver left to watch", ev.Receiver)
-					}
-				}
-			}
-		}
-		return nil
-	}
-}
-
-// printBound prints watch's line for a bound receiver.
-func (e *env) printBound(receiver uint64, r client.BindResult, ack bool) {
-	v := map[string]any{"bound": receiver, "backlog": r.Pending, "dropped": r.Dropped}
-	text := fmt.Sprintf("watching receiver %d (%d waiting events, %d dropped)", receiver, r.Pending, r.Dropped)
-	if ack {
-		v["ack"], v["first_seq"] = true, r.FirstSeq
-		text = fmt.Sprintf("watching receiver %d, acknowledged (%d unacknowledged events from seq %d, %d dropped)",
-			receiver, r.Pending, r.FirstSeq, r.Dropped)
-	}
-	e.print(v, text)
-}
-
-func (e *env) printEvent(ev client.Event) {
-	switch ev.Kind {
-	case client.Takeover:
-		e.print(map[string]any{"event": "takeover", "receiver": ev.Receiver, "session": ev.NewSession},
-			fmt.Sprintf("receiver %d was taken over by session %d", ev.Receiver, ev.NewSession))
-		return
-	case client.Dropped:
-		e.print(map[string]any{"event": "dropped", "receiver": ev.Receiver, "count": ev.Count},
-			fmt.Sprintf("receiver %d: %d events lost", ev.Receiver, ev.Count))
-		return
-	}
-	times := fmt.Sprintf("%d/%d", ev.Fired, ev.Repeat)
-	if ev.Repeat == client.Forever {
-		times = fmt.Sprintf("%d/forever", ev.Fired)
-	}
-	text := fmt.Sprintf("tick %d  %d/%d  fired %s", ev.Tick, ev.Receiver, ev.Tid, times)
-	if ev.Late > 0 {
-		text += fmt.Sprintf("  late %d", ev.Late)
-	}
-	if ev.Last {
-		text += "  last"
-	}
-	if len(ev.Data) > 0 {
-		text += fmt.Sprintf("  data %q", ev.Data)
-	}
-	e.print(map[string]any{"event": "fire", "receiver": ev.Receiver, "tid": ev.Tid, "tick": ev.Tick,
-		"fired": ev.Fired, "repeat": jsonRepeat(ev.Repeat), "last": ev.Last, "seq": ev.Seq, "late": ev.Late, "data": string(ev.Data)}, text)
 }
 
 func ffCmd(e *env) error {
@@ -485,7 +452,7 @@ func ffCmd(e *env) error {
 	}
 	var bar *ffBar
 	if e.term != nil && !e.json {
-		bar = startFFBar(e.term, e.dial, ticks)
+		bar = startFFBar(e.term, e.dial, ticks, e.clk)
 	}
 	now, fired, err := e.c.FastForward(e.ctx, ticks)
 	if bar != nil {
@@ -496,10 +463,11 @@ func ffCmd(e *env) error {
 	}
 	if ticks <= math.MaxUint64-from && now < from+ticks {
 		e.print(map[string]any{"now": now, "fired": fired, "stopped": true},
-			fmt.Sprintf("fast-forward stopped by freeze at tick %d, %d ticks short of tick %d: %d timers fired", now, from+ticks-now, from+ticks, fired))
+			fmt.Sprintf("fast-forward stopped by freeze at %s (tick %d), %s short of %s: %d timers fired",
+				e.clk.at(now), now, e.clk.dur(from+ticks-now), e.clk.at(from+ticks), fired))
 		return nil
 	}
-	e.print(map[string]any{"now": now, "fired": fired}, fmt.Sprintf("fast-forwarded %d ticks to tick %d: %d timers fired", ticks, now, fired))
+	e.print(map[string]any{"now": now, "fired": fired}, fmt.Sprintf("fast-forwarded %s to %s: %d timers fired", e.clk.dur(ticks), e.clk.at(now), fired))
 	return nil
 }
 
@@ -509,7 +477,7 @@ func nowCmd(name string, fn func(context.Context) (uint64, error)) func(*env) er
 		if err != nil {
 			return err
 		}
-		e.print(map[string]any{"now": now}, fmt.Sprintf("%s: tw-time is tick %d", name, now))
+		e.print(map[string]any{"now": now}, fmt.Sprintf("%s: tw-time is %s (tick %d)", name, e.clk.at(now), now))
 		return nil
 	}
 }
@@ -535,8 +503,8 @@ func statsCmd(e *env) error {
 		e.print(statsJSON(s), "")
 		return nil
 	}
-	fmt.Fprintf(e.stdout, "tw-time     %d (target %d, lag %d ticks, tick %v, speed %gx, frozen %v)\n",
-		s.Now, s.Target, s.Lag, time.Duration(s.TickNs), s.Speed, s.Frozen)
+	fmt.Fprintf(e.stdout, "tw-time     %s (tick %d of %v, target %d, lag %s, speed %gx, frozen %v)\n",
+		e.clk.at(s.Now), s.Now, time.Duration(s.TickNs), s.Target, e.clk.dur(s.Lag), s.Speed, s.Frozen)
 	fmt.Fprintf(e.stdout, "timers      %d\n", s.Timers)
 	fmt.Fprintf(e.stdout, "sessions    %d\n", s.Sessions)
 	fmt.Fprintf(e.stdout, "receivers   %d (backlog %d events)\n", s.Receivers, s.BacklogEvents)

@@ -46,11 +46,11 @@ func TestCommands(t *testing.T) {
 
 	code, out, errOut := cli(t, addr, "add", "7", "11", "3", "-repeat", "4", "-data", "poison")
 	require.Equal(t, 0, code, errOut)
-	assert.Equal(t, "added 7/11: first firing at tick 1003\n", out)
+	assert.Equal(t, "added 7/11: first firing 1970-01-01 00:00:10.03 UTC (tick 1003)\n", out)
 
 	code, out, _ = cli(t, addr, "add", "7", "12", "20ms", "-every", "1", "-repeat", "forever") // 20ms = 2 ticks of 10ms
 	require.Equal(t, 0, code)
-	assert.Equal(t, "added 7/12: first firing at tick 1002\n", out)
+	assert.Equal(t, "added 7/12: first firing 1970-01-01 00:00:10.02 UTC (tick 1002)\n", out)
 
 	for _, bad := range []string{"0", "-1", "4294967295", "always"} { // forever is asked for by name
 		code, _, errOut = cli(t, addr, "add", "7", "13", "1", "-repeat", bad)
@@ -60,12 +60,12 @@ func TestCommands(t *testing.T) {
 
 	code, out, _ = cli(t, addr, "get", "7", "11")
 	require.Equal(t, 0, code)
-	assert.Equal(t, "7/11  due at tick 1003 (in 3)  every 3  fired 0/4  data \"poison\"\n", out)
+	assert.Equal(t, "7/11  due 1970-01-01 00:00:10.03 UTC (in 30ms)  every 30ms  fired 0/4  data \"poison\"\n", out)
 
 	code, out, _ = cli(t, addr, "list", "7")
 	require.Equal(t, 0, code)
-	assert.Equal(t, "7/11  due at tick 1003 (in 3)  every 3  fired 0/4  data \"poison\"\n"+
-		"7/12  due at tick 1002 (in 2)  every 1  fired 0/forever\n", out)
+	assert.Equal(t, "7/11  due 1970-01-01 00:00:10.03 UTC (in 30ms)  every 30ms  fired 0/4  data \"poison\"\n"+
+		"7/12  due 1970-01-01 00:00:10.02 UTC (in 20ms)  every 10ms  fired 0/forever\n", out)
 
 	code, out, _ = cli(t, addr, "list", "8")
 	require.Equal(t, 0, code)
@@ -78,7 +78,7 @@ func TestCommands(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Contains(wout.String(), "watching receiver 7") }, 5*time.Second, time.Millisecond)
 	code, out, _ = cli(t, addr, "ff", "3")
 	require.Equal(t, 0, code)
-	assert.Equal(t, "fast-forwarded 3 ticks to tick 1003: 3 timers fired\n", out)
+	assert.Equal(t, "fast-forwarded 30ms to 1970-01-01 00:00:10.03 UTC: 3 timers fired\n", out)
 	select {
 	case code = <-done:
 	case <-time.After(5 * time.Second):
@@ -86,9 +86,9 @@ func TestCommands(t *testing.T) {
 	}
 	require.Equal(t, 0, code, werr.String())
 	assert.Equal(t, "watching receiver 7 (0 waiting events, 0 dropped)\n"+
-		"tick 1002  7/12  fired 1/forever\n"+
-		"tick 1003  7/11  fired 1/4  data \"poison\"\n"+
-		"tick 1003  7/12  fired 2/forever\n", wout.String())
+		"1970-01-01 00:00:10.02 UTC  7/12  fired 1/forever\n"+
+		"1970-01-01 00:00:10.03 UTC  7/11  fired 1/4  data \"poison\"\n"+
+		"1970-01-01 00:00:10.03 UTC  7/12  fired 2/forever\n", wout.String())
 
 	code, out, _ = cli(t, addr, "cancel", "7", "12")
 	require.Equal(t, 0, code)
@@ -96,11 +96,11 @@ func TestCommands(t *testing.T) {
 
 	code, out, _ = cli(t, addr, "ping")
 	require.Equal(t, 0, code)
-	assert.Equal(t, "pong: tw-time is tick 1003\n", out)
+	assert.Equal(t, "pong: tw-time is 1970-01-01 00:00:10.03 UTC (tick 1003)\n", out)
 
 	code, out, _ = cli(t, addr, "speed", "60")
 	require.Equal(t, 0, code)
-	assert.Equal(t, "speed 60x: tw-time is tick 1003\n", out)
+	assert.Equal(t, "speed 60x: tw-time is 1970-01-01 00:00:10.03 UTC (tick 1003)\n", out)
 
 	code, out, _ = cli(t, addr, "stats")
 	require.Equal(t, 0, code)
@@ -110,10 +110,10 @@ func TestCommands(t *testing.T) {
 
 	code, out, _ = cli(t, addr, "resume")
 	require.Equal(t, 0, code)
-	assert.Contains(t, out, "following the clock again: tw-time is tick ")
+	assert.Contains(t, out, "following the clock again: tw-time is ")
 	code, out, _ = cli(t, addr, "freeze")
 	require.Equal(t, 0, code)
-	assert.Contains(t, out, "frozen: tw-time is tick ")
+	assert.Contains(t, out, "frozen: tw-time is ")
 }
 
 func TestCommandsJSON(t *testing.T) {
@@ -197,6 +197,6 @@ func TestWatchDropped(t *testing.T) {
 	require.Equal(t, 0, code, werr.String())
 	assert.Equal(t, "watching receiver 9 (2 waiting events, 3 dropped)\n"+
 		"receiver 9: 3 events lost\n"+
-		"tick 1004  9/1  fired 4/5\n"+
-		"tick 1005  9/1  fired 5/5  last\n", wout.String())
+		"1970-01-01 00:00:10.04 UTC  9/1  fired 4/5\n"+
+		"1970-01-01 00:00:10.05 UTC  9/1  fired 5/5  last\n", wout.String())
 }

@@ -45,6 +45,7 @@ type ffBar struct {
 	term  io.Writer
 	dial  func(context.Context) (*client.Client, error)
 	total uint64
+	clk   clock // prints the ticks as tw-time durations
 	began time.Time
 	stop  chan struct{}
 	done  chan struct{}
@@ -54,8 +55,8 @@ type ffBar struct {
 }
 
 // startFFBar starts drawing after ffBarAfter, unless finish is called first.
-func startFFBar(term io.Writer, dial func(context.Context) (*client.Client, error), total uint64) *ffBar {
-	b := &ffBar{term: term, dial: dial, total: total, began: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
+func startFFBar(term io.Writer, dial func(context.Context) (*client.Client, error), total uint64, clk clock) *ffBar {
+	b := &ffBar{term: term, dial: dial, total: total, clk: clk, began: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
 	if ffBarAfter <= 0 {
 		b.draw(0) // at once (tests)
 	}
@@ -107,7 +108,7 @@ func (b *ffBar) run() {
 func (b *ffBar) draw(done uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	fmt.Fprint(b.term, "\r"+barLine(done, b.total, time.Since(b.began))+"\x1b[K")
+	fmt.Fprint(b.term, "\r"+barLine(done, b.total, time.Since(b.began), b.clk)+"\x1b[K")
 	b.shown = true
 }
 
@@ -122,10 +123,11 @@ func (b *ffBar) finish() {
 	}
 }
 
-// barLine is the bar's text for done of total ticks after elapsed:
+// barLine is the bar's text for done of total ticks after elapsed, the
+// ticks as tw-time durations (k.dur) and the rate as tw-time per second:
 //
-//	[=========>                    ]  33%  3300000/10000000 ticks  1.1M ticks/s  ETA 6s
-func barLine(done, total uint64, elapsed time.Duration) string {
+//	[=========>                    ]  33%  2d8h of 7d  3h3m/s  ETA 6s
+func barLine(done, total uint64, elapsed time.Duration, k clock) string {
 	frac := 1.0
 	if total > 0 {
 		frac = float64(min(done, total)) / float64(total)
@@ -135,24 +137,11 @@ func barLine(done, total uint64, elapsed time.Duration) string {
 	if n < ffBarWidth {
 		bar += ">" + strings.Repeat(" ", ffBarWidth-n-1)
 	}
-	line := fmt.Sprintf("[%s] %3d%%  %d/%d ticks", bar, int(frac*100), done, total)
+	line := fmt.Sprintf("[%s] %3d%%  %s of %s", bar, int(frac*100), k.dur(done), k.dur(total))
 	if s := elapsed.Seconds(); s > 0 && done > 0 {
 		rate := float64(done) / s
-		line += "  " + humanRate(rate) + " ticks/s"
+		line += "  " + k.dur(uint64(rate)) + "/s"
 		line += "  ETA " + (time.Duration(float64(total-min(done, total)) / rate * float64(time.Second))).Round(time.Second).String()
 	}
 	return line
-}
-
-// humanRate writes x with a k, M or G suffix.
-func humanRate(x float64) string {
-	switch {
-	case x >= 1e9:
-		return fmt.Sprintf("%.1fG", x/1e9)
-	case x >= 1e6:
-		return fmt.Sprintf("%.1fM", x/1e6)
-	case x >= 1e3:
-		return fmt.Sprintf("%.1fk", x/1e3)
-	}
-	return fmt.Sprintf("%.0f", x)
 }

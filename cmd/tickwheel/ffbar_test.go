@@ -15,10 +15,13 @@ import (
 )
 
 func TestBarLine(t *testing.T) {
-	assert.Equal(t, "["+strings.Repeat(" ", 0)+">"+strings.Repeat(" ", 29)+"]   0%  0/1000 ticks", barLine(0, 1000, time.Second))
-	assert.Equal(t, "[=========>                    ]  33%  333/1000 ticks  333 ticks/s  ETA 2s", barLine(333, 1000, time.Second))
-	assert.Equal(t, "[==============================] 100%  3000000/3000000 ticks  1.5M ticks/s  ETA 0s", barLine(3_000_000, 3_000_000, 2*time.Second))
-	assert.Equal(t, "[==============================] 100%  5/0 ticks  5 ticks/s  ETA 0s", barLine(5, 0, time.Second))
+	k := clock{tick: 10 * time.Millisecond, zone: time.UTC}
+	assert.Equal(t, "["+strings.Repeat(" ", 0)+">"+strings.Repeat(" ", 29)+"]   0%  0s of 10s", barLine(0, 1000, time.Second, k))
+	assert.Equal(t, "[=========>                    ]  33%  3.33s of 10s  3.33s/s  ETA 2s", barLine(333, 1000, time.Second, k))
+	week := uint64(7 * 24 * 360_000)
+	assert.Equal(t, "[==========>                   ]  33%  2d8h of 7d  2d8h/s  ETA 2s", barLine(week/3, week, time.Second, k))
+	assert.Equal(t, "[==============================] 100%  8h20m of 8h20m  4h10m/s  ETA 0s", barLine(3_000_000, 3_000_000, 2*time.Second, k))
+	assert.Equal(t, "[==============================] 100%  50ms of 0s  50ms/s  ETA 0s", barLine(5, 0, time.Second, k))
 }
 
 // ff draws its bar on a terminal once the fast-forward has taken
@@ -37,19 +40,20 @@ func TestFFBar(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	var out, term syncBuffer
-	e := &env{ctx: context.Background(), c: c, args: []string{"5000"}, stdout: &out, term: &term, dial: dial}
+	k := clock{tick: c.TickDuration(), zone: time.UTC}
+	e := &env{ctx: context.Background(), c: c, args: []string{"5000"}, stdout: &out, term: &term, dial: dial, clk: k}
 	require.NoError(t, ffCmd(e))
-	assert.Equal(t, "fast-forwarded 5000 ticks to tick 6000: 0 timers fired\n", out.String())
+	assert.Equal(t, "fast-forwarded 50s to 1970-01-01 00:01:00 UTC: 0 timers fired\n", out.String())
 	drawn := term.String()
 	assert.True(t, strings.HasPrefix(drawn, "\r[>"), "%q", drawn)
-	assert.Contains(t, drawn, "/5000 ticks")
+	assert.Contains(t, drawn, " of 50s")
 	assert.True(t, strings.HasSuffix(drawn, "\r\x1b[K"), "the line is cleared: %q", drawn)
 
 	// The bar's figures are the server's: with no fast-forward running
 	// the wheel is not behind (lag 0), so all of the 100 ticks are done.
 	term = syncBuffer{}
-	bar := startFFBar(&term, dial, 100)
-	for !strings.Contains(term.String(), "100%  100/100 ticks") {
+	bar := startFFBar(&term, dial, 100, k)
+	for !strings.Contains(term.String(), "100%  1s of 1s") {
 		time.Sleep(time.Millisecond)
 	}
 	bar.finish()

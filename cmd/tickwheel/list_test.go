@@ -22,7 +22,7 @@ func TestListPages(t *testing.T) {
 		require.Equal(t, 0, code, errOut)
 	}
 	for _, tid := range []int{1, 3, 20, 40, 50} {
-		want = append(want, fmt.Sprintf("7/%d  due at tick 1005 (in 5)  fired 0/1", tid))
+		want = append(want, fmt.Sprintf("7/%d  due 1970-01-01 00:00:10.05 UTC (in 50ms)  fired 0/1", tid))
 	}
 	code, out, errOut := cli(t, addr, "list", "7")
 	require.Equal(t, 0, code, errOut)
@@ -50,7 +50,7 @@ func TestTimerInterval(t *testing.T) {
 	}
 	code, out, errOut := cli(t, addr, "get", "7", "1")
 	require.Equal(t, 0, code, errOut)
-	assert.Equal(t, "7/1  due at tick 99999999999999 (in 99999999998999)  fired 0/1\n", out)
+	assert.Equal(t, "7/1  due tick 99999999999999 (in 11574074d)  fired 0/1\n", out)
 	code, out, _ = cli(t, addr, "get", "-json", "7", "1")
 	require.Equal(t, 0, code)
 	assert.NotContains(t, out, `"every"`)
@@ -59,7 +59,7 @@ func TestTimerInterval(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	lines := strings.Split(out, "\n")
 	require.Len(t, lines, 4, out)
-	assert.Equal(t, "7/2  due at tick 1005 (in 5)  every 3  fired 0/forever", lines[1])
+	assert.Equal(t, "7/2  due 1970-01-01 00:00:10.05 UTC (in 50ms)  every 30ms  fired 0/forever", lines[1])
 	assert.NotContains(t, lines[2], "every")
 	assert.Contains(t, lines[2], `cron "@daily" UTC`)
 	code, out, _ = cli(t, addr, "list", "-json", "7")

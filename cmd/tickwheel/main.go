@@ -3,7 +3,7 @@
 //	tickwheel [serve] [-config FILE] [-addr HOST:PORT] [-tick DURATION] [-frozen] [-start-tick N]
 //	          [-data-dir DIR] [-fsync always|everysec|no] [-downtime catch-up|pause] [-repair]
 //	          [-admin-token-file FILE] [-client-token-file FILE] [-insecure] [-http-addr HOST:PORT]
-//	tickwheel COMMAND [-addr HOST:PORT] [-token T | -token-file FILE] [-data-dir DIR] [-json] ARGS...
+//	tickwheel COMMAND [-addr HOST:PORT] [-token T | -token-file FILE] [-data-dir DIR] [-zone ZONE] [-json] ARGS...
 //	tickwheel -config-check [-config FILE] [server flags]
 //	tickwheel health [-http-addr HOST:PORT]
 //
@@ -21,8 +21,10 @@
 // The admin token comes from -admin-token-file, else $TICKWHEEL_ADMIN_TOKEN,
 // else the config file, else <data dir>/admin.token, made at first start.
 // The commands (add, cancel, get, list, watch, ff, freeze, resume, speed,
-// stats, ping) talk to a running server: `tickwheel help` lists them. On the
-// server's machine they find its admin token by themselves.
+// stats, ping) talk to a running server ($TICKWHEEL_ADDR, or -addr):
+// `tickwheel help` lists them. On the server's machine they find its admin
+// token by themselves. They print ticks as times in the local zone (-zone)
+// and tick counts as durations; -json keeps ticks.
 package main
 
 import (

@@ -18,7 +18,7 @@ type scheduleFlags struct {
 func addScheduleFlags(fs *flag.FlagSet) *scheduleFlags {
 	return &scheduleFlags{
 		cron:   fs.String("cron", "", `calendar schedule: a cron expression such as "0 4 * * *", or @daily, @hourly, @every 90s (no AFTER)`),
-		zone:   fs.String("zone", "", "IANA time zone of -cron, such as Europe/Paris (default UTC)"),
+		zone:   fs.String("zone", "", "IANA time zone of -cron, such as Europe/Paris (default UTC); the first firing is printed in it"),
 		missed: fs.String("missed", "", "what a repeating timer does with firings that fall in a downtime: all (default), once or skip"),
 	}
 }

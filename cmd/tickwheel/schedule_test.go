@@ -24,10 +24,10 @@ func TestCLICron(t *testing.T) {
 
 	code, out, errOut := cli(t, addr, "add", "7", "1", "-cron", "0 4 * * *", "-zone", "Europe/Paris", "-missed", "once")
 	require.Equal(t, 0, code, errOut)
-	assert.Equal(t, fmt.Sprintf("added 7/1: first firing at tick %d\n", next), out)
+	assert.Equal(t, fmt.Sprintf("added 7/1: first firing 2026-03-29 04:00:00 CEST (tick %d)\n", next), out)
 	code, out, _ = cli(t, addr, "get", "7", "1")
 	require.Equal(t, 0, code)
-	assert.Equal(t, fmt.Sprintf("7/1  due at tick %d (in %d)  fired 0/forever  cron \"0 4 * * *\" Europe/Paris  missed once\n", next, next-start), out)
+	assert.Equal(t, "7/1  due 2026-03-29 02:00:00 UTC (in 14h)  fired 0/forever  cron \"0 4 * * *\" Europe/Paris  missed once\n", out)
 	code, out, _ = cli(t, addr, "get", "-json", "7", "1")
 	require.Equal(t, 0, code)
 	assert.Contains(t, out, `"schedule":"0 4 * * *"`)
@@ -38,7 +38,7 @@ func TestCLICron(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	code, out, _ = cli(t, addr, "list", "7")
 	require.Equal(t, 0, code)
-	assert.Contains(t, out, "7/2  due at tick")
+	assert.Contains(t, out, "7/2  due 2026-03-28 12:00:00.05 UTC (in 50ms)")
 	assert.Contains(t, out, "fired 0/1  missed skip\n")
 
 	code, _, errOut = cli(t, addr, "ff", "24h")

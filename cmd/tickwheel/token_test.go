@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -41,9 +42,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	for _, v := range []string{envToken, envAdminToken, envClientToken} {
+	for _, v := range []string{envToken, envAdminToken, envClientToken, envAddr} {
 		os.Unsetenv(v)
 	}
+	// The commands print times in the local zone: UTC here, whatever
+	// the developer's (TestZone tests -zone).
+	time.Local = time.UTC
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -77,10 +81,10 @@ func TestCLIReadsAdminTokenFile(t *testing.T) {
 	srv := localServer(t)
 	code, out, errOut := cli(t, srv.Addr(), "ff", "100")
 	require.Equal(t, 0, code, errOut)
-	assert.Equal(t, "fast-forwarded 100 ticks to tick 1000100: 0 timers fired\n", out)
+	assert.Equal(t, "fast-forwarded 1s to 1970-01-01 02:46:41 UTC: 0 timers fired\n", out)
 	code, out, errOut = cli(t, srv.Addr(), "stats")
 	require.Equal(t, 0, code, errOut)
-	assert.Contains(t, out, "tw-time     1000100")
+	assert.Contains(t, out, "tw-time     1970-01-01 02:46:41 UTC (tick 1000100 of 10ms")
 
 	code, _, errOut = cli(t, srv.Addr(), "stats", "-token", "")
 	assert.Equal(t, 1, code)

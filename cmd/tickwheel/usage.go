@@ -8,7 +8,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // commandOrder is the order of the commands in the usage.
@@ -31,8 +30,10 @@ commands:
 	fmt.Fprintf(w, "  %-23s  %s\n", "health", "ask the operator HTTP listener's /healthz: exit 0 if the server is up")
 	fmt.Fprintf(w, "  %-23s  %s\n", "version", "print this build's version, VCS revision and Go version (-json: an object); also -version")
 	fmt.Fprint(w, `
-common flags: -addr HOST:PORT (default 127.0.0.1:7420), -json, -timeout D (connecting, and each
-  request but watch's and ff's),
+common flags: -addr HOST:PORT (default $TICKWHEEL_ADDR, else 127.0.0.1:7420; -addr beats
+  $TICKWHEEL_ADDR), -json, -timeout D (connecting, and each request but watch's and ff's),
+  -zone ZONE: the IANA time zone times are printed in (default the local zone, $TZ's if set;
+  tick t is Unix time t × the server's tick; -json keeps ticks),
   -token T or -token-file FILE (or $TICKWHEEL_TOKEN): the hello token. By default, when
   -addr is a loopback address, the server's admin token is read from <data dir>/admin.token
   (-data-dir DIR, default ./tickwheel-data, as the server's), so commands run where the
@@ -129,13 +130,13 @@ var argWants = map[string]string{
 	"X":              "must be a positive number",
 }
 
-// isNumber reports whether s is a number or a duration ("-5", "-1.5s"),
+// isNumber reports whether s is a number or a duration ("-5", "-1.5s", "-7d"),
 // never a flag.
 func isNumber(s string) bool {
 	if _, err := strconv.ParseFloat(s, 64); err == nil {
 		return true
 	}
-	_, err := time.ParseDuration(s)
+	_, err := parseDuration(s)
 	return err == nil
 }
 

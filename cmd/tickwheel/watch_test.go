@@ -34,8 +34,8 @@ func TestWatchAck(t *testing.T) {
 	}
 	require.Equal(t, 0, code, werr.String())
 	assert.Equal(t, "watching receiver 9, acknowledged (0 unacknowledged events from seq 1, 0 dropped)\n"+
-		"tick 1001  9/1  fired 1/5\n"+
-		"tick 1002  9/1  fired 2/5\n", wout.String())
+		"1970-01-01 00:00:10.01 UTC  9/1  fired 1/5\n"+
+		"1970-01-01 00:00:10.02 UTC  9/1  fired 2/5\n", wout.String())
 
 	// stats shows the 3 events the outbox keeps for the next watch.
 	require.Eventually(t, func() bool {
@@ -65,24 +65,27 @@ func TestWatchAck(t *testing.T) {
 	assert.Equal(t, client.BindResult{FirstSeq: 6}, r, "everything watched was acknowledged")
 }
 
-// TestWatchLate: an event that fired late says by how many ticks: "late N"
-// in the text when N > 0, "late" always in -json.
+// TestWatchLate: an event that fired late says by how much, in human
+// units: "late 3.52s" in the text when it is, "late" in ticks always in
+// -json; its tick is printed as the moment it stands for.
 func TestWatchLate(t *testing.T) {
 	ev := client.Event{Kind: client.Fire, Receiver: 7, Tid: 1, Tick: 1000, Fired: 1, Repeat: 1, Last: true, Seq: 1}
+	clk := clock{tick: 10 * time.Millisecond, zone: time.UTC}
 	for _, tc := range []struct {
 		late       uint64
 		text, json string
 	}{
-		{0, "tick 1000  7/1  fired 1/1  last\n", `"late":0`},
-		{12, "tick 1000  7/1  fired 1/1  late 12  last\n", `"late":12`},
+		{0, "1970-01-01 00:00:10 UTC  7/1  fired 1/1  last\n", `"late":0`},
+		{352, "1970-01-01 00:00:10 UTC  7/1  fired 1/1  late 3.52s  last\n", `"late":352`},
 	} {
 		ev.Late = tc.late
 		var out strings.Builder
-		(&env{stdout: &out}).printEvent(ev)
+		(&env{stdout: &out, clk: clk}).printEvent(ev)
 		assert.Equal(t, tc.text, out.String())
 		out.Reset()
-		(&env{stdout: &out, json: true}).printEvent(ev)
+		(&env{stdout: &out, json: true, clk: clk}).printEvent(ev)
 		assert.Contains(t, out.String(), tc.json)
+		assert.Contains(t, out.String(), `"tick":1000`)
 	}
 }
 
@@ -129,4 +132,42 @@ func watchTakenOver(t *testing.T, receivers ...string) (code int, stdout, stderr
 		t.Fatalf("watch %v went on after its receiver was taken over; stdout:\n%s", receivers, wout.String())
 	}
 	return code, wout.String(), werr.String()
+}
+
+// TestWatchReconnects: watch outlives a server restart: it says so on
+// stderr, binds its receiver again and goes on printing its events; in
+// acknowledged mode none is lost or printed twice.
+func TestWatchReconnects(t *testing.T) {
+	srv := localServer(t, servertest.WithStartTick(1000), servertest.WithDataDir(t.TempDir()))
+	addr := srv.Addr()
+	var wout, werr syncBuffer
+	done := make(chan int, 1)
+	// -token "": the server keeps its admin token in its own data
+	// directory, not in the default one another test's server may have
+	// left an admin.token in; a client needs none.
+	go func() {
+		done <- run([]string{"watch", "-addr", addr, "-token", "", "-ack", "-n", "3", "9"}, &wout, &werr)
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(wout.String(), "watching receiver 9") }, 5*time.Second, time.Millisecond,
+		"stderr: %s", &werr)
+	code, _, errOut := cli(t, addr, "add", "-token", "", "9", "1", "1", "-repeat", "3")
+	require.Equal(t, 0, code, errOut)
+	srv.AdvanceTicks(1)
+	require.Eventually(t, func() bool { return strings.Contains(wout.String(), "fired 1/3") }, 5*time.Second, time.Millisecond)
+
+	srv.Restart()
+	require.Eventually(t, func() bool { return strings.Contains(werr.String(), "reconnected\n") }, 10*time.Second, 5*time.Millisecond)
+	assert.Contains(t, werr.String(), "reconnecting…")
+	srv.AdvanceTicks(2)
+	select {
+	case code = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("watch did not go on after the restart; stdout:\n%s\nstderr:\n%s", wout.String(), werr.String())
+	}
+	require.Equal(t, 0, code, werr.String())
+	assert.Equal(t, "watching receiver 9, acknowledged (0 unacknowledged events from seq 1, 0 dropped)\n"+
+		"1970-01-01 00:00:10.01 UTC  9/1  fired 1/3\n"+
+		"1970-01-01 00:00:10.02 UTC  9/1  fired 2/3\n"+
+		"1970-01-01 00:00:10.03 UTC  9/1  fired 3/3  last\n", wout.String())
+	assert.Regexp(t, `^tickwheel watch: connection lost \(.+\); reconnecting…\ntickwheel watch: reconnected\n$`, werr.String())
 }
