@@ -60,6 +60,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	if l, ok := c.Context().(*link); ok {
 		s.conns.Add(-1)
+		s.closed.Add(1)
 		delete(s.links, l.sess.ID())
 		s.core.Close(l.sess, c.OutboundBuffered())
 		s.log.Debug("connection closed", "session", l.sess.ID(), "err", err)

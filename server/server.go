@@ -51,6 +51,7 @@ type Server struct {
 	ln         net.Listener
 	acceptDone chan struct{}
 	conns      atomic.Int64
+	closed     atomic.Uint64 // client connections closed since the start (memreturn.go)
 	refused    atomic.Uint64
 	maxConns   int
 	accepting  atomic.Bool   // acceptLoop was started: Stop waits for acceptDone
@@ -214,7 +215,8 @@ func (s *Server) Start() error {
 	frozen := s.clock.Frozen() // read before clients can change it on the loop
 	s.accepting.Store(true)
 	go s.acceptLoop()
-	s.ring() // requests served before the doorbell existed may have left work
+	go s.returnMemory(s.done) // memreturn.go
+	s.ring()                  // requests served before the doorbell existed may have left work
 	s.m.ready.Store(true)
 	s.log.Info("tickwheel listening", "addr", s.addr, "tick", s.cfg.Tick, "frozen", frozen,
 		"persistence", s.cfg.Persistence, "data_dir", s.cfg.DataDir)
