@@ -62,7 +62,8 @@ type Server struct {
 	// their timeouts are next checked (ns since origin). Owned by the event
 	// loop.
 	links      map[uint64]*link
-	deferred   []*link // connections to read on in the next doorbell turn
+	deferred   []*link  // connections to read on in the next doorbell turn
+	pieces     [][]byte // a write cut by powerPieces (conn.go)
 	sweepAt    int64
 	sweepEvery time.Duration // see Config.sweepEvery
 	// ff is the fast-forward running over many turns, or nil (bell.go).
