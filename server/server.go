@@ -51,6 +51,7 @@ type Server struct {
 	ln         net.Listener
 	acceptDone chan struct{}
 	conns      atomic.Int64
+	closed     atomic.Uint64 // client connections closed since the start (memreturn.go)
 	refused    atomic.Uint64
 	maxConns   int
 	accepting  atomic.Bool   // acceptLoop was started: Stop waits for acceptDone
@@ -61,7 +62,8 @@ type Server struct {
 	// their timeouts are next checked (ns since origin). Owned by the event
 	// loop.
 	links      map[uint64]*link
-	deferred   []*link // connections to read on in the next doorbell turn
+	deferred   []*link  // connections to read on in the next doorbell turn
+	pieces     [][]byte // a write cut by powerPieces (conn.go)
 	sweepAt    int64
 	sweepEvery time.Duration // see Config.sweepEvery
 	// ff is the fast-forward running over many turns, or nil (bell.go).
@@ -214,7 +216,8 @@ func (s *Server) Start() error {
 	frozen := s.clock.Frozen() // read before clients can change it on the loop
 	s.accepting.Store(true)
 	go s.acceptLoop()
-	s.ring() // requests served before the doorbell existed may have left work
+	go s.returnMemory(s.done) // memreturn.go
+	s.ring()                  // requests served before the doorbell existed may have left work
 	s.m.ready.Store(true)
 	s.writeAddrFile()
 	s.log.Info("tickwheel listening", "addr", s.addr, "tick", s.cfg.Tick, "frozen", frozen,

@@ -207,7 +207,10 @@ func (c *Core) reply(s *Session, id uint64, err error) {
 	c.fail(s, id, code, err.Error())
 }
 
+// fail appends an error reply. The request it answers is refused: it must
+// have changed nothing (see applyRecorded).
 func (c *Core) fail(s *Session, id uint64, code protocol.Code, msg string) {
+	c.refused = true
 	c.countError(code)
 	s.out = protocol.AppendError(s.out, id, code, msg)
 }
@@ -219,7 +222,7 @@ func (c *Core) fail(s *Session, id uint64, code protocol.Code, msg string) {
 func (c *Core) Malformed(s *Session, id uint64, err error) {
 	before := len(s.out)
 	c.fail(s, id, protocol.CodeMalformed, err.Error())
-	c.rec.pad(inKill, s.id, len(s.out)-before)
+	c.killPad(s, len(s.out)-before)
 	s.kill = true
 	c.markDirty(s)
 	c.peerInfo("closing connection after a malformed frame", "session", s.id, "err", err)
@@ -233,9 +236,18 @@ func (c *Core) Expire(s *Session, why string) {
 	before := len(s.out)
 	s.out = protocol.AppendError(s.out, 0, protocol.CodeTimeout, why)
 	c.countError(protocol.CodeTimeout)
-	c.rec.pad(inKill, s.id, len(s.out)-before)
+	c.killPad(s, len(s.out)-before)
 	s.kill = true
 	c.markDirty(s)
+}
+
+// killPad records the kill of s and its last reply's length, unless s
+// is quiet (quiet.go).
+func (c *Core) killPad(s *Session, n int) {
+	if !c.lazy(s) {
+		c.rec.pad(inKill, s.id, n)
+	}
+	c.rec.marks++ // the reply is laid out here, not by Apply
 }
 
 // Work returns the work counter: requests handled and timers they walked.

@@ -19,15 +19,18 @@ const maxHelloFailures = 3
 // the connection closes), then a session without hello may send only hello
 // (else hello_required, for an undefined op too), then the op must be
 // defined (else unknown_op), then admin rights and the read-only state.
-// State-changing requests are recorded: hello with its outcome (never its
-// token), clock ops with the tick they left tw-time at, the others as
-// sent.
+// Requests that change state are recorded: clock ops with the tick they
+// left tw-time at, the others as sent. A request that changes nothing —
+// a read, a refusal, anything before a successful hello, hello itself
+// (which changes only its session's own fields: see quiet.go) — is not;
+// its reply is recorded as its length only while the session is not
+// quiet.
 func (c *Core) Apply(s *Session, payload []byte) {
 	c.work++
 	before, mark := len(s.out), c.rec.marks
 	defer func() {
 		if c.rec.marks == mark { // nothing recorded reproduces the output
-			c.rec.pad(inPad, s.id, len(s.out)-before)
+			c.unreproduced(s, len(s.out)-before)
 		}
 	}()
 	req := &c.req
@@ -51,18 +54,53 @@ func (c *Core) Apply(s *Session, payload []byte) {
 		c.markDirty(s)
 		return
 	}
-	if req.Op == protocol.OpAdd && req.AfterNs != 0 && req.At == 0 {
-		c.readInstant()
+	wasQuiet := s.quiet()
+	switch {
+	case recordedAsSent(req.Op):
+		c.applyRecorded(s, req, payload)
+	case clockOp(req.Op): // recorded with its outcome, by dispatch
+		c.syncSession(s) // quiet.go
+		c.dispatch(s, req)
+	default:
+		c.dispatch(s, req)
 	}
-	if recordedAsSent(req.Op) {
-		c.rec.apply(s.id, payload)
-		if req.Op != protocol.OpBind { // a bind's reply needs no record (noteReplied)
-			c.noteReplied(s, len(s.out))
-		}
-	}
-	c.dispatch(s, req)
+	c.unquiet(s, wasQuiet)
 	if len(s.out) > 0 {
 		c.markDirty(s)
+	}
+}
+
+// applyRecorded applies a request recorded as sent, and records it unless
+// it was refused (an error reply, and nothing changed): then only its
+// reply's length is, by Apply. The record of the session's own fields, if
+// it is behind on them (quiet.go), comes first, as they were before.
+func (c *Core) applyRecorded(s *Session, req *protocol.Request, payload []byte) {
+	instant := req.Op == protocol.OpAdd && req.AfterNs != 0 && req.At == 0
+	if instant {
+		c.readInstant()
+	}
+	var sync []byte
+	if s.stale && c.rec.on {
+		sync = appendSync(c.syncBuf[:0], s)
+		c.syncBuf = sync
+	}
+	c.refused = false
+	at := len(s.out) // where this request's reply begins (noteReplied)
+	c.dispatch(s, req)
+	if c.refused {
+		return
+	}
+	c.logOpen(s)
+	if sync != nil {
+		c.rec.raw(sync)
+		s.stale = false
+	}
+	if instant {
+		c.rec.instant(c.instTick, c.instSub)
+	}
+	c.rec.apply(s.id, payload)
+	if req.Op != protocol.OpBind { // a bind's reply needs no record (noteReplied)
+		c.noteReplied(s, at)
 	}
 }
 
@@ -94,6 +132,15 @@ func changesTimers(op protocol.Op) bool {
 	return false
 }
 
+// clockOp reports whether op changes tw-time's clock.
+func clockOp(op protocol.Op) bool {
+	switch op {
+	case protocol.OpFastForward, protocol.OpFreeze, protocol.OpResumeSync, protocol.OpSetSpeed:
+		return true
+	}
+	return false
+}
+
 // recordedAsSent reports whether a request of op is recorded as its
 // payload: those that may change state, except hello and the clock ops,
 // recorded with their outcome.
@@ -118,9 +165,12 @@ func (c *Core) dispatch(s *Session, req *protocol.Request) {
 	case protocol.OpCancel:
 		if c.mayTouch(s, req) {
 			c.unhold(k)
-			c.reply(s, req.ID, c.wheel.Cancel(k))
-			c.dropPlan(k)
-			c.tidy(req.Receiver)
+			err := c.wheel.Cancel(k)
+			c.reply(s, req.ID, err)
+			if err == nil { // (not found: nothing to forget)
+				c.dropPlan(k)
+				c.tidy(req.Receiver)
+			}
 		}
 	case protocol.OpGet:
 		in, err := c.wheel.Get(k)
@@ -154,12 +204,13 @@ func (c *Core) dispatch(s *Session, req *protocol.Request) {
 		}
 	case protocol.OpResume:
 		if c.mayTouch(s, req) {
-			c.unhold(k)
+			held := c.unhold(k)
 			err := c.wheel.Resume(k)
 			if err == nil {
 				c.planResumed(k)
 			}
 			c.reply(s, req.ID, err)
+			c.refused = c.refused && !held // the server's hold ended all the same
 		}
 	case protocol.OpPing:
 		s.out = protocol.AppendOK(s.out, req.ID, c.Now())
@@ -219,9 +270,13 @@ func (c *Core) hello(s *Session, req *protocol.Request) {
 	case !isClient && (req.Token != "" || c.cfg.ClientToken != ""):
 		outcome = helloFailed
 	}
-	before := len(s.out)
 	c.helloOutcome(s, req.ID, req.Name, outcome, -1)
-	c.rec.hello(s.id, req.ID, req.Name, outcome, len(s.out)-before) // its reply needs no record (noteReplied)
+	if outcome != helloFailed {
+		c.logOpen(s) // its reply tells the session its id
+	}
+	if c.rec.on {
+		s.stale = true // the record learns the session's new fields before its next change (quiet.go)
+	}
 }
 
 // helloOutcome applies a hello whose token check gave outcome. Its reply

@@ -19,6 +19,7 @@
 package session
 
 import (
+	"fmt"
 	"log/slog"
 
 	"github.com/tickwheel/tickwheel/protocol"
@@ -96,6 +97,9 @@ type Core struct {
 	waiting       []*receiver // receivers with parked firings, in the order their waits began
 	scratch       []byte      // an event being encoded for a backlog or an outbox
 	stalled       []*Session  // sessions with events held back or requests unread (route.go)
+	// drains lists quiet sessions whose requests are unread until their
+	// output drains (quiet.go): not state, as their fields are their own.
+	drains []*Session
 	// work counts the requests handled and the timers they walked (list,
 	// cancel_all): the server bounds how much of it one connection's
 	// requests may take in one turn.
@@ -118,7 +122,12 @@ type Core struct {
 	taken     []*Session // replied, as of the last TakeRecord
 	held      []*Session // sessions whose output waits for the log (HoldReplied)
 	replaying bool       // inputs come from Replay: nothing is logged
-	readOnly  string     // why state-changing requests are refused, or ""
+	syncBuf   []byte     // an inSync input being made (quiet.go)
+	// loggedNext is the last session id the record has (noteSessions).
+	loggedNext uint64
+	// refused: an error reply was made since applyRecorded cleared it.
+	refused  bool
+	readOnly string // why state-changing requests are refused, or ""
 }
 
 // Session is one client connection's session.
@@ -169,6 +178,14 @@ type Session struct {
 	held     bool
 	replyAt  int
 	holdFrom int
+	// stale: the record is behind on the session's own fields, which
+	// changed while it was quiet; draining: it is in Core.drains (quiet.go).
+	// Neither is state.
+	stale    bool
+	draining bool
+	// logged: the record has the session's opening (see logOpen); in a
+	// replay and after a restore, every session is.
+	logged bool
 	// note locates the dropped notice at the end of out, which a drop of
 	// the next event of the same receiver extends (see noteDropped):
 	// out[noteStart:noteEnd] announces noteRecv's events noteFirst
@@ -311,13 +328,49 @@ func (c *Core) SetWire(l protocol.Limits) { c.cfg.Wire = l }
 // refused request changes nothing and is not recorded.
 func (c *Core) SetReadOnly(why string) { c.readOnly = why }
 
-// Open registers a new session. Recorded.
+// Open registers a new session. Recorded once it matters (see logOpen).
 func (c *Core) Open() *Session {
 	c.nextSession++
 	s := &Session{id: c.nextSession, receivers: make(map[uint64]bool)}
 	c.sessions[s.id] = s
-	c.rec.open(s.id)
 	return s
+}
+
+// openID opens session sid for a replay: ids are recorded when a session
+// first matters, so they may come out of order, and a snapshot may have
+// taken a session before the log did (it is kept as it is).
+func (c *Core) openID(sid uint64) error {
+	if sid == 0 {
+		return fmt.Errorf("open of session 0")
+	}
+	if c.sessions[sid] == nil {
+		c.sessions[sid] = &Session{id: sid, receivers: make(map[uint64]bool), logged: true}
+	}
+	c.nextSession = max(c.nextSession, sid)
+	return nil
+}
+
+// logOpen records the opening of s if it is not yet: before its first
+// recorded input, or when it learns its id (a successful hello), which
+// then stays unique across a restart. A session that never gets so far
+// (failed hellos, nothing but refused requests) costs the log nothing.
+func (c *Core) logOpen(s *Session) {
+	if !s.logged && c.rec.on {
+		s.logged = true
+		c.rec.open(s.id)
+		c.loggedNext = max(c.loggedNext, s.id)
+	}
+}
+
+// noteSessions records the last session id handed out when the record
+// does not have it (sessions open unrecorded: see logOpen), so that a
+// restart hands out no id again that a session had before the last record.
+func (c *Core) noteSessions() {
+	if c.nextSession > c.loggedNext && c.rec.begin() {
+		c.rec.buf = append(c.rec.buf, inNextSession)
+		c.rec.uv(c.nextSession)
+		c.loggedNext = c.nextSession
+	}
 }
 
 // Close forgets s: its receivers become unbound (ephemeral ones lose their
@@ -331,7 +384,9 @@ func (c *Core) Close(s *Session, buffered int) {
 		return
 	}
 	unsent := buffered + s.writing
-	c.rec.close(s.id, unsent)
+	if s.logged {
+		c.rec.close(s.id, unsent)
+	}
 	c.loseUnsent(s, unsent)
 	s.closed = true
 	delete(c.sessions, s.id)

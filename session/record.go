@@ -14,12 +14,15 @@ import (
 // and are recorded only as the length of that output (inPad): where each
 // event lies in a session's output stream decides, when its connection
 // closes, whether it reached the socket, so a replay must lay the stream
-// out the same. Malformed and Expire also mark the session killed.
+// out the same. Malformed and Expire also mark the session killed. A quiet
+// session's (quiet.go) are not recorded at all: its fields are recorded
+// absolutely (inSync) before its next recorded input; and an advance that
+// fires nothing is recorded only before the next input that is.
 const (
 	inOpen         = 1  // sid
 	inClose        = 2  // sid, unsent
 	inApply        = 3  // sid, payload
-	inHello        = 4  // sid, request id, outcome, name, reply length
+	inHello        = 4  // sid, request id, outcome, name, reply length (older logs: hello is synced now)
 	inClock        = 5  // sid (0: none), request id, op, speed bits, ticks, target
 	inAdvance      = 6  // target, max fires
 	inBuffered     = 7  // sid, bytes
@@ -35,6 +38,8 @@ const (
 	inAddOnlyBound = 17 // 0 or 1
 	inLimitsN      = 18 // the number of limits, then the limits in field order
 	inInstant      = 19 // tick, sub: where tw-time was inside the tick, for the add (after_ns) that follows
+	inNextSession  = 33 // the last session id handed out (see Core.noteSessions)
+	inSync         = 32 // (not 21: left for kinds added elsewhere) sid, flags, auth failures, name; with syncStream: written, out length, buffered, the dropped notice (see quiet.go)
 )
 
 // recorder collects the inputs of the current turn while on.
@@ -44,19 +49,58 @@ type recorder struct {
 	// marks counts the recorded inputs whose replay reproduces a request's
 	// output (apply, hello, clock), so Apply knows when to record a pad.
 	marks uint64
+	// adv is an advance that fired nothing and answered no fast-forward,
+	// not yet recorded (advPending): it is recorded, as the last such
+	// advance stands for all of them, just before the next input that is
+	// (see Core.Advance). A turn that only moved tw-time leaves no record.
+	advPending bool
+	advTarget  uint64
+	advMax     int
+}
+
+// begin reports whether recording is on and, when it is, first records the
+// advance waiting to be (see adv): every input is recorded after it.
+func (r *recorder) begin() bool {
+	if !r.on {
+		return false
+	}
+	if r.advPending {
+		r.advPending = false
+		r.buf = append(r.buf, inAdvance)
+		r.uv(r.advTarget)
+		r.uv(uint64(r.advMax))
+	}
+	return true
+}
+
+// deferAdvance notes an advance that moves tw-time only, to be recorded
+// before the next recorded input (replacing one noted before: moving the
+// wheel with nothing due on the way is the same in one step as in many).
+func (r *recorder) deferAdvance(target uint64, maxFires int) {
+	if r.on {
+		r.advPending, r.advTarget, r.advMax = true, target, maxFires
+	}
+}
+
+// raw records inputs already encoded (a sync made before the request it
+// goes with: see applyRecorded).
+func (r *recorder) raw(b []byte) {
+	if len(b) > 0 && r.begin() {
+		r.buf = append(r.buf, b...)
+	}
 }
 
 func (r *recorder) uv(v uint64) { r.buf = binary.AppendUvarint(r.buf, v) }
 
 func (r *recorder) open(sid uint64) {
-	if r.on {
+	if r.begin() {
 		r.buf = append(r.buf, inOpen)
 		r.uv(sid)
 	}
 }
 
 func (r *recorder) close(sid uint64, unsent int) {
-	if r.on {
+	if r.begin() {
 		r.buf = append(r.buf, inClose)
 		r.uv(sid)
 		r.uv(uint64(unsent))
@@ -65,7 +109,7 @@ func (r *recorder) close(sid uint64, unsent int) {
 
 func (r *recorder) apply(sid uint64, payload []byte) {
 	r.marks++
-	if r.on {
+	if r.begin() {
 		r.buf = append(r.buf, inApply)
 		r.uv(sid)
 		r.uv(uint64(len(payload)))
@@ -73,22 +117,9 @@ func (r *recorder) apply(sid uint64, payload []byte) {
 	}
 }
 
-func (r *recorder) hello(sid, id uint64, name string, outcome uint8, replyLen int) {
-	r.marks++
-	if r.on {
-		r.buf = append(r.buf, inHello)
-		r.uv(sid)
-		r.uv(id)
-		r.buf = append(r.buf, outcome)
-		r.uv(uint64(len(name)))
-		r.buf = append(r.buf, name...)
-		r.uv(uint64(replyLen))
-	}
-}
-
 func (r *recorder) clock(s *Session, id uint64, op ClockOp, speed float64, ticks, target uint64) {
 	r.marks++
-	if r.on {
+	if r.begin() {
 		var sid uint64
 		if s != nil {
 			sid = s.id
@@ -104,7 +135,7 @@ func (r *recorder) clock(s *Session, id uint64, op ClockOp, speed float64, ticks
 }
 
 func (r *recorder) advance(target uint64, maxFires int) {
-	if r.on {
+	if r.begin() {
 		r.buf = append(r.buf, inAdvance)
 		r.uv(target)
 		r.uv(uint64(maxFires))
@@ -112,7 +143,7 @@ func (r *recorder) advance(target uint64, maxFires int) {
 }
 
 func (r *recorder) buffered(sid uint64, n int) {
-	if r.on {
+	if r.begin() {
 		r.buf = append(r.buf, inBuffered)
 		r.uv(sid)
 		r.uv(uint64(n))
@@ -120,7 +151,7 @@ func (r *recorder) buffered(sid uint64, n int) {
 }
 
 func (r *recorder) written(sid uint64, n int) {
-	if r.on {
+	if r.begin() {
 		r.buf = append(r.buf, inWritten)
 		r.uv(sid)
 		r.uv(uint64(n))
@@ -128,7 +159,7 @@ func (r *recorder) written(sid uint64, n int) {
 }
 
 func (r *recorder) setClock(speed float64, frozen bool) {
-	if r.on {
+	if r.begin() {
 		r.buf = append(r.buf, inSetClock)
 		r.buf = binary.LittleEndian.AppendUint64(r.buf, math.Float64bits(speed))
 		r.buf = append(r.buf, b2u(frozen))
@@ -136,10 +167,7 @@ func (r *recorder) setClock(speed float64, frozen bool) {
 }
 
 func (r *recorder) pad(kind byte, sid uint64, n int) {
-	if kind == inKill {
-		r.marks++ // it lays out Malformed's reply inside Apply
-	}
-	if r.on && (n > 0 || kind == inKill) {
+	if (n > 0 || kind == inKill) && r.begin() {
 		r.buf = append(r.buf, kind)
 		r.uv(sid)
 		r.uv(uint64(n))
@@ -147,26 +175,26 @@ func (r *recorder) pad(kind byte, sid uint64, n int) {
 }
 
 func (r *recorder) flag(k byte, on bool) {
-	if r.on {
+	if r.begin() {
 		r.buf = append(r.buf, k, b2u(on))
 	}
 }
 
 func (r *recorder) kind(k byte) {
-	if r.on {
+	if r.begin() {
 		r.buf = append(r.buf, k)
 	}
 }
 
 func (r *recorder) session(k byte, sid uint64) {
-	if r.on {
+	if r.begin() {
 		r.buf = append(r.buf, k)
 		r.uv(sid)
 	}
 }
 
 func (r *recorder) sessionN(k byte, sid uint64, n int) {
-	if r.on {
+	if r.begin() {
 		r.buf = append(r.buf, k)
 		r.uv(sid)
 		r.uv(uint64(n))
@@ -174,7 +202,7 @@ func (r *recorder) sessionN(k byte, sid uint64, n int) {
 }
 
 func (r *recorder) wall(ns, tick uint64) {
-	if r.on {
+	if r.begin() {
 		r.buf = append(r.buf, inWall)
 		r.uv(ns)
 		r.uv(tick)
@@ -182,7 +210,7 @@ func (r *recorder) wall(ns, tick uint64) {
 }
 
 func (r *recorder) instant(tick, sub uint64) {
-	if r.on {
+	if r.begin() {
 		r.buf = append(r.buf, inInstant)
 		r.uv(tick)
 		r.uv(sub)
@@ -197,7 +225,7 @@ func b2u(b bool) byte {
 }
 
 func (r *recorder) limits(l *Limits) {
-	if r.on {
+	if r.begin() {
 		fields := limitFields(l)
 		r.buf = append(r.buf, inLimitsN)
 		r.uv(uint64(len(fields)))
@@ -248,6 +276,9 @@ func (c *Core) TakeRecord() (rec []byte, replies bool) {
 	}
 	replies = len(c.replied) > 0
 	c.taken, c.replied = append(c.taken[:0], c.replied...), c.replied[:0]
+	if len(c.rec.buf) > 0 {
+		c.noteSessions()
+	}
 	if len(c.rec.buf) == 0 {
 		return nil, replies
 	}
@@ -344,11 +375,9 @@ func (c *Core) Replay(rec []byte) (err error) {
 func (c *Core) replayOne(kind byte, d *decoder) error {
 	switch kind {
 	case inOpen:
-		sid := d.uv()
-		if d.err == nil && sid != c.nextSession+1 {
-			return fmt.Errorf("open of session %d, expected %d", sid, c.nextSession+1)
+		if sid := d.uv(); d.err == nil {
+			return c.openID(sid)
 		}
-		c.Open()
 	case inClose:
 		s, unsent := d.session(c), int(d.uv())
 		if d.err == nil {
@@ -400,6 +429,12 @@ func (c *Core) replayOne(kind byte, d *decoder) error {
 		}
 	case inInstant:
 		c.instTick, c.instSub = d.uv(), d.uv()
+	case inSync:
+		return c.replaySync(d) // quiet.go
+	case inNextSession:
+		if n := d.uv(); d.err == nil {
+			c.nextSession = max(c.nextSession, n)
+		}
 	default:
 		return c.replayFlow(kind, d)
 	}

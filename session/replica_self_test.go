@@ -50,6 +50,8 @@ func TestReplicaCatchesDivergence(t *testing.T) {
 		s := c.Open()
 		req := protocol.Request{Op: protocol.OpHello, Version: protocol.Version, Token: testAdminToken}
 		c.Apply(s, protocol.AppendRequest(nil, &req)[4:])
+		req = protocol.Request{Op: protocol.OpBind, Receiver: 4} // not quiet: its writes are recorded
+		c.Apply(s, protocol.AppendRequest(nil, &req)[4:])
 		req = protocol.Request{Op: protocol.OpAdd, Receiver: 3, Tid: 1, After: 5, Data: []byte("d")}
 		c.Apply(s, protocol.AppendRequest(nil, &req)[4:])
 		return c, rep, s

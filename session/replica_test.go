@@ -55,7 +55,7 @@ func takeRecord(c *Core) []byte {
 // wrote notes what the live Core's writer was handed for s. Call it from
 // the writer, for every call.
 func (r *replica) wrote(s *Session, out []byte) {
-	if len(out) > 0 && !s.closed { // as Flush records it
+	if len(out) > 0 && !s.closed && !s.quiet() { // as Flush records it (a quiet session's writes are not: quiet.go)
 		r.writes = append(r.writes, chunk{s.id, append([]byte(nil), out...)})
 	}
 }
@@ -156,6 +156,7 @@ func (r *replica) clearDirty() {
 // those with a record.
 func (r *replica) check(receivers []uint64) {
 	r.t.Helper()
+	r.live.settle() // what the record holds back (quiet.go)
 	r.sync()
 	for sid, s := range r.c.sessions {
 		if ls := r.live.sessions[sid]; ls != nil {

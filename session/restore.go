@@ -25,6 +25,7 @@ func (c *Core) restoreCore(b []byte) ([]byte, error) {
 	c.skipped = d.uv()
 	c.wallNs, c.wallTick = d.uv(), d.uv()
 	c.nextSession = d.uv()
+	c.loggedNext = c.nextSession
 	c.firedTotal, c.droppedTotal, c.lostTotal = d.uv(), d.uv(), d.uv()
 	nl := legacyLimits
 	if d.version >= 2 {
@@ -106,7 +107,7 @@ func (c *Core) restoreCore(b []byte) ([]byte, error) {
 }
 
 func restoreSession(d *decoder) (*Session, []uint64) {
-	s := &Session{id: d.uv(), name: string(d.bytes()), receivers: make(map[uint64]bool)}
+	s := &Session{id: d.uv(), name: string(d.bytes()), receivers: make(map[uint64]bool), logged: true}
 	s.hello, s.admin = d.byte() != 0, d.byte() != 0
 	s.authFailures = int(d.uv())
 	s.waiting, s.kill = d.byte() != 0, d.byte() != 0

@@ -58,7 +58,9 @@ func (c *Core) pending(s *Session) int { return len(s.out) + s.buffered }
 // not yet written to its socket. Recorded when it changed.
 func (c *Core) Buffered(s *Session, n int) {
 	if n != s.buffered && !s.closed {
-		c.rec.buffered(s.id, n)
+		if !c.lazy(s) {
+			c.rec.buffered(s.id, n)
+		}
 		s.buffered = n
 	}
 }
@@ -163,7 +165,7 @@ func (c *Core) pump(s *Session) {
 // Stalled returns the number of sessions with events held back or
 // requests unread: while there are any, the server runs PumpAll
 // periodically, as sockets drain without raising an event.
-func (c *Core) Stalled() int { return len(c.stalled) }
+func (c *Core) Stalled() int { return len(c.stalled) + len(c.drains) }
 
 // PumpAll tops up every stalled session and lets the ones whose replies
 // have drained read again (they are marked dirty, so Flush offers them to
@@ -171,8 +173,9 @@ func (c *Core) Stalled() int { return len(c.stalled) }
 // session's connection still holds (recorded as Buffered). It reports
 // whether it moved anything. The server runs it at the end of every turn.
 func (c *Core) PumpAll(buffered func(*Session) int) (moved bool) {
+	moved = c.drainQuiet(buffered) // quiet.go
 	if len(c.stalled) == 0 {
-		return false
+		return moved
 	}
 	if buffered != nil { // what the sockets took, first: recorded before the pump
 		for _, s := range c.stalled {
@@ -186,8 +189,11 @@ func (c *Core) PumpAll(buffered func(*Session) int) (moved bool) {
 	limit := c.limits.MaxOutbound
 	kept := c.stalled[:0]
 	for _, s := range c.stalled {
-		if s.closed {
+		if s.closed || s.quiet() { // a quiet one waits in drains if blocked (quiet.go)
 			s.stalled = false
+			if !s.closed && s.blocked {
+				c.blockQuiet(s)
+			}
 			continue
 		}
 		c.pump(s)
@@ -221,6 +227,10 @@ func (c *Core) MayRead(s *Session, buffered int) bool {
 
 // block stops reading s until its pending output drains. Recorded.
 func (c *Core) block(s *Session) {
+	if c.lazy(s) {
+		c.blockQuiet(s)
+		return
+	}
 	if !s.blocked || !s.stalled {
 		c.rec.session(inBlock, s.id)
 	}
@@ -231,7 +241,9 @@ func (c *Core) block(s *Session) {
 // wrote takes note that s's connection buffers n bytes after a write.
 // Recorded.
 func (c *Core) wrote(s *Session, n int) {
-	c.rec.sessionN(inWrote, s.id, n)
+	if !c.lazy(s) {
+		c.rec.sessionN(inWrote, s.id, n)
+	}
 	s.buffered = n
 	c.afterWrite(s)
 }
@@ -322,7 +334,9 @@ func (c *Core) Flush(write Writer, after func(*Session)) {
 			}
 		}
 		if len(out) > 0 && !s.closed {
-			c.rec.written(s.id, len(out))
+			if !c.lazy(s) {
+				c.rec.written(s.id, len(out))
+			}
 			s.writing = len(out)
 		}
 		if len(out) == len(s.out) {

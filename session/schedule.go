@@ -252,7 +252,7 @@ func (c *Core) Downtime(from, to uint64) {
 	if to <= from {
 		return
 	}
-	if c.rec.on {
+	if c.rec.begin() {
 		c.rec.buf = append(c.rec.buf, inDowntime)
 		c.rec.uv(from)
 		c.rec.uv(to)

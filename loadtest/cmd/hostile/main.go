@@ -5,7 +5,7 @@
 //
 //	hostile hold     -addr A -pid P -n 5000 [-hello] [-declare 65536 -send 65535] [-hold 13s]
 //	hostile list     -addr A -pid P -timers 10000 -data 4096 -requests 100
-//	hostile noread   -addr A -pid P -token-file F -receivers 1 -timers 100 -data 4096
+//	hostile noread   -addr A -pid P -token-file F [-sessions 1] -receivers 1 -timers 100 -data 4096
 //	hostile binds    -addr A -pid P -receivers 10000 -binds 200000
 //	hostile rst      -addr A -pid P -token-file F -clients 200 -duration 30s
 //	hostile garbage  -addr A -pid P -conns 2000
@@ -418,19 +418,21 @@ func cmdList(o *opts, fs *flag.FlagSet, args []string) error {
 
 // ---------------------------------------------------------------- noread
 
-// cmdNoRead binds receivers whose timers fire every tick into a session
-// that never reads.
+// cmdNoRead binds receivers whose timers fire every tick into sessions
+// that never read.
 func cmdNoRead(o *opts, fs *flag.FlagSet, args []string) error {
-	receivers := fs.Int("receivers", 1, "receivers bound by the non-reading session")
+	sessions := fs.Int("sessions", 1, "sessions that never read")
+	receivers := fs.Int("receivers", 1, "receivers bound by each non-reading session")
 	timers := fs.Int("timers", 100, "timers per receiver, each firing every tick")
 	size := fs.Int("data", 4096, "bytes of data per timer")
 	hold := fs.Duration("hold", 20*time.Second, "how long to hold")
 	if err := o.parse(fs, args); err != nil {
 		return err
 	}
-	if *receivers > 1000 || *timers > 10000 || *hold > 100*time.Second {
-		return fmt.Errorf("bounds: -receivers <= 1000, -timers <= 10000, -hold <= 100s")
+	if *sessions < 1 || *sessions > 1000 || *receivers > 1000 || *timers > 10000 || *hold > 100*time.Second {
+		return fmt.Errorf("bounds: 1 <= -sessions <= 1000, -receivers <= 1000, -timers <= 10000, -hold <= 100s")
 	}
+	all := *sessions * *receivers // receiver 1000+k*receivers+r is the r-th of session k
 	o.status("before:")
 	rss0 := rssMiB(o.pid)
 	adm, err := session(o.addr, "admin", o.token)
@@ -438,29 +440,38 @@ func cmdNoRead(o *opts, fs *flag.FlagSet, args []string) error {
 		return err
 	}
 	defer adm.c.Close()
-	a, err := session(o.addr, "noreader", "")
-	if err != nil {
-		return err
+	var readers []*wire
+	defer func() {
+		for _, a := range readers {
+			a.c.Close()
+		}
+	}()
+	for k := range *sessions {
+		a, err := session(o.addr, "noreader", "")
+		if err != nil {
+			return err
+		}
+		readers = append(readers, a)
+		var reqs []protocol.Request
+		for r := range *receivers {
+			reqs = append(reqs, protocol.Request{Op: protocol.OpBind, Receiver: uint64(1000 + k**receivers + r)})
+		}
+		if _, fe, err := a.pipeline(reqs, 500, 30*time.Second); err != nil || fe != "" {
+			return fmt.Errorf("bind: %v %s", err, fe)
+		}
 	}
 	data := make([]byte, *size)
-	var reqs []protocol.Request
-	for r := range *receivers {
-		reqs = append(reqs, protocol.Request{Op: protocol.OpBind, Receiver: uint64(1000 + r)})
-	}
-	if _, fe, err := a.pipeline(reqs, 500, 30*time.Second); err != nil || fe != "" {
-		return fmt.Errorf("bind: %v %s", err, fe)
-	}
 	// Timers are added by the admin session, so the attacker reads nothing
 	// after its binds.
 	added := 0
-	for r := range *receivers {
+	for r := range all {
 		ok, fe, err := addTimers(adm, uint64(1000+r), *timers, data, 1, 1, 0)
 		if err != nil || fe != "" {
 			return fmt.Errorf("add: %v %s", err, fe)
 		}
 		added += ok
 	}
-	fmt.Printf("%d receivers x %d timers x %d B, every tick, into a session that never reads\n", *receivers, *timers, *size)
+	fmt.Printf("%d sessions x %d receivers x %d timers x %d B, every tick, into sessions that never read\n", *sessions, *receivers, *timers, *size)
 	smp := startSampler(o.pid)
 	mon, err := startMonitor(o.addr, "", 50*time.Millisecond)
 	if err != nil {
@@ -474,17 +485,21 @@ func cmdNoRead(o *opts, fs *flag.FlagSet, args []string) error {
 	peak := smp.Stop()
 	fmt.Println(mon.Stop())
 	fmt.Printf("peak rss %.1f MiB (+%.1f MiB over %.1f MiB before)\n", peak, peak-rss0, rss0)
-	for r := range *receivers {
+	for r := range all {
 		_, _ = adm.call(&protocol.Request{Op: protocol.OpCancelAll, Receiver: uint64(1000 + r)}, 10*time.Second)
 	}
-	lingerZero(a.c)
-	a.c.Close()
+	for _, a := range readers {
+		lingerZero(a.c)
+		a.c.Close()
+	}
+	readers = nil
 	time.Sleep(time.Second)
+	fmt.Printf("after closing the sessions: rss=%.1f MiB\n", rssMiB(o.pid))
 	s, _ := adm.stats()
 	fmt.Printf("after cleanup: backlog_events=%d timers=%d sessions=%d\n", s.BacklogEvents, s.Timers, s.Sessions)
 	// The receivers are unbound now; their backlogs stay until bound again.
 	var drain []protocol.Request
-	for r := range *receivers {
+	for r := range all {
 		drain = append(drain, protocol.Request{Op: protocol.OpBind, Receiver: uint64(1000 + r)})
 	}
 	d, err := session(o.addr, "drain", "")

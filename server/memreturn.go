@@ -1,0 +1,101 @@
+package server
+
+import (
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"time"
+)
+
+// Giving memory back after connections close in numbers.
+//
+// The bytes a connection holds (gnet's inbound and outbound buffers, a
+// partial frame, unread replies) are freed when it closes, but Go returns
+// freed heap to the OS only after a garbage collection, and gnet keeps the
+// buffers of closed connections in sync.Pools, which a collection empties
+// only at the second cycle after. An idle server runs no collection for
+// minutes: 5,000 connections holding a 64 KiB partial frame each left RSS
+// at +352 MiB for the 60 s watched after they closed.
+//
+// So a goroutine looks once every memReturnEvery at the connections. When
+// at least memReturnConns have closed since the last return, and at least
+// a quarter of those open then and since, and the heap spans more than
+// memReturnHeap bytes, it runs two collections and returns the freed
+// memory (debug.FreeOSMemory), then waits memReturnGap at least before the
+// next. A collection costs CPU in proportion to the live heap (the timers),
+// on this goroutine and the runtime's workers, not the event loop's;
+// stopping the world takes well under a millisecond.
+
+const (
+	memReturnEvery = time.Second
+	memReturnGap   = 5 * time.Second
+	memReturnConns = 64
+)
+
+// memReturnHeap is the heap below which no memory is returned (a variable
+// for the tests only).
+var memReturnHeap uint64 = 64 << 20
+
+// heapSpan returns the bytes of heap the runtime holds from the OS and has
+// not released: objects (live or not yet swept), free and unused spans.
+func heapSpan(samples []metrics.Sample) uint64 {
+	metrics.Read(samples)
+	var n uint64
+	for _, s := range samples {
+		if s.Value.Kind() == metrics.KindUint64 {
+			n += s.Value.Uint64()
+		}
+	}
+	return n
+}
+
+// heapSamples are the runtime/metrics that heapSpan adds up.
+func heapSamples() []metrics.Sample {
+	return []metrics.Sample{
+		{Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/memory/classes/heap/free:bytes"},
+		{Name: "/memory/classes/heap/unused:bytes"},
+	}
+}
+
+// memReturner is the state of returnMemory's decisions. Owned by its
+// goroutine.
+type memReturner struct {
+	closedAt uint64    // connections closed (Server.closed) at the last return
+	last     time.Time // the last return
+}
+
+// due reports whether memory should be returned now: open connections are
+// open, closed have closed since the server started, and the heap spans
+// span bytes.
+func (m *memReturner) due(now time.Time, open int64, closed, span uint64) bool {
+	gone := closed - m.closedAt
+	if gone < memReturnConns || gone < (uint64(max(open, 0))+gone)/4 || span < memReturnHeap || now.Sub(m.last) < memReturnGap {
+		return false
+	}
+	m.closedAt, m.last = closed, now
+	return true
+}
+
+// returnMemory runs until done is closed (see the comment above).
+func (s *Server) returnMemory(done <-chan struct{}) {
+	t := time.NewTicker(memReturnEvery)
+	defer t.Stop()
+	var m memReturner
+	samples := heapSamples()
+	for {
+		select {
+		case <-done:
+			return
+		case now := <-t.C:
+			if !m.due(now, s.conns.Load(), s.closed.Load(), heapSpan(samples)) {
+				continue
+			}
+			before := heapSpan(samples)
+			runtime.GC() // the pools' buffers move to their victim caches
+			debug.FreeOSMemory()
+			s.log.Info("memory returned after connections closed", "heap_before", before, "heap_after", heapSpan(samples),
+				"open", s.conns.Load())
+		}
+	}
+}
