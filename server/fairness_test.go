@@ -80,11 +80,11 @@ func TestLimitMaxInboundWhileDeferred(t *testing.T) {
 	})
 	admin := helloClient(t, srv, "admin")
 	var adds []byte
-	for tid := range 20_000 {
-		adds = protocol.AppendRequest(adds, &protocol.Request{Op: protocol.OpAdd, ID: uint64(tid + 1), Receiver: 1, Tid: uint64(tid), After: 100})
+	for tid := range 40_000 { // 20k timers each for receivers 1 and 2
+		adds = protocol.AppendRequest(adds, &protocol.Request{Op: protocol.OpAdd, ID: uint64(tid + 1), Receiver: uint64(1 + tid%2), Tid: uint64(tid), After: 100})
 	}
 	admin.write(adds)
-	for id := range 20_000 {
+	for id := range 40_000 {
 		require.Equal(t, protocol.KindOK, admin.reply(uint64(id+1)).Kind)
 	}
 	greedy := helloClient(t, srv, "greedy")
@@ -95,7 +95,12 @@ func TestLimitMaxInboundWhileDeferred(t *testing.T) {
 			}
 		}
 	}()
-	list := bytes.Repeat(protocol.AppendRequest(nil, &protocol.Request{Op: protocol.OpList, ID: 1, Receiver: 1, Limit: 1}), 10_000)
+	// Lists of two receivers in turn: a page of the receiver last paged
+	// is cheap (wheel.ListPage keeps its sorted tids), so each list of
+	// the other one walks its 20k timers.
+	two := protocol.AppendRequest(nil, &protocol.Request{Op: protocol.OpList, ID: 1, Receiver: 1, Limit: 1})
+	two = protocol.AppendRequest(two, &protocol.Request{Op: protocol.OpList, ID: 2, Receiver: 2, Limit: 1})
+	list := bytes.Repeat(two, 5_000)
 	for range 100 { // up to ~7 MB of requests, each walking 20k timers
 		if _, err := greedy.conn.Write(list); err != nil {
 			break // closed
