@@ -80,6 +80,10 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 		s.onBell(c)
 		return gnet.None
 	}
+	if l.lingerUntil != 0 { // closed, writing out its last frames: nothing more is read
+		_, _ = c.Discard(-1)
+		return gnet.None
+	}
 	l.read = s.nowNs()
 	s.beginTurn(l.read)
 	// Requests see the current tw-time: the ticker sleeps while nothing is due.
