@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -38,4 +39,24 @@ func TestStalledIdleCloseEndsOnFrame(t *testing.T) {
 	require.Equal(t, protocol.CodeTimeout, last.Code)
 	require.Contains(t, last.Text, "timeouts.idle")
 	t.Logf("%d complete events, then the timeout error", len(ms)-1)
+}
+
+// TestLingerEnds: a closed session whose client does not read again keeps
+// its connection (and its file descriptor) for at most timeouts.frame,
+// then the server closes it. (Its stream may then end inside a frame: the
+// bytes in the kernel's send buffer are beyond the server's reach.)
+func TestLingerEnds(t *testing.T) {
+	srv, admin, slow := slowSetup(t, func(c *Config) {
+		c.Timeouts = Timeouts{Idle: 2 * time.Second, Handshake: -1, Frame: 3 * time.Second}
+	})
+	conns := func() int64 {
+		m, err := srv.ReadMetrics(context.Background(), 0)
+		require.NoError(t, err)
+		return m.Connections
+	}
+	advanceUntil(t, admin, "events held back", func(st protocol.Stats) bool { return st.BacklogEvents > 0 })
+	admin.waitSessions(1)
+	require.Equal(t, int64(2), conns(), "the closed session's connection lingers for its client to read")
+	waitUntil(t, "the lingering connection's close", func() bool { return conns() == 1 })
+	require.True(t, slow.closed())
 }
