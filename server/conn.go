@@ -26,6 +26,10 @@ type link struct {
 	partial int64
 	// deferred: its requests outran readBudget and it is in Server.deferred.
 	deferred bool
+	// lingerUntil, when not 0, is when a connection marked for closing,
+	// whose session is closed, is closed even if gnet still buffers output
+	// for it (linger.go).
+	lingerUntil int64
 }
 
 // nowNs is the monotonic time in ns since the server's origin.
@@ -76,6 +80,10 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	l, ok := c.Context().(*link)
 	if !ok {
 		s.onBell(c)
+		return gnet.None
+	}
+	if l.lingerUntil != 0 { // closed, writing out its last frames: nothing more is read
+		_, _ = c.Discard(-1)
 		return gnet.None
 	}
 	l.read = s.nowNs()
@@ -294,6 +302,9 @@ func (s *Server) writeOut(sess *session.Session, out []byte) int {
 	if !ok {
 		return 0
 	}
+	if l, ok := c.Context().(*link); ok && l.lingerUntil != 0 {
+		return c.OutboundBuffered() // closed: its error was its last frame
+	}
 	if len(out) > 0 {
 		s.m.bytesOut += uint64(len(out))
 		if c.OutboundBuffered() > 0 && len(out) > minPiece {
@@ -339,7 +350,7 @@ func (s *Server) afterFlush(sess *session.Session) {
 	switch {
 	case !ok:
 	case sess.Killed():
-		_ = c.Close()
+		s.closeKilled(c, sess) // linger.go
 	case !sess.Waiting() && !sess.Blocked() && !sess.Closed() && c.InboundBuffered() > 0 && !isDeferred(c):
 		_ = c.Wake(nil)
 	}
@@ -367,7 +378,7 @@ func (s *Server) sweep(now int64) {
 	t := &s.cfg.Timeouts
 	for _, l := range s.links {
 		sess := l.sess
-		if sess.Killed() || sess.Closed() {
+		if s.lingerOver(l, now) || sess.Killed() || sess.Closed() {
 			continue
 		}
 		var why string

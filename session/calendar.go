@@ -54,6 +54,20 @@ type calendar struct {
 	// every is @every's interval in ticks (the duration rounded up to
 	// whole ticks).
 	every uint64
+	// memo is the last answer of next: the timers sharing this calendar
+	// that are due on one tick ask next with the same tick, and a burst of
+	// them (1M timers on "* * * * *") then costs one computation. It is a
+	// cache of a pure function, so it changes no result. Owned by the
+	// event loop, as the Core that shares the calendar is.
+	memo calMemo
+}
+
+// calMemo is one answer of calendar.next: for tick and tickNs, next and ok.
+type calMemo struct {
+	valid        bool
+	tick, tickNs uint64
+	next         uint64
+	ok           bool
 }
 
 // cronParser reads 5 fields plus descriptors (@daily, @hourly, ...).
@@ -244,6 +258,16 @@ func (fs *fieldSpec) value(s string) (int, error) {
 // a tick of tickNs nanoseconds; ok is false when there is none (past year
 // 9999, or past 2^64-1 ticks).
 func (c *calendar) next(tick, tickNs uint64) (uint64, bool) {
+	if m := &c.memo; m.valid && m.tick == tick && m.tickNs == tickNs {
+		return m.next, m.ok
+	}
+	next, ok := c.compute(tick, tickNs)
+	c.memo = calMemo{valid: true, tick: tick, tickNs: tickNs, next: next, ok: ok}
+	return next, ok
+}
+
+// compute is next without the memo.
+func (c *calendar) compute(tick, tickNs uint64) (uint64, bool) {
 	if c.spec == nil {
 		if c.every > math.MaxUint64-tick {
 			return 0, false

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -295,5 +296,28 @@ func TestCalendarDiffersFromRobfigOnDST(t *testing.T) {
 		}
 		assert.Equal(t, tc.robfig, robfig, tc.expr)
 		assert.Equal(t, tc.ours, ours, tc.expr)
+	}
+}
+
+// TestCalendarMemo: next remembers its last answer (a burst of timers
+// sharing a calendar asks it with one tick), and the memo never changes an
+// answer: asked in any order, with repeats and another tick length, next
+// gives what the computation gives.
+func TestCalendarMemo(t *testing.T) {
+	cal, err := parseCalendar("*/7 3-5 * * mon", "Europe/Paris", 10_000_000, nil)
+	require.NoError(t, err)
+	rng := rand.New(rand.NewPCG(1, 2))
+	ticks := []uint64{start, start, start + 1}
+	for range 200 {
+		ticks = append(ticks, start+rng.Uint64N(1e9))
+	}
+	for i, tick := range ticks {
+		for _, tickNs := range []uint64{10_000_000, 1_000_000} {
+			want, wantOK := cal.compute(tick, tickNs)
+			got, ok := cal.next(tick, tickNs)
+			require.Equal(t, wantOK, ok, "tick %d (#%d)", tick, i)
+			require.Equal(t, want, got, "tick %d (#%d)", tick, i)
+			require.Equal(t, calMemo{valid: true, tick: tick, tickNs: tickNs, next: got, ok: ok}, cal.memo)
+		}
 	}
 }

@@ -132,7 +132,11 @@ func (w *Wheel) fire(i uint32, fn func(*Fire)) {
 		w.place(i)
 	}
 	if fn != nil {
+		if !ev.Last {
+			w.firing = i
+		}
 		fn(ev)
+		w.firing = 0
 	}
 	ev.Data = nil
 	w.extra.release()

@@ -13,9 +13,11 @@ package wheel
 // to Now() puts the timer among those due now, in add order: it fires in
 // the Advance running (when called from its callback) or the next one.
 func (w *Wheel) Reschedule(k Key, due uint64) error {
-	_, i := w.index.lookup(k)
-	if i == 0 {
-		return ErrNotFound
+	i := w.firing // the timer firing now: no look-up (see Wheel.firing)
+	if i == 0 || w.nodes.at(i).receiver != k.Receiver || w.nodes.at(i).tid != k.Tid {
+		if _, i = w.index.lookup(k); i == 0 {
+			return ErrNotFound
+		}
 	}
 	n := w.nodes.at(i)
 	switch {

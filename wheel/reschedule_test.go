@@ -89,3 +89,39 @@ func TestRescheduleModel(t *testing.T) {
 		}
 	}
 }
+
+// From its callback, the firing timer is moved without a look-up of its
+// key (Wheel.firing); a callback that cancels it first, or cancels it and
+// adds it again (a new timer, maybe in the same node), moves what the key
+// names then: nothing (ErrNotFound), or the new timer. A neighbour's key
+// is looked up as usual.
+func TestRescheduleFiringCancelled(t *testing.T) {
+	w, err := New(100, Config{})
+	require.NoError(t, err)
+	a, b, c := Key{1, 1}, Key{1, 2}, Key{2, 1}
+	require.NoError(t, w.Add(a, Spec{After: 1, Every: 1}))
+	require.NoError(t, w.Add(b, Spec{After: 1, Every: 1}))
+	require.NoError(t, w.Add(c, Spec{After: 50}))
+	w.Advance(101, 0, func(f *Fire) {
+		switch f.Key {
+		case a:
+			require.NoError(t, w.Cancel(a))
+			assert.ErrorIs(t, w.Reschedule(a, 200), ErrNotFound)
+			require.NoError(t, w.Reschedule(c, 300)) // a neighbour, from the callback
+		case b:
+			require.NoError(t, w.Cancel(b))
+			require.NoError(t, w.Add(b, Spec{After: 10}))
+			require.NoError(t, w.Reschedule(b, 400))
+		}
+	})
+	_, err = w.Get(a)
+	assert.ErrorIs(t, err, ErrNotFound)
+	in, err := w.Get(b)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(400), in.Due)
+	assert.Equal(t, uint64(0), in.Fired, "the new timer, not the cancelled one")
+	in, err = w.Get(c)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(300), in.Due)
+	require.Equal(t, 2, w.Len())
+}

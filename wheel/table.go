@@ -207,6 +207,9 @@ func (w *Wheel) remove(i uint32, pos uint64) {
 		w.extra.drop(n.every)
 	}
 	w.nodes.release(i)
+	if i == w.firing {
+		w.firing = 0
+	}
 }
 
 // recvAppend links node i at the head of its receiver's list, newest first.

@@ -132,7 +132,12 @@ type Wheel struct {
 	// timer came down from a higher level, or was re-armed, behind a newer
 	// one), so turn sorts only those.
 	unsorted [maxSlots / 64]uint64
-	ev       Fire     // the firing passed to Advance's callback
+	ev       Fire // the firing passed to Advance's callback
+	// firing is the node of the timer whose firing the callback is
+	// handling, re-armed (0: none, or it was removed meanwhile): Reschedule
+	// of its key, the usual move of a calendar timer, skips the index
+	// look-up (a random access into a table far larger than the cache).
+	firing   uint32
 	dueBuf   []uint64 // turn's scratch for sorting a slot
 	sortBuf  []uint64 // sortBySeq's scratch
 	overflow uint32   // sentinel of the list of timers beyond the top level
