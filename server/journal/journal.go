@@ -221,6 +221,12 @@ type Journal struct {
 	snapSeg   uint32 // first segment written after the newest snapshot
 	maint     atomic.Bool
 
+	// fmu serializes the fsyncs of the active segment, the loop's and the
+	// background syncer's, each held until its result is recorded: the
+	// loop's fsync then starts after any failed background one has set
+	// syncErr, which it checks before trusting its own success (see
+	// fsyncActive). Taken before smu.
+	fmu sync.Mutex
 	// smu guards what the background syncer shares with the loop.
 	smu       sync.Mutex
 	sf        vfs.File // the active segment: written, fsynced, truncated

@@ -3,6 +3,7 @@ package journal
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -28,10 +29,20 @@ import (
 // torn out of order, a torn record may be followed by valid unsynced ones,
 // which Open refuses as corruption (an open problem, docs/RELIABILITY.md):
 // then Repair must cut there and keep every acknowledged record.
+// -powerloss.seed reruns one seed of TestPowerLoss (as its failure names
+// it); -powerloss.runs sets how many runs each policy makes.
+var (
+	powerLossSeed = flag.Int64("powerloss.seed", -1, "TestPowerLoss: run only this seed")
+	powerLossRuns = flag.Int("powerloss.runs", 0, "TestPowerLoss: runs under fsync always (a quarter under everysec); 0: 1000, or 200 with -short")
+)
+
 func TestPowerLoss(t *testing.T) {
 	runs := 1000
 	if testing.Short() {
 		runs = 200
+	}
+	if *powerLossRuns > 0 {
+		runs = *powerLossRuns
 	}
 	base := t.TempDir()
 	for _, pol := range []SyncPolicy{SyncAlways, SyncEverySec} {
@@ -39,6 +50,10 @@ func TestPowerLoss(t *testing.T) {
 			n := runs
 			if pol == SyncEverySec {
 				n /= 4 // each waits for a background fsync now and then
+			}
+			if *powerLossSeed >= 0 {
+				powerLossRun(t, filepath.Join(base, pol.String()), pol, uint64(*powerLossSeed))
+				return
 			}
 			for run := range n {
 				powerLossRun(t, filepath.Join(base, pol.String()), pol, uint64(run))
