@@ -196,8 +196,18 @@ func TestTailNeverAheadOfTheLog(t *testing.T) {
 	if tl, ok := j.readTail(); !ok || tl.Durable != 10 || tl.Last != 12 || tl.Note != 7 {
 		t.Fatalf("TAIL = %+v, %v", tl, ok)
 	}
+	closeAsCrash(t, j)
+	// A torn write spoils one slot: the other still reads (the older
+	// Checkpoint, which Open's first TAIL is here).
+	tp := filepath.Join(dir, tailName)
+	flipBit(t, tp, tailSlot+9)
+	j = mustOpen(t, o)
+	if tl, ok := j.tail, j.tailOK; !ok || tl != (Tail{}) {
+		t.Fatalf("TAIL with its newer slot torn = %+v, %v", tl, ok)
+	}
+	j.tailOn = false // keep the file as it is
 	j.Close()
-	flipBit(t, filepath.Join(dir, tailName), 9)
+	flipBit(t, tp, 9)
 	var lb logBuf
 	o.Log = lb.logger()
 	j = mustOpen(t, o)

@@ -98,8 +98,9 @@ func (f *Faulty) fault(op Op, path string, off int64, size int) (int, error) {
 	return n, err
 }
 
-// OpenFile opens the real file; the first open of a path reads what it
-// holds, taken as durable.
+// OpenFile opens the real file; the first open of a path (or the first
+// since its file was deleted or renamed with the os package) reads what
+// it holds, taken as durable.
 func (f *Faulty) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	if _, err := f.fault(OpOpen, name, 0, 0); err != nil {
 		return nil, &os.PathError{Op: "open", Path: name, Err: err}
@@ -110,6 +111,9 @@ func (f *Faulty) OpenFile(name string, flag int, perm os.FileMode) (File, error)
 		return nil, &os.PathError{Op: "open", Path: name, Err: ErrCut}
 	}
 	n := f.files[name]
+	if _, err := os.Stat(name); n != nil && errors.Is(err, os.ErrNotExist) {
+		n = nil // deleted or renamed away with the os package: a new file
+	}
 	if n == nil {
 		b, err := os.ReadFile(name)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
