@@ -76,9 +76,11 @@
 // one small write without fsync, never ahead of the log. Open writes (and
 // fsyncs) a first TAIL for a new log, and a Close that made every record
 // durable writes a last one (so that a bad record found after a clean stop
-// is damage, never a torn tail). TAIL has two 36-byte slots in different
-// sectors, written in turn, so that a write torn by a power cut spoils one
-// and the other still reads. Open fails with a [*TailError] when the log
+// is damage, never a torn tail). TAIL has three 36-byte slots in
+// different sectors: Open's for a new log, fsynced and never written again,
+// and two that Checkpoint and Close write in turn, so that a write torn by
+// a power cut spoils one slot only and an older TAIL (never ahead of the
+// log) still reads. Open fails with a [*TailError] when the log
 // and snapshot end before TAIL's index. A TAIL with no good slot is logged
 // and ignored: it loses the check, never the log.
 //

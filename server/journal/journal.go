@@ -335,9 +335,10 @@ func (j *Journal) recover() error {
 		return err
 	}
 	if !j.tailOK && len(segIDs) == 0 && len(snaps) == 0 {
-		// A new log: TAIL from the start (fsynced once, here), so that a
-		// power cut before the caller's first Checkpoint still finds one
-		// and can tell a torn tail from damage (tornTail).
+		// A new log: TAIL's slot 0, fsynced here and never written again,
+		// so that a power cut (before the first Checkpoint, or tearing
+		// both later slots) still finds one and can tell a torn tail from
+		// damage (tornTail).
 		if err := j.writeTail(Tail{}, true); err != nil {
 			return err
 		}

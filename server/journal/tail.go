@@ -11,20 +11,24 @@ import (
 
 // The TAIL file remembers how far the log reached, so that Open notices a
 // log that ends before it: a deleted last segment, or one cut short, looks
-// like a log that simply ends there. It holds two slots, at byte offsets 0
-// and 512 (two sectors), written in turn, so that a write torn by a power
-// cut spoils only the slot it went to and the other one still reads. A
-// slot is 36 bytes: magic "TICKTAIL", the durable index, the last index
-// and the caller's note (little-endian uint64s), and a CRC-32C of what
-// precedes it (uint32). Open takes the valid slot with the higher last
-// index. (A 36-byte file, one slot, as the first TAIL files were, reads
-// too.)
+// like a log that simply ends there. It holds three slots, at byte offsets
+// 0, 512 and 1024 (three sectors). Open writes slot 0 for a new log and
+// fsyncs it; it is never written again, so a power cut always leaves it
+// readable. Checkpoint and Close write slots 1 and 2 in turn, without
+// fsync: a write torn by a power cut spoils only the slot it went to.
+// Open takes the valid slot with the highest last index: every slot holds
+// an index that was fsynced when it was written, so whichever survives is
+// never ahead of the log, only perhaps behind. A slot is 36 bytes: magic
+// "TICKTAIL", the durable index, the last index and the caller's note
+// (little-endian uint64s), and a CRC-32C of what precedes it (uint32). (A
+// 36-byte file, one slot, as the first TAIL files were, reads too.)
 
 const (
 	tailName  = "TAIL"
 	tailMagic = "TICKTAIL"
 	tailSize  = 36
-	tailSlot  = 512 // the second slot's offset
+	tailSlot  = 512 // the distance between slots
+	tailSlots = 3
 )
 
 // ErrTailMissing matches (errors.Is) every *TailError.
@@ -83,13 +87,18 @@ func (j *Journal) writeTail(t Tail, sync bool) error {
 	binary.LittleEndian.PutUint64(b[16:], t.Last)
 	binary.LittleEndian.PutUint64(b[24:], t.Note)
 	binary.LittleEndian.PutUint32(b[32:], crc32.Checksum(b[:32], castagnoli))
-	// One write, into the slot not holding the newest good TAIL: a torn
-	// one fails its CRC and Open reads the other slot.
+	// One write, into slot 0 (Open's, sync) or the one of slots 1 and 2
+	// not holding the newest good TAIL: a torn one fails its CRC and Open
+	// reads another slot.
+	slot := 0
+	if !sync {
+		slot = 1 + j.tailNext
+	}
 	f, err := j.opts.FS.OpenFile(filepath.Join(j.dir, tailName), os.O_CREATE|os.O_WRONLY, 0o600)
 	if err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
-	_, err = f.WriteAt(b[:], int64(j.tailNext)*tailSlot)
+	_, err = f.WriteAt(b[:], int64(slot)*tailSlot)
 	if err == nil && sync {
 		err = f.Sync()
 	}
@@ -99,14 +108,16 @@ func (j *Journal) writeTail(t Tail, sync bool) error {
 	if err != nil {
 		return fmt.Errorf("journal: writing %s: %w", tailName, err)
 	}
-	j.tailNext ^= 1
+	if !sync {
+		j.tailNext ^= 1
+	}
 	return nil
 }
 
-// readTail reads the TAIL file: the valid slot with the higher last index;
-// ok false if there is none or neither slot is good (logged: a damaged
+// readTail reads the TAIL file: the valid slot with the highest last
+// index; ok false if there is none or no slot is good (logged: a damaged
 // TAIL only loses the check, never the log). It sets the slot the next
-// write goes to: the other one.
+// Checkpoint writes: of slots 1 and 2, the one not holding that TAIL.
 func (j *Journal) readTail() (Tail, bool) {
 	p := filepath.Join(j.dir, tailName)
 	b, err := os.ReadFile(p)
@@ -115,7 +126,7 @@ func (j *Journal) readTail() (Tail, bool) {
 	}
 	var best Tail
 	ok := false
-	for slot := 0; slot < 2 && err == nil; slot++ {
+	for slot := 0; slot < tailSlots && err == nil; slot++ {
 		off := slot * tailSlot
 		if len(b) < off+tailSize {
 			break
@@ -123,7 +134,10 @@ func (j *Journal) readTail() (Tail, bool) {
 		t, good := parseTail(b[off : off+tailSize])
 		if good && (!ok || t.Last > best.Last || (t.Last == best.Last && t.Durable > best.Durable)) {
 			best, ok = t, true
-			j.tailNext = 1 - slot
+			j.tailNext = 0
+			if slot == 1 {
+				j.tailNext = 1
+			}
 		}
 	}
 	if !ok {

@@ -3,6 +3,7 @@ package vfs
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -157,7 +158,10 @@ func (f *Faulty) Crash(rnd *rand.Rand) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dead = true
-	for p, n := range f.files {
+	// In the order of the paths, so that rnd's seed alone decides the
+	// outcome (a test's failing seed reruns as it failed).
+	for _, p := range slices.Sorted(maps.Keys(f.files)) {
+		n := f.files[p]
 		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
 			continue // deleted with the os package: taken as durable
 		}
