@@ -50,21 +50,39 @@
 // record among them is logged and skipped, never fatal: one in a segment
 // followed by a segment that starts at or below snapshot+1, or one followed
 // in its own segment by a valid record at or below snapshot+1 (Replay then
-// starts after it). A torn last record — the last segment ends inside a
-// record, or in bytes that are not a valid record and are followed by no
-// valid record — is cut off, with a log line naming the file and the bytes
-// dropped. Any other bad chunk, or an index out of sequence, is a
-// [*CorruptError] naming the file, the byte offset and what a cut there
-// would lose (the records from the first one the snapshot does not cover up
-// to the highest one still readable after it, and the bytes).
+// starts after it). A torn tail is cut off, with a log line naming the file
+// and the bytes dropped: the last segment ends inside a record, or in bytes
+// that are not a valid record and are followed by no valid record. A power
+// cut leaves only bytes that were never fsynced in a bad state, but a disk
+// may store them out of order (a later sector, not an earlier one), so a
+// bad record in the last segment followed by valid ones is a torn tail too
+// when neither it nor any record after it is at or below the last index
+// known fsynced (TAIL's, or the snapshot's): none of them was fsynced, as
+// fdatasync covers every byte written before it. That cut also names the
+// records cut and keeps a copy of the segment as it was in a
+// repaired-<time> directory. With no readable TAIL such a bad record is
+// damage, unless its header is all zeros (a sector never written). Any
+// other bad chunk — in an earlier segment (each was fsynced before the
+// next was started), at or below TAIL's index, or followed by a record at
+// or below it — or an index out of sequence is a [*CorruptError] naming
+// the file, the byte offset and what a cut there would lose (the records
+// from the first one the snapshot does not cover up to the highest one
+// still readable after it, and the bytes).
 //
 // A log that ends early looks complete: a deleted last segment leaves one
 // that simply stops. So the caller calls [Journal.Checkpoint] now and then
 // (the server once a second), which writes the TAIL file: the last index
 // known fsynced and a note of the caller's (the server's number of timers),
-// one small write without fsync, never ahead of the log. Open fails with a
-// [*TailError] when the log and snapshot end before TAIL's index. A bad
-// TAIL is logged and ignored: it loses the check, never the log.
+// one small write without fsync, never ahead of the log. Open writes (and
+// fsyncs) a first TAIL for a new log, and a Close that made every record
+// durable writes a last one (so that a bad record found after a clean stop
+// is damage, never a torn tail). TAIL has three 36-byte slots in
+// different sectors: Open's for a new log, fsynced and never written again,
+// and two that Checkpoint and Close write in turn, so that a write torn by
+// a power cut spoils one slot only and an older TAIL (never ahead of the
+// log) still reads. Open fails with a [*TailError] when the log
+// and snapshot end before TAIL's index. A TAIL with no good slot is logged
+// and ignored: it loses the check, never the log.
 //
 // With Options.Repair, Open cuts the log at the bad record and accepts a
 // missing end instead, deleting nothing: a copy of the cut segment, every
@@ -81,9 +99,9 @@
 // (Options.Preallocate): its file then ends in zeros after the last record.
 // Zeros where a record would start, to the end of the file, are the log's
 // end, not a torn tail; Close and rotation cut them off. A chunk header of
-// zeros followed by valid records in the last segment is a torn tail too (a
-// sector whose write the disk lost while later ones were stored: none of
-// them was fsynced).
+// zeros followed by valid records in the last segment is a torn tail even
+// without TAIL (a sector whose write the disk lost while later ones were
+// stored), unless TAIL records one of them as fsynced.
 //
 // # The format is github.com/rosedblabs/wal v1.3.8's
 //
@@ -115,5 +133,9 @@
 // written again; Append and Healthy report the failure until an fsync of
 // the rewritten bytes (Sync) succeeds. A rotation fsyncs the full segment
 // and, if it is new since, the directory before counting its records
-// durable.
+// durable. The loop's fsyncs (Sync, rotation) and SyncEverySec's background
+// one are serialized, and the loop's counts for nothing if a background
+// one failed since the loop last looked: that one may have dropped pages
+// the loop's then found clean (a rotation counted such a segment durable,
+// and a power cut lost its records; found by TestPowerLoss).
 package journal

@@ -43,6 +43,18 @@ func recBytes(i uint64, size int) []byte {
 	return b
 }
 
+// closeAsCrash closes j but leaves TAIL as a machine crash would: without
+// Close's last one, which records every record as fsynced. Damage made to
+// the last records afterwards then looks like what a power cut leaves (a
+// torn tail), not like damage to fsynced records.
+func closeAsCrash(t testing.TB, j *Journal) {
+	t.Helper()
+	j.tailOn = false
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func mustOpen(t testing.TB, o Options) *Journal {
 	t.Helper()
 	j, err := Open(o)

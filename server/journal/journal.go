@@ -105,9 +105,9 @@ type Options struct {
 	Log *slog.Logger
 	// FS is the file layer the log's segments are written, cut back and
 	// fsynced through (the directory fsynced too); nil: the operating
-	// system's (vfs.OS). Tests plug in vfs.Faulty to fail chosen calls
-	// and to simulate power cuts. Open's scan and snapshots use the os
-	// package.
+	// system's (vfs.OS); so is the TAIL file (Checkpoint). Tests plug in
+	// vfs.Faulty to fail chosen calls and to simulate power cuts. Open's
+	// scan and snapshots use the os package.
 	FS vfs.FS
 
 	syncInterval time.Duration // SyncEverySec's period; tests shorten it
@@ -208,8 +208,13 @@ type Journal struct {
 	replay    []segInfo
 	tail      Tail // the TAIL file's, read by Open; zero if none
 	tailOK    bool
-	repaired  RepairReport // what Options.Repair gave up
-	aside     string       // the directory it moved files into; "" if none
+	// tailOn: TAIL is kept (Open found or wrote one, or Checkpoint was
+	// called), so Close writes a last one; note is the caller's last.
+	tailOn   bool
+	note     uint64
+	tailNext int          // the TAIL slot the next write goes to (tail.go)
+	repaired RepairReport // what Options.Repair gave up
+	aside    string       // the directory it moved files into; "" if none
 
 	// mu guards what a SnapshotWriter's Commit shares with the loop.
 	mu        sync.Mutex
@@ -221,6 +226,12 @@ type Journal struct {
 	snapSeg   uint32 // first segment written after the newest snapshot
 	maint     atomic.Bool
 
+	// fmu serializes the fsyncs of the active segment, the loop's and the
+	// background syncer's, each held until its result is recorded: the
+	// loop's fsync then starts after any failed background one has set
+	// syncErr, which it checks before trusting its own success (see
+	// fsyncActive). Taken before smu.
+	fmu sync.Mutex
 	// smu guards what the background syncer shares with the loop.
 	smu       sync.Mutex
 	sf        vfs.File // the active segment: written, fsynced, truncated
@@ -275,10 +286,13 @@ func (o Options) withDefaults() (Options, error) {
 
 // Open opens (or creates) the journal in o.Dir and recovers it: it removes
 // leftover temporary snapshots, picks the newest valid snapshot, checks every
-// log record, cuts a torn last record, applies snapshot retention, and opens
-// the last segment for appending. It fails with a *CorruptError on a bad
-// record that is not a torn tail (unless o.Repair), and with an error if the
-// log does not continue the snapshot (records missing after its index).
+// log record, cuts a torn tail (a torn last record, or a torn record
+// followed by valid ones none of which was fsynced: see the package
+// comment), applies snapshot retention, and opens the last segment for
+// appending. It fails with a *CorruptError on a bad record that is not a
+// torn tail (unless o.Repair), with a *TailError if the log ends before
+// what TAIL recorded (unless o.Repair), and with an error if the log does
+// not continue the snapshot (records missing after its index).
 func Open(o Options) (*Journal, error) {
 	o, err := o.withDefaults()
 	if err != nil {
@@ -319,6 +333,19 @@ func (j *Journal) recover() error {
 	j.last = max(logLast, j.snapIndex)
 	if err := j.checkTail(); err != nil {
 		return err
+	}
+	if !j.tailOK && len(segIDs) == 0 && len(snaps) == 0 {
+		// A new log: TAIL's slot 0, fsynced here and never written again,
+		// so that a power cut (before the first Checkpoint, or tearing
+		// both later slots) still finds one and can tell a torn tail from
+		// damage (tornTail).
+		if err := j.writeTail(Tail{}, true); err != nil {
+			return err
+		}
+		j.tailOn = true
+	}
+	if j.tailOK && j.repaired.Reason == "" {
+		j.tailOn, j.note = true, j.tail.Note
 	}
 	j.wIdx, j.durIdx = j.last, j.last
 	j.written, j.durable = j.last, j.last
@@ -554,6 +581,16 @@ func (j *Journal) Close() error {
 	} else if trimmed && j.sf != nil {
 		if err := j.fsync(j.sf); err != nil {
 			errs = append(errs, fmt.Errorf("journal: fsync: %w", err))
+		}
+	}
+	if len(errs) == 0 && j.tailOn {
+		// Every record is durable: a bad record found later is damage,
+		// never a torn tail (tornTail).
+		j.smu.Lock()
+		d := j.durable
+		j.smu.Unlock()
+		if err := j.writeTail(Tail{Durable: d, Last: j.last, Note: j.note}, false); err != nil {
+			j.log.Warn("journal: cannot write the TAIL file at Close", "err", err)
 		}
 	}
 	j.release()

@@ -100,9 +100,7 @@ func tornCase(t *testing.T, start int64, size int) (string, uint64, int64, int64
 		t.Fatal(err)
 	}
 	n, after := j.last, j.act.size
-	if err := j.Close(); err != nil {
-		t.Fatal(err)
-	}
+	closeAsCrash(t, j)
 	return dir, n, before, after
 }
 

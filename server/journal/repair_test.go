@@ -196,8 +196,27 @@ func TestTailNeverAheadOfTheLog(t *testing.T) {
 	if tl, ok := j.readTail(); !ok || tl.Durable != 10 || tl.Last != 12 || tl.Note != 7 {
 		t.Fatalf("TAIL = %+v, %v", tl, ok)
 	}
+	j.Checkpoint(8) // slot 2
+	j.Checkpoint(9) // slot 1 again
+	closeAsCrash(t, j)
+	// A torn write spoils one slot: another still reads, and at worst the
+	// slot Open wrote for the new log, which no Checkpoint rewrites.
+	tp := filepath.Join(dir, tailName)
+	flipBit(t, tp, tailSlot+9)
+	j = mustOpen(t, o)
+	if tl, ok := j.tail, j.tailOK; !ok || tl.Note != 8 {
+		t.Fatalf("TAIL with its newest slot torn = %+v, %v", tl, ok)
+	}
+	j.tailOn = false
 	j.Close()
-	flipBit(t, filepath.Join(dir, tailName), 9)
+	flipBit(t, tp, 2*tailSlot+9)
+	j = mustOpen(t, o)
+	if tl, ok := j.tail, j.tailOK; !ok || tl != (Tail{}) {
+		t.Fatalf("TAIL with both checkpoint slots torn = %+v, %v", tl, ok)
+	}
+	j.tailOn = false // keep the file as it is
+	j.Close()
+	flipBit(t, tp, 9)
 	var lb logBuf
 	o.Log = lb.logger()
 	j = mustOpen(t, o)

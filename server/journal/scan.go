@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"path/filepath"
 )
 
 const (
@@ -245,10 +246,17 @@ func (r *segReader) nextValid(from int64, after uint64) (int64, uint64, bool, er
 }
 
 // highestFrom returns the highest index of a record that can still be read
-// in the segment from byte from on: it reads records in order and, after a
-// bad one, goes on at the next valid chunk (nextValid). 0 if none.
+// in the segment from byte from on (indexRange). 0 if none.
 func (r *segReader) highestFrom(from int64) (uint64, error) {
-	var hi uint64
+	_, hi, err := r.indexRange(from)
+	return hi, err
+}
+
+// indexRange returns the lowest and highest indexes of the records that
+// can still be read in the segment from byte from on: it reads records in
+// order and, after a bad one, goes on at the next valid chunk (nextValid).
+// 0, 0 if none.
+func (r *segReader) indexRange(from int64) (lo, hi uint64, err error) {
 	r.pos = from
 	for r.pos < r.size {
 		data, err := r.next()
@@ -258,19 +266,22 @@ func (r *segReader) highestFrom(from int64) (uint64, error) {
 		if _, bad := err.(errBad); bad {
 			p, _, ok, err := r.nextValid(r.start+1, 0)
 			if err != nil || !ok {
-				return hi, err
+				return lo, hi, err
 			}
 			r.pos = p
 			continue
 		}
 		if err != nil {
-			return hi, err
+			return lo, hi, err
 		}
 		if idx, _, ok := decodeRecord(data); ok {
+			if lo == 0 || idx < lo {
+				lo = idx
+			}
 			hi = max(hi, idx)
 		}
 	}
-	return hi, nil
+	return lo, hi, nil
 }
 
 // decodeRecord splits a record's data into its index and the caller's bytes.
@@ -369,16 +380,13 @@ func (j *Journal) scanSegment(path string, id uint32, snap uint64, prev *uint64,
 			if !last {
 				return s, ce, nil
 			}
-			if more && !r.zeroHeader(r.start) {
-				ce.Reason += " (valid records follow)"
-				return s, ce, nil
+			if err := j.tornTail(r, ce, max(*prev, snap), snap, more); err != nil {
+				if ce, isBad := err.(*CorruptError); isBad {
+					return s, ce, nil
+				}
+				return s, nil, err
 			}
-			if d := j.tail.Durable; max(*prev, snap) < d {
-				// Not torn by a crash: TAIL says the record was fsynced.
-				ce.Reason += fmt.Sprintf(" at the end of the log, but %s records index %d as fsynced", tailName, d)
-				return s, ce, nil
-			}
-			return s, nil, j.cutTail(path, r.end, r.size)
+			return s, nil, nil
 		}
 		if err != nil {
 			return s, nil, fmt.Errorf("journal: reading %s: %w", path, err)
@@ -405,6 +413,71 @@ func (j *Journal) scanSegment(path string, id uint32, snap uint64, prev *uint64,
 		}
 		s.last = idx
 	}
+}
+
+// tornTail decides about a bad chunk (ce, at r.start) in the last segment
+// after the good records up to index good: a torn tail that a power cut
+// left, which it cuts off (nil), or damage (ce, its reason completed).
+// more says whether a valid record above good follows. A power cut leaves
+// only bytes that were never fsynced in a bad state, so the bad chunk is
+// a torn tail when nothing at or below the last index known fsynced (the
+// TAIL file's, or the snapshot's) is missing or follows it: the records
+// after it, if any, were written after it and stored out of order by the
+// disk, none of them fsynced (fdatasync covers every byte written before
+// it). A bad chunk at or below that index, or followed by a record at or
+// below it, is damage. Without a TAIL file nothing tells that the records
+// after it were not fsynced, so a bad chunk followed by valid ones is
+// damage then, unless its header is all zeros (zeroHeader).
+func (j *Journal) tornTail(r *segReader, ce *CorruptError, good, snap uint64, more bool) error {
+	floor := max(snap, j.tail.Durable)
+	if good < floor {
+		// Not torn by a crash: TAIL says the record was fsynced.
+		ce.Reason += fmt.Sprintf(" at the end of the log, but %s records index %d as fsynced", tailName, j.tail.Durable)
+		return ce
+	}
+	if !more {
+		return j.cutTail(ce.File, r.end, r.size)
+	}
+	if !j.tailOK && !r.zeroHeader(r.start) {
+		ce.Reason += fmt.Sprintf(" (valid records follow, and with no %s file nothing tells that they were not fsynced)", tailName)
+		return ce
+	}
+	lo, hi, err := r.indexRange(r.start)
+	if err != nil {
+		return fmt.Errorf("journal: reading %s: %w", ce.File, err)
+	}
+	if lo <= good {
+		ce.Reason += fmt.Sprintf(" (valid records follow, one of them index %d, at or below %d)", lo, good)
+		return ce
+	}
+	return j.cutTorn(ce, r.end, r.size, good, hi, floor)
+}
+
+// cutTorn cuts the last segment at a torn record followed by valid
+// records that were never fsynced (tornTail), keeping a copy of the
+// segment as it was in a repaired-<time> directory (asideDir): the records
+// good+1..hi are cut, none of them known durable (floor).
+func (j *Journal) cutTorn(ce *CorruptError, end, size int64, good, hi, floor uint64) error {
+	aside, err := j.asideDir()
+	if err != nil {
+		return err
+	}
+	if err := copyFile(ce.File, filepath.Join(aside, filepath.Base(ce.File))); err != nil {
+		return fmt.Errorf("journal: keeping a copy of %s before cutting its torn tail: %w", ce.File, err)
+	}
+	if err := syncDir(aside); err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	if err := syncDir(j.dir); err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	if err := truncateFile(ce.File, end); err != nil {
+		return fmt.Errorf("journal: cutting the torn tail of %s: %w", ce.File, err)
+	}
+	j.log.Warn("journal: cut a torn end of the log: a bad record followed by valid ones, none of them fsynced (a power cut that stored unsynced sectors out of order); nothing known durable is lost, and the segment as it was is kept in the aside directory",
+		"file", ce.File, "offset", ce.Offset, "reason", ce.Reason, "first_cut", good+1, "last_cut", hi,
+		"records_cut", hi-good, "dropped_bytes", size-end, "durable_index", floor, "aside", aside)
+	return nil
 }
 
 // cutTail truncates the last segment after its last good record.

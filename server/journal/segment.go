@@ -149,21 +149,12 @@ func (j *Journal) rotate() error {
 	if err := j.trimActive(); err != nil {
 		return err
 	}
-	err := j.fsync(j.sf)
 	// The segment's directory entry too, if it was created since the last
 	// directory fsync: without it a power cut may lose the whole file,
 	// whose records rotated then counts durable (found by TestPowerLoss).
-	j.smu.Lock()
-	dd := j.dirDirty
-	j.smu.Unlock()
-	if err == nil && dd {
-		if err = j.opts.FS.SyncDir(j.dir); err == nil {
-			j.smu.Lock()
-			j.dirDirty = false
-			j.smu.Unlock()
-		}
-	}
-	if err != nil {
+	// And a failed background fsync since the last Append's check fails
+	// the rotation: its pages may be gone (fsyncActive).
+	if err := j.fsyncActive(); err != nil {
 		j.rewind(err)
 		return fmt.Errorf("journal: fsync of a full segment: %w", err)
 	}

@@ -11,14 +11,24 @@ import (
 
 // The TAIL file remembers how far the log reached, so that Open notices a
 // log that ends before it: a deleted last segment, or one cut short, looks
-// like a log that simply ends there. It is 36 bytes: magic "TICKTAIL", the
-// durable index, the last index and the caller's note (little-endian
-// uint64s), and a CRC-32C of what precedes it (uint32).
+// like a log that simply ends there. It holds three slots, at byte offsets
+// 0, 512 and 1024 (three sectors). Open writes slot 0 for a new log and
+// fsyncs it; it is never written again, so a power cut always leaves it
+// readable. Checkpoint and Close write slots 1 and 2 in turn, without
+// fsync: a write torn by a power cut spoils only the slot it went to.
+// Open takes the valid slot with the highest last index: every slot holds
+// an index that was fsynced when it was written, so whichever survives is
+// never ahead of the log, only perhaps behind. A slot is 36 bytes: magic
+// "TICKTAIL", the durable index, the last index and the caller's note
+// (little-endian uint64s), and a CRC-32C of what precedes it (uint32). (A
+// 36-byte file, one slot, as the first TAIL files were, reads too.)
 
 const (
 	tailName  = "TAIL"
 	tailMagic = "TICKTAIL"
 	tailSize  = 36
+	tailSlot  = 512 // the distance between slots
+	tailSlots = 3
 )
 
 // ErrTailMissing matches (errors.Is) every *TailError.
@@ -64,44 +74,82 @@ func (j *Journal) Checkpoint(note uint64) error {
 	j.smu.Lock()
 	d := j.durable
 	j.smu.Unlock()
-	return j.writeTail(Tail{Durable: d, Last: j.last, Note: note})
+	j.tailOn, j.note = true, note
+	return j.writeTail(Tail{Durable: d, Last: j.last, Note: note}, false)
 }
 
-func (j *Journal) writeTail(t Tail) error {
+// writeTail writes the TAIL file, fsyncing it if sync (Open's first one;
+// the directory is fsynced by Open).
+func (j *Journal) writeTail(t Tail, sync bool) error {
 	var b [tailSize]byte
 	copy(b[:], tailMagic)
 	binary.LittleEndian.PutUint64(b[8:], t.Durable)
 	binary.LittleEndian.PutUint64(b[16:], t.Last)
 	binary.LittleEndian.PutUint64(b[24:], t.Note)
 	binary.LittleEndian.PutUint32(b[32:], crc32.Checksum(b[:32], castagnoli))
-	// One write at offset 0 of a file that is never shorter: a reader
-	// sees the old or the new bytes (a torn one fails the CRC).
-	f, err := os.OpenFile(filepath.Join(j.dir, tailName), os.O_CREATE|os.O_WRONLY, 0o600)
+	// One write, into slot 0 (Open's, sync) or the one of slots 1 and 2
+	// not holding the newest good TAIL: a torn one fails its CRC and Open
+	// reads another slot.
+	slot := 0
+	if !sync {
+		slot = 1 + j.tailNext
+	}
+	f, err := j.opts.FS.OpenFile(filepath.Join(j.dir, tailName), os.O_CREATE|os.O_WRONLY, 0o600)
 	if err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
-	_, err = f.WriteAt(b[:], 0)
+	_, err = f.WriteAt(b[:], int64(slot)*tailSlot)
+	if err == nil && sync {
+		err = f.Sync()
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return fmt.Errorf("journal: writing %s: %w", tailName, err)
 	}
+	if !sync {
+		j.tailNext ^= 1
+	}
 	return nil
 }
 
-// readTail reads the TAIL file; ok false if there is none or it is bad
-// (logged: a damaged TAIL only loses the check, never the log).
+// readTail reads the TAIL file: the valid slot with the highest last
+// index; ok false if there is none or no slot is good (logged: a damaged
+// TAIL only loses the check, never the log). It sets the slot the next
+// Checkpoint writes: of slots 1 and 2, the one not holding that TAIL.
 func (j *Journal) readTail() (Tail, bool) {
 	p := filepath.Join(j.dir, tailName)
 	b, err := os.ReadFile(p)
 	if errors.Is(err, os.ErrNotExist) {
 		return Tail{}, false
 	}
-	if err != nil || len(b) != tailSize || string(b[:8]) != tailMagic ||
-		crc32.Checksum(b[:32], castagnoli) != binary.LittleEndian.Uint32(b[32:]) {
+	var best Tail
+	ok := false
+	for slot := 0; slot < tailSlots && err == nil; slot++ {
+		off := slot * tailSlot
+		if len(b) < off+tailSize {
+			break
+		}
+		t, good := parseTail(b[off : off+tailSize])
+		if good && (!ok || t.Last > best.Last || (t.Last == best.Last && t.Durable > best.Durable)) {
+			best, ok = t, true
+			j.tailNext = 0
+			if slot == 1 {
+				j.tailNext = 1
+			}
+		}
+	}
+	if !ok {
 		j.log.Warn("journal: ignoring an unreadable TAIL file: a missing end of the log cannot be detected this time",
 			"file", p, "bytes", len(b), "err", err)
+	}
+	return best, ok
+}
+
+// parseTail decodes one slot; ok false if it is not a valid one.
+func parseTail(b []byte) (Tail, bool) {
+	if string(b[:8]) != tailMagic || crc32.Checksum(b[:32], castagnoli) != binary.LittleEndian.Uint32(b[32:]) {
 		return Tail{}, false
 	}
 	return Tail{

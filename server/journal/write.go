@@ -348,11 +348,40 @@ func (j *Journal) syncActive() error {
 	if j.wIdx == j.durIdx && !dd && j.opts.Sync != SyncNo && j.syncBad == nil {
 		return nil
 	}
+	if err := j.fsyncActive(); err != nil {
+		return err
+	}
+	j.smu.Lock()
+	j.durable = max(j.durable, j.wIdx)
+	j.smu.Unlock()
+	j.markDurable(j.wIdx)
+	if j.syncBad != nil {
+		j.log.Info("journal: an fsync succeeded again; every written record is durable", "index", j.wIdx)
+		j.syncBad = nil
+	}
+	return nil
+}
+
+// fsyncActive is the loop's fsync of the active segment (Sync, a full
+// segment's rotation, the backlog bound), after the directory's if a
+// segment was created since its last fsync. It succeeds only if every byte
+// written to the segment so far is durable: a background fsync that
+// failed since the loop last looked (settle) may have dropped pages that
+// this fsync then finds clean, so its failure is returned instead of this
+// one's success, and the caller rewinds (the records are written again).
+// fmu makes a background fsync that is running finish and record its
+// result first. The caller marks records durable.
+func (j *Journal) fsyncActive() error {
 	if j.sf == nil {
 		return errors.New("journal: active segment not open")
 	}
+	j.fmu.Lock()
+	defer j.fmu.Unlock()
+	j.smu.Lock()
+	dd := j.dirDirty
+	j.smu.Unlock()
 	start := time.Now()
-	err := error(nil)
+	var err error
 	if dd {
 		err = j.opts.FS.SyncDir(j.dir)
 	}
@@ -360,21 +389,17 @@ func (j *Journal) syncActive() error {
 		err = j.fsync(j.sf)
 	}
 	j.smu.Lock()
+	defer j.smu.Unlock()
 	j.noteSync(time.Since(start))
 	if err != nil {
 		j.syncFails++
-	} else {
-		j.dirDirty = j.dirDirty && !dd
-		j.durable = max(j.durable, j.wIdx)
-	}
-	j.smu.Unlock()
-	if err != nil {
 		return fmt.Errorf("journal: fsync: %w", err)
 	}
-	j.markDurable(j.wIdx)
-	if j.syncBad != nil {
-		j.log.Info("journal: an fsync succeeded again; every written record is durable", "index", j.wIdx)
-		j.syncBad = nil
+	if dd {
+		j.dirDirty = false
+	}
+	if j.syncErr != nil {
+		return fmt.Errorf("journal: an earlier background fsync failed (this one's success does not cover the pages it may have dropped): %w", j.syncErr)
 	}
 	return nil
 }
@@ -403,6 +428,8 @@ func (j *Journal) syncLoop(every time.Duration) {
 }
 
 func (j *Journal) backgroundSync() {
+	j.fmu.Lock() // see fsyncActive
+	defer j.fmu.Unlock()
 	j.smu.Lock()
 	f, gen, idx, dd := j.sf, j.gen, j.written, j.dirDirty
 	need := f != nil && j.syncErr == nil && (idx > j.durable || dd)
@@ -421,13 +448,18 @@ func (j *Journal) backgroundSync() {
 	j.smu.Lock()
 	defer j.smu.Unlock()
 	j.noteSync(time.Since(start))
-	if f != j.sf || gen != j.gen {
-		return // rotated or rewound meanwhile: the result says nothing now
+	if f != j.sf {
+		return // rotated meanwhile: the rotation fsynced f itself (fsyncActive)
 	}
 	if err != nil {
+		// Recorded even if the loop rewound meanwhile (gen): the records
+		// it wrote again may be among the pages this fsync dropped.
 		j.syncFails++
 		j.syncErr = err
 		return
+	}
+	if gen != j.gen {
+		return // rewound meanwhile: idx may name records written again since
 	}
 	if dd {
 		j.dirDirty = false

@@ -3,6 +3,7 @@ package vfs
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -98,8 +99,9 @@ func (f *Faulty) fault(op Op, path string, off int64, size int) (int, error) {
 	return n, err
 }
 
-// OpenFile opens the real file; the first open of a path reads what it
-// holds, taken as durable.
+// OpenFile opens the real file; the first open of a path (or the first
+// since its file was deleted or renamed with the os package) reads what
+// it holds, taken as durable.
 func (f *Faulty) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	if _, err := f.fault(OpOpen, name, 0, 0); err != nil {
 		return nil, &os.PathError{Op: "open", Path: name, Err: err}
@@ -110,6 +112,9 @@ func (f *Faulty) OpenFile(name string, flag int, perm os.FileMode) (File, error)
 		return nil, &os.PathError{Op: "open", Path: name, Err: ErrCut}
 	}
 	n := f.files[name]
+	if _, err := os.Stat(name); n != nil && errors.Is(err, os.ErrNotExist) {
+		n = nil // deleted or renamed away with the os package: a new file
+	}
 	if n == nil {
 		b, err := os.ReadFile(name)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -153,7 +158,10 @@ func (f *Faulty) Crash(rnd *rand.Rand) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dead = true
-	for p, n := range f.files {
+	// In the order of the paths, so that rnd's seed alone decides the
+	// outcome (a test's failing seed reruns as it failed).
+	for _, p := range slices.Sorted(maps.Keys(f.files)) {
+		n := f.files[p]
 		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
 			continue // deleted with the os package: taken as durable
 		}
