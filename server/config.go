@@ -3,6 +3,8 @@ package server
 import (
 	"log/slog"
 	"net"
+	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/tickwheel/tickwheel/protocol"
@@ -200,12 +202,59 @@ func (c Config) withDefaults() (Config, error) {
 	case !(c.Speed >= wheel.MinSpeed && c.Speed <= wheel.MaxSpeed): // NaN too
 		return c, keyErr("speed", "%v is out of range %v..%v", c.Speed, wheel.MinSpeed, wheel.MaxSpeed)
 	}
+	if err := checkListenAddr("addr", c.Addr); err != nil {
+		return c, err
+	}
 	if a := c.HTTPAddr; a != "" && a != "off" {
-		if _, _, err := net.SplitHostPort(a); err != nil {
-			return c, keyErr("http_addr", "%q: want host:port, or off: %v", a, err)
+		if err := checkListenAddr("http_addr", a); err != nil {
+			return c, keyErr("http_addr", "%s, or off", err.(*ConfigError).Msg)
 		}
 	}
 	return c, checkLimits(&c.Limits)
+}
+
+// checkListenAddr returns a *ConfigError for key unless addr is a
+// host:port a listener can use: the host empty (every interface), an IP
+// address or a syntactically valid host name, and the port a number in
+// 0..65535 (0: a free port) or a service name the system knows ("http").
+// It does not resolve host names, so a name that does not resolve still
+// fails at start.
+func checkListenAddr(key, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return keyErr(key, "%q: want host:port: %v", addr, err)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return keyErr(key, "%q: want host:port with a port in 0..65535: %v", addr, err)
+	}
+	if host != "" && !validHost(host) {
+		return keyErr(key, "%q: want host:port: %q is neither an IP address nor a host name", addr, host)
+	}
+	return nil
+}
+
+// validHost reports whether host is an IP address (with an IPv6 zone or
+// not) or a host name of letters, digits, '-' and '_' in dot-separated
+// labels of 1..63 bytes, 253 bytes at most.
+func validHost(host string) bool {
+	if _, err := netip.ParseAddr(host); err == nil {
+		return true
+	}
+	name := strings.TrimSuffix(host, ".")
+	if name == "" || len(name) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(name, ".") {
+		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // checkLimits returns a *ConfigError naming the first limit out of its

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"regexp"
@@ -42,8 +43,9 @@ func keyErr(key, format string, args ...any) error {
 
 // LoadConfig reads a YAML config file. Unknown keys are an error, so a typo
 // does not silently fall back to a default; so is a value of the wrong
-// type. Its errors name the file, the line and the key. It does not check
-// the values: Check (or New) does.
+// type. Its errors name the file, the line and the key. A file with no
+// document (empty, or only comments) is the default config. It does not
+// check the values: Check (or New) does.
 func LoadConfig(path string) (Config, error) {
 	var c Config
 	b, err := os.ReadFile(path)
@@ -52,7 +54,7 @@ func LoadConfig(path string) (Config, error) {
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) { // EOF: no document (empty, or comments only)
 		var te *yaml.TypeError
 		if errors.As(err, &te) {
 			return c, typeErrors(path, b, te)

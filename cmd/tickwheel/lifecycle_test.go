@@ -77,6 +77,8 @@ func TestConfigCheck(t *testing.T) {
 		{"speed", "speed: -2\n", []string{"line 1", "key speed", "out of range"}},
 		{"log level", "log_level: loud\n", []string{"line 1", "key log_level", "loud"}},
 		{"protected", "addr: 0.0.0.0:7420\n", []string{"line 1", "key addr", "protected mode"}},
+		{"port", "addr: 127.0.0.1:70000\n", []string{"line 1", "key addr", "0..65535"}},
+		{"http port", "\nhttp_addr: 127.0.0.1:99999\n", []string{"line 2", "key http_addr", "0..65535"}},
 		{"syntax", "limits:\n  max_frame: [1\n", []string{"c.yaml", "line"}},
 	} {
 		code, _, errOut := check(tc.yaml)
@@ -91,4 +93,18 @@ func TestConfigCheck(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "fsync")
 	assert.NotContains(t, errOut, "line 1")
+
+	// An empty config file (or one of comments only) is the defaults.
+	code, out, errOut = check("# nothing set\n")
+	assert.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "c.yaml: OK")
+
+	// Flags' addresses are checked too (they failed only at start).
+	code, out, errOut = check("", "-http-addr", "127.0.0.1:99999")
+	assert.Equal(t, 1, code, out)
+	assert.Contains(t, errOut, "http_addr")
+	assert.Contains(t, errOut, "99999")
+	code, _, errOut = check("", "-addr", "127.0.0.1:65536")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "config: addr:")
 }
