@@ -326,7 +326,7 @@ func timerText(t client.Timer) string {
 	}
 	state := fmt.Sprintf("due at tick %d (in %d)", t.Due, t.Remaining)
 	if t.Paused {
-		state = fmt.Sprintf("paused with %d ticks left", t.Remaining)
+		state = fmt.Sprintf("paused with %s left", count(t.Remaining, "tick"))
 	}
 	line := fmt.Sprintf("%d/%d  %s", t.Receiver, t.Tid, state)
 	if hasInterval(t) {
@@ -431,7 +431,7 @@ func watchCmd(fs *flag.FlagSet) func(*env) error {
 // printBound prints watch's line for a bound receiver.
 func (e *env) printBound(receiver uint64, r client.BindResult, ack bool) {
 	v := map[string]any{"bound": receiver, "backlog": r.Pending, "dropped": r.Dropped}
-	text := fmt.Sprintf("watching receiver %d (%d waiting events, %d dropped)", receiver, r.Pending, r.Dropped)
+	text := fmt.Sprintf("watching receiver %d (%s, %d dropped)", receiver, count(r.Pending, "waiting event"), r.Dropped)
 	if ack {
 		v["ack"], v["first_seq"] = true, r.FirstSeq
 		text = fmt.Sprintf("watching receiver %d, acknowledged (%d unacknowledged events from seq %d, %d dropped)",
@@ -448,7 +448,7 @@ func (e *env) printEvent(ev client.Event) {
 		return
 	case client.Dropped:
 		e.print(map[string]any{"event": "dropped", "receiver": ev.Receiver, "count": ev.Count},
-			fmt.Sprintf("receiver %d: %d events lost", ev.Receiver, ev.Count))
+			fmt.Sprintf("receiver %d: %s lost", ev.Receiver, count(ev.Count, "event")))
 		return
 	}
 	times := fmt.Sprintf("%d/%d", ev.Fired, ev.Repeat)
@@ -485,7 +485,7 @@ func ffCmd(e *env) error {
 	if err != nil {
 		return err
 	}
-	e.print(map[string]any{"now": now, "fired": fired}, fmt.Sprintf("fast-forwarded %d ticks to tick %d: %d timers fired", ticks, now, fired))
+	e.print(map[string]any{"now": now, "fired": fired}, fmt.Sprintf("fast-forwarded %s to tick %d: %s fired", count(ticks, "tick"), now, count(fired, "timer")))
 	return nil
 }
 
@@ -521,13 +521,13 @@ func statsCmd(e *env) error {
 		e.print(statsJSON(s), "")
 		return nil
 	}
-	fmt.Fprintf(e.stdout, "tw-time     %d (target %d, lag %d ticks, tick %v, speed %gx, frozen %v)\n",
-		s.Now, s.Target, s.Lag, time.Duration(s.TickNs), s.Speed, s.Frozen)
+	fmt.Fprintf(e.stdout, "tw-time     %d (target %d, lag %s, tick %v, speed %gx, frozen %v)\n",
+		s.Now, s.Target, count(s.Lag, "tick"), time.Duration(s.TickNs), s.Speed, s.Frozen)
 	fmt.Fprintf(e.stdout, "timers      %d\n", s.Timers)
 	fmt.Fprintf(e.stdout, "sessions    %d\n", s.Sessions)
-	fmt.Fprintf(e.stdout, "receivers   %d (backlog %d events)\n", s.Receivers, s.BacklogEvents)
+	fmt.Fprintf(e.stdout, "receivers   %d (backlog %s)\n", s.Receivers, count(s.BacklogEvents, "event"))
 	if s.OutboxEvents > 0 || s.WaitingFirings > 0 {
-		fmt.Fprintf(e.stdout, "outboxes    %d events not acknowledged, %d firings waiting for room\n", s.OutboxEvents, s.WaitingFirings)
+		fmt.Fprintf(e.stdout, "outboxes    %s not acknowledged, %s waiting for room\n", count(s.OutboxEvents, "event"), count(s.WaitingFirings, "firing"))
 	}
 	fmt.Fprintf(e.stdout, "fired       %d (dropped %d)\n", s.FiredTotal, s.DroppedTotal)
 	return nil
