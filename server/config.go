@@ -108,6 +108,13 @@ type Config struct {
 	// checks this; cmd/tickwheel sets its logger's level from it (a
 	// -log-level flag beats it), and again on SIGHUP.
 	LogLevel string `yaml:"log_level"`
+	// LogFormat is the log's format: "text" (the default: key=value
+	// lines, log/slog's TextHandler) or "json" (one JSON object a line,
+	// slog's JSONHandler, for log shippers). Like LogLevel, the server only
+	// checks it; cmd/tickwheel builds its logger with it (a -log-format
+	// flag beats it). It needs a restart: a reload logs a change of it as
+	// such.
+	LogFormat string `yaml:"log_format"`
 	// Metrics keeps the event loop's turn duration and fire lateness
 	// histograms (ReadMetrics): a clock read at the end of each loop turn
 	// (two for a doorbell turn, one more when it fired timers), and a
@@ -155,6 +162,12 @@ type Timeouts struct {
 	Frame time.Duration `yaml:"frame"`
 }
 
+// The log formats (Config.LogFormat).
+const (
+	LogText = "text"
+	LogJSON = "json"
+)
+
 const (
 	defaultAddr = "127.0.0.1:7420"
 	defaultTick = 10 * time.Millisecond
@@ -199,6 +212,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, keyErr("max_fires_per_turn", "%d: must be positive", c.MaxFiresPerTurn)
 	case c.LogLevel != "" && new(slog.Level).UnmarshalText([]byte(c.LogLevel)) != nil:
 		return c, keyErr("log_level", "%q: want debug, info, warn or error", c.LogLevel)
+	case c.LogFormat != "" && c.LogFormat != LogText && c.LogFormat != LogJSON:
+		return c, keyErr("log_format", "%q: want text or json", c.LogFormat)
 	case !(c.Speed >= wheel.MinSpeed && c.Speed <= wheel.MaxSpeed): // NaN too
 		return c, keyErr("speed", "%v is out of range %v..%v", c.Speed, wheel.MinSpeed, wheel.MaxSpeed)
 	}

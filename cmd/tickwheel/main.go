@@ -135,6 +135,7 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 	startTick := fs.Uint64("start-tick", 0, "tw-time at start (default: the current Unix time in ticks)")
 	httpAddr := fs.String("http-addr", "", `operator HTTP listener: metrics, health, pprof, status page (default `+operator.DefaultAddr+`; "" or "off" turns it off)`)
 	fs.StringVar(&sf.logLevel, "log-level", "", "debug, info, warn or error (default: log_level in the config, else info)")
+	logFormat := fs.String("log-format", "", "text (key=value lines, the default) or json (a JSON object a line); log_format in the config")
 	fs.StringVar(&sf.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) to this file until shutdown")
 	fs.BoolVar(&sf.configCheck, "config-check", false, "check the configuration (the config file, flags and environment), print the result and exit: 0 if valid")
 	if err := fs.Parse(args); err != nil {
@@ -201,6 +202,8 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 			cfg.StartTick = *startTick
 		case "log-level":
 			cfg.LogLevel = sf.logLevel
+		case "log-format":
+			cfg.LogFormat = *logFormat
 		case "http-addr":
 			cfg.HTTPAddr = *httpAddr
 			if *httpAddr == "" {
@@ -247,7 +250,10 @@ func serveWith(cfg server.Config, sf *serveFlags, reread func() (server.Config, 
 	if err := setLevel(level, cfg.LogLevel); err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log, err := newLogger(stderr, cfg.LogFormat, level)
+	if err != nil {
+		return err
+	}
 
 	adapt := procsPolicy(cfg.Persistence != "off")
 	// Signals are caught from here on: one that arrives while the state is
