@@ -57,6 +57,14 @@ type Config struct {
 	// ClientTokenFile, when set, names a file holding the client token; not
 	// with ClientToken.
 	ClientTokenFile string `yaml:"client_token_file"`
+	// ClientTokenAuto, when no client token is configured (ClientToken,
+	// ClientTokenFile, or in cmd/tickwheel $TICKWHEEL_CLIENT_TOKEN), takes
+	// it from <DataDir>/client.token, creating that file at first start as
+	// admin.token is made (32 random bytes in hex, mode 0600, in a 0700
+	// directory), and logs its path: a server that must listen beyond
+	// loopback (a container) starts protected with no secret to hand in.
+	// Clients then need the file's content. A configured token wins.
+	ClientTokenAuto bool `yaml:"client_token_auto"`
 	// Insecure lets the server listen on a non-loopback address (0.0.0.0, a
 	// LAN address, a host name) with no client token: any host that can
 	// connect may then use every receiver and timer. It is logged as a warning.

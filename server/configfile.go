@@ -174,5 +174,8 @@ func (c Config) Check() error {
 		// of the same length checks the rest.
 		c.AdminToken = strings.Repeat("x", 64)
 	}
+	if c.ClientToken == "" && c.ClientTokenFile == "" && c.ClientTokenAuto {
+		c.ClientToken = strings.Repeat("y", 64) // <data_dir>/client.token, likewise
+	}
 	return c.secure(slog.New(slog.DiscardHandler))
 }

@@ -2,7 +2,8 @@
 //
 //	tickwheel [serve] [-config FILE] [-addr HOST:PORT] [-tick DURATION] [-frozen] [-start-tick N]
 //	          [-data-dir DIR] [-fsync always|everysec|no] [-downtime catch-up|pause] [-repair]
-//	          [-admin-token-file FILE] [-client-token-file FILE] [-insecure] [-http-addr HOST:PORT]
+//	          [-admin-token-file FILE] [-client-token-file FILE] [-client-token-auto] [-insecure]
+//	          [-http-addr HOST:PORT] [-log-level LEVEL] [-log-format text|json]
 //	tickwheel COMMAND [-addr HOST:PORT] [-token T | -token-file FILE] [-data-dir DIR] [-json] ARGS...
 //	tickwheel -config-check [-config FILE] [server flags]
 //	tickwheel health [-http-addr HOST:PORT]
@@ -130,6 +131,7 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 	fsync := fs.String("fsync", "", "when the log reaches the disk: always, everysec (default) or no")
 	downtime := fs.String("downtime", "", "tw-time while the server was down: catch-up (default) or pause")
 	repair := fs.Bool("repair", false, "start on a damaged log: cut it at a bad record the snapshot does not cover, or accept its missing end; what is cut is moved into <data dir>/log/repaired-<time>/, and the records and timers lost are logged")
+	clientTokenAuto := fs.Bool("client-token-auto", false, "with no client token configured, use <data dir>/"+server.ClientTokenFileName+", made at first start, and log its path (the container's default)")
 	insecure := fs.Bool("insecure", false, "allow listening beyond loopback with no client token")
 	frozen := fs.Bool("frozen", false, "start with tw-time frozen (moved only by admin fast-forward)")
 	startTick := fs.Uint64("start-tick", 0, "tw-time at start (default: the current Unix time in ticks)")
@@ -194,6 +196,8 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 			cfg.Downtime = *downtime
 		case "repair":
 			cfg.Repair = *repair
+		case "client-token-auto":
+			cfg.ClientTokenAuto = *clientTokenAuto
 		case "insecure":
 			cfg.Insecure = *insecure
 		case "frozen":
