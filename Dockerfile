@@ -2,11 +2,16 @@
 #
 #   docker build -t tickwheel .
 #   docker run -d --name tickwheel -p 7420:7420 -p 127.0.0.1:7421:7421 \
-#     -v tickwheel-data:/var/lib/tickwheel -e TICKWHEEL_CLIENT_TOKEN=... tickwheel
+#     -v tickwheel-data:/var/lib/tickwheel tickwheel
+#   docker cp tickwheel:/var/lib/tickwheel/tickwheel-data/client.token .
 #
 # The server listens on every interface inside the container, so protected
-# mode wants a client token (TICKWHEEL_CLIENT_TOKEN, or client_token_file
-# pointing at a mounted secret); see docs/OPERATIONS.md, "Containers".
+# mode wants a client token. With none given, -client-token-auto makes one
+# at first start in the data volume (tickwheel-data/client.token, mode
+# 0600; the log names it) and keeps it across restarts: give its content to
+# your clients. Your own token (-e TICKWHEEL_CLIENT_TOKEN=..., or
+# client_token_file pointing at a mounted secret) wins over it; see
+# docs/OPERATIONS.md, "Containers".
 # The build steps are those .ci/run checks on every commit ("static build").
 
 FROM golang:1.26-bookworm AS build
@@ -42,5 +47,7 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=120s --retries=3 \
 # very large state: docker stop -t 70).
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["/usr/local/bin/tickwheel"]
+# cmd/tickwheel's TestDockerfileStarts runs the binary with this ENTRYPOINT
+# and CMD (no Docker engine in CI).
 CMD ["serve", "-config", "/etc/tickwheel/tickwheel.yaml", "-addr", "0.0.0.0:7420", "-http-addr", "0.0.0.0:7421", \
-     "-data-dir", "/var/lib/tickwheel/tickwheel-data"]
+     "-data-dir", "/var/lib/tickwheel/tickwheel-data", "-client-token-auto"]

@@ -344,3 +344,18 @@ func TestAddRepeat(t *testing.T) {
 		assert.Equal(t, ev.Tid == 1, ev.Last, "tid %d", ev.Tid)
 	}
 }
+
+// TestServerErrorTexts: a real server's error replies carry no Go package
+// prefixes (issue 28: "tickwheel: add: exists: wheel: timer already
+// exists").
+func TestServerErrorTexts(t *testing.T) {
+	srv := startServer(t, nil)
+	c := dial(t, srv.Addr())
+	ctx := tctx(t)
+	_, err := c.Add(ctx, 1, 2, 5, nil)
+	require.NoError(t, err)
+	_, err = c.Add(ctx, 1, 2, 5, nil)
+	assert.EqualError(t, err, "tickwheel: add: exists: timer already exists")
+	err = c.Cancel(ctx, 1, 3)
+	assert.EqualError(t, err, "tickwheel: cancel: not_found: timer not found")
+}

@@ -123,7 +123,7 @@ func docExamples() []docExample {
 			labels: []string{"kind error", "id", "code not_found", "message"}, check: func(t *testing.T, p []byte) {
 				var m Message
 				require.NoError(t, DecodeMessage(p, &m))
-				assert.Equal(t, Message{Kind: KindError, ID: 6, Code: CodeNotFound, Text: "wheel: timer not found"}, m)
+				assert.Equal(t, Message{Kind: KindError, ID: 6, Code: CodeNotFound, Text: "timer not found"}, m)
 			}},
 		{name: "fire", frame: AppendFire(nil, &docFire),
 			labels: []string{"kind fire", "receiver", "tid", "tick", "fired", "repeat", "last", "data", "seq", "late"}, check: func(t *testing.T, p []byte) {

@@ -233,17 +233,18 @@ func replyVectors() []msgVector {
 }
 
 // errorTexts are example messages per code, as the server words them
-// (messages are for humans: clients match on the code, never the text).
+// (messages are for humans: clients match on the code, never the text;
+// they carry no Go package prefixes such as "wheel: ").
 var errorTexts = map[Code]string{
-	CodeMalformed:          "protocol: malformed message: add: tid: wrong type, want a non-negative integer",
-	CodeUnknownOp:          "protocol: unknown op: 13",
+	CodeMalformed:          "malformed message: add: tid: wrong type, want a non-negative integer",
+	CodeUnknownOp:          "unknown op: 13",
 	CodeUnauthorized:       "bad or missing token: say hello with the client token, or the admin token",
 	CodeHelloRequired:      "the first request must be hello",
-	CodeNotFound:           "wheel: timer not found",
-	CodeExists:             "wheel: timer already exists",
-	CodeInvalidArgument:    "wheel: after must be at least 1 tick",
+	CodeNotFound:           "timer not found",
+	CodeExists:             "timer already exists",
+	CodeInvalidArgument:    "after must be at least 1 tick",
 	CodeLimitExceeded:      "limit max_timers_per_receiver (100000) reached",
-	CodeBadState:           "wheel: timer already paused",
+	CodeBadState:           "timer already paused",
 	CodeUnsupportedVersion: "protocol version 2 is not supported; this server speaks 1",
 	CodeInternal:           "op stats is not handled",
 	CodeTimeout:            "no request for 2m0s (timeouts.idle): a client pings while it has nothing else to send",

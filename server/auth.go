@@ -23,6 +23,11 @@ const AdminTokenFileName = "admin.token"
 // a short one could be guessed.
 const MinTokenBytes = 16
 
+// ClientTokenFileName is the client token file in the data directory, made
+// at first start when Config.ClientTokenAuto asks for it and no client
+// token is configured.
+const ClientTokenFileName = "client.token"
+
 // maxHelloFailures is the number of failed hellos (answered unauthorized)
 // after which the server closes the connection, following the reply.
 const maxHelloFailures = 3
@@ -67,7 +72,15 @@ func (c *Config) secure(log *slog.Logger) error {
 		}
 		c.ClientToken = tok
 	}
-	if err := c.protectedMode(log); err != nil { // before making any file
+	if c.ClientToken == "" && c.ClientTokenAuto {
+		tok, path, created, err := dataDirToken(c.DataDir, ClientTokenFileName)
+		if err != nil {
+			return fmt.Errorf("config: client token (client_token_auto): %w", err)
+		}
+		c.ClientToken = tok
+		log.Info("client token: every client must give the token in this file in its hello", "file", path, "created", created)
+	}
+	if err := c.protectedMode(log); err != nil { // before making any file (but client.token, asked for)
 		return err
 	}
 	switch {
@@ -79,7 +92,7 @@ func (c *Config) secure(log *slog.Logger) error {
 		c.AdminToken = tok
 		log.Info("admin token", "file", c.AdminTokenFile)
 	case c.AdminToken == "":
-		tok, path, created, err := dataDirToken(c.DataDir)
+		tok, path, created, err := dataDirToken(c.DataDir, AdminTokenFileName)
 		if err != nil {
 			return fmt.Errorf("config: admin token: %w", err)
 		}
@@ -132,7 +145,7 @@ func (c *Config) protectedMode(log *slog.Logger) error {
 		return keyErr("addr", "protected mode: refusing to listen on %s with no client token: any host that can reach it could "+
 			"take over receivers (their events would go to it) and list or cancel every timer. Set a client token "+
 			"(client_token_file or client_token in the config, -client-token-file, or TICKWHEEL_CLIENT_TOKEN) and give it "+
-			"to your clients; or listen on 127.0.0.1; or, on a network you trust, start with -insecure (insecure: true)", c.Addr)
+			"to your clients, or have one made in the data dir (client_token_auto: true, -client-token-auto); or listen on 127.0.0.1; or, on a network you trust, start with -insecure (insecure: true)", c.Addr)
 	}
 	log.Warn("insecure: listening beyond loopback with no client token: any host that can connect may bind any receiver "+
 		"and add, list or cancel any timer (admin ops still need the admin token)", "addr", c.Addr)
@@ -172,12 +185,12 @@ func readGivenTokenFile(path string, log *slog.Logger) (string, error) {
 	return tok, nil
 }
 
-// dataDirToken returns the admin token in dir/admin.token, creating the
-// directory (0700) and the file (0600, 32 random bytes in hex) when it does
-// not exist. An existing file must be a regular file that only its owner may
+// dataDirToken returns the token in dir/name (admin.token, client.token),
+// creating the directory (0700) and the file (0600, 32 random bytes in hex)
+// when it does not exist. An existing file must be a regular file that only its owner may
 // access; otherwise it is refused, since anyone who can read it is admin.
-func dataDirToken(dir string) (tok, path string, created bool, err error) {
-	path = filepath.Join(dir, AdminTokenFileName)
+func dataDirToken(dir, name string) (tok, path string, created bool, err error) {
+	path = filepath.Join(dir, name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", path, false, fmt.Errorf("creating the data directory: %w", err)
 	}

@@ -304,3 +304,43 @@ func TestExposed(t *testing.T) {
 	_, err := exposed("no-port")
 	assert.Error(t, err)
 }
+
+// TestClientTokenAuto: client_token_auto satisfies protected mode with a
+// client token made in the data dir at first start (0600, logged with its
+// path) and kept after; Check passes without making it; a configured
+// client token wins and no file is made.
+func TestClientTokenAuto(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{Addr: "0.0.0.0:7420", DataDir: dir, Persistence: "off", ClientTokenAuto: true}
+	require.NoError(t, cfg.Check())
+	_, err := os.Stat(filepath.Join(dir, ClientTokenFileName))
+	require.True(t, os.IsNotExist(err), "Check made client.token")
+	require.ErrorContains(t, Config{Addr: "0.0.0.0:7420", DataDir: dir}.Check(), "protected mode")
+
+	var logs lockedBuffer
+	c, err := cfg.withDefaults()
+	require.NoError(t, err)
+	require.NoError(t, c.secure(slog.New(slog.NewTextHandler(&logs, nil))))
+	path := filepath.Join(dir, ClientTokenFileName)
+	assert.Contains(t, logs.String(), "file="+path+" created=true")
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	tok, err := ReadTokenFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, tok, c.ClientToken)
+	assert.NotEqual(t, c.AdminToken, c.ClientToken)
+
+	c, err = cfg.withDefaults()
+	require.NoError(t, err)
+	require.NoError(t, c.secure(slog.New(slog.DiscardHandler)))
+	assert.Equal(t, tok, c.ClientToken, "kept across starts")
+
+	other := t.TempDir()
+	c, err = Config{Addr: "0.0.0.0:7420", DataDir: other, ClientTokenAuto: true, ClientToken: "given"}.withDefaults()
+	require.NoError(t, err)
+	require.NoError(t, c.secure(slog.New(slog.DiscardHandler)))
+	assert.Equal(t, "given", c.ClientToken)
+	_, err = os.Stat(filepath.Join(other, ClientTokenFileName))
+	assert.True(t, os.IsNotExist(err), "client.token made though a token was configured")
+}

@@ -3,6 +3,8 @@ package server
 import (
 	"log/slog"
 	"net"
+	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/tickwheel/tickwheel/protocol"
@@ -55,6 +57,14 @@ type Config struct {
 	// ClientTokenFile, when set, names a file holding the client token; not
 	// with ClientToken.
 	ClientTokenFile string `yaml:"client_token_file"`
+	// ClientTokenAuto, when no client token is configured (ClientToken,
+	// ClientTokenFile, or in cmd/tickwheel $TICKWHEEL_CLIENT_TOKEN), takes
+	// it from <DataDir>/client.token, creating that file at first start as
+	// admin.token is made (32 random bytes in hex, mode 0600, in a 0700
+	// directory), and logs its path: a server that must listen beyond
+	// loopback (a container) starts protected with no secret to hand in.
+	// Clients then need the file's content. A configured token wins.
+	ClientTokenAuto bool `yaml:"client_token_auto"`
 	// Insecure lets the server listen on a non-loopback address (0.0.0.0, a
 	// LAN address, a host name) with no client token: any host that can
 	// connect may then use every receiver and timer. It is logged as a warning.
@@ -106,6 +116,13 @@ type Config struct {
 	// checks this; cmd/tickwheel sets its logger's level from it (a
 	// -log-level flag beats it), and again on SIGHUP.
 	LogLevel string `yaml:"log_level"`
+	// LogFormat is the log's format: "text" (the default: key=value
+	// lines, log/slog's TextHandler) or "json" (one JSON object a line,
+	// slog's JSONHandler, for log shippers). Like LogLevel, the server only
+	// checks it; cmd/tickwheel builds its logger with it (a -log-format
+	// flag beats it). It needs a restart: a reload logs a change of it as
+	// such.
+	LogFormat string `yaml:"log_format"`
 	// Metrics keeps the event loop's turn duration and fire lateness
 	// histograms (ReadMetrics): a clock read at the end of each loop turn
 	// (two for a doorbell turn, one more when it fired timers), and a
@@ -223,6 +240,12 @@ func (c *Config) httpFds() int {
 	return c.HTTP.MaxConnections + 2
 }
 
+// The log formats (Config.LogFormat).
+const (
+	LogText = "text"
+	LogJSON = "json"
+)
+
 const (
 	defaultAddr = "127.0.0.1:7420"
 	defaultTick = 10 * time.Millisecond
@@ -267,6 +290,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, keyErr("max_fires_per_turn", "%d: must be positive", c.MaxFiresPerTurn)
 	case c.LogLevel != "" && new(slog.Level).UnmarshalText([]byte(c.LogLevel)) != nil:
 		return c, keyErr("log_level", "%q: want debug, info, warn or error", c.LogLevel)
+	case c.LogFormat != "" && c.LogFormat != LogText && c.LogFormat != LogJSON:
+		return c, keyErr("log_format", "%q: want text or json", c.LogFormat)
 	case !(c.Speed >= wheel.MinSpeed && c.Speed <= wheel.MaxSpeed): // NaN too
 		return c, keyErr("speed", "%v is out of range %v..%v", c.Speed, wheel.MinSpeed, wheel.MaxSpeed)
 	}
@@ -277,12 +302,59 @@ func (c Config) withDefaults() (Config, error) {
 		return c, keyErr("http.max_bad_tokens", "%d: must not be negative", c.HTTP.MaxBadTokens)
 	}
 	c.HTTP = c.HTTP.WithDefaults()
+	if err := checkListenAddr("addr", c.Addr); err != nil {
+		return c, err
+	}
 	if a := c.HTTPAddr; a != "" && a != "off" {
-		if _, _, err := net.SplitHostPort(a); err != nil {
-			return c, keyErr("http_addr", "%q: want host:port, or off: %v", a, err)
+		if err := checkListenAddr("http_addr", a); err != nil {
+			return c, keyErr("http_addr", "%s, or off", err.(*ConfigError).Msg)
 		}
 	}
 	return c, checkLimits(&c.Limits)
+}
+
+// checkListenAddr returns a *ConfigError for key unless addr is a
+// host:port a listener can use: the host empty (every interface), an IP
+// address or a syntactically valid host name, and the port a number in
+// 0..65535 (0: a free port) or a service name the system knows ("http").
+// It does not resolve host names, so a name that does not resolve still
+// fails at start.
+func checkListenAddr(key, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return keyErr(key, "%q: want host:port: %v", addr, err)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return keyErr(key, "%q: want host:port with a port in 0..65535: %v", addr, err)
+	}
+	if host != "" && !validHost(host) {
+		return keyErr(key, "%q: want host:port: %q is neither an IP address nor a host name", addr, host)
+	}
+	return nil
+}
+
+// validHost reports whether host is an IP address (with an IPv6 zone or
+// not) or a host name of letters, digits, '-' and '_' in dot-separated
+// labels of 1..63 bytes, 253 bytes at most.
+func validHost(host string) bool {
+	if _, err := netip.ParseAddr(host); err == nil {
+		return true
+	}
+	name := strings.TrimSuffix(host, ".")
+	if name == "" || len(name) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(name, ".") {
+		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // checkLimits returns a *ConfigError naming the first limit out of its

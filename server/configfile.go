@@ -106,7 +106,8 @@ func checkKeyCounts(path string, src []byte) error {
 // LoadConfig reads a YAML config file. Unknown keys are an error, so a typo
 // does not silently fall back to a default; so is a value of the wrong
 // type. Its errors name the file, the line and the key (the first
-// maxConfigErrors of them). It reads only a regular file of at most
+// maxConfigErrors of them). A file with no document (empty, or only
+// comments) is the default config. It reads only a regular file of at most
 // MaxConfigBytes, with at most maxConfigKeys keys in a mapping. It does not
 // check the values: Check (or New) does.
 func LoadConfig(path string) (Config, error) {
@@ -120,7 +121,7 @@ func LoadConfig(path string) (Config, error) {
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) { // EOF: no document (empty, or comments only)
 		var te *yaml.TypeError
 		if errors.As(err, &te) {
 			return c, typeErrors(path, b, te)
@@ -243,6 +244,9 @@ func (c Config) Check() error {
 		// (64 hex digits), which never equals the client token; a stand-in
 		// of the same length checks the rest.
 		c.AdminToken = strings.Repeat("x", 64)
+	}
+	if c.ClientToken == "" && c.ClientTokenFile == "" && c.ClientTokenAuto {
+		c.ClientToken = strings.Repeat("y", 64) // <data_dir>/client.token, likewise
 	}
 	return c.secure(slog.New(slog.DiscardHandler))
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -14,13 +15,41 @@ import (
 // TestHTTPAddrChecked: a config's http_addr must be host:port or off.
 func TestHTTPAddrChecked(t *testing.T) {
 	for addr, ok := range map[string]bool{"": true, "off": true, "127.0.0.1:7421": true, ":0": true,
-		"7421": false, "localhost": false} {
+		"7421": false, "localhost": false, "127.0.0.1:99999": false, "127.0.0.1:-1": false} {
 		_, err := Config{HTTPAddr: addr}.withDefaults()
 		if (err == nil) != ok {
 			t.Errorf("http_addr %q: %v", addr, err)
 		}
 		if err != nil && !strings.Contains(err.Error(), "http_addr") {
 			t.Errorf("http_addr %q: the error does not name the key: %v", addr, err)
+		}
+	}
+}
+
+// TestListenAddrsChecked: every listen address in a config (addr,
+// http_addr) must be a host:port a listener can use, so -config-check
+// finds a port out of range or a malformed host before a start would fail;
+// the error names the key.
+func TestListenAddrsChecked(t *testing.T) {
+	for addr, ok := range map[string]bool{"127.0.0.1:7420": true, ":0": true, "localhost:7420": true,
+		"[::1]:7420": true, "[fe80::1%eth0]:7420": true, "game-1.example.com:7420": true, "0.0.0.0:65535": true,
+		"127.0.0.1:99999": false, "127.0.0.1:65536": false, "127.0.0.1:-5": false, "127.0.0.1:": true,
+		"127.0.0.1": false, "bad host:7420": false, "a..b:7420": false, "-x:7420": false} {
+		for _, key := range []string{"addr", "http_addr"} {
+			c := Config{Addr: "127.0.0.1:0"}
+			if key == "addr" {
+				c.Addr = addr
+			} else {
+				c.HTTPAddr = addr
+			}
+			_, err := c.withDefaults()
+			if (err == nil) != ok {
+				t.Errorf("%s %q: %v", key, addr, err)
+			}
+			var ce *ConfigError
+			if err != nil && (!errors.As(err, &ce) || ce.Key != key) {
+				t.Errorf("%s %q: the error does not name the key: %v", key, addr, err)
+			}
 		}
 	}
 }

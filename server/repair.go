@@ -17,8 +17,12 @@ func repairAdvice(err error) error {
 	var te *journal.TailError
 	switch {
 	case errors.As(err, &te):
-		return fmt.Errorf("%w; the server had %d timers at index %d. Start with -repair (repair: true in the config) to start from the log as it is: those records stay lost, and the TAIL file is moved into a repaired-* directory of the log directory",
-			err, te.Tail.Note, te.Tail.Last)
+		timers := fmt.Sprintf("%d timers", te.Tail.Note)
+		if te.Tail.Note == 1 {
+			timers = "1 timer"
+		}
+		return fmt.Errorf("%w; the server had %s at index %d. Start with -repair (repair: true in the config) to start from the log as it is: those records stay lost, and the TAIL file is moved into a repaired-* directory of the log directory",
+			err, timers, te.Tail.Last)
 	case errors.Is(err, journal.ErrCorrupt):
 		return fmt.Errorf("%w. Start with -repair (repair: true in the config) to cut the log there: a copy of the cut segment and every later segment are moved into a repaired-* directory of the log directory, not deleted", err)
 	}

@@ -132,6 +132,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		start, speed, frozen = s.resumeTick(time.Now()), s.core.Speed(), s.core.Frozen()
 		s.log.Info("tw-time after the restart", "downtime", cfg.Downtime, "was", s.core.Now(), "now", start,
 			"speed", speed, "frozen", frozen)
+		s.warnClockIgnored(start, speed, frozen)
 	}
 	newClock := wheel.NewClock
 	if frozen {
@@ -152,6 +153,27 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s.retime()
 	return s, nil
+}
+
+// warnClockIgnored warns, on a start from a recovered state, about each
+// of start_tick (-start-tick), frozen (-frozen) and speed that the config
+// sets and the start does not follow: they say where tw-time starts on a
+// new state only; on a recovered one tw-time goes on as the state
+// recorded it (at tick start, with its speed and frozen state), so that
+// its timers keep their due ticks. "speed" is warned about only when it
+// is not 1, the default.
+func (s *Server) warnClockIgnored(start uint64, speed float64, frozen bool) {
+	const why = "ignored: the data dir holds a state, whose tw-time goes on as recorded; " +
+		"it sets where tw-time starts on a new state only (use tickwheel freeze, resume, speed or ff; or start on an empty data dir)"
+	if c := s.cfg; c.StartTick != 0 && c.StartTick != start {
+		s.log.Warn("start_tick (-start-tick) "+why, "start_tick", c.StartTick, "tw_time", start, "data_dir", c.DataDir)
+	}
+	if c := s.cfg; c.Frozen && !frozen {
+		s.log.Warn("frozen (-frozen) "+why, "tw_time", start, "frozen", false, "data_dir", c.DataDir)
+	}
+	if c := s.cfg; c.Speed != 1 && c.Speed != speed {
+		s.log.Warn("speed "+why, "speed", c.Speed, "running_speed", speed, "data_dir", c.DataDir)
+	}
 }
 
 // Start begins serving and returns once the server listens and its ticker

@@ -204,7 +204,11 @@ func (c *Core) reply(s *Session, id uint64, err error) {
 	case errors.Is(err, wheel.ErrFull):
 		code = protocol.CodeLimitExceeded
 	}
-	c.fail(s, id, code, err.Error())
+	msg := err.Error()
+	if s.plain {
+		msg = plainText(msg)
+	}
+	c.fail(s, id, code, msg)
 }
 
 // fail appends an error reply. The request it answers is refused: it must
@@ -221,7 +225,7 @@ func (c *Core) fail(s *Session, id uint64, code protocol.Code, msg string) {
 // does not reproduce the text) and the kill.
 func (c *Core) Malformed(s *Session, id uint64, err error) {
 	before := len(s.out)
-	c.fail(s, id, protocol.CodeMalformed, err.Error())
+	c.fail(s, id, protocol.CodeMalformed, plainText(err.Error())) // recorded as its length: any wording replays
 	c.killPad(s, len(s.out)-before)
 	s.kill = true
 	c.markDirty(s)
@@ -234,7 +238,7 @@ func (c *Core) Malformed(s *Session, id uint64, err error) {
 func (c *Core) Expire(s *Session, why string) {
 	c.peerInfo("closing a connection: timeout", "session", s.id, "name", s.name, "why", why)
 	before := len(s.out)
-	s.out = protocol.AppendError(s.out, 0, protocol.CodeTimeout, why)
+	s.out = protocol.AppendError(s.out, 0, protocol.CodeTimeout, plainText(why))
 	c.countError(protocol.CodeTimeout)
 	c.killPad(s, len(s.out)-before)
 	s.kill = true

@@ -42,7 +42,7 @@ func (c *Core) Apply(s *Session, payload []byte) {
 		c.markDirty(s)
 		return
 	case errors.Is(err, protocol.ErrUnknownOp):
-		c.fail(s, req.ID, protocol.CodeUnknownOp, err.Error())
+		c.fail(s, req.ID, protocol.CodeUnknownOp, plainText(err.Error())) // recorded as a pad: any wording replays
 		c.markDirty(s)
 		return
 	case err != nil:
@@ -116,7 +116,7 @@ func (c *Core) refuse(s *Session, op protocol.Op) protocol.Code {
 		c.fail(s, id, protocol.CodeUnauthorized, fmt.Sprintf("%s is an admin op: say hello with the admin token", op))
 		return protocol.CodeUnauthorized
 	case changesTimers(op) && c.readOnly != "":
-		c.fail(s, id, protocol.CodeUnavailable, c.readOnly)
+		c.fail(s, id, protocol.CodeUnavailable, plainText(c.readOnly)) // recorded as a pad
 		return protocol.CodeUnavailable
 	}
 	return 0
@@ -244,6 +244,11 @@ const (
 	helloAdmin
 )
 
+// helloPlain, or'ed into a recorded hello outcome, says the session's
+// error replies are plain (Session.plain). Hellos recorded before it
+// existed lack it: their sessions replay with the older wording.
+const helloPlain uint8 = 0x80
+
 // hello authenticates session s. The admin token makes an admin session;
 // the client token, or no token when the server requires none, a plain one.
 // Any other token is unauthorized, and a failed hello leaves the session
@@ -270,7 +275,7 @@ func (c *Core) hello(s *Session, req *protocol.Request) {
 	case !isClient && (req.Token != "" || c.cfg.ClientToken != ""):
 		outcome = helloFailed
 	}
-	c.helloOutcome(s, req.ID, req.Name, outcome, -1)
+	c.helloOutcome(s, req.ID, req.Name, outcome|helloPlain, -1)
 	if outcome != helloFailed {
 		c.logOpen(s) // its reply tells the session its id
 	}
@@ -284,6 +289,8 @@ func (c *Core) hello(s *Session, req *protocol.Request) {
 // state: a replay passes the reply's recorded length as replyLen and gets
 // that many bytes of padding instead (-1: the real reply).
 func (c *Core) helloOutcome(s *Session, id uint64, name string, outcome uint8, replyLen int) {
+	s.plain = outcome&helloPlain != 0
+	outcome &^= helloPlain
 	if outcome == helloFailed {
 		c.helloFailed(s, id, name)
 		return

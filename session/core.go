@@ -136,6 +136,12 @@ type Session struct {
 	name  string
 	hello bool
 	admin bool
+	// plain says the session's error replies are worded without Go package
+	// prefixes ("timer already exists", not "wheel: timer already exists"):
+	// set by every hello since issue 28, and recorded with it (helloPlain),
+	// so that a replay of a log written before lays out the older, longer
+	// replies of its sessions as they were written (replayWritten).
+	plain bool
 	// authFailures counts the failed hellos on this connection.
 	authFailures int
 	// receivers bound by this session, with their ephemeral flag.

@@ -66,6 +66,7 @@ const (
 	syncKill   // the connection is to be closed
 	syncStream // the stream's fields follow (a quiet session's)
 	syncBlocked
+	syncPlain // the session's error replies are plain (Session.plain)
 )
 
 // appendSync appends an inSync input with s's own fields to b.
@@ -82,6 +83,7 @@ func appendSync(b []byte, s *Session) []byte {
 	set(syncKill, s.kill)
 	set(syncStream, s.quiet())
 	set(syncBlocked, s.blocked)
+	set(syncPlain, s.plain)
 	r.buf = append(r.buf, inSync)
 	r.uv(s.id)
 	r.buf = append(r.buf, flags)
@@ -137,7 +139,7 @@ func (c *Core) replaySync(d *decoder) error {
 		return fmt.Errorf("session %d: sync of %d bytes pending, %d buffered, a notice at %d..%d", s.id, out, f[2], start, end)
 	}
 	s.hello, s.admin, s.kill = flags&syncHello != 0, flags&syncAdmin != 0, flags&syncKill != 0
-	s.authFailures, s.name = int(failures), string(name)
+	s.authFailures, s.name, s.plain = int(failures), string(name), flags&syncPlain != 0
 	if flags&syncStream != 0 {
 		s.written, s.buffered = f[0], int(f[2])
 		s.out = append(s.out[:0], make([]byte, out)...) // what it holds is not reproduced

@@ -139,6 +139,9 @@ func restoreSession(d *decoder) (*Session, []uint64) {
 			d.fail(fmt.Errorf("session %d: dropped notice at %d..%d of %d bytes", s.id, s.noteStart, s.noteEnd, len(s.out)))
 		}
 	}
+	if d.version >= 6 {
+		s.plain = d.byte() != 0
+	}
 	return s, q
 }
 

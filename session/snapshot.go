@@ -45,9 +45,12 @@ import (
 // also added the dropped notices to each session's in-flight list (the
 // seqs each announces, 0 for an event), so that a close before they reach
 // the kernel reports them again (loseUnsent).
+//
+// Version 6 added, last in each session, whether its error replies are
+// plain (Session.plain). Older versions' sessions were not.
 const (
 	snapMagic   = "TWCS"
-	snapVersion = 5
+	snapVersion = 6
 )
 
 // ErrTickChanged is returned (wrapped) by Restore when the snapshot was
@@ -172,6 +175,7 @@ func appendSession(e *encoder, s *Session) {
 	e.uv(s.noteRecv)
 	e.uv(s.noteFirst)
 	e.uv(s.noteLast)
+	e.bool(s.plain)
 }
 
 // receiverSnap is a receiver as a snapshot holds it: the record's fields

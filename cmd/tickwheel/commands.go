@@ -463,11 +463,11 @@ func ffCmd(e *env) error {
 	}
 	if ticks <= math.MaxUint64-from && now < from+ticks {
 		e.print(map[string]any{"now": now, "fired": fired, "stopped": true},
-			fmt.Sprintf("fast-forward stopped by freeze at %s (tick %d), %s short of %s: %d timers fired",
-				e.clk.at(now), now, e.clk.dur(from+ticks-now), e.clk.at(from+ticks), fired))
+			fmt.Sprintf("fast-forward stopped by freeze at %s (tick %d), %s short of %s: %s fired",
+				e.clk.at(now), now, e.clk.dur(from+ticks-now), e.clk.at(from+ticks), count(fired, "timer")))
 		return nil
 	}
-	e.print(map[string]any{"now": now, "fired": fired}, fmt.Sprintf("fast-forwarded %s to %s: %d timers fired", e.clk.dur(ticks), e.clk.at(now), fired))
+	e.print(map[string]any{"now": now, "fired": fired}, fmt.Sprintf("fast-forwarded %s to %s: %s fired", e.clk.dur(ticks), e.clk.at(now), count(fired, "timer")))
 	return nil
 }
 
@@ -507,9 +507,9 @@ func statsCmd(e *env) error {
 		e.clk.at(s.Now), s.Now, time.Duration(s.TickNs), s.Target, e.clk.dur(s.Lag), s.Speed, s.Frozen)
 	fmt.Fprintf(e.stdout, "timers      %d\n", s.Timers)
 	fmt.Fprintf(e.stdout, "sessions    %d\n", s.Sessions)
-	fmt.Fprintf(e.stdout, "receivers   %d (backlog %d events)\n", s.Receivers, s.BacklogEvents)
+	fmt.Fprintf(e.stdout, "receivers   %d (backlog %s)\n", s.Receivers, count(s.BacklogEvents, "event"))
 	if s.OutboxEvents > 0 || s.WaitingFirings > 0 {
-		fmt.Fprintf(e.stdout, "outboxes    %d events not acknowledged, %d firings waiting for room\n", s.OutboxEvents, s.WaitingFirings)
+		fmt.Fprintf(e.stdout, "outboxes    %s not acknowledged, %s waiting for room\n", count(s.OutboxEvents, "event"), count(s.WaitingFirings, "firing"))
 	}
 	fmt.Fprintf(e.stdout, "fired       %d (dropped %d)\n", s.FiredTotal, s.DroppedTotal)
 	return nil

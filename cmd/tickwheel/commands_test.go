@@ -200,3 +200,33 @@ func TestWatchDropped(t *testing.T) {
 		"1970-01-01 00:00:10.04 UTC  9/1  fired 4/5\n"+
 		"1970-01-01 00:00:10.05 UTC  9/1  fired 5/5  last\n", wout.String())
 }
+
+// One of a thing is singular in the CLI's output: "1 timer fired", not
+// "1 timers fired"; none or many are plural.
+func TestCommandsSingular(t *testing.T) {
+	srv := localServer(t, servertest.WithStartTick(1000), servertest.WithConfig(func(c *servertest.Config) { c.Limits.MaxBacklog = 1 }))
+	addr := srv.Addr()
+	code, _, errOut := cli(t, addr, "add", "9", "1", "1", "-repeat", "2")
+	require.Equal(t, 0, code, errOut)
+	code, out, _ := cli(t, addr, "ff", "1")
+	require.Equal(t, 0, code)
+	assert.Equal(t, "fast-forwarded 10ms to 1970-01-01 00:00:10.01 UTC: 1 timer fired\n", out)
+	code, out, _ = cli(t, addr, "stats")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "lag 0s,")
+	assert.Contains(t, out, "(backlog 1 event)\n")
+	code, _, _ = cli(t, addr, "ff", "1") // 1 more event, 1 kept: 1 dropped
+	require.Equal(t, 0, code)
+	var wout, werr syncBuffer
+	code = run([]string{"watch", "-addr", addr, "-n", "2", "9"}, &wout, &werr)
+	require.Equal(t, 0, code, werr.String())
+	assert.Equal(t, "watching receiver 9 (1 waiting event, 1 dropped)\n"+
+		"receiver 9: 1 event lost\n"+
+		"1970-01-01 00:00:10.02 UTC  9/1  fired 2/2  last\n", wout.String())
+}
+
+func TestCount(t *testing.T) {
+	assert.Equal(t, "0 timers", count(0, "timer"))
+	assert.Equal(t, "1 timer", count(uint64(1), "timer"))
+	assert.Equal(t, "2 ticks", count(int64(2), "tick"))
+}

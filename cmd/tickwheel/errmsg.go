@@ -23,9 +23,9 @@ func errText(err error) string {
 	return strings.TrimPrefix(err.Error(), "tickwheel: ")
 }
 
-// serverMessage drops the package prefix of a server's error message
-// ("wheel: timer not found"): it names a part of the server, not something
-// the user did.
+// serverMessage drops the package prefix of an older server's error
+// message ("wheel: timer not found"; servers since issue 28 send none): it
+// names a part of the server, not something the user did.
 func serverMessage(msg string) string {
 	for _, p := range []string{"wheel: ", "session: ", "server: "} {
 		if rest, ok := strings.CutPrefix(msg, p); ok {

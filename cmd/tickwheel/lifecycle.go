@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -23,6 +24,19 @@ func setLevel(level *slog.LevelVar, name string) error {
 	}
 	level.Set(l)
 	return nil
+}
+
+// newLogger returns the server's logger writing to w in format (log_format,
+// -log-format: "text", the default for "", or "json") at level.
+func newLogger(w io.Writer, format string, level *slog.LevelVar) (*slog.Logger, error) {
+	opts := &slog.HandlerOptions{Level: level}
+	switch format {
+	case "", server.LogText:
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case server.LogJSON:
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("log format (log_format, -log-format) %q: want text or json", format)
 }
 
 // reloadTimeout bounds the wait for the event loop to apply a reload.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
@@ -77,6 +78,8 @@ func TestConfigCheck(t *testing.T) {
 		{"speed", "speed: -2\n", []string{"line 1", "key speed", "out of range"}},
 		{"log level", "log_level: loud\n", []string{"line 1", "key log_level", "loud"}},
 		{"protected", "addr: 0.0.0.0:7420\n", []string{"line 1", "key addr", "protected mode"}},
+		{"port", "addr: 127.0.0.1:70000\n", []string{"line 1", "key addr", "0..65535"}},
+		{"http port", "\nhttp_addr: 127.0.0.1:99999\n", []string{"line 2", "key http_addr", "0..65535"}},
 		{"syntax", "limits:\n  max_frame: [1\n", []string{"c.yaml", "line"}},
 	} {
 		code, _, errOut := check(tc.yaml)
@@ -91,4 +94,61 @@ func TestConfigCheck(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "fsync")
 	assert.NotContains(t, errOut, "line 1")
+
+	// An empty config file (or one of comments only) is the defaults.
+	code, out, errOut = check("# nothing set\n")
+	assert.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "c.yaml: OK")
+
+	// Flags' addresses are checked too (they failed only at start).
+	code, out, errOut = check("", "-http-addr", "127.0.0.1:99999")
+	assert.Equal(t, 1, code, out)
+	assert.Contains(t, errOut, "http_addr")
+	assert.Contains(t, errOut, "99999")
+	code, _, errOut = check("", "-addr", "127.0.0.1:65536")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "config: addr:")
+}
+
+// -log-format json (log_format: json) makes every log line a JSON object,
+// for log shippers; text stays the default; another value is refused,
+// naming the key.
+func TestLogFormat(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0") // the server's start fails on it, after logging
+	require.NoError(t, err)
+	defer busy.Close()
+	serveLogs := func(args ...string) string {
+		t.Helper()
+		var out, errOut syncBuffer
+		code := run(append([]string{"-addr", busy.Addr().String(), "-data-dir", t.TempDir(), "-http-addr", "off"}, args...), &out, &errOut)
+		require.Equal(t, 1, code, "the start should fail on the busy port")
+		return errOut.String()
+	}
+	logs := serveLogs("-log-format", "json")
+	var lines int
+	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
+		if strings.HasPrefix(line, "tickwheel: ") { // the error that ends the start, not a log line
+			continue
+		}
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &rec), "not JSON: %q", line)
+		assert.Contains(t, rec, "time")
+		assert.Contains(t, rec, "level")
+		assert.Contains(t, rec, "msg")
+		lines++
+	}
+	assert.Positive(t, lines, logs)
+	assert.Contains(t, logs, `"msg":"admin token"`)
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("log_format: json\n"), 0o600))
+	assert.Contains(t, serveLogs("-config", path), `"msg":"admin token"`)
+	assert.Contains(t, serveLogs(), `level=INFO msg="admin token"`) // text by default
+	assert.Contains(t, serveLogs("-config", path, "-log-format", "text"), `level=INFO msg="admin token"`)
+
+	require.NoError(t, os.WriteFile(path, []byte("\nlog_format: xml\n"), 0o600))
+	var out, errOut syncBuffer
+	assert.Equal(t, 1, run([]string{"-config-check", "-config", path}, &out, &errOut))
+	assert.Contains(t, errOut.String(), "line 2, key log_format")
 }

@@ -2,7 +2,8 @@
 //
 //	tickwheel [serve] [-config FILE] [-addr HOST:PORT] [-tick DURATION] [-frozen] [-start-tick N]
 //	          [-data-dir DIR] [-fsync always|everysec|no] [-downtime catch-up|pause] [-repair]
-//	          [-admin-token-file FILE] [-client-token-file FILE] [-insecure] [-http-addr HOST:PORT]
+//	          [-admin-token-file FILE] [-client-token-file FILE] [-client-token-auto] [-insecure]
+//	          [-http-addr HOST:PORT] [-log-level LEVEL] [-log-format text|json]
 //	tickwheel COMMAND [-addr HOST:PORT] [-token T | -token-file FILE] [-data-dir DIR] [-zone ZONE] [-json] ARGS...
 //	tickwheel -config-check [-config FILE] [server flags]
 //	tickwheel health [-http-addr HOST:PORT]
@@ -133,11 +134,13 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 	fsync := fs.String("fsync", "", "when the log reaches the disk: always, everysec (default) or no")
 	downtime := fs.String("downtime", "", "tw-time while the server was down: catch-up (default) or pause")
 	repair := fs.Bool("repair", false, "start on a damaged log: cut it at a bad record the snapshot does not cover, or accept its missing end; what is cut is moved into <data dir>/log/repaired-<time>/, and the records and timers lost are logged")
+	clientTokenAuto := fs.Bool("client-token-auto", false, "with no client token configured, use <data dir>/"+server.ClientTokenFileName+", made at first start, and log its path (the container's default)")
 	insecure := fs.Bool("insecure", false, "allow listening beyond loopback with no client token")
 	frozen := fs.Bool("frozen", false, "start with tw-time frozen (moved only by admin fast-forward)")
 	startTick := fs.Uint64("start-tick", 0, "tw-time at start (default: the current Unix time in ticks)")
 	httpAddr := fs.String("http-addr", "", `operator HTTP listener: metrics, health, pprof, status page (default `+operator.DefaultAddr+`; "" or "off" turns it off)`)
 	fs.StringVar(&sf.logLevel, "log-level", "", "debug, info, warn or error (default: log_level in the config, else info)")
+	logFormat := fs.String("log-format", "", "text (key=value lines, the default) or json (a JSON object a line); log_format in the config")
 	fs.StringVar(&sf.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) to this file until shutdown")
 	fs.BoolVar(&sf.configCheck, "config-check", false, "check the configuration (the config file, flags and environment), print the result and exit: 0 if valid")
 	if err := fs.Parse(args); err != nil {
@@ -197,6 +200,8 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 			cfg.Downtime = *downtime
 		case "repair":
 			cfg.Repair = *repair
+		case "client-token-auto":
+			cfg.ClientTokenAuto = *clientTokenAuto
 		case "insecure":
 			cfg.Insecure = *insecure
 		case "frozen":
@@ -205,6 +210,8 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 			cfg.StartTick = *startTick
 		case "log-level":
 			cfg.LogLevel = sf.logLevel
+		case "log-format":
+			cfg.LogFormat = *logFormat
 		case "http-addr":
 			cfg.HTTPAddr = *httpAddr
 			if *httpAddr == "" {
@@ -251,7 +258,10 @@ func serveWith(cfg server.Config, sf *serveFlags, reread func() (server.Config, 
 	if err := setLevel(level, cfg.LogLevel); err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log, err := newLogger(stderr, cfg.LogFormat, level)
+	if err != nil {
+		return err
+	}
 
 	adapt := procsPolicy(cfg.Persistence != "off")
 	// Signals are caught from here on: one that arrives while the state is

@@ -86,7 +86,7 @@ func watchCmd(fs *flag.FlagSet) func(*env) error {
 // printBound prints watch's line for a bound receiver.
 func (e *env) printBound(receiver uint64, r client.BindResult, ack bool) {
 	v := map[string]any{"bound": receiver, "backlog": r.Pending, "dropped": r.Dropped}
-	text := fmt.Sprintf("watching receiver %d (%d waiting events, %d dropped)", receiver, r.Pending, r.Dropped)
+	text := fmt.Sprintf("watching receiver %d (%s, %d dropped)", receiver, count(r.Pending, "waiting event"), r.Dropped)
 	if ack {
 		v["ack"], v["first_seq"] = true, r.FirstSeq
 		text = fmt.Sprintf("watching receiver %d, acknowledged (%d unacknowledged events from seq %d, %d dropped)",
@@ -103,7 +103,7 @@ func (e *env) printEvent(ev client.Event) {
 		return
 	case client.Dropped:
 		e.print(map[string]any{"event": "dropped", "receiver": ev.Receiver, "count": ev.Count},
-			fmt.Sprintf("receiver %d: %d events lost", ev.Receiver, ev.Count))
+			fmt.Sprintf("receiver %d: %s lost", ev.Receiver, count(ev.Count, "event")))
 		return
 	}
 	times := fmt.Sprintf("%d/%d", ev.Fired, ev.Repeat)

@@ -49,6 +49,9 @@ func (e *CorruptError) lostText() string {
 	if e.LostTo < e.LostFrom {
 		return fmt.Sprintf("drop %d bytes (no readable record from %d on follows)", e.LostBytes, e.LostFrom)
 	}
+	if e.LostTo == e.LostFrom {
+		return fmt.Sprintf("lose record %d (%d bytes)", e.LostFrom, e.LostBytes)
+	}
 	return fmt.Sprintf("lose records %d to %d (%d records, %d bytes)",
 		e.LostFrom, e.LostTo, e.LostTo-e.LostFrom+1, e.LostBytes)
 }

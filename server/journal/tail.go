@@ -51,8 +51,12 @@ type TailError struct {
 }
 
 func (e *TailError) Error() string {
-	return fmt.Sprintf("journal: the log ends at index %d, but %s records that every record up to %d was written and fsynced: records %d to %d (%d records, at least) are missing (a deleted or truncated segment?)",
-		e.LogLast, e.File, e.Tail.Durable, e.LogLast+1, e.Tail.Durable, e.Tail.Durable-e.LogLast)
+	missing := fmt.Sprintf("records %d to %d (%d records, at least) are", e.LogLast+1, e.Tail.Durable, e.Tail.Durable-e.LogLast)
+	if e.Tail.Durable == e.LogLast+1 {
+		missing = fmt.Sprintf("record %d (at least) is", e.Tail.Durable)
+	}
+	return fmt.Sprintf("journal: the log ends at index %d, but %s records that every record up to %d was written and fsynced: %s missing (a deleted or truncated segment?)",
+		e.LogLast, e.File, e.Tail.Durable, missing)
 }
 
 // Is makes errors.Is(err, ErrTailMissing) true.

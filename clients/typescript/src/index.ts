@@ -7,6 +7,6 @@ export type { DroppedEvent, Event, FireEvent, TakeoverEvent } from "./events.js"
 export { ClosedError, DisconnectedError, TickwheelError } from "./errors.js";
 export {
   ErrorCodes, Kind, Missed, Op, PROTOCOL_VERSION, codeName, decodeHello, decodeListPage, decodeMessage,
-  decodeStats, decodeTimer, decodeUints, encodeRequest, FrameSplitter,
+  camelCase, decodeStats, decodeTimer, decodeUints, encodeRequest, FrameSplitter,
 } from "./protocol.js";
 export type { ErrorCodeName, Hello, Limits, Message, Repeat, Request, Stats, Timer, U64 } from "./protocol.js";

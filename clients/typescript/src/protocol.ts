@@ -429,7 +429,11 @@ export interface Hello {
   limits: Limits;
 }
 
-/** The admin stats result. */
+/**
+ * The admin stats result, camelCase like every other result (the wire's
+ * snake_case names, firedTotal for fired_total; keys a newer server adds
+ * are camelCased the same way).
+ */
 export interface Stats {
   now: bigint;
   target: bigint;
@@ -438,19 +442,24 @@ export interface Stats {
   sessions: bigint;
   connections: bigint;
   receivers: bigint;
-  backlog_events: bigint;
-  outbox_events: bigint;
-  waiting_firings: bigint;
-  fired_total: bigint;
-  dropped_total: bigint;
+  backlogEvents: bigint;
+  outboxEvents: bigint;
+  waitingFirings: bigint;
+  firedTotal: bigint;
+  droppedTotal: bigint;
   /** estimated memory of the receiver records (0 from older servers) */
-  receiver_bytes: bigint;
+  receiverBytes: bigint;
   /** idle receivers in acknowledged mode kept for ack_retention_ticks (0 from older servers) */
-  retained_receivers: bigint;
-  tick_ns: bigint;
+  retainedReceivers: bigint;
+  tickNs: bigint;
   speed: number;
   frozen: boolean;
   [key: string]: bigint | number | boolean;
+}
+
+/** camelCase turns a wire name into a result key: "fired_total" → "firedTotal". */
+export function camelCase(name: string): string {
+  return name.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
 }
 
 const decoder = new Decoder({ useBigInt64: true });
@@ -580,19 +589,20 @@ export function decodeListPage(result: unknown[]): { timers: Timer[]; next: bigi
   return { timers, next: u64(result[1], "next") };
 }
 
-/** decodeStats reads a stats result. */
+/** decodeStats reads a stats result, its keys in camelCase (see Stats). */
 export function decodeStats(result: unknown[]): Stats {
   arr(result, 1, "stats result");
   const out: Record<string, bigint | number | boolean> = {
     now: 0n, target: 0n, lag: 0n, timers: 0n, sessions: 0n, connections: 0n, receivers: 0n,
-    backlog_events: 0n, outbox_events: 0n, waiting_firings: 0n, fired_total: 0n, dropped_total: 0n,
-    receiver_bytes: 0n, retained_receivers: 0n,
-    tick_ns: 0n, speed: 0, frozen: false,
+    backlogEvents: 0n, outboxEvents: 0n, waitingFirings: 0n, firedTotal: 0n, droppedTotal: 0n,
+    receiverBytes: 0n, retainedReceivers: 0n,
+    tickNs: 0n, speed: 0, frozen: false,
   };
-  for (const [k, v] of Object.entries(object(result[0], "stats"))) {
+  for (const [name, v] of Object.entries(object(result[0], "stats"))) {
+    const k = camelCase(name);
     if (k === "speed") out.speed = typeof v === "bigint" ? Number(v) : (v as number);
     else if (typeof v === "boolean") out[k] = v;
-    else if (typeof v === "bigint" || (typeof v === "number" && Number.isInteger(v) && v >= 0)) out[k] = u64(v, k);
+    else if (typeof v === "bigint" || (typeof v === "number" && Number.isInteger(v) && v >= 0)) out[k] = u64(v, name);
     else if (typeof v === "number") out[k] = v;
   }
   return out as Stats;

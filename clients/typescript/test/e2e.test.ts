@@ -78,7 +78,11 @@ test("the README tour", async () => {
   const st = await admin.stats();
   assert.equal(st.now, T + 6n);
   assert.equal(st.frozen, true);
-  assert.ok(st.fired_total >= 9n);
+  assert.ok(st.firedTotal >= 9n);
+  // camelCase like every other result, not the wire's snake_case.
+  assert.equal(st.backlogEvents, 0n);
+  assert.equal(st.tickNs, 10_000_000n);
+  assert.ok(!Object.keys(st).some((k) => k.includes("_")), `snake_case keys: ${Object.keys(st).join(" ")}`);
   await admin.cancelAll(1);
   await admin.cancelAll(2);
 });

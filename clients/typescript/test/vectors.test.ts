@@ -78,7 +78,8 @@ function resultMeaning(op: string, result: unknown[]): Record<string, unknown> {
     case "stats": {
       const s = decodeStats(result);
       const out: Record<string, unknown> = {};
-      for (const [k, v] of Object.entries(s)) out[k] = typeof v === "bigint" ? j(v) : v;
+      // The result's keys are camelCase, the vectors' the wire's snake_case.
+      for (const [k, v] of Object.entries(s)) out[k.replace(/[A-Z]/g, (c) => "_" + c.toLowerCase())] = typeof v === "bigint" ? j(v) : v;
       return { stats: out };
     }
   }
