@@ -117,14 +117,15 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		close(c.dispatched)
 	}
 	dctx := ctx
-	if _, ok := ctx.Deadline(); !ok && c.o.dialTimeout > 0 {
+	_, hasDeadline := ctx.Deadline()
+	if !hasDeadline && c.o.dialTimeout > 0 {
 		var cancel context.CancelFunc
 		dctx, cancel = context.WithTimeout(ctx, c.o.dialTimeout*time.Duration(len(c.addrs)))
 		defer cancel()
 	}
 	if err := c.dialPasses(dctx); err != nil {
 		c.Close()
-		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && !errors.As(err, new(*dialTimeoutError)) {
+		if !hasDeadline && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && !errors.As(err, new(*dialTimeoutError)) {
 			err = fmt.Errorf("tickwheel: %s: no hello reply within %v (WithDialTimeout): %w", c.addr, c.o.dialTimeout, err)
 		}
 		return nil, err

@@ -161,8 +161,8 @@ func (c *Client) follow(ctx context.Context, addr string, idx int, pe *passError
 			return nil, false
 		}
 		if len(chain) > c.o.leaderHops {
-			pe.add(chain[0], fmt.Errorf("%w: followed not_leader %d times (%s, which names %s) without reaching the leader (WithLeaderHops)",
-				ErrNotLeader, c.o.leaderHops, strings.Join(chain, " -> "), e.Leader))
+			pe.add(chain[0], fmt.Errorf("tickwheel: followed not_leader %d times (%s, which names %s) without reaching the leader (WithLeaderHops): %w",
+				c.o.leaderHops, strings.Join(chain, " -> "), e.Leader, err))
 			return nil, false
 		}
 		c.o.log.Info("tickwheel: not the leader; following", "addr", addr, "leader", e.Leader)

@@ -3,7 +3,7 @@
 //	tickwheel [serve] [-config FILE] [-addr HOST:PORT] [-tick DURATION] [-frozen] [-start-tick N]
 //	          [-data-dir DIR] [-fsync always|everysec|no] [-downtime catch-up|pause] [-repair]
 //	          [-admin-token-file FILE] [-client-token-file FILE] [-insecure] [-http-addr HOST:PORT]
-//	tickwheel COMMAND [-addr HOST:PORT] [-token T | -token-file FILE] [-data-dir DIR] [-json] ARGS...
+//	tickwheel COMMAND [-addr HOST:PORT[,HOST:PORT...]] [-token T | -token-file FILE] [-data-dir DIR] [-json] ARGS...
 //	tickwheel -config-check [-config FILE] [server flags]
 //	tickwheel health [-http-addr HOST:PORT]
 //

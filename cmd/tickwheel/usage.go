@@ -31,8 +31,9 @@ commands:
 	fmt.Fprintf(w, "  %-23s  %s\n", "health", "ask the operator HTTP listener's /healthz: exit 0 if the server is up")
 	fmt.Fprintf(w, "  %-23s  %s\n", "version", "print this build's version, VCS revision and Go version (-json: an object); also -version")
 	fmt.Fprint(w, `
-common flags: -addr HOST:PORT (default 127.0.0.1:7420), -json, -timeout D (connecting, and each
-  request but watch's and ff's),
+common flags: -addr HOST:PORT (default 127.0.0.1:7420; a cluster's nodes: HOST:PORT,HOST:PORT,...,
+  and the command goes to the leader), -json, -timeout D (connecting, and each request but
+  watch's and ff's),
   -token T or -token-file FILE (or $TICKWHEEL_TOKEN): the hello token. By default, when
   -addr is a loopback address, the server's admin token is read from <data dir>/admin.token
   (-data-dir DIR, default ./tickwheel-data, as the server's), so commands run where the
