@@ -265,7 +265,8 @@ func TestFailoverRebinds(t *testing.T) {
 	require.NoError(t, srvB.Start())
 	t.Cleanup(func() { stopServer(t, srvB) })
 
-	_, _, err = c.FastForward(ctx, 1) // waits for the reconnection
+	eventually(t, "the reconnection to the new leader", func() bool { return c.connAddr() == addrB })
+	_, _, err = c.FastForward(ctx, 1)
 	require.NoError(t, err)
 	ev := nextEvent(t, c.Events())
 	assert.Equal(t, uint64(3), ev.Seq, "seq 2 came again and was dropped as a duplicate")
