@@ -220,6 +220,20 @@ func TestNotLeaderOnSession(t *testing.T) {
 	assert.Equal(t, int64(1), b.refused.Load(), "the reconnection went to the leader named, not back to b")
 	_, err = d.AddAfter(tctx(t), 1, 1, time.Second, nil)
 	require.NoError(t, err, "the caller retries on the leader")
+
+	// A pipelined add answered not_leader names the leader too; the
+	// commands after it lost their connection.
+	lnC, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	f := serveFake(t, lnC, 1, func(int64) string { return srv.Addr() })
+	e2 := dial(t, f.addr(), WithReconnect(5*time.Millisecond, 5*time.Millisecond))
+	p := e2.Pipeline()
+	first, second := p.Add(1, 2, 10, nil), p.Add(1, 3, 10, nil)
+	require.ErrorIs(t, p.Exec(tctx(t)), ErrNotLeader)
+	require.ErrorAs(t, first.Err(), &e)
+	assert.Equal(t, srv.Addr(), e.Leader)
+	require.ErrorIs(t, second.Err(), ErrDisconnected)
+	require.ErrorIs(t, second.Err(), ErrNotLeader, "the loss names its cause")
 }
 
 // TestFailoverRebinds: the leader's node goes down and its address turns
