@@ -89,7 +89,7 @@ func (cn *conn) batchReply(m *protocol.Message) bool {
 	cmd.answered = true
 	switch {
 	case m.Kind == protocol.KindError:
-		cmd.err = &Error{Op: cmd.op, Code: m.Code, Message: m.Text}
+		cmd.err = &Error{Op: cmd.op, Code: m.Code, Message: m.Text, Leader: m.Leader}
 	case cmd.op == protocol.OpAdd:
 		v, err := protocol.DecodeUints(m.Result, cn.scratch[:0])
 		if err == nil && len(v) == 0 {

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,8 +17,9 @@ import (
 // All its methods are safe for concurrent use; calls are pipelined on one
 // connection and answered by id.
 type Client struct {
-	o    options
-	addr string
+	o     options
+	addr  string   // Dial's addr, for messages
+	addrs []string // the servers' addresses (a cluster's nodes), in order; fixed at Dial
 
 	ctx    context.Context // cancelled by Close: ends dials and reconnects
 	cancel context.CancelFunc
@@ -55,6 +56,14 @@ type Client struct {
 	lost   error                  // the connection dropped and reconnection is off
 	hello  protocol.Hello         // the current connection's hello result
 	bound  map[uint64]BindOptions // receivers to re-bind after a reconnect, with their options
+	// cursor is the index in addrs of the address the current (or last)
+	// connection began at; a reconnection's pass starts after it.
+	cursor int
+	// hint is the leader address named by the not_leader reply that ended
+	// the last connection, tried first by the next pass ("" for none).
+	hint string
+	// curAddr is the address of the current (or last) connection.
+	curAddr string
 }
 
 // Dial connects to the server at addr (host:port) and says hello. It
@@ -62,11 +71,22 @@ type Client struct {
 // the Client's life. A hello refused by the server returns its *Error
 // (ErrUnauthorized for a bad token, ErrUnsupportedVersion); a server that
 // answers in HTTP (the operator port, by mistake) returns an error that
-// names addr and says so. When ctx has no deadline, the dial and the hello
-// are bounded by WithDialTimeout's duration (10 s by default), as each
-// reconnection attempt is: a server that accepts but never answers fails
-// the Dial instead of hanging it. Dial does not retry: reconnection
-// (WithReconnect) starts only after a first success.
+// names addr and says so. When ctx has no deadline, each address's dial
+// and hello are bounded by WithDialTimeout's duration (10 s by default), as
+// each reconnection attempt is, and Dial as a whole by that duration times
+// the number of addresses: a server that accepts but never answers fails
+// the Dial instead of hanging it. Reconnection (WithReconnect) starts only
+// after a first success.
+//
+// addr may list the nodes of a cluster, separated by commas
+// ("a:7420,b:7420,c:7420"; WithAddrs adds more): Dial then connects to
+// the leader, following the not_leader replies of followers, and every
+// reconnection does the same, so that after a failover the Client re-binds
+// its receivers on the new leader (see DefaultLeaderHops for the order and
+// the bounds). With several addresses, an error of Dial lists each
+// address's failure; errors.Is and errors.As see each of them.
+// Dial retries, with backoff and until ctx ends, only while the nodes
+// answer that they know no leader.
 func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	c := &Client{
 		o:     defaultOptions(),
@@ -81,6 +101,13 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	for _, opt := range opts {
 		opt(&c.o)
 	}
+	c.addrs = splitAddrs(addr, c.o.addrs)
+	if len(c.addrs) == 0 {
+		return nil, fmt.Errorf("tickwheel: no server address (addr %q)", addr)
+	}
+	if c.addr == "" {
+		c.addr = strings.Join(c.addrs, ",")
+	}
 	c.acks.init(c.o.log, c.takenCount)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.evq = make(chan Event, c.o.eventBuffer)
@@ -90,15 +117,16 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		close(c.dispatched)
 	}
 	dctx := ctx
-	if _, ok := ctx.Deadline(); !ok && c.o.dialTimeout > 0 {
+	_, hasDeadline := ctx.Deadline()
+	if !hasDeadline && c.o.dialTimeout > 0 {
 		var cancel context.CancelFunc
-		dctx, cancel = context.WithTimeout(ctx, c.o.dialTimeout)
+		dctx, cancel = context.WithTimeout(ctx, c.o.dialTimeout*time.Duration(len(c.addrs)))
 		defer cancel()
 	}
-	if err := c.connect(dctx); err != nil {
+	if err := c.dialPasses(dctx); err != nil {
 		c.Close()
-		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("tickwheel: %s: no hello reply within %v (WithDialTimeout): %w", addr, c.o.dialTimeout, err)
+		if !hasDeadline && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && !errors.As(err, new(*dialTimeoutError)) {
+			err = fmt.Errorf("tickwheel: %s: no hello reply within %v (WithDialTimeout): %w", c.addr, c.o.dialTimeout, err)
 		}
 		return nil, err
 	}
@@ -129,15 +157,15 @@ func (c *Client) dispatchLoop() {
 	}
 }
 
-// connect dials, says hello, queues the re-binds, makes the connection the
-// current one, and waits for the re-bind replies.
-func (c *Client) connect(ctx context.Context) error {
+// connect dials addr, says hello, queues the re-binds, makes the connection
+// the current one, and waits for the re-bind replies.
+func (c *Client) connect(ctx context.Context, addr string) error {
 	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", c.addr)
+	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return err
 	}
-	cn := newConn(nc, &c.nextID, &c.acks)
+	cn := newConn(nc, addr, &c.nextID, &c.acks)
 	c.wg.Go(func() { c.readLoop(cn) })
 	c.wg.Go(cn.writeLoop)
 	stop := context.AfterFunc(ctx, func() { nc.Close() }) // a cancelled dial+hello drops the connection
@@ -186,11 +214,12 @@ func (c *Client) connect(ctx context.Context) error {
 	}
 	cn.published = true
 	c.cn = cn
+	c.curAddr = addr
 	close(c.ready)
 	c.mu.Unlock()
 	c.acks.setConn(cn)
 	stop()
-	c.o.log.Info("tickwheel: connected", "addr", c.addr, "session", h.Session, "rebinds", len(rebinds))
+	c.o.log.Info("tickwheel: connected", "addr", addr, "session", h.Session, "rebinds", len(rebinds))
 
 	c.awaitRebinds(ctx, rebinds)
 	return nil
@@ -277,13 +306,14 @@ func (c *Client) lose(cn *conn, cause error) {
 	if cn.published && c.cn == cn {
 		c.cn = nil
 		c.ready = make(chan struct{})
+		c.hint = leaderHint(cause)
 		switch {
 		case closing:
 		case c.o.reconnectMin > 0:
-			c.o.log.Warn("tickwheel: connection lost; reconnecting", "addr", c.addr, "err", cause)
+			c.o.log.Warn("tickwheel: connection lost; reconnecting", "addr", cn.addr, "err", cause)
 			c.wg.Go(func() { c.reconnect(cause) })
 		default:
-			c.o.log.Warn("tickwheel: connection lost", "addr", c.addr, "err", cause)
+			c.o.log.Warn("tickwheel: connection lost", "addr", cn.addr, "err", cause)
 			c.lost = cause
 			close(c.ready)
 			// This reader was the last sender: no event can follow.
@@ -297,29 +327,21 @@ func (c *Client) lose(cn *conn, cause error) {
 	}
 }
 
-// reconnect redials with exponential backoff and jitter until it succeeds
-// or the Client is closed; it calls the connection hooks
-// (WithConnectionHooks) with the cause of the loss, and on success.
+// reconnect makes passes over the addresses (each attempt bounded by
+// WithDialTimeout's duration), with exponential backoff and jitter between
+// them, until one connects or the Client is closed; it calls the
+// connection hooks (WithConnectionHooks) with the cause of the loss, and on
+// success.
 func (c *Client) reconnect(cause error) {
 	if c.o.onLost != nil {
 		c.o.onLost(cause)
 	}
 	d := c.o.reconnectMin
 	for {
-		wait := d/2 + rand.N(d/2+1)
-		t := time.NewTimer(wait)
-		select {
-		case <-c.done:
-			t.Stop()
+		if !sleepJitter(c.ctx, d) {
 			return
-		case <-t.C:
 		}
-		ctx, cancel := c.ctx, context.CancelFunc(func() {})
-		if c.o.dialTimeout > 0 {
-			ctx, cancel = context.WithTimeout(c.ctx, c.o.dialTimeout)
-		}
-		err := c.connect(ctx)
-		cancel()
+		err, _ := c.pass(c.ctx)
 		if c.ctx.Err() != nil {
 			return
 		}
@@ -466,6 +488,17 @@ func (c *Client) do(ctx context.Context, req *protocol.Request, onOK okHook) ([]
 		res, err := c.roundTrip(ctx, cn, req, onOK)
 		if errors.Is(err, errConnDead) {
 			continue // not sent: try the next connection
+		}
+		if safeToRetry(req.Op) && errors.Is(err, ErrNotLeader) {
+			// The node stepped down and closes cn: ask the next leader.
+			select {
+			case <-cn.quit:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-c.done:
+				return nil, ErrClosed
+			}
 		}
 		return res, err
 	}

@@ -29,6 +29,7 @@ const (
 // conn is one TCP connection with its reader and writer goroutines.
 type conn struct {
 	nc   net.Conn
+	addr string         // the address dialled
 	bell chan struct{}  // doorbell: frames were queued in wbuf, or pingEvery set (capacity 1)
 	quit chan struct{}  // closed by the reader when it exits: stops the writer
 	ids  *atomic.Uint64 // the Client's request ids, for the writer's pings and acks
@@ -102,9 +103,10 @@ type reply struct {
 // was not sent, so it may be retried on the next connection.
 var errConnDead = errors.New("connection dead")
 
-func newConn(nc net.Conn, ids *atomic.Uint64, acks *acker) *conn {
+func newConn(nc net.Conn, addr string, ids *atomic.Uint64, acks *acker) *conn {
 	return &conn{
 		nc:       nc,
+		addr:     addr,
 		bell:     make(chan struct{}, 1),
 		quit:     make(chan struct{}),
 		ids:      ids,
@@ -347,7 +349,7 @@ func (c *Client) readFrames(cn *conn) error {
 		off := 0
 		for {
 			if first && len(buf) >= len(httpPrefix) && string(buf[:len(httpPrefix)]) == httpPrefix {
-				return fmt.Errorf("tickwheel: %s answered in HTTP, not the tickwheel protocol: is it the operator HTTP port? (the client port is 7420 by default)", c.addr)
+				return fmt.Errorf("tickwheel: %s answered in HTTP, not the tickwheel protocol: is it the operator HTTP port? (the client port is 7420 by default)", cn.addr)
 			}
 			payload, n, err := protocol.SplitFrame(buf[off:], maxServerFrame)
 			if errors.Is(err, protocol.ErrIncomplete) {
@@ -361,6 +363,12 @@ func (c *Client) readFrames(cn *conn) error {
 			}
 			if !c.dispatch(cn, &m) {
 				return ErrClosed
+			}
+			if m.Kind == protocol.KindError && m.Code == protocol.CodeNotLeader {
+				// The node is not (or no longer) the leader and closes
+				// the connection: its calls in flight end now, and the
+				// reconnection starts at the leader it names.
+				return &Error{Code: m.Code, Message: m.Text, Leader: m.Leader}
 			}
 			first = false
 			off += n
@@ -402,7 +410,7 @@ func (c *Client) dispatch(cn *conn, m *protocol.Message) bool {
 		cn.mu.Unlock()
 		if cl == nil {
 			if m.Kind == protocol.KindError && m.ID == 0 {
-				cn.parting = &Error{Code: m.Code, Message: m.Text}
+				cn.parting = &Error{Code: m.Code, Message: m.Text, Leader: m.Leader}
 			}
 			if m.Kind == protocol.KindError {
 				c.o.log.Warn("tickwheel: error reply to no pending call", "id", m.ID, "code", m.Code, "message", m.Text)
@@ -410,7 +418,7 @@ func (c *Client) dispatch(cn *conn, m *protocol.Message) bool {
 			return true // its caller gave up
 		}
 		if m.Kind == protocol.KindError {
-			cl.fail(&Error{Op: cl.op, Code: m.Code, Message: m.Text})
+			cl.fail(&Error{Op: cl.op, Code: m.Code, Message: m.Text, Leader: m.Leader})
 			return true
 		}
 		if cl.done != nil {

@@ -147,6 +147,27 @@
 // Client sends a ping whenever it has sent nothing for a third of it, so a
 // connected but quiet Client is never closed as idle.
 //
+// # Clusters
+//
+// Give Dial every node of a cluster, comma-separated (or through
+// WithAddrs): only the leader serves clients, and a follower answers with
+// ErrNotLeader naming the leader's address. The Client follows it, on
+// Dial and on every reconnection, so that after a failover it re-binds its
+// receivers on the new leader and gets its unacknowledged events from
+// there:
+//
+//	c, err := client.Dial(ctx, "10.0.0.1:7420,10.0.0.2:7420,10.0.0.3:7420")
+//
+// Reads (Get, List, Ping, Stats) that a node answers with not_leader, as it
+// steps down, are sent again to the next leader. Changes (Add, Cancel,
+// Pause, ...) are not: they return an error wrapping ErrNotLeader (an
+// *Error whose Leader names the leader), or ErrDisconnected when the
+// connection dropped with the call in flight, because the change may
+// still be committed by the next leader and the server does not yet
+// recognise a retried request: retrying may apply it twice (an add with
+// Replace, a cancel that tolerates ErrNotFound, are safe to retry).
+// DefaultLeaderHops says in which order the addresses are tried.
+//
 // Close stops everything: pending calls get ErrClosed, and every goroutine
 // of the Client has exited when it returns.
 package client

@@ -31,6 +31,16 @@ var (
 	ErrInternal           = errors.New("tickwheel: internal error")       // CodeInternal: a server bug
 	ErrTimeout            = errors.New("tickwheel: connection timed out") // CodeTimeout: the server closed an idle or silent connection
 	ErrUnavailable        = errors.New("tickwheel: unavailable")          // CodeUnavailable: the server cannot make changes durable now (disk full); retry later
+	// ErrNotLeader (CodeNotLeader): the node is a cluster follower (or a
+	// leader that stepped down), which serves no clients; the *Error's
+	// Leader names the leader's client address when the node knows it.
+	// The Client follows it by itself on connecting, and retries reads
+	// (Get, List, Ping, Stats) on the next leader; a change (Add, Cancel,
+	// ...) answered so returns it, because a node that was the leader may
+	// have proposed the change before it stepped down, and the next leader
+	// may commit it: retrying may apply it twice (the server does not
+	// deduplicate retried requests yet).
+	ErrNotLeader = errors.New("tickwheel: not the leader")
 )
 
 var (
@@ -58,6 +68,7 @@ var codeErrs = [...]error{
 	protocol.CodeInternal:           ErrInternal,
 	protocol.CodeTimeout:            ErrTimeout,
 	protocol.CodeUnavailable:        ErrUnavailable,
+	protocol.CodeNotLeader:          ErrNotLeader,
 }
 
 // Error is an error reply from the server (or an argument the client
@@ -66,6 +77,9 @@ type Error struct {
 	Op      protocol.Op   // the request's op
 	Code    protocol.Code // the protocol error code
 	Message string        // human-readable detail from the server
+	// Leader is, for CodeNotLeader, the leader's client address the node
+	// named ("" when it knows none).
+	Leader string
 }
 
 // Error returns "tickwheel: <op>: <code>: <message>".
@@ -76,6 +90,13 @@ func (e *Error) Error() string {
 	}
 	if e.Message != "" {
 		s += ": " + e.Message
+	}
+	if e.Code == protocol.CodeNotLeader {
+		if e.Leader != "" {
+			s += " (leader " + e.Leader + ")"
+		} else {
+			s += " (leader unknown)"
+		}
 	}
 	return s
 }

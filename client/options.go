@@ -21,6 +21,8 @@ type options struct {
 	log          *slog.Logger
 	onLost       func(error)
 	onReconnect  func()
+	addrs        []string // WithAddrs's, after Dial's
+	leaderHops   int
 }
 
 // Defaults.
@@ -38,6 +40,7 @@ func defaultOptions() options {
 		reconnectMin: DefaultReconnectMin,
 		reconnectMax: DefaultReconnectMax,
 		dialTimeout:  DefaultDialTimeout,
+		leaderHops:   DefaultLeaderHops,
 		log:          slog.New(slog.DiscardHandler),
 	}
 }
@@ -119,4 +122,26 @@ func WithLogger(l *slog.Logger) Option {
 // Events channel closes instead.
 func WithConnectionHooks(lost func(cause error), reconnected func()) Option {
 	return func(o *options) { o.onLost, o.onReconnect = lost, reconnected }
+}
+
+// WithAddrs adds server addresses (host:port each, or comma-separated
+// lists) after those of Dial's addr, which may then be "": the nodes of a
+// cluster. The Client connects to the leader among them, following
+// followers' not_leader replies, on Dial and on every reconnection (see
+// DefaultLeaderHops). Duplicates are dropped.
+func WithAddrs(addrs ...string) Option {
+	return func(o *options) { o.addrs = append(o.addrs, addrs...) }
+}
+
+// WithLeaderHops sets how many not_leader redirections the Client follows
+// from one address before it tries the next one of its list (default
+// DefaultLeaderHops, 3): nodes that name each other in a loop, or a chain
+// of stale leaders, end there. n < 0 means the default; 0 follows none.
+func WithLeaderHops(n int) Option {
+	return func(o *options) {
+		if n < 0 {
+			n = DefaultLeaderHops
+		}
+		o.leaderHops = n
+	}
 }

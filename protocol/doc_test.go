@@ -125,6 +125,12 @@ func docExamples() []docExample {
 				require.NoError(t, DecodeMessage(p, &m))
 				assert.Equal(t, Message{Kind: KindError, ID: 6, Code: CodeNotFound, Text: "timer not found"}, m)
 			}},
+		{name: "error-not_leader", frame: AppendNotLeader(nil, 1, errorTexts[CodeNotLeader], vecLeader),
+			labels: []string{"kind error", "id", "code not_leader", "message", "leader"}, check: func(t *testing.T, p []byte) {
+				var m Message
+				require.NoError(t, DecodeMessage(p, &m))
+				assert.Equal(t, Message{Kind: KindError, ID: 1, Code: CodeNotLeader, Text: errorTexts[CodeNotLeader], Leader: vecLeader}, m)
+			}},
 		{name: "fire", frame: AppendFire(nil, &docFire),
 			labels: []string{"kind fire", "receiver", "tid", "tick", "fired", "repeat", "last", "data", "seq", "late"}, check: func(t *testing.T, p []byte) {
 				var m Message

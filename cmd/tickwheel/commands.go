@@ -97,7 +97,7 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet("tickwheel "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("addr", defaultAddr(os.Getenv), "server address ($"+envAddr+" when set)")
+	addr := fs.String("addr", defaultAddr(os.Getenv), "server address, or a cluster's nodes separated by commas (the command goes to the leader); $"+envAddr+" when set")
 	token := fs.String("token", "", "hello token, admin or client (visible in ps: prefer -token-file or $"+envToken+")")
 	tokenFile := fs.String("token-file", "", "file holding the hello token")
 	dataDir := fs.String("data-dir", "", "the server's data directory, to read its admin.token (default: the server's default)")
@@ -142,6 +142,11 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	opts := []client.Option{client.WithToken(tok), client.WithName("tickwheel-cli")}
+	if tok != "" && dataDirToken(src, os.Getenv) {
+		// A data directory's admin token goes to its own server only, not
+		// to the leader a follower names (see cliToken).
+		opts = append(opts, client.WithLeaderHops(0))
+	}
 	dial := func(ctx context.Context) (*client.Client, error) {
 		return client.Dial(ctx, *addr, append(opts, client.WithReconnect(0, 0))...)
 	}
@@ -157,6 +162,11 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 		if tokFrom != "" && errors.Is(err, client.ErrUnauthorized) {
 			fmt.Fprintf(stderr, "tickwheel %s: the server at %s refused the admin token in %s: it uses another data directory "+
 				"(-data-dir) or token (-token-file, $%s)\n", name, *addr, tokFrom, envToken)
+		}
+		var e *client.Error
+		if errors.As(err, &e) && e.Code == protocol.CodeNotLeader && e.Leader != "" && dataDirToken(src, os.Getenv) {
+			fmt.Fprintf(stderr, "tickwheel %s: the data directory's admin token is sent to its own server only: "+
+				"give -addr %s with the leader's token (-token-file, $%s)\n", name, e.Leader, envToken)
 		}
 		return 1
 	}

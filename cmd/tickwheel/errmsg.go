@@ -1,15 +1,18 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"strings"
 
 	"github.com/tickwheel/tickwheel/client"
+	"github.com/tickwheel/tickwheel/protocol"
 )
 
 // errText is how the CLI words err after "tickwheel CMD: ": an error reply
 // as "code: message" (the command already names the op), and any other
-// error without the client's "tickwheel: " prefix, so no prefix is said
+// error without the client's "tickwheel: " prefix (a not_leader reply with
+// the leader it names), so no prefix is said
 // twice ("tickwheel cancel: not_found: timer not found").
 func errText(err error) string {
 	var e *client.Error
@@ -17,6 +20,9 @@ func errText(err error) string {
 		s := e.Code.String()
 		if msg := serverMessage(e.Message); msg != "" {
 			s += ": " + msg
+		}
+		if e.Code == protocol.CodeNotLeader {
+			s += " (leader " + cmp.Or(e.Leader, "unknown") + ")"
 		}
 		return s
 	}

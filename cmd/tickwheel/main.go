@@ -4,7 +4,7 @@
 //	          [-data-dir DIR] [-fsync always|everysec|no] [-downtime catch-up|pause] [-repair]
 //	          [-admin-token-file FILE] [-client-token-file FILE] [-client-token-auto] [-insecure]
 //	          [-http-addr HOST:PORT] [-log-level LEVEL] [-log-format text|json]
-//	tickwheel COMMAND [-addr HOST:PORT] [-token T | -token-file FILE] [-data-dir DIR] [-zone ZONE] [-json] ARGS...
+//	tickwheel COMMAND [-addr HOST:PORT[,HOST:PORT...]] [-token T | -token-file FILE] [-data-dir DIR] [-zone ZONE] [-json] ARGS...
 //	tickwheel -config-check [-config FILE] [server flags]
 //	tickwheel health [-http-addr HOST:PORT]
 //

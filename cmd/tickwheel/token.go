@@ -74,6 +74,15 @@ func cliToken(src tokenSources, getenv func(string) string) (tok, from string, e
 	return tok, path, err
 }
 
+// dataDirToken reports whether cliToken takes src's token from a data
+// directory's admin.token (rather than from -token, -token-file or the
+// environment): a token that must reach no server but the directory's own,
+// so the command does not follow a follower's not_leader to the leader it
+// names.
+func dataDirToken(src tokenSources, getenv func(string) string) bool {
+	return !src.tokenSet && src.tokenFile == "" && getenv(envToken) == ""
+}
+
 // ownServer returns nil when the server that owns data directory dir
 // listens on addr and still runs, as the address file it wrote says; else
 // an error saying why not (it is not running, or listens elsewhere).

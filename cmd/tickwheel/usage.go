@@ -31,7 +31,8 @@ commands:
 	fmt.Fprintf(w, "  %-23s  %s\n", "version", "print this build's version, VCS revision and Go version (-json: an object); also -version")
 	fmt.Fprint(w, `
 common flags: -addr HOST:PORT (default $TICKWHEEL_ADDR, else 127.0.0.1:7420; -addr beats
-  $TICKWHEEL_ADDR), -json, -timeout D (connecting, and each request but watch's and ff's),
+  $TICKWHEEL_ADDR; a cluster's nodes: HOST:PORT,HOST:PORT,..., and the command goes to the
+  leader), -json, -timeout D (connecting, and each request but watch's and ff's),
   -zone ZONE: the IANA time zone times are printed in (default the local zone, $TZ's if set;
   tick t is Unix time t × the server's tick; -json keeps ticks),
   -token T or -token-file FILE (or $TICKWHEEL_TOKEN): the hello token. By default, when

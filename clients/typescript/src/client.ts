@@ -1,12 +1,13 @@
 import { EventEmitter } from "node:events";
 
 import { AckState, type AckMode } from "./acks.js";
+import { DEFAULT_LEADER_HOPS, bounded, parseAddr, pass, sleepJitter, splitAddrs } from "./cluster.js";
 import { Conn, type Pending } from "./connection.js";
 import { ClosedError, DisconnectedError, TickwheelError } from "./errors.js";
 import { EventQueue, type Event } from "./events.js";
 import type { AddOptions, BindOptions, BindResult, CallOptions, ConnectOptions } from "./options.js";
 import {
-  Missed, Op, PROTOCOL_VERSION, decodeHello, decodeListPage, decodeStats, decodeTimer, decodeUints,
+  Missed, NOT_LEADER, Op, PROTOCOL_VERSION, decodeHello, decodeListPage, decodeStats, decodeTimer, decodeUints,
   MAX_U64, toU64, type Hello, type Limits, type Message, type OpName, type Request, type Stats, type Timer, type U64,
 } from "./protocol.js";
 
@@ -18,14 +19,32 @@ interface Bound {
 const ACK_DELAY_MS = 2;
 const ACK_BATCH = 256;
 
+/** Ops a node that answers not_leader (as it steps down) may be asked again on the next leader: the reads. */
+const SAFE_TO_RETRY = new Set<string>(["get", "list", "ping", "stats"]);
+
+/** isNotLeader: err is a not_leader reply, or a loss of the connection caused by one. */
+function isNotLeader(err: unknown): boolean {
+  const e = err instanceof DisconnectedError ? err.cause : err;
+  return e instanceof TickwheelError && e.codeNum === NOT_LEADER;
+}
+
 /**
  * connect dials a tickwheel server at "host:port", says hello and returns
  * the client. It rejects when the first connection or hello fails (a bad
  * token is a TickwheelError with code "unauthorized").
+ *
+ * addr may list the nodes of a cluster, "a:7420,b:7420,c:7420" (and
+ * opts.addrs more): the client connects to the leader, following the
+ * followers' "not_leader" replies (at most opts.leaderHops times from each
+ * address, then the next one), on connect and on every reconnect, so that
+ * after a failover it binds its receivers again on the new leader. While
+ * the nodes answer that they know no leader (an election), connect tries
+ * again with backoff, until opts.signal aborts (without one, for at most
+ * dialTimeoutMs times the number of addresses).
  */
 export async function connect(addr: string, opts: ConnectOptions = {}): Promise<Client> {
   const c = new Client(addr, opts);
-  await c.open(opts.signal);
+  await c.connectFirst(opts.signal);
   return c;
 }
 
@@ -37,8 +56,13 @@ export async function connect(addr: string, opts: ConnectOptions = {}): Promise<
  * reconnect, a failed ack, a handler that threw).
  */
 export class Client extends EventEmitter {
-  private readonly host: string;
-  private readonly port: number;
+  private readonly addrs: string[];
+  /** Index in addrs of the address the current (or last) connection began at; a reconnect starts after it. */
+  private cursor = 0;
+  /** The leader named by the not_leader reply that ended the last connection, tried first ("" for none). */
+  private hint = "";
+  /** The address of the current (or last) connection. */
+  addr = "";
   private conn: Conn | null = null;
   private ready: Conn | null = null;
   private hello!: Hello;
@@ -60,13 +84,11 @@ export class Client extends EventEmitter {
   /** Use connect(). */
   constructor(addr: string, private readonly opts: ConnectOptions) {
     super();
-    const i = addr.lastIndexOf(":");
-    if (i < 0) throw new RangeError(`tickwheel: address ${addr}: want host:port`);
-    this.host = addr.slice(0, i).replace(/^\[|\]$/g, "");
-    this.port = Number(addr.slice(i + 1));
-    if (!/^\d+$/.test(addr.slice(i + 1)) || this.port < 1 || this.port > 65535) {
-      throw new RangeError(`tickwheel: address ${addr}: the port must be a number from 1 to 65535`);
-    }
+    this.addrs = splitAddrs(addr, opts.addrs);
+    const hops = opts.leaderHops ?? DEFAULT_LEADER_HOPS;
+    if (!Number.isInteger(hops) || hops < 0) throw new RangeError(`tickwheel: leaderHops ${hops}: want an integer >= 0`);
+    const dt = opts.dialTimeoutMs ?? 10000;
+    if (!(dt >= 0) || !Number.isFinite(dt)) throw new RangeError(`tickwheel: dialTimeoutMs ${dt}: want a number of ms >= 0`);
     const rc = opts.reconnect;
     if (rc) {
       const min = rc.minMs ?? 100, max = rc.maxMs ?? 5000;
@@ -124,10 +146,50 @@ export class Client extends EventEmitter {
 
   // ---- connection ----
 
-  /** open dials, says hello and binds the receivers again; signal bounds the dial and the hello. */
-  async open(signal?: AbortSignal): Promise<void> {
+  /**
+   * connectFirst makes passes over the addresses until one connects, with
+   * backoff between them while the nodes know no leader (for connect).
+   */
+  async connectFirst(signal?: AbortSignal): Promise<void> {
+    const dt = this.opts.dialTimeoutMs ?? 10000;
+    const until = signal || dt === 0 ? Infinity : Date.now() + dt * this.addrs.length;
+    const rc = this.opts.reconnect || {};
+    let delay = rc.minMs ?? 100;
+    for (;;) {
+      const failed = await this.open(signal);
+      if (!failed) return;
+      if (!failed.noLeader || Date.now() + delay / 2 >= until) throw failed.err;
+      this.emit("warning", failed.err);
+      await sleepJitter(delay, signal);
+      delay = Math.min(delay * 2, rc.maxMs ?? 5000);
+    }
+  }
+
+  /**
+   * open makes one pass over the addresses (see connect): it resolves to
+   * undefined once connected, or to why it connected nowhere; it rejects
+   * when signal aborts or the cluster refuses the hello (a bad token).
+   */
+  async open(signal?: AbortSignal): Promise<{ err: Error; noLeader: boolean } | undefined> {
+    const hint = this.hint;
+    this.hint = "";
+    const r = await pass(this.addrs, this.cursor, hint, this.opts.leaderHops ?? DEFAULT_LEADER_HOPS,
+      (addr) => this.openBounded(addr, signal), signal);
+    if (typeof r !== "number") return r;
+    if (r >= 0) this.cursor = r;
+    return undefined;
+  }
+
+  /** openBounded is openAt bounded by dialTimeoutMs. */
+  private openBounded(addr: string, signal?: AbortSignal): Promise<void> {
+    return bounded(addr, this.opts.dialTimeoutMs ?? 10000, signal, (s) => this.openAt(addr, s));
+  }
+
+  /** openAt dials addr, says hello and binds the receivers again; signal bounds the dial and the hello. */
+  private async openAt(addr: string, signal?: AbortSignal): Promise<void> {
     signal?.throwIfAborted();
-    const socket = await Conn.dial(this.host, this.port, signal);
+    const { host, port } = parseAddr(addr);
+    const socket = await Conn.dial(host, port, signal);
     if (signal?.aborted) {
       socket.destroy();
       throw signal.reason;
@@ -159,6 +221,7 @@ export class Client extends EventEmitter {
         });
     }
     this.ready = cn;
+    this.addr = addr;
     for (const w of this.waiters.splice(0)) w.resolve(cn);
     this.startIdlePing(cn);
     this.emit("connect", this.hello);
@@ -170,6 +233,7 @@ export class Client extends EventEmitter {
     this.ready = null;
     if (this.idleTimer) clearInterval(this.idleTimer);
     if (this.closing) return;
+    if (err instanceof TickwheelError && err.codeNum === NOT_LEADER) this.hint = err.leader ?? "";
     this.emit("disconnect", err);
     if (this.opts.reconnect === false) {
       this.shutdown(new DisconnectedError("tickwheel: the connection dropped (reconnect off)", { cause: err }));
@@ -188,11 +252,13 @@ export class Client extends EventEmitter {
       await new Promise((r) => setTimeout(r, delay / 2 + Math.random() * delay / 2));
       if (this.closing) break;
       try {
-        await this.open();
+        const failed = await this.open();
+        if (!failed) continue;
+        this.emit("warning", failed.err);
       } catch (err) {
         this.emit("warning", err);
-        delay = Math.min(delay * 2, max);
       }
+      delay = Math.min(delay * 2, max);
     }
     this.reconnecting = false;
   }
@@ -230,8 +296,22 @@ export class Client extends EventEmitter {
     });
   }
 
-  /** call sends one request and returns its OK result; onOK runs as the reply is read. */
+  /**
+   * call sends one request and returns its OK result; onOK runs as the
+   * reply is read. A read answered not_leader (the node steps down) is
+   * asked again on the next connection; a change is not (see README).
+   */
   private async call(op: OpName, req: Omit<Request, "id" | "op">, o?: CallOptions, onOK?: (res: unknown[]) => void): Promise<unknown[]> {
+    for (;;) {
+      try {
+        return await this.callOnce(op, req, o, onOK);
+      } catch (err) {
+        if (!SAFE_TO_RETRY.has(op) || !isNotLeader(err) || this.opts.reconnect === false) throw err;
+      }
+    }
+  }
+
+  private async callOnce(op: OpName, req: Omit<Request, "id" | "op">, o?: CallOptions, onOK?: (res: unknown[]) => void): Promise<unknown[]> {
     const signal = o?.signal;
     signal?.throwIfAborted();
     const cn = await this.waitConn(signal);
@@ -262,7 +342,7 @@ export class Client extends EventEmitter {
       }
       p.resolve(m.result);
     } else if (m.kind === "error") {
-      p.reject(new TickwheelError(p.op, m.code, m.message));
+      p.reject(new TickwheelError(p.op, m.code, m.message, m.leader));
     }
   }
 

@@ -1,8 +1,8 @@
 import { Socket, createConnection } from "node:net";
 
-import { DisconnectedError } from "./errors.js";
+import { DisconnectedError, TickwheelError } from "./errors.js";
 import {
-  FrameSplitter, decodeMessage, encodeRequest, type Message, type Request,
+  FrameSplitter, NOT_LEADER, decodeMessage, encodeRequest, type Message, type Request,
 } from "./protocol.js";
 
 /** A call in flight: its reply resolves or rejects it, in request order. */
@@ -115,6 +115,17 @@ export class Conn {
         const m = decodeMessage(p);
         if (m.kind === "ok" || m.kind === "error") {
           const call = this.pending[this.head];
+          if (m.kind === "error" && m.code === NOT_LEADER) {
+            // The node is not (or no longer) the leader and closes the
+            // connection: the call fails with the reply, the calls after it
+            // with a DisconnectedError whose cause names the leader.
+            if (call && (m.id === call.id || m.id === 0n)) {
+              this.pending[this.head++] = undefined as unknown as Pending;
+              this.onReply(call, m);
+            }
+            this.close(new TickwheelError("connection", m.code, m.message, m.leader));
+            return;
+          }
           if (!call && m.kind === "error" && m.id === 0n) {
             // Not a reply: the server says why it is closing the connection
             // (a timeout, max_connections); the close follows.

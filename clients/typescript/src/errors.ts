@@ -1,4 +1,4 @@
-import { codeName, type ErrorCodeName } from "./protocol.js";
+import { NOT_LEADER, codeName, type ErrorCodeName } from "./protocol.js";
 
 /**
  * TickwheelError is an error reply from the server: `code` is the
@@ -12,8 +12,11 @@ export class TickwheelError extends Error {
     readonly op: string,
     readonly codeNum: number,
     readonly serverMessage: string,
+    /** For "not_leader": the leader's client address the node named ("" when it knows none). */
+    readonly leader?: string,
   ) {
-    super(`tickwheel: ${op}: ${codeName(codeNum)}: ${serverMessage}`);
+    super(`tickwheel: ${op}: ${codeName(codeNum)}: ${serverMessage}` +
+      (codeNum === NOT_LEADER ? ` (leader ${leader || "unknown"})` : ""));
   }
 
   /** The protocol's name of the code, or "code(N)" for one this client does not know. */
@@ -30,6 +33,21 @@ export class TickwheelError extends Error {
 export class DisconnectedError extends Error {
   override name = "DisconnectedError";
   readonly code = "disconnected";
+}
+
+/**
+ * ConnectError: no address of a cluster's list accepted the connection.
+ * `errors` holds each address's failure, in the order tried.
+ */
+export class ConnectError extends Error {
+  override name = "ConnectError";
+  readonly code = "connect";
+  constructor(
+    readonly addrs: string[],
+    readonly errors: Error[],
+  ) {
+    super("tickwheel: no server accepted the connection: " + addrs.map((a, i) => `${a}: ${errors[i].message}`).join("; "));
+  }
 }
 
 /** ClosedError: the client was closed. */

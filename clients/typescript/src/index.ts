@@ -4,9 +4,9 @@ export { Client, connect } from "./client.js";
 export type { AddOptions, BindOptions, BindResult, CallOptions, ConnectOptions } from "./options.js";
 export type { AckMode } from "./acks.js";
 export type { DroppedEvent, Event, FireEvent, TakeoverEvent } from "./events.js";
-export { ClosedError, DisconnectedError, TickwheelError } from "./errors.js";
+export { ClosedError, ConnectError, DisconnectedError, TickwheelError } from "./errors.js";
 export {
-  ErrorCodes, Kind, Missed, Op, PROTOCOL_VERSION, codeName, decodeHello, decodeListPage, decodeMessage,
+  ErrorCodes, Kind, Missed, NOT_LEADER, Op, PROTOCOL_VERSION, codeName, decodeHello, decodeListPage, decodeMessage,
   camelCase, decodeStats, decodeTimer, decodeUints, encodeRequest, FrameSplitter,
 } from "./protocol.js";
 export type { ErrorCodeName, Hello, Limits, Message, Repeat, Request, Stats, Timer, U64 } from "./protocol.js";

@@ -21,6 +21,18 @@ export interface ConnectOptions {
   maxFrame?: number;
   /** Aborts the first connect (its dial and its hello): connect rejects with its reason. */
   signal?: AbortSignal;
+  /**
+   * More server addresses ("host:port"), after those of connect's addr: the nodes of a cluster.
+   * The client connects to the leader, following the followers' "not_leader" replies.
+   */
+  addrs?: string[];
+  /** How many "not_leader" redirections are followed from one address before the next one is tried (default 3). */
+  leaderHops?: number;
+  /**
+   * Bound of each connection attempt (dial and hello), ms (default 10000; 0: none). Without a signal,
+   * connect retries while the nodes know no leader for at most this times the number of addresses.
+   */
+  dialTimeoutMs?: number;
 }
 
 /** Every call takes a signal: when it aborts, the call rejects with its reason (the request may still be applied). */

@@ -54,7 +54,11 @@ export const ErrorCodes = {
   11: "internal",
   12: "timeout",
   13: "unavailable",
+  14: "not_leader",
 } as const;
+
+/** The not_leader code: a cluster follower's answer to every request, naming the leader's address. */
+export const NOT_LEADER = 14;
 export type ErrorCodeName = (typeof ErrorCodes)[keyof typeof ErrorCodes];
 
 /** codeName returns a code's protocol name, or "code(N)" for one this client does not know. */
@@ -381,7 +385,8 @@ export interface FireMessage {
 /** A decoded server message. */
 export type Message =
   | { kind: "ok"; id: bigint; result: unknown[] }
-  | { kind: "error"; id: bigint; code: number; message: string }
+  /** leader: a not_leader error's fifth element, the leader's client address ("" when unknown or absent). */
+  | { kind: "error"; id: bigint; code: number; message: string; leader?: string }
   | FireMessage
   | { kind: "takeover"; receiver: bigint; session: bigint }
   | { kind: "dropped"; receiver: bigint; firstSeq: bigint; lastSeq: bigint }
@@ -519,7 +524,12 @@ export function decodeMessage(payload: Uint8Array): Message {
       return { kind: "ok", id: u64(a[1], "id"), result: arr(a[2], 0, "result") };
     case Kind.error:
       arr(a, 4, "error");
-      return { kind: "error", id: u64(a[1], "id"), code: Number(u64(a[2], "code")), message: str(a[3], "message") };
+    {
+      const code = Number(u64(a[2], "code"));
+      const m: Message = { kind: "error", id: u64(a[1], "id"), code, message: str(a[3], "message") };
+      if (code === NOT_LEADER) m.leader = a.length > 4 ? str(a[4], "leader") : "";
+      return m;
+    }
     case Kind.fire:
       arr(a, 9, "fire");
       return {

@@ -7,7 +7,7 @@ import { test } from "node:test";
 
 import {
   FrameSplitter, codeName as codeNameOf, decodeHello, decodeListPage, decodeMessage, decodeStats, decodeTimer, decodeUints,
-  Missed, encodeRequest, type Request, type Timer,
+  Missed, NOT_LEADER, encodeRequest, type Request, type Timer,
 } from "../src/index.js";
 
 interface Vector {
@@ -95,7 +95,11 @@ function messageMeaning(payload: Uint8Array, op: string): Record<string, unknown
     case "ok":
       return { kind: "ok", id: j(m.id), op, result: resultMeaning(op, m.result) };
     case "error":
-      return { kind: "error", id: j(m.id), code: m.code, code_name: codeNameOf(m.code), message: m.message };
+    {
+      const e: Record<string, unknown> = { kind: "error", id: j(m.id), code: m.code, code_name: codeNameOf(m.code), message: m.message };
+      if (m.code === NOT_LEADER) e.leader = m.leader;
+      return e;
+    }
     case "fire":
       return {
         kind: "fire", receiver: j(m.receiver), tid: j(m.tid), tick: j(m.tick), fired: j(m.fired), repeat: jrepeat(m.repeat),

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickwheel/tickwheel/protocol"
+	"github.com/tickwheel/tickwheel/server"
+	"github.com/tickwheel/tickwheel/servertest"
+)
+
+// fakeFollower listens on 127.0.0.1:0 and answers each connection's first
+// request with not_leader naming leader, then closes it, as a cluster
+// follower does. It counts the connections it got.
+type fakeFollower struct {
+	ln    net.Listener
+	conns atomic.Int64
+}
+
+func startFakeFollower(t *testing.T, leader string) *fakeFollower {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	f := &fakeFollower{ln: ln}
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			f.conns.Add(1)
+			go func() {
+				defer nc.Close()
+				var buf []byte
+				tmp := make([]byte, 4096)
+				for {
+					n, err := nc.Read(tmp)
+					if err != nil {
+						return
+					}
+					buf = append(buf, tmp[:n]...)
+					payload, _, err := protocol.SplitFrame(buf, 0)
+					if err != nil {
+						continue
+					}
+					var req protocol.Request
+					_ = protocol.DecodeRequest(payload, &req)
+					_, _ = nc.Write(protocol.AppendNotLeader(nil, req.ID, "this node is a follower", leader))
+					return
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	return f
+}
+
+// TestCLIAddrList: -addr takes a cluster's nodes, comma-separated; the
+// command reaches the leader whichever node it asks first.
+func TestCLIAddrList(t *testing.T) {
+	srv := servertest.RunT(t, servertest.WithStartTick(1000))
+	f := startFakeFollower(t, srv.Addr())
+	for _, addr := range []string{f.ln.Addr().String() + "," + srv.Addr(), f.ln.Addr().String()} {
+		code, out, errOut := cli(t, addr, "ping", "-token", srv.AdminToken())
+		require.Equal(t, 0, code, "%s: %s", addr, errOut)
+		assert.Contains(t, out, "1000", addr)
+	}
+	assert.Equal(t, int64(2), f.conns.Load())
+}
+
+// TestCLIDataDirTokenNotFollowed: the admin token read from the data
+// directory goes to the directory's own server only: when that node is a
+// follower, the command does not follow it to the leader it names, and
+// says which address to give.
+func TestCLIDataDirTokenNotFollowed(t *testing.T) {
+	leader := startFakeFollower(t, "") // stands for the leader: counts who connects
+	f := startFakeFollower(t, leader.ln.Addr().String())
+	// The default data directory as a server on f's address would have it.
+	require.NoError(t, os.MkdirAll(server.DefaultDataDir, 0o700))
+	tokFile := filepath.Join(server.DefaultDataDir, server.AdminTokenFileName)
+	old, oldErr := os.ReadFile(tokFile)
+	require.NoError(t, os.WriteFile(tokFile, []byte("data-dir-token\n"), 0o600))
+	addrFile := filepath.Join(server.DefaultDataDir, server.AddrFileName)
+	require.NoError(t, os.WriteFile(addrFile, fmt.Appendf(nil, "%s %d\n", f.ln.Addr(), os.Getpid()), 0o600))
+	t.Cleanup(func() {
+		os.Remove(addrFile)
+		if oldErr == nil {
+			os.WriteFile(tokFile, old, 0o600)
+		} else {
+			os.Remove(tokFile)
+		}
+	})
+
+	code, _, errOut := cli(t, f.ln.Addr().String(), "stats")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "not_leader: this node is a follower (leader "+leader.ln.Addr().String()+")")
+	assert.Contains(t, errOut, "give -addr "+leader.ln.Addr().String())
+	assert.Equal(t, int64(1), f.conns.Load())
+	assert.Zero(t, leader.conns.Load(), "the data directory's token was not taken to the leader")
+
+	// A token given explicitly follows the leader.
+	code, _, errOut = cli(t, f.ln.Addr().String(), "stats", "-token", "given", "-timeout", "200ms")
+	assert.Equal(t, 1, code)
+	assert.Positive(t, leader.conns.Load(), errOut)
+}
