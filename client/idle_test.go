@@ -15,17 +15,19 @@ import (
 	"github.com/tickwheel/tickwheel/servertest"
 )
 
-// TestIdleClientStaysConnected: against a server with a 300 ms idle
-// timeout, a client that makes no call for 1.5 s keeps its session: its
-// pings keep the connection alive, so the next call needs no reconnect.
+// TestIdleClientStaysConnected: against a server with a 1 s idle timeout,
+// a client that makes no call for 3 s keeps its session: its pings (every
+// third of the timeout) keep the connection alive, so the next call needs
+// no reconnect. (With 300 ms, a loaded machine delayed a ping past the
+// timeout now and then.)
 func TestIdleClientStaysConnected(t *testing.T) {
-	srv := servertest.RunT(t, servertest.WithConfig(func(c *servertest.Config) { c.Timeouts.Idle = 300 * time.Millisecond }))
+	srv := servertest.RunT(t, servertest.WithConfig(func(c *servertest.Config) { c.Timeouts.Idle = time.Second }))
 	// servertest's own admin token, not testAdminToken; the log shows the
 	// server's reason should it close the connection.
 	c := dial(t, srv.Addr(), WithToken(srv.AdminToken()), WithLogger(slog.New(slog.NewTextHandler(testLog{t}, nil))))
-	require.Equal(t, uint64(300), c.Limits().IdleTimeoutMs)
+	require.Equal(t, uint64(1000), c.Limits().IdleTimeoutMs)
 	session, cn := c.Session(), c.current()
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(3 * time.Second)
 	assert.Same(t, cn, c.current(), "the same connection")
 	assert.Equal(t, session, c.Session())
 	_, err := c.Ping(tctx(t))
