@@ -85,8 +85,11 @@ func (c *Core) noteDropped(s *Session, receiver, seq uint64) {
 	s.noteLast = seq
 	s.out = protocol.AppendDropped(s.out, receiver, s.noteFirst, seq)
 	s.noteEnd = len(s.out)
-	e := inflight{receiver: receiver, end: s.written + uint64(len(s.out)), dropped: seq - s.noteFirst + 1}
+	e := inflight{receiver: receiver, end: s.written + uint64(len(s.out)), dropped: seq - s.noteFirst + 1,
+		size: uint64(s.noteEnd - s.noteStart)}
+	c.inflightBytes += e.size
 	if n := len(s.inflight); extend && n > 0 && s.inflight[n-1].dropped > 0 && s.inflight[n-1].receiver == receiver {
+		c.inflightBytes -= s.inflight[n-1].size
 		s.inflight[n-1] = e
 	} else {
 		s.inflight = append(s.inflight, e)

@@ -41,6 +41,9 @@ func (c *Core) restoreCore(b []byte) ([]byte, error) {
 		if d.err == nil {
 			c.sessions[s.id] = s
 			queues[s] = q
+			for _, f := range s.inflight {
+				c.inflightBytes += f.size
+			}
 		}
 	}
 	for range d.count() {
@@ -121,6 +124,9 @@ func restoreSession(d *decoder) (*Session, []uint64) {
 		f := inflight{receiver: d.uv(), end: d.uv()}
 		if d.version >= 5 {
 			f.dropped = d.uv()
+		}
+		if d.version >= 6 {
+			f.size = d.uv()
 		}
 		s.inflight = append(s.inflight, f)
 	}

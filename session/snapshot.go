@@ -45,9 +45,13 @@ import (
 // also added the dropped notices to each session's in-flight list (the
 // seqs each announces, 0 for an event), so that a close before they reach
 // the kernel reports them again (loseUnsent).
+//
+// Version 6 added each in-flight entry's frame length, last (counted
+// against max_outbound_total: Core.inflightBytes). Older versions count
+// their entries as 0 bytes.
 const (
 	snapMagic   = "TWCS"
-	snapVersion = 5
+	snapVersion = 6
 )
 
 // ErrTickChanged is returned (wrapped) by Restore when the snapshot was
@@ -162,6 +166,7 @@ func appendSession(e *encoder, s *Session) {
 		e.uv(f.receiver)
 		e.uv(f.end)
 		e.uv(f.dropped)
+		e.uv(f.size)
 	}
 	e.int(len(s.queue))
 	for _, r := range s.queue {
