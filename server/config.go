@@ -123,6 +123,13 @@ type Config struct {
 	// burst of expiries or a long catch-up cannot stall other sessions.
 	// Default 10000.
 	MaxFiresPerTurn int `yaml:"max_fires_per_turn"`
+
+	// MemoryLimit is the process's soft memory limit in bytes
+	// (debug.SetMemoryLimit): 0 (the default) derives it from the byte
+	// budgets, the timers and the connections (memlimit.go, docs/OPERATIONS.md
+	// "Memory"); a negative value sets none. A GOMEMLIMIT in the
+	// environment beats it: the server then leaves the runtime's limit.
+	MemoryLimit int64 `yaml:"memory_limit"`
 }
 
 // Limits protect the server (see session.Limits for each field).
