@@ -89,7 +89,7 @@ func (s *Server) returnMemory(done <-chan struct{}) {
 			s.memLimit.stop()
 			return
 		case now := <-t.C:
-			s.memLimit.update(s) // memlimit.go
+			s.memLimit.update(s, now) // memlimit.go
 			if !m.due(now, s.conns.Load(), s.closed.Load(), heapSpan(samples)) {
 				continue
 			}
