@@ -49,9 +49,14 @@ import (
 // Version 6 added each in-flight entry's frame length, last (counted
 // against max_outbound_total: Core.inflightBytes). Older versions count
 // their entries as 0 bytes.
+//
+// Version 7 added, before each receiver's backlog frames, the layout of
+// the chunks they lie in (capacities, and where the first frame starts
+// in the first), which max_backlog_bytes_total counts (frameQueue). Older
+// versions' backlogs are packed afresh.
 const (
 	snapMagic   = "TWCS"
-	snapVersion = 6
+	snapVersion = 7
 )
 
 // ErrTickChanged is returned (wrapped) by Restore when the snapshot was
@@ -186,6 +191,8 @@ type receiverSnap struct {
 	id, owner, seq, dropped, queuedIn uint64
 	ephemeral                         bool
 	frames                            [][]byte
+	caps                              []int // the chunks' layout (frameQueue.layout)
+	off                               int
 	acked                             bool
 	sent                              int
 	high                              uint64
@@ -199,7 +206,8 @@ func (c *Core) receiverSnaps() []receiverSnap {
 	out := make([]receiverSnap, len(ids))
 	for i, id := range ids {
 		r := c.receivers[id]
-		out[i] = receiverSnap{id: id, owner: sid(r.owner), seq: r.seq, dropped: r.dropped, queuedIn: sid(r.queuedIn),
+		caps, off := r.q.layout()
+		out[i] = receiverSnap{caps: caps, off: off, id: id, owner: sid(r.owner), seq: r.seq, dropped: r.dropped, queuedIn: sid(r.queuedIn),
 			ephemeral: r.ephemeral, frames: r.backlogFrames(), acked: r.acked, sent: r.sent, high: r.high,
 			parked: r.parked.all(), holding: sortedKeys(r.holding)}
 	}
@@ -214,6 +222,11 @@ func appendReceiver(e *encoder, r *receiverSnap) {
 		e.uv(r.seq)
 		e.uv(r.dropped)
 		e.uv(r.queuedIn)
+		e.int(len(r.caps))
+		for _, c := range r.caps {
+			e.int(c)
+		}
+		e.int(r.off)
 		e.int(len(r.frames))
 		for _, f := range r.frames {
 			e.bytes(f)
