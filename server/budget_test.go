@@ -55,9 +55,14 @@ func TestLimitMaxBacklogBytes(t *testing.T) {
 	assert.Equal(t, uint64(6), fs[0].Seq, "the oldest were dropped")
 }
 
+// TestLimitMaxBacklogBytesTotal: the total counts the bytes the backlogs
+// hold, the chunks their events lie in: a backlog's first chunk holds one
+// event of size bytes, the next two (2 × size), the next four (4 ×
+// size); receiver 1's five events take 7 × size, receiver 2's first
+// event a chunk of size, and its next would need a chunk of 2 × size.
 func TestLimitMaxBacklogBytesTotal(t *testing.T) {
 	size := eventSize(t, 1000)
-	srv := startServer(t, func(c *Config) { c.Limits.MaxData = 1024; c.Limits.MaxBacklogBytesTotal = 6 * size })
+	srv := startServer(t, func(c *Config) { c.Limits.MaxData = 1024; c.Limits.MaxBacklogBytesTotal = 8 * size })
 	a := helloClient(t, srv, "admin")
 	for tid := range uint64(5) {
 		a.add(protocol.Request{Receiver: 1, Tid: tid, After: 1, Repeat: 1, Data: make([]byte, 1000)})

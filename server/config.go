@@ -140,6 +140,13 @@ type Config struct {
 	// burst of expiries or a long catch-up cannot stall other sessions.
 	// Default 10000.
 	MaxFiresPerTurn int `yaml:"max_fires_per_turn"`
+
+	// MemoryLimit is the process's soft memory limit in bytes
+	// (debug.SetMemoryLimit): 0 (the default) derives it from the byte
+	// budgets, the timers and the connections (memlimit.go, docs/OPERATIONS.md
+	// "Memory"); a negative value sets none. A GOMEMLIMIT in the
+	// environment beats it: the server then leaves the runtime's limit.
+	MemoryLimit int64 `yaml:"memory_limit"`
 }
 
 // Limits protect the server (see session.Limits for each field).
@@ -371,7 +378,7 @@ func checkLimits(l *Limits) error {
 		{"max_outbox_bytes", l.MaxOutboxBytes}, {"max_outbox_total", l.MaxOutboxTotal},
 		{"max_outbox_bytes_total", l.MaxOutboxBytesTotal}, {"max_connections", l.MaxConnections},
 		{"max_name", l.MaxName}, {"max_list_page", l.MaxListPage}, {"max_receivers", l.MaxReceivers},
-		{"ack_retention_ticks", l.AckRetentionTicks}} {
+		{"ack_retention_ticks", l.AckRetentionTicks}, {"max_outbound_total", l.MaxOutboundTotal}} {
 		if f.v < 0 {
 			return keyErr("limits."+f.key, "%d: limits must not be negative", f.v)
 		}

@@ -277,6 +277,7 @@ func (s *Server) endTurn() {
 	s.commit()
 	s.flush()
 	s.endTurnMetrics()
+	s.publishMemUse()
 }
 
 // outboundBuffered returns how many bytes sess's connection holds that it

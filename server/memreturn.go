@@ -86,8 +86,10 @@ func (s *Server) returnMemory(done <-chan struct{}) {
 	for {
 		select {
 		case <-done:
+			s.memLimit.stop()
 			return
 		case now := <-t.C:
+			s.memLimit.update(s, now) // memlimit.go
 			if !m.due(now, s.conns.Load(), s.closed.Load(), heapSpan(samples)) {
 				continue
 			}

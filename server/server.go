@@ -90,6 +90,11 @@ type Server struct {
 	rung     atomic.Bool
 	stopping atomic.Bool   // Stop was called: a failing doorbell is expected
 	turns    atomic.Uint64 // advance turns run (see Turns)
+	// What the memory limit derives from, published by the loop at the
+	// end of each turn (memlimit.go); memLimit is the returning
+	// goroutine's.
+	memBudgets, memLive, memFrame atomic.Int64
+	memLimit                      memLimiter
 
 	// The ticker rings the doorbell at the tick of the wheel's next event
 	// (see retime), an instant in ns since origin (the clock's monotonic
@@ -188,6 +193,7 @@ func (s *Server) Start() error {
 	s.cfg.Limits.MaxConnections = maxConns // as hello reports it
 	s.core.SetLimits(s.cfg.Limits)
 	s.core.SetWire(s.cfg.wireLimits())
+	s.publishMemUse() // before the loop runs: the recovered timers count (memlimit.go)
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
 		s.closeLog()
@@ -238,6 +244,7 @@ func (s *Server) Start() error {
 	frozen := s.clock.Frozen() // read before clients can change it on the loop
 	s.accepting.Store(true)
 	go s.acceptLoop()
+	s.memLimit.start(s)       // memlimit.go
 	go s.returnMemory(s.done) // memreturn.go
 	s.ring()                  // requests served before the doorbell existed may have left work
 	s.m.ready.Store(true)

@@ -6,11 +6,15 @@ import "github.com/tickwheel/tickwheel/protocol"
 // backlog. Past a bound it first drops r's oldest events: while r holds
 // max_backlog events or its bytes would pass max_backlog_bytes, and while
 // all backlogs together (outboxes are bounded apart) hold
-// max_backlog_total events or their bytes would pass
-// max_backlog_bytes_total. When r holds no event to
-// drop and a bound is still reached (the other receivers fill the total,
-// or the event alone is over max_backlog_bytes), the new event is dropped
-// instead. Every drop is counted and reported (see drop).
+// max_backlog_total events or the bytes they hold would pass
+// max_backlog_bytes_total. The total counts the bytes really held: the
+// capacity of the chunks the events lie in (frameQueue), with the chunk
+// the new event would need; a chunk is freed with its last event, so
+// past the total r's oldest events are dropped up to a chunk's worth at
+// once (64 KiB at most). When r holds no event to drop and a bound is
+// still reached (the other receivers fill the total, or the event alone
+// is over max_backlog_bytes), the new event is dropped instead. Every
+// drop is counted and reported (see drop).
 //
 // Not for a receiver in acknowledged mode, whose outbox drops nothing
 // (see fireAcked).
@@ -22,8 +26,8 @@ func (c *Core) pushBacklog(r *receiver, frame []byte) {
 		c.popBacklog(r)
 	}
 	overTotal := func() bool {
-		events, bytes := c.backlogEvents-c.outboxEvents, c.backlogBytes-c.outboxBytes
-		return events >= uint64(l.MaxBacklogTotal) || bytes+uint64(size) > uint64(l.MaxBacklogBytesTotal)
+		events, held := c.backlogEvents-c.outboxEvents, c.backlogHeld-c.outboxHeld
+		return events >= uint64(l.MaxBacklogTotal) || held+uint64(r.q.grow(size)) > uint64(l.MaxBacklogBytesTotal)
 	}
 	for r.n > 0 && overTotal() {
 		c.drop(r, r.seq-uint64(r.n))
@@ -38,7 +42,9 @@ func (c *Core) pushBacklog(r *receiver, frame []byte) {
 
 // appendBacklog adds a copy of frame at the end of r's backlog.
 func (c *Core) appendBacklog(r *receiver, frame []byte) {
+	held := r.q.held
 	r.q.push(frame)
+	c.heldChanged(r, held)
 	r.n++
 	r.bytes += len(frame)
 	c.backlogEvents++
@@ -85,8 +91,11 @@ func (c *Core) noteDropped(s *Session, receiver, seq uint64) {
 	s.noteLast = seq
 	s.out = protocol.AppendDropped(s.out, receiver, s.noteFirst, seq)
 	s.noteEnd = len(s.out)
-	e := inflight{receiver: receiver, end: s.written + uint64(len(s.out)), dropped: seq - s.noteFirst + 1}
+	e := inflight{receiver: receiver, end: s.written + uint64(len(s.out)), dropped: seq - s.noteFirst + 1,
+		size: uint64(s.noteEnd - s.noteStart)}
+	c.inflightBytes += e.size
 	if n := len(s.inflight); extend && n > 0 && s.inflight[n-1].dropped > 0 && s.inflight[n-1].receiver == receiver {
+		c.inflightBytes -= s.inflight[n-1].size
 		s.inflight[n-1] = e
 	} else {
 		s.inflight = append(s.inflight, e)
@@ -97,7 +106,9 @@ func (c *Core) noteDropped(s *Session, receiver, seq uint64) {
 // popBacklog removes and returns r's oldest backlog event (its bytes stay
 // valid: see frameQueue).
 func (c *Core) popBacklog(r *receiver) []byte {
+	held := r.q.held
 	frame := r.q.pop()
+	c.heldChanged(r, held)
 	r.n--
 	r.bytes -= len(frame)
 	c.backlogEvents--
@@ -107,6 +118,16 @@ func (c *Core) popBacklog(r *receiver) []byte {
 		c.outboxBytes -= uint64(len(frame))
 	}
 	return frame
+}
+
+// heldChanged counts the change of r's chunks' capacity, which was held
+// bytes, in the backlogs' (and outboxes') totals.
+func (c *Core) heldChanged(r *receiver, held int) {
+	d := uint64(r.q.held) - uint64(held) // (wraps for a decrease: the sums stay right)
+	c.backlogHeld += d
+	if r.acked {
+		c.outboxHeld += d
+	}
 }
 
 // backlogFrames returns r's backlog, oldest first (for snapshots).

@@ -59,6 +59,16 @@ type Limits struct {
 	// in acknowledged mode (unbound, nothing pending, no timers) is kept
 	// before it is forgotten. Default 360000 (an hour at a 10 ms tick).
 	AckRetentionTicks int `yaml:"ack_retention_ticks"`
+	// MaxOutboundTotal bounds the bytes of events (and dropped notices)
+	// handed to all connections together and not yet known to have
+	// reached the kernel: past it, events wait in their receivers'
+	// backlogs as for a session at max_outbound, except that a session
+	// with less than 64 KiB pending still takes them (so clients that
+	// read keep being served while others do not read). Events of
+	// receivers in acknowledged mode wait too, but their copies in the
+	// output are not counted here (their outboxes are). Replies are
+	// bounded per connection by max_outbound only. Default 512 MiB.
+	MaxOutboundTotal int `yaml:"max_outbound_total"`
 }
 
 // WithDefaults returns l with every zero field set to its default, except
@@ -77,6 +87,7 @@ func (l Limits) WithDefaults() Limits {
 	def(&l.MaxBacklog, 10_000)
 	def(&l.MaxBacklogTotal, 1_000_000)
 	def(&l.MaxOutbound, 8<<20)
+	def(&l.MaxOutboundTotal, 512<<20)
 	def(&l.MaxDataTotal, 1<<30)
 	def(&l.MaxBacklogBytes, 16<<20)
 	def(&l.MaxBacklogBytesTotal, 512<<20)

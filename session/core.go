@@ -104,6 +104,14 @@ type Core struct {
 	// cancel_all): the server bounds how much of it one connection's
 	// requests may take in one turn.
 	work int
+	// inflightBytes is the bytes of every session's in-flight entries
+	// (events and dropped notices handed to connections and perhaps not
+	// yet in the kernel): bounded by max_outbound_total (route.go).
+	inflightBytes uint64
+	// backlogHeld and outboxHeld are the capacity of the chunks all
+	// backlogs, and of them the outboxes, hold their events in: what
+	// max_backlog_bytes_total counts (backlog.go).
+	backlogHeld, outboxHeld uint64
 
 	// idleHead and idleTail end the list of retained idle receivers in
 	// acknowledged mode, oldest idle first; idleN counts it (retain.go).

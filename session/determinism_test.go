@@ -117,7 +117,7 @@ type detConn struct {
 func newDetCore(t *testing.T, replicated bool) *detCore {
 	cfg := Config{AdminToken: testAdminToken, ClientToken: detClient, TickNs: 1_000_000, MaxFiresPerTurn: 40, ServerVersion: "det"}
 	limits := Limits{MaxData: 64, MaxDataTotal: 3000, MaxTimers: 150, MaxTimersPerReceiver: 20, MaxReceiversPerSession: 5,
-		MaxBacklog: 8, MaxBacklogTotal: 50, MaxBacklogBytes: 600, MaxOutbound: 1500, MaxListPage: 5, MaxListBytes: 600,
+		MaxBacklog: 8, MaxBacklogTotal: 50, MaxBacklogBytes: 600, MaxOutbound: 1500, MaxOutboundTotal: 2500, MaxListPage: 5, MaxListBytes: 600,
 		MaxOutbox: 6, MaxOutboxTotal: 30, MaxOutboxBytes: 500}
 	w, err := wheel.New(start, wheel.Config{Levels: 4, Slots: 8})
 	require.NoError(t, err)

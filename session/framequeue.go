@@ -14,12 +14,19 @@ import "encoding/binary"
 // chunk is dropped once its last frame is popped, and an emptied queue
 // keeps no memory. Bytes once written are never written again, so the
 // frames handed out (popped, read, or listed for a snapshot) stay valid.
+//
+// held is the chunks' capacity, the bytes the queue really holds, which
+// the backlogs' total budget counts. The chunks' layout is a function of
+// the pushes and pops, not of the frames held alone, so a snapshot keeps
+// it (layout) and a restore rebuilds it (restore): a replay then counts
+// the same bytes.
 type frameQueue struct {
 	chunks [][]byte // the frames: chunks[0][off:], then the other chunks whole
 	off    int      // where the first frame starts in chunks[0]
 	// cur and curOff locate the frame at the cursor (or the end of the
 	// frames): chunk index and offset.
 	cur, curOff int
+	held        int
 }
 
 // Chunk sizes of a frameQueue.
@@ -31,18 +38,27 @@ const (
 // frameLen returns the length of the frame that starts b.
 func frameLen(b []byte) int { return 4 + int(binary.BigEndian.Uint32(b)) }
 
+// grow returns the bytes a push of an n-byte frame would allocate: 0
+// when it fits in the last chunk, else the new chunk's capacity.
+func (q *frameQueue) grow(n int) int {
+	k := len(q.chunks) - 1
+	if k >= 0 && cap(q.chunks[k])-len(q.chunks[k]) >= n {
+		return 0
+	}
+	size := minChunk
+	if k >= 0 {
+		size = min(2*cap(q.chunks[k]), maxChunk)
+	}
+	return max(size, n)
+}
+
 // push appends a copy of frame.
 func (q *frameQueue) push(frame []byte) {
-	n := len(frame)
-	k := len(q.chunks) - 1
-	if k < 0 || cap(q.chunks[k])-len(q.chunks[k]) < n {
-		size := minChunk
-		if k >= 0 {
-			size = min(2*cap(q.chunks[k]), maxChunk)
-		}
-		q.chunks = append(q.chunks, make([]byte, 0, max(size, n)))
-		k++
+	if g := q.grow(len(frame)); g > 0 {
+		q.chunks = append(q.chunks, make([]byte, 0, g))
+		q.held += g
 	}
+	k := len(q.chunks) - 1
 	q.chunks[k] = append(q.chunks[k], frame...)
 }
 
@@ -59,6 +75,7 @@ func (q *frameQueue) pop() []byte {
 		*q = frameQueue{}
 		return frame
 	default:
+		q.held -= cap(c)
 		q.chunks[0] = nil
 		q.chunks = q.chunks[1:]
 		q.off = 0
@@ -104,4 +121,47 @@ func (q *frameQueue) frames(n int) [][]byte {
 		}
 	}
 	return out
+}
+
+// layout returns the chunks' capacities and where the first frame starts
+// in the first (for a snapshot).
+func (q *frameQueue) layout() (caps []int, off int) {
+	caps = make([]int, len(q.chunks))
+	for i, c := range q.chunks {
+		caps[i] = cap(c)
+	}
+	return caps, q.off
+}
+
+// restore fills an empty queue with frames laid out in chunks of caps,
+// the first frame at off in the first chunk, as push placed them (a frame
+// goes in the next chunk when the last has no room for it). It reports
+// false, and leaves the queue empty, when the frames do not fit that
+// layout (the caller then pushes them).
+func (q *frameQueue) restore(caps []int, off int, frames [][]byte) bool {
+	if len(frames) == 0 || len(caps) == 0 || off < 0 || off > caps[0] {
+		return len(frames) == 0 && len(caps) == 0
+	}
+	chunks := make([][]byte, 1, len(caps))
+	chunks[0] = make([]byte, off, caps[0]) // the popped frames' room
+	for _, f := range frames {
+		k := len(chunks) - 1
+		if cap(chunks[k])-len(chunks[k]) < len(f) {
+			if k+1 == len(caps) || caps[k+1] < len(f) {
+				return false
+			}
+			chunks = append(chunks, make([]byte, 0, caps[k+1]))
+			k++
+		}
+		chunks[k] = append(chunks[k], f...)
+	}
+	if len(chunks) != len(caps) || len(chunks[0]) == off {
+		return false
+	}
+	held := 0
+	for _, c := range caps {
+		held += c
+	}
+	*q = frameQueue{chunks: chunks, off: off, curOff: off, held: held}
+	return true
 }

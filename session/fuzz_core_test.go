@@ -190,7 +190,7 @@ func newFzHarness(t *testing.T, opt byte) *fzHarness {
 	limits := Limits{MaxFrame: 1024, MaxData: 64, MaxDataTotal: [...]int{0, 200}[opt>>5&1], MaxTimers: 12,
 		MaxTimersPerReceiver: 6, MaxReceiversPerSession: 3, MaxBacklog: [...]int{5, 1}[opt>>3&1],
 		MaxBacklogTotal: [...]int{12, 3}[opt>>4&1], MaxBacklogBytes: [...]int{0, 300}[opt>>6&1],
-		MaxOutbound: 2048, MaxInbound: 2048, MaxListPage: 3, MaxListBytes: 1024,
+		MaxOutbound: 2048, MaxOutboundTotal: 3000, MaxInbound: 2048, MaxListPage: 3, MaxListBytes: 1024,
 		MaxOutbox: [...]int{4, 1}[opt>>3&1], MaxOutboxTotal: [...]int{10, 3}[opt>>4&1], MaxOutboxBytes: [...]int{0, 300}[opt>>6&1],
 		MaxReceivers: 4, AckRetentionTicks: [...]int{2, 1000}[opt>>7&1]}
 	// A small wheel: cheap to make for every input, and timers move between

@@ -510,7 +510,8 @@ func (h *fzHarness) checkSnapshot() {
 		h.fail("the restored state snapshots differently")
 	}
 	if r.parkedTotal != h.c.parkedTotal || r.parkedBytes != h.c.parkedBytes || r.backlogEvents != h.c.backlogEvents ||
-		r.outboxEvents != h.c.outboxEvents || r.outboxBytes != h.c.outboxBytes || r.backlogBytes != h.c.backlogBytes {
+		r.outboxEvents != h.c.outboxEvents || r.outboxBytes != h.c.outboxBytes || r.backlogBytes != h.c.backlogBytes ||
+		r.backlogHeld != h.c.backlogHeld || r.outboxHeld != h.c.outboxHeld || r.inflightBytes != h.c.inflightBytes {
 		h.fail("restored totals differ: parked %d/%d bytes %d/%d backlog %d/%d", r.parkedTotal, h.c.parkedTotal,
 			r.parkedBytes, h.c.parkedBytes, r.backlogEvents, h.c.backlogEvents)
 	}

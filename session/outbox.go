@@ -111,7 +111,7 @@ func (c *Core) enterOutbox(r *receiver, frame []byte) {
 	if s == nil {
 		return
 	}
-	if r.sent == r.n-1 && c.pending(s) < c.limits.MaxOutbound {
+	if r.sent == r.n-1 && c.room(c.pending(s)) {
 		at := len(s.out)
 		s.out = append(s.out, r.q.next()...) // the frame just queued
 		r.sent++
@@ -265,6 +265,7 @@ func (c *Core) bindMode(r *receiver, ack bool) {
 			r.acked = true
 			c.outboxEvents += uint64(r.n)
 			c.outboxBytes += uint64(r.bytes)
+			c.outboxHeld += uint64(r.q.held)
 		}
 		if r.n == 0 && r.parked.len() == 0 {
 			r.seq = max(r.seq, c.firedTotal)
@@ -274,6 +275,7 @@ func (c *Core) bindMode(r *receiver, ack bool) {
 		r.acked = false
 		c.outboxEvents -= uint64(r.n)
 		c.outboxBytes -= uint64(r.bytes)
+		c.outboxHeld -= uint64(r.q.held)
 		c.refill(r)
 		for _, tid := range sortedKeys(r.holding) { // parked firings were all numbered above
 			_ = c.wheel.Resume(wheel.Key{Receiver: r.id, Tid: tid})

@@ -242,7 +242,8 @@ func limitFields(l *Limits) []*int {
 	return []*int{&l.MaxFrame, &l.MaxData, &l.MaxDataTotal, &l.MaxTimersPerReceiver, &l.MaxTimers,
 		&l.MaxReceiversPerSession, &l.MaxBacklog, &l.MaxBacklogBytes, &l.MaxBacklogTotal, &l.MaxBacklogBytesTotal,
 		&l.MaxOutbound, &l.MaxInbound, &l.MaxConnections, &l.MaxName, &l.MaxListPage, &l.MaxListBytes,
-		&l.MaxOutbox, &l.MaxOutboxBytes, &l.MaxOutboxTotal, &l.MaxOutboxBytesTotal, &l.MaxReceivers, &l.AckRetentionTicks}
+		&l.MaxOutbox, &l.MaxOutboxBytes, &l.MaxOutboxTotal, &l.MaxOutboxBytesTotal, &l.MaxReceivers, &l.AckRetentionTicks,
+		&l.MaxOutboundTotal}
 }
 
 // legacyLimits is the number of limits in inLimits records and version 1

@@ -183,6 +183,7 @@ func dumpState(c *Core, receivers []uint64, live bool) string {
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	p("target %d caughtUp %v speed %v frozen %v nextSession %d", c.target, c.caughtUp, c.speed, c.frozen, c.nextSession)
 	p("fired %d dropped %d lost %d backlogEvents %d backlogBytes %d", c.firedTotal, c.droppedTotal, c.lostTotal, c.backlogEvents, c.backlogBytes)
+	p("backlogHeld %d outboxHeld %d inflightBytes %d", c.backlogHeld, c.outboxHeld, c.inflightBytes)
 	p("limits %+v", c.limits)
 	if live {
 		p("work %d more %v readOnly %q dirty %v", c.work, c.more, c.readOnly, sessionIDs(c.dirty))

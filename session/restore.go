@@ -41,6 +41,9 @@ func (c *Core) restoreCore(b []byte) ([]byte, error) {
 		if d.err == nil {
 			c.sessions[s.id] = s
 			queues[s] = q
+			for _, f := range s.inflight {
+				c.inflightBytes += f.size
+			}
 		}
 	}
 	for range d.count() {
@@ -122,6 +125,9 @@ func restoreSession(d *decoder) (*Session, []uint64) {
 		if d.version >= 5 {
 			f.dropped = d.uv()
 		}
+		if d.version >= 6 {
+			f.size = d.uv()
+		}
 		s.inflight = append(s.inflight, f)
 	}
 	var q []uint64
@@ -151,6 +157,15 @@ func (c *Core) restoreReceivers(d *decoder) {
 		r.ephemeral = d.byte() != 0
 		r.seq, r.dropped = d.uv(), d.uv()
 		r.queuedIn = c.sessionByID(d, d.uv())
+		var caps []int
+		off := 0
+		if d.version >= 7 { // the chunks' layout (frameQueue.layout)
+			for range d.count() {
+				caps = append(caps, int(d.uv()))
+			}
+			off = int(d.uv())
+		}
+		var frames [][]byte
 		for range d.count() {
 			f := d.bytes()
 			if d.err == nil && (len(f) < 4 || frameLen(f) != len(f)) {
@@ -159,8 +174,9 @@ func (c *Core) restoreReceivers(d *decoder) {
 			if d.err != nil {
 				break
 			}
-			c.appendBacklog(r, f) // (copied)
+			frames = append(frames, f)
 		}
+		c.restoreBacklog(r, caps, off, frames)
 		if d.version >= 2 {
 			c.restoreAcked(d, r)
 		}
@@ -171,12 +187,32 @@ func (c *Core) restoreReceivers(d *decoder) {
 	}
 }
 
+// restoreBacklog gives r its backlog's frames, in the chunks' layout the
+// snapshot kept (older snapshots kept none: the frames are pushed, and
+// the bytes held may differ from the snapshotted server's).
+func (c *Core) restoreBacklog(r *receiver, caps []int, off int, frames [][]byte) {
+	if len(caps) > 0 && r.q.restore(caps, off, frames) {
+		r.n = len(frames)
+		for _, f := range frames {
+			r.bytes += len(f)
+			c.backlogBytes += uint64(len(f))
+		}
+		c.backlogEvents += uint64(r.n)
+		c.backlogHeld += uint64(r.q.held)
+		return
+	}
+	for _, f := range frames {
+		c.appendBacklog(r, f) // (copied)
+	}
+}
+
 // restoreAcked reads a receiver's acknowledged-mode fields.
 func (c *Core) restoreAcked(d *decoder, r *receiver) {
 	r.acked = d.byte() != 0
 	if r.acked { // its frames, restored above, are its outbox
 		c.outboxEvents += uint64(r.n)
 		c.outboxBytes += uint64(r.bytes)
+		c.outboxHeld += uint64(r.q.held)
 	}
 	r.sent, r.high = int(d.uv()), d.uv()
 	for i := 0; i < r.sent && i < r.n; i++ { // the cursor at the first frame not sent

@@ -147,7 +147,18 @@ func TestRetainLegacySnapshot(t *testing.T) {
 	snap := h.c.Snapshot()
 	data, _ := snap.AppendNext(nil, 0)
 	snap.Release()
-	v4 := append(append([]byte(nil), data[:len(e.b)-1]...), data[len(e.b):]...)
+	// Then the receivers' count and receiver 1, whose backlog's chunk
+	// layout (version 7: none, two zero bytes after queuedIn) v4 lacks.
+	r, pre := h.c.receivers[1], encoder{}
+	pre.uv(r.id)
+	pre.uv(sid(r.owner))
+	pre.bool(r.ephemeral)
+	pre.uv(r.seq)
+	pre.uv(r.dropped)
+	pre.uv(sid(r.queuedIn))
+	at := len(e.b) + 1 + len(pre.b)
+	require.Equal(t, []byte{0, 0}, data[at:at+2])
+	v4 := append(append(append([]byte(nil), data[:len(e.b)-1]...), data[len(e.b):at]...), data[at+2:]...)
 	v4[len(snapMagic)] = 4
 	c2, err := Restore(h.c.cfg, v4, testLogger(), nil)
 	require.NoError(t, err)

@@ -42,12 +42,36 @@ import (
 
 // inflight is an event, or a dropped notice, handed to a session's
 // connection: its receiver, where its frame ends in the session's output
-// stream (Session.written), and for a notice how many seqs it announces
-// (0: an event).
+// stream (Session.written), for a notice how many seqs it announces (0:
+// an event), and its frame's length (counted in Core.inflightBytes).
 type inflight struct {
 	receiver uint64
 	end      uint64
 	dropped  uint64
+	size     uint64
+}
+
+// outboundFloor is the pending output (at most a quarter of max_outbound)
+// below which a session takes events even when all connections together
+// hold max_outbound_total: sessions that do not read cannot stop the ones
+// that do.
+const outboundFloor = 64 << 10
+
+// room reports whether a session with pend bytes pending may be handed
+// one more event: its pending output is under max_outbound, and the
+// events handed to all connections and not yet in the kernel are under
+// max_outbound_total (or pend is under the floor).
+func (c *Core) room(pend int) bool {
+	l := &c.limits
+	return pend < l.MaxOutbound &&
+		(c.inflightBytes < uint64(l.MaxOutboundTotal) || pend < min(outboundFloor, l.MaxOutbound/4))
+}
+
+// handOver lists the event of receiver that ends s.out (size bytes) as
+// in flight.
+func (c *Core) handOver(s *Session, receiver uint64, size int) {
+	s.inflight = append(s.inflight, inflight{receiver: receiver, end: s.written + uint64(len(s.out)), size: uint64(size)})
+	c.inflightBytes += uint64(size)
 }
 
 // pending returns the bytes queued to s and not yet written to its socket,
@@ -90,9 +114,10 @@ func (c *Core) onFire(f *wheel.Fire) {
 	ev.Repeat, ev.Last, ev.Data, ev.Seq = uint64(f.Repeat), f.Last, f.Data, r.seq
 	ev.Late = c.late(f.Tick) // 0 if fast-forwarded over; late if the wheel trails tw-time
 	s := r.owner
-	if s != nil && r.n == 0 && c.pending(s) < c.limits.MaxOutbound {
+	if s != nil && r.n == 0 && c.room(c.pending(s)) {
+		at := len(s.out)
 		s.out = protocol.AppendFire(s.out, ev)
-		s.inflight = append(s.inflight, inflight{receiver: r.id, end: s.written + uint64(len(s.out))})
+		c.handOver(s, r.id, len(s.out)-at)
 		c.markDirty(s)
 		return
 	}
@@ -121,9 +146,8 @@ func (c *Core) stall(s *Session) {
 }
 
 // pump moves events held back for s into its output, oldest first, while
-// its pending output is under max_outbound.
+// it has room (pending output under max_outbound, and see room).
 func (c *Core) pump(s *Session) {
-	limit := c.limits.MaxOutbound
 	pend := c.pending(s)
 	kept := s.queue[:0]
 	for _, r := range s.queue {
@@ -133,7 +157,7 @@ func (c *Core) pump(s *Session) {
 			}
 			continue // unbound or taken over: its backlog went with it
 		}
-		for r.acked && r.sent < r.n && pend < limit { // the outbox keeps it until acked
+		for r.acked && r.sent < r.n && c.room(pend) { // the outbox keeps it until acked
 			frame := r.q.next()
 			s.out = append(s.out, frame...)
 			pend += len(frame)
@@ -142,11 +166,11 @@ func (c *Core) pump(s *Session) {
 			r.high = max(r.high, r.firstSeq()+uint64(r.sent)-1)
 			c.noteReplied(s, len(s.out)-len(frame)) // it leaves after the log has it (outbox.go)
 		}
-		for !r.acked && r.n > 0 && pend < limit {
+		for !r.acked && r.n > 0 && c.room(pend) {
 			frame := c.popBacklog(r)
 			s.out = append(s.out, frame...)
 			pend += len(frame)
-			s.inflight = append(s.inflight, inflight{receiver: r.id, end: s.written + uint64(len(s.out))})
+			c.handOver(s, r.id, len(frame))
 			c.pumped++
 		}
 		if r.unsent() > 0 {
@@ -260,6 +284,9 @@ func (c *Core) afterWrite(s *Session) {
 		i++
 	}
 	if i > 0 {
+		for _, e := range s.inflight[:i] {
+			c.inflightBytes -= e.size
+		}
 		s.inflight = s.inflight[:copy(s.inflight, s.inflight[i:])]
 	}
 	if s.blocked && c.pending(s) < c.limits.MaxOutbound {
@@ -277,6 +304,7 @@ func (c *Core) afterWrite(s *Session) {
 func (c *Core) loseUnsent(s *Session, unsent int) {
 	kernel := s.written - uint64(unsent)
 	for _, e := range s.inflight {
+		c.inflightBytes -= e.size
 		if e.end <= kernel {
 			continue
 		}

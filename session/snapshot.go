@@ -47,10 +47,19 @@ import (
 // the kernel reports them again (loseUnsent).
 //
 // Version 6 added, last in each session, whether its error replies are
-// plain (Session.plain). Older versions' sessions were not.
+// plain (Session.plain; older versions' sessions were not), and each
+// in-flight entry's frame length, last (counted against
+// max_outbound_total: Core.inflightBytes; older versions count their
+// entries as 0 bytes). (Two branches of one release added these under the
+// same number; no released build wrote version 6 with only one of them.)
+//
+// Version 7 added, before each receiver's backlog frames, the layout of
+// the chunks they lie in (capacities, and where the first frame starts
+// in the first), which max_backlog_bytes_total counts (frameQueue). Older
+// versions' backlogs are packed afresh.
 const (
 	snapMagic   = "TWCS"
-	snapVersion = 6
+	snapVersion = 7
 )
 
 // ErrTickChanged is returned (wrapped) by Restore when the snapshot was
@@ -165,6 +174,7 @@ func appendSession(e *encoder, s *Session) {
 		e.uv(f.receiver)
 		e.uv(f.end)
 		e.uv(f.dropped)
+		e.uv(f.size)
 	}
 	e.int(len(s.queue))
 	for _, r := range s.queue {
@@ -185,6 +195,8 @@ type receiverSnap struct {
 	id, owner, seq, dropped, queuedIn uint64
 	ephemeral                         bool
 	frames                            [][]byte
+	caps                              []int // the chunks' layout (frameQueue.layout)
+	off                               int
 	acked                             bool
 	sent                              int
 	high                              uint64
@@ -198,7 +210,8 @@ func (c *Core) receiverSnaps() []receiverSnap {
 	out := make([]receiverSnap, len(ids))
 	for i, id := range ids {
 		r := c.receivers[id]
-		out[i] = receiverSnap{id: id, owner: sid(r.owner), seq: r.seq, dropped: r.dropped, queuedIn: sid(r.queuedIn),
+		caps, off := r.q.layout()
+		out[i] = receiverSnap{caps: caps, off: off, id: id, owner: sid(r.owner), seq: r.seq, dropped: r.dropped, queuedIn: sid(r.queuedIn),
 			ephemeral: r.ephemeral, frames: r.backlogFrames(), acked: r.acked, sent: r.sent, high: r.high,
 			parked: r.parked.all(), holding: sortedKeys(r.holding)}
 	}
@@ -213,6 +226,11 @@ func appendReceiver(e *encoder, r *receiverSnap) {
 		e.uv(r.seq)
 		e.uv(r.dropped)
 		e.uv(r.queuedIn)
+		e.int(len(r.caps))
+		for _, c := range r.caps {
+			e.int(c)
+		}
+		e.int(r.off)
 		e.int(len(r.frames))
 		for _, f := range r.frames {
 			e.bytes(f)
