@@ -337,10 +337,10 @@ func TestClientTokenAuto(t *testing.T) {
 	assert.Equal(t, tok, c.ClientToken, "kept across starts")
 
 	other := t.TempDir()
-	c, err = Config{Addr: "0.0.0.0:7420", DataDir: other, ClientTokenAuto: true, ClientToken: "given"}.withDefaults()
+	c, err = Config{Addr: "0.0.0.0:7420", DataDir: other, ClientTokenAuto: true, ClientToken: "given-client-token"}.withDefaults()
 	require.NoError(t, err)
 	require.NoError(t, c.secure(slog.New(slog.DiscardHandler)))
-	assert.Equal(t, "given", c.ClientToken)
+	assert.Equal(t, "given-client-token", c.ClientToken)
 	_, err = os.Stat(filepath.Join(other, ClientTokenFileName))
 	assert.True(t, os.IsNotExist(err), "client.token made though a token was configured")
 }
