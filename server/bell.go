@@ -187,7 +187,7 @@ func (s *Server) applyClock(op session.ClockOp, speed float64, ticks uint64) uin
 	if op != session.ClockFastForward {
 		s.retime()
 	}
-	if s.persist != nil {
+	if s.commits != nil {
 		s.recordWall() // the downtime after a restart counts from the new tw-time
 	}
 	return s.clock.Now()

@@ -35,9 +35,12 @@ type Server struct {
 	clock *wheel.Clock
 	// more says an advance turn left work: another turn is posted.
 	more bool
-	// persist is the log and snapshots (persist.go); nil when persistence
-	// is off.
+	// commits is where each turn's record goes (commit.go); nil when
+	// persistence is off. persist is the single-node log and snapshots
+	// (persist.go), the committer when it is on.
+	commits committer
 	persist *persist
+	wallAt  int64 // ns since origin: when the wall-clock time is next recorded (with commits)
 
 	eng   gnet.Engine
 	addr  string
@@ -256,8 +259,8 @@ func (s *Server) Stop(ctx context.Context) error {
 		flushed := make(chan struct{})
 		if (*l).Execute(ctx, gnet.RunnableFunc(func(context.Context) error {
 			s.endTurn()
-			if p := s.persist; p != nil && p.syncQueued {
-				s.syncPass() // the replies held for the pass's fsync go before the connections close
+			if s.commits != nil {
+				s.commits.drain() // the replies held for durability go before the connections close
 			}
 			close(flushed)
 			return nil

@@ -28,8 +28,10 @@ func (s *Server) retime() {
 	if s.core.Stalled() > 0 { // top up the stalled sessions as they drain
 		wake = min(wake, int64(time.Since(s.origin))+s.pumpWait)
 	}
+	if s.commits != nil {
+		wake = min(wake, s.wallAt) // tw-time's pairing with the wall clock
+	}
 	if p := s.persist; p != nil {
-		wake = min(wake, p.wallAt) // tw-time's pairing with the wall clock
 		if p.failing != nil {
 			wake = min(wake, p.retryAt) // try the log again
 		}
