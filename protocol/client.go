@@ -22,6 +22,12 @@ type Message struct {
 
 	Code Code   // error
 	Text string // error: human-readable message
+	// Leader is a not_leader error's fifth element: the client address
+	// (host:port) of the cluster's leader, "" when the follower knows none
+	// or the element is absent (a 4-element error frame). It is read only
+	// for code CodeNotLeader: a fifth element of another code is a later
+	// addition this version skips.
+	Leader string
 
 	Fire Fire // fire; Fire.Data aliases the payload
 
@@ -206,6 +212,10 @@ func DecodeMessage(payload []byte, m *Message) error {
 		}
 		m.Code = Code(c)
 		m.Text = d.str("message")
+		if m.Code == CodeNotLeader && n > 4 {
+			m.Leader = d.str("leader")
+			min = 5
+		}
 	case KindFire:
 		f := &m.Fire
 		f.Receiver = d.uint("receiver")

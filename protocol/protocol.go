@@ -120,6 +120,13 @@ const (
 	CodeInternal           Code = 11 // a server bug
 	CodeTimeout            Code = 12 // a connection timeout ran out; the server closes the connection after it
 	CodeUnavailable        Code = 13 // the server cannot make the change durable now (its log cannot be written: disk full); retry later
+	// CodeNotLeader is a cluster follower's answer to hello and to every
+	// other request: it serves no clients. The error reply carries a fifth
+	// element, the leader's client address ("" when unknown; see
+	// AppendNotLeader and Message.Leader), and the follower closes the
+	// connection after it. Nothing was changed: the client should connect
+	// to the leader.
+	CodeNotLeader Code = 14
 )
 
 var codeNames = [...]string{
@@ -136,6 +143,7 @@ var codeNames = [...]string{
 	CodeInternal:           "internal",
 	CodeTimeout:            "timeout",
 	CodeUnavailable:        "unavailable",
+	CodeNotLeader:          "not_leader",
 }
 
 // String returns the code's protocol name ("not_found", ...), or "code(N)"
@@ -153,7 +161,7 @@ type Kind uint8
 // Server message kinds.
 const (
 	KindOK       Kind = 0 // [0, id, result]
-	KindError    Kind = 1 // [1, id, code, message]
+	KindError    Kind = 1 // [1, id, code, message], not_leader: [1, id, 14, message, leader]
 	KindFire     Kind = 2 // [2, receiver, tid, tick, fired, repeat, last, data, seq, late]
 	KindTakeover Kind = 3 // [3, receiver, session]
 	KindDropped  Kind = 4 // [4, receiver, first_seq, last_seq]

@@ -272,6 +272,21 @@ func AppendError(b []byte, id uint64, code Code, msg string) []byte {
 	return endFrame(b, start)
 }
 
+// AppendNotLeader appends a follower's error reply [1, id, 14, msg, leader]:
+// code CodeNotLeader with a fifth element, leader, the client address
+// (host:port) of the cluster's leader, or "" when the follower knows none.
+// id is the request's id, or 0 when it could not be decoded. A client reads
+// leader as Message.Leader.
+func AppendNotLeader(b []byte, id uint64, msg, leader string) []byte {
+	b, start := beginFrame(b)
+	b = append(b, 0x95, byte(KindError))
+	b = appendUint(b, id)
+	b = appendUint(b, uint64(CodeNotLeader))
+	b = appendStr(b, msg)
+	b = appendStr(b, leader)
+	return endFrame(b, start)
+}
+
 // AppendFire appends the fire event [2, receiver, tid, tick, fired, repeat,
 // last, data, seq, late].
 func AppendFire(b []byte, f *Fire) []byte {

@@ -238,7 +238,7 @@ func messageMeaning(p []byte, op string) (meaning, error) {
 	case KindOK:
 		return okResultMeaning(m.ID, op, m.Result)
 	case KindError:
-		return errorMeaning(m.ID, m.Code, m.Text), nil
+		return errorMeaning(m.ID, m.Code, m.Text, m.Leader), nil
 	case KindFire:
 		return fireMeaning(&m.Fire), nil
 	case KindTakeover:

@@ -123,8 +123,14 @@ func okMeaning(id uint64, op Op, result meaning) meaning {
 	return meaning{"kind": "ok", "id": juint(id), "op": op.String(), "result": result}
 }
 
-func errorMeaning(id uint64, code Code, text string) meaning {
-	return meaning{"kind": "error", "id": juint(id), "code": int(code), "code_name": code.String(), "message": text}
+// errorMeaning is an error reply's meaning; a not_leader error's has its
+// leader too (the fifth element, "" when absent).
+func errorMeaning(id uint64, code Code, text, leader string) meaning {
+	m := meaning{"kind": "error", "id": juint(id), "code": int(code), "code_name": code.String(), "message": text}
+	if code == CodeNotLeader {
+		m["leader"] = leader
+	}
+	return m
 }
 
 // reqVector is a request vector: the request is encoded by AppendRequest.
@@ -248,11 +254,15 @@ var errorTexts = map[Code]string{
 	CodeInternal:           "op stats is not handled",
 	CodeTimeout:            "no request for 2m0s (timeouts.idle): a client pings while it has nothing else to send",
 	CodeUnavailable:        "the server cannot write its log (write: no space left on device): changes are refused until it can; retry later",
+	CodeNotLeader:          "this node is a follower: connect to the leader",
 }
+
+// vecLeader is the leader address of the not_leader vector.
+const vecLeader = "10.0.0.2:7420"
 
 func errorVectors() []msgVector {
 	var out []msgVector
-	for c := CodeMalformed; c <= CodeUnavailable; c++ {
+	for c := CodeMalformed; c <= CodeNotLeader; c++ {
 		id := uint64(6)
 		if c == CodeTimeout {
 			id = 0
@@ -261,7 +271,12 @@ func errorVectors() []msgVector {
 		if c == CodeNotFound {
 			name = "error"
 		}
-		out = append(out, msgVector{name: name, frame: AppendError(nil, id, c, errorTexts[c]), meaning: errorMeaning(id, c, errorTexts[c])})
+		if c == CodeNotLeader {
+			out = append(out, msgVector{name: name, note: "a follower's answer to hello (id 1) or any request; a fifth element names the leader's client address; the follower then closes the connection",
+				frame: AppendNotLeader(nil, 1, errorTexts[c], vecLeader), meaning: errorMeaning(1, c, errorTexts[c], vecLeader)})
+			continue
+		}
+		out = append(out, msgVector{name: name, frame: AppendError(nil, id, c, errorTexts[c]), meaning: errorMeaning(id, c, errorTexts[c], "")})
 	}
 	return out
 }
@@ -297,6 +312,12 @@ func acceptVectors() []msgVector {
 			frame: frame("930002" + "92" + "0000"), meaning: okMeaning(2, OpBind, meaning{"delivered": juint(0), "dropped": juint(0), "first_seq": juint(0)})},
 		{name: "ok-list-old", note: "a server before paging: no next (read as 0)",
 			frame: frame("930008" + "91" + "90"), meaning: okMeaning(8, OpList, meaning{"timers": []any{}, "next": juint(0)})},
+		{name: "error-not_leader-unknown", note: "a follower that knows no leader: the fifth element is empty",
+			frame: AppendNotLeader(nil, 1, "no leader elected", ""), meaning: errorMeaning(1, CodeNotLeader, "no leader elected", "")},
+		{name: "error-not_leader-4", note: "a not_leader error without the fifth element: read leader as \"\" (unknown)",
+			frame: frame("94" + "01" + "01" + "0e" + "a0"), meaning: errorMeaning(1, CodeNotLeader, "", "")},
+		{name: "error-extra", note: "an error of another code with a fifth element a newer server may add: ignore it",
+			frame: frame("95" + "01" + "06" + "05" + "a0" + "a178"), meaning: errorMeaning(6, CodeNotFound, "", "")},
 		{name: "unknown-kind", note: "a kind this version does not define: ignore the message",
 			frame: frame("93" + "09" + "01" + "02"), meaning: meaning{"kind": "unknown", "kind_code": 9}},
 	}
