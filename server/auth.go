@@ -67,6 +67,9 @@ func (c *Config) secure(log *slog.Logger) error {
 		}
 		c.ClientToken = tok
 	}
+	if err := c.clusterToken(log); err != nil {
+		return err
+	}
 	if err := c.protectedMode(log); err != nil { // before making any file
 		return err
 	}

@@ -106,6 +106,9 @@ func (s *Server) ring() {
 func (s *Server) onBell(c gnet.Conn) {
 	_, _ = c.Discard(-1)
 	s.rung.Store(false)
+	if s.replica != nil && !s.replica.leading {
+		return // only the leader fires
+	}
 	s.turns.Add(1)
 	s.beginTurnNow()
 	more := s.advance()

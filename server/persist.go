@@ -99,6 +99,9 @@ func (s *Server) openState(start uint64) (restored bool, err error) {
 		s.core = session.New(cfg.sessionConfig(), cfg.Limits, w, s.log, s.rlog)
 		return nil
 	}
+	if cfg.clustered() {
+		return false, s.openReplica() // replica.go
+	}
 	if !cfg.persistent() {
 		s.log.Info("persistence off: timers, backlogs and tw-time are kept in memory only and lost at exit")
 		return false, newCore()

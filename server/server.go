@@ -40,7 +40,8 @@ type Server struct {
 	// (persist.go), the committer when it is on.
 	commits committer
 	persist *persist
-	wallAt  int64 // ns since origin: when the wall-clock time is next recorded (with commits)
+	replica *replica // cluster mode (replica.go); nil for a single server
+	wallAt  int64    // ns since origin: when the wall-clock time is next recorded (with commits)
 
 	eng   gnet.Engine
 	addr  string
@@ -145,7 +146,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s.core.SetClockHook(s.applyClock)
 	s.core.SetInstantHook(s.clock.Instant)
 	s.initMetrics()
-	if s.persist == nil {
+	if s.persist == nil && s.replica == nil {
 		s.core.SetClock(speed, frozen) // startLog records it otherwise
 	}
 	if err := s.startLog(restored); err != nil {
@@ -213,6 +214,12 @@ func (s *Server) Start() error {
 	if err := s.openBell(ctx); err != nil {
 		_ = s.Stop(ctx)
 		return err
+	}
+	if s.replica != nil {
+		if err := s.startReplica(); err != nil {
+			_ = s.Stop(ctx)
+			return err
+		}
 	}
 	frozen := s.clock.Frozen() // read before clients can change it on the loop
 	s.accepting.Store(true)

@@ -13,6 +13,10 @@ const tickSlack = 50 * time.Microsecond
 // advance at once), or when the connections' timeouts are next checked,
 // whichever comes first. It runs on the loop after every advance and request.
 func (s *Server) retime() {
+	if s.replica != nil && !s.replica.leading {
+		s.setWake(math.MaxInt64) // only the leader fires
+		return
+	}
 	c := s.clock
 	wake := int64(math.MaxInt64)
 	if !c.Frozen() {
