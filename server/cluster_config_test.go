@@ -50,3 +50,21 @@ func TestClusterConfigChecked(t *testing.T) {
 		})
 	}
 }
+
+// The example configs of README's "Running three nodes" load and name one
+// cluster with three nodes, each its own raft and client address.
+func TestClusterExampleConfigs(t *testing.T) {
+	seen := map[string]bool{}
+	for i := 1; i <= 3; i++ {
+		cfg, err := LoadConfig(filepath.Join("..", "configs", "cluster-node"+string(rune('0'+i))+".yaml"))
+		require.NoError(t, err)
+		cfg, err = cfg.withDefaults()
+		require.NoError(t, err)
+		k := cfg.Cluster
+		require.Equal(t, "demo", k.ID)
+		require.Len(t, k.peers, 3)
+		require.Equal(t, cfg.Addr, k.clientAddr, "node %d's client address in peers", i)
+		require.False(t, seen[k.RaftAddr] || seen[cfg.Addr] || seen[cfg.HTTPAddr])
+		seen[k.RaftAddr], seen[cfg.Addr], seen[cfg.HTTPAddr] = true, true, true
+	}
+}

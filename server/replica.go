@@ -457,3 +457,25 @@ func (s *Server) refuseFollower(c gnet.Conn) gnet.Action {
 	_, _ = c.Write(protocol.AppendNotLeader(nil, id, notLeaderText, leader))
 	return gnet.Close
 }
+
+// clusterMetrics reads the node's raft state (safe from any goroutine).
+func (s *Server) clusterMetrics() ClusterMetrics {
+	r := s.replica
+	if r == nil || r.node == nil {
+		return ClusterMetrics{On: r != nil}
+	}
+	st := r.node.Status()
+	return ClusterMetrics{On: true, Role: st.Role, Leader: st.LeaderID, LeaderAddr: st.LeaderClientAddr, Term: st.Term,
+		CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, LastIndex: st.LastIndex, AuthRefused: st.AuthRefused}
+}
+
+// ready: a node is ready when a leader is known and it has applied every
+// entry it knows committed (a follower that has caught up, or the leader).
+// Safe from any goroutine, once Start has started the node.
+func (r *replica) ready() bool {
+	if r.node == nil {
+		return false
+	}
+	st := r.node.Status()
+	return st.LeaderID != "" && st.AppliedIndex >= st.CommitIndex
+}
