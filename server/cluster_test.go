@@ -60,6 +60,12 @@ func TestClusterInProcess(t *testing.T) {
 	}, 20*time.Second, 50*time.Millisecond)
 	c := helloClient(t, srvs[lead], "leader")
 	c.add(protocol.Request{Receiver: 3, Tid: 4, After: 1000})
+	st := c.stats() // the raft keys, additive
+	require.Equal(t, "leader", st.Role)
+	require.Equal(t, fmt.Sprintf("n%d", lead+1), st.Leader)
+	require.NotZero(t, st.Term)
+	require.NotZero(t, st.CommitIndex)
+	require.GreaterOrEqual(t, st.AppliedIndex, st.CommitIndex-1)
 	for i, s := range srvs {
 		if i == lead {
 			continue
@@ -87,4 +93,12 @@ func TestClusterInProcess(t *testing.T) {
 			return n == 1
 		}, 5*time.Second, 10*time.Millisecond, "node %d did not replay the add", i+1)
 	}
+}
+
+// A single server's stats reply has none of the cluster keys.
+func TestStatsWithoutCluster(t *testing.T) {
+	srv := startServer(t, nil)
+	st := helloClient(t, srv, "single").stats()
+	require.Empty(t, st.Role)
+	require.Zero(t, st.Term)
 }

@@ -75,6 +75,7 @@ func (s *Server) openReplica() error {
 		return err
 	}
 	s.core = session.New(s.cfg.sessionConfig(), s.cfg.Limits, w, s.log, s.rlog)
+	s.core.SetStatsHook(s.clusterStats)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.replica = &replica{s: s, ctx: ctx, cancel: cancel}
 	s.commits = s.replica
@@ -318,7 +319,14 @@ func (s *Server) adoptCore(c *session.Core) {
 	c.SetClockHook(s.applyClock)
 	c.SetInstantHook(s.clock.Instant)
 	c.SetWire(s.cfg.wireLimits())
+	c.SetStatsHook(s.clusterStats)
 	s.setReadOnly("")
+}
+
+// clusterStats adds the node's raft state to a stats reply.
+func (s *Server) clusterStats(st *protocol.Stats) {
+	k := s.clusterMetrics()
+	st.Role, st.Leader, st.Term, st.CommitIndex, st.AppliedIndex = k.Role, k.Leader, k.Term, k.CommitIndex, k.AppliedIndex
 }
 
 // onLeadership takes a change of role, on the node's watcher goroutine,
