@@ -13,14 +13,15 @@ import (
 
 // TestClusterInProcess runs three cluster nodes in this process: one
 // leads, the followers name its client address in not_leader (at hello
-// and at any other first request) and close the connection, and the
+// and at any other first request) and close the connection (one that
+// sends nothing after the handshake timeout), and the
 // metrics and readiness say who leads; an add on the leader reaches every
 // node's Core.
 func TestClusterInProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("elections: long")
 	}
-	srvs := startCluster(t)
+	srvs := startCluster(t, func(c *Config) { c.Timeouts.Handshake = 300 * time.Millisecond })
 	lead := waitLeader(t, srvs[:], -1)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -50,6 +51,8 @@ func TestClusterInProcess(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, id, m.ID)
 		require.Equal(t, protocol.CodeNotLeader, m.Code)
+		silent := dial(t, s) // sends nothing: closed after the handshake timeout
+		require.Eventually(t, silent.closed, 5*time.Second, 50*time.Millisecond)
 		m2, err := s.ReadMetrics(ctx, 0)
 		require.NoError(t, err)
 		require.Equal(t, "follower", m2.Cluster.Role)
@@ -71,7 +74,7 @@ func TestStatsWithoutCluster(t *testing.T) {
 
 // startCluster starts three cluster nodes in this process; each is stopped
 // at the end of the test unless the test stopped it.
-func startCluster(t *testing.T) [3]*Server {
+func startCluster(t *testing.T, mutate func(*Config)) [3]*Server {
 	t.Helper()
 	peers := ""
 	for i := range 3 {
@@ -85,6 +88,9 @@ func startCluster(t *testing.T) [3]*Server {
 		srv := newServer(t, func(c *Config) {
 			c.Frozen, c.StartTick, c.Persistence = false, 0, "on"
 			c.Cluster = ClusterConfig{ID: "inproc", NodeID: fmt.Sprintf("n%d", i+1), Peers: peers}
+			if mutate != nil {
+				mutate(c)
+			}
 		})
 		srvs[i] = srv
 		t.Cleanup(func() {
@@ -154,7 +160,7 @@ func TestClusterFailoverFires(t *testing.T) {
 	if testing.Short() {
 		t.Skip("elections: long")
 	}
-	srvs := startCluster(t)
+	srvs := startCluster(t, nil)
 	lead := waitLeader(t, srvs[:], -1)
 	c := helloClient(t, srvs[lead], "before")
 	due := c.add(protocol.Request{Receiver: 5, Tid: 1, After: 30, Repeat: 1}) // 300 ms: inside the election

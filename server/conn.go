@@ -51,7 +51,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		return nil, gnet.Close
 	}
 	if s.replica != nil && !s.replica.leading {
-		c.SetContext(followerMarker{})
+		s.openFollower(c) // replica.go
 		return nil, gnet.None
 	}
 	now := s.nowNs()

@@ -450,6 +450,17 @@ func (s *Server) closeClients() {
 // notLeaderText is the message of a follower's not_leader reply.
 const notLeaderText = "this node is a cluster follower: connect to the leader"
 
+// openFollower takes a client connection to a follower: it will be
+// answered not_leader at its first request, or closed after the handshake
+// timeout if it sends none (it holds a descriptor: max_connections counts
+// it).
+func (s *Server) openFollower(c gnet.Conn) {
+	c.SetContext(followerMarker{})
+	if d := s.cfg.Timeouts.Handshake; d > 0 {
+		time.AfterFunc(d, func() { _ = c.Close() }) // (Close is safe from any goroutine)
+	}
+}
+
 // refuseFollower answers the first request of a connection to a follower
 // with not_leader, naming the leader's client address, and closes it.
 func (s *Server) refuseFollower(c gnet.Conn) gnet.Action {
