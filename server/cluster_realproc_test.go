@@ -284,6 +284,8 @@ func TestClusterLeaderWithoutQuorum(t *testing.T) {
 	m, err = w.call(protocol.Request{Op: protocol.OpAdd, Receiver: 1, Tid: 2, After: 360_000})
 	require.Error(t, err, "an add was acknowledged without a quorum: %+v", m)
 	w.close()
+	// It stepped down and rebuilt its state from committed entries only.
+	c.procs[lead].logged(t, "no longer leading: client connections closed, the state rebuilt from committed entries")
 	for _, p := range stopped {
 		require.NoError(t, p.cmd.Process.Signal(syscall.SIGCONT))
 	}
