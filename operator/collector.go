@@ -66,6 +66,15 @@ var (
 	dSnapAge    = desc("snapshot_age_seconds", "Time since the newest snapshot file was written (absent when there is none).")
 	dSnapDur    = desc("snapshot_duration_seconds", "How long the last snapshot since start took to write (absent before the first).")
 	dSnapshots  = desc("snapshots_total", "Snapshots written since start.")
+	dRaftOn     = desc("raft_cluster", "1 when the server is a cluster node (cluster.id set); the tickwheel_raft_* metrics below are present only then.")
+	dRaftLeader = desc("raft_leader", "1 while this node is the cluster's leader (it serves clients), else 0.")
+	dRaftKnown  = desc("raft_leader_known", "1 while this node knows a leader, else 0 (an election is under way, or no quorum).")
+	dRaftState  = desc("raft_state", "1 for this node's raft role.", "role")
+	dRaftTerm   = desc("raft_term", "The raft term this node is in.")
+	dRaftCommit = desc("raft_commit_index", "The raft log index this node knows committed.")
+	dRaftApply  = desc("raft_applied_index", "The raft log index this node's state has applied.")
+	dRaftLast   = desc("raft_last_index", "The last index in this node's raft log.")
+	dRaftAuth   = desc("raft_auth_refused_total", "Raft connections refused at the cluster token handshake.")
 	dBuild      = desc("build_info", "Always 1; the labels say which build runs (tickwheel version).", "version", "revision", "goversion")
 	dHTTPConns  = desc("http_connections", "Open connections to the operator HTTP listener (at most http.max_connections).")
 	dHTTPRefuse = desc("http_connections_refused_total", "Connections to the operator HTTP listener answered 503 because http.max_connections were open.")
@@ -74,7 +83,8 @@ var (
 	allDescs    = []*prometheus.Desc{dReady, dTimers, dReceivers, dRecords, dRecordB, dRetained, dSessions, dConns, dRequests, dErrors, dFires,
 		dLateness, dLag, dTwTime, dTick, dSpeed, dFrozen, dBacklog, dBacklogB, dOutbox, dWaiting, dBacklogR, dOldest,
 		dDropped, dLost, dSampled, dStalled, dSlowClose, dRefused, dTurns, dBytesIn, dBytesOut, dPersist, dLogBytes, dFsync,
-		dReadOnly, dFsyncFail, dSnapAge, dSnapDur, dSnapshots, dScrapeFail, dBuild, dHTTPConns, dHTTPRefuse, dHTTPBadTok}
+		dReadOnly, dFsyncFail, dSnapAge, dSnapDur, dSnapshots, dRaftOn, dRaftLeader, dRaftKnown, dRaftState, dRaftTerm, dRaftCommit, dRaftApply, dRaftLast, dRaftAuth,
+		dScrapeFail, dBuild, dHTTPConns, dHTTPRefuse, dHTTPBadTok}
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
@@ -150,6 +160,7 @@ func collectMetrics(ch chan<- prometheus.Metric, m *server.Metrics) {
 	histogram(ch, dTurns, &m.TurnDuration)
 	counter(dBytesIn, m.BytesIn)
 	counter(dBytesOut, m.BytesOut)
+	collectCluster(ch, &m.Cluster)
 	p := &m.Persist
 	gauge(dPersist, b2f(p.On))
 	if !p.On {
@@ -217,3 +228,22 @@ func (l slogErrorLog) Println(v ...any) { l.log.Error("operator: " + fmt.Sprint(
 
 // logger returns a log.Logger for net/http's errors.
 func (l slogErrorLog) logger() *log.Logger { return slog.NewLogLogger(l.log.Handler(), slog.LevelWarn) }
+
+// collectCluster sends a cluster node's raft metrics.
+func collectCluster(ch chan<- prometheus.Metric, k *server.ClusterMetrics) {
+	ch <- prometheus.MustNewConstMetric(dRaftOn, prometheus.GaugeValue, b2f(k.On))
+	if !k.On {
+		return
+	}
+	g := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
+	g(dRaftLeader, b2f(k.Role == "leader"))
+	g(dRaftKnown, b2f(k.Leader != ""))
+	for _, role := range []string{"leader", "follower", "candidate", "shutdown"} {
+		ch <- prometheus.MustNewConstMetric(dRaftState, prometheus.GaugeValue, b2f(k.Role == role), role)
+	}
+	g(dRaftTerm, float64(k.Term))
+	g(dRaftCommit, float64(k.CommitIndex))
+	g(dRaftApply, float64(k.AppliedIndex))
+	g(dRaftLast, float64(k.LastIndex))
+	ch <- prometheus.MustNewConstMetric(dRaftAuth, prometheus.CounterValue, float64(k.AuthRefused))
+}

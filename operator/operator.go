@@ -5,7 +5,8 @@
 //
 //	/metrics        Prometheus text format (docs/OPERATIONS.md lists every metric)
 //	/healthz        200 while the process serves HTTP
-//	/readyz         200 once the server accepts clients (after recovery) and its log can be written, else 503
+//	/readyz         200 once the server accepts clients (after recovery) and its log can be written
+//	                (a cluster node: once it knows a leader and has applied what it knows committed), else 503
 //	/debug/pprof/   net/http/pprof
 //	/               the status page; /status.json feeds it
 //

@@ -421,6 +421,18 @@ func DecodeStats(result []byte, s *Stats) error {
 		case "frozen":
 			s.Frozen = d.boolean("frozen")
 			return true
+		case "role":
+			s.Role = d.str("role")
+			return true
+		case "leader":
+			s.Leader = d.str("leader")
+			return true
+		case "term":
+			p = &s.Term
+		case "commit_index":
+			p = &s.CommitIndex
+		case "applied_index":
+			p = &s.AppliedIndex
 		default:
 			return false
 		}

@@ -110,6 +110,12 @@ type Stats struct {
 	ReceiverBytes, RetainedReceivers uint64
 	Speed                            float64 // clock speed factor, 1 = real time
 	Frozen                           bool    // clock sync stopped (freeze)
+	// A cluster node's raft state (keys role, leader, term, commit_index,
+	// applied_index); Role is "" and the keys absent on a single server.
+	// Role is leader, follower, candidate or shutdown; Leader the leader's
+	// node id ("" unknown).
+	Role, Leader                    string
+	Term, CommitIndex, AppliedIndex uint64
 }
 
 // Fire is a fire event: [2, receiver, tid, tick, fired, repeat, last, data, seq, late].
@@ -240,7 +246,11 @@ func planSize(t *Timer) int {
 // is a map with string keys.
 func AppendStatsOK(b []byte, id uint64, s *Stats) []byte {
 	b, start := appendOKHead(b, id)
-	b = appendMap(append(b, 0x91), 17)
+	n := 17
+	if s.Role != "" {
+		n += 5
+	}
+	b = appendMap(append(b, 0x91), n)
 	b = appendUint(appendStr(b, "now"), s.Now)
 	b = appendUint(appendStr(b, "target"), s.Target)
 	b = appendUint(appendStr(b, "lag"), s.Lag)
@@ -258,6 +268,13 @@ func AppendStatsOK(b []byte, id uint64, s *Stats) []byte {
 	b = appendUint(appendStr(b, "tick_ns"), s.TickNs)
 	b = appendFloat(appendStr(b, "speed"), s.Speed)
 	b = appendBool(appendStr(b, "frozen"), s.Frozen)
+	if s.Role != "" {
+		b = appendStr(appendStr(b, "role"), s.Role)
+		b = appendStr(appendStr(b, "leader"), s.Leader)
+		b = appendUint(appendStr(b, "term"), s.Term)
+		b = appendUint(appendStr(b, "commit_index"), s.CommitIndex)
+		b = appendUint(appendStr(b, "applied_index"), s.AppliedIndex)
+	}
 	return endFrame(b, start)
 }
 

@@ -72,6 +72,9 @@ func (c *Config) secure(log *slog.Logger) error {
 		}
 		c.ClientToken = tok
 	}
+	if err := c.clusterToken(log); err != nil {
+		return err
+	}
 	if c.ClientToken == "" && c.ClientTokenAuto {
 		tok, path, created, err := dataDirToken(c.DataDir, ClientTokenFileName)
 		if err != nil {

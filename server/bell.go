@@ -106,6 +106,9 @@ func (s *Server) ring() {
 func (s *Server) onBell(c gnet.Conn) {
 	_, _ = c.Discard(-1)
 	s.rung.Store(false)
+	if s.replica != nil && !s.replica.leading {
+		return // only the leader fires
+	}
 	s.turns.Add(1)
 	s.beginTurnNow()
 	more := s.advance()
@@ -187,7 +190,7 @@ func (s *Server) applyClock(op session.ClockOp, speed float64, ticks uint64) uin
 	if op != session.ClockFastForward {
 		s.retime()
 	}
-	if s.persist != nil {
+	if s.commits != nil {
 		s.recordWall() // the downtime after a restart counts from the new tw-time
 	}
 	return s.clock.Now()

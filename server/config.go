@@ -136,6 +136,10 @@ type Config struct {
 	// HTTP bounds the operator HTTP listener's connections (see HTTPLimits).
 	HTTP HTTPLimits `yaml:"http"`
 
+	// Cluster makes the server a node of a raft cluster (cluster_config.go);
+	// off by default.
+	Cluster ClusterConfig `yaml:"cluster"`
+
 	// MaxFiresPerTurn bounds the firings done in one event-loop turn, so a
 	// burst of expiries or a long catch-up cannot stall other sessions.
 	// Default 10000.
@@ -274,6 +278,9 @@ func (c Config) withDefaults() (Config, error) {
 		c.MaxFiresPerTurn = 10_000
 	}
 	if err := c.persistenceDefaults(); err != nil {
+		return c, err
+	}
+	if err := c.clusterDefaults(); err != nil {
 		return c, err
 	}
 	c.Limits = c.Limits.WithDefaults()

@@ -30,7 +30,14 @@ type link struct {
 	// whose session is closed, is closed even if gnet still buffers output
 	// for it (linger.go).
 	lingerUntil int64
+	// gone: closed at a change of leadership (cluster mode); its session
+	// is the old Core's.
+	gone bool
 }
+
+// followerMarker is the context of a client connection to a cluster
+// follower: its first request is answered not_leader and it is closed.
+type followerMarker struct{}
 
 // nowNs is the monotonic time in ns since the server's origin.
 func (s *Server) nowNs() int64 { return int64(time.Since(s.origin)) }
@@ -48,6 +55,10 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	default:
 		return nil, gnet.Close
 	}
+	if s.replica != nil && !s.replica.leading {
+		s.openFollower(c) // replica.go
+		return nil, gnet.None
+	}
 	now := s.nowNs()
 	sess := s.core.Open()
 	sess.Conn = c
@@ -63,9 +74,16 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 
 // OnClose forgets the session of a closed connection.
 func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
+	if _, ok := c.Context().(followerMarker); ok {
+		s.conns.Add(-1)
+		return gnet.None
+	}
 	if l, ok := c.Context().(*link); ok {
 		s.conns.Add(-1)
 		s.closed.Add(1)
+		if l.gone { // closed at a change of leadership
+			return gnet.None
+		}
 		delete(s.links, l.sess.ID())
 		s.core.Close(l.sess, c.OutboundBuffered())
 		s.log.Debug("connection closed", "session", l.sess.ID(), "err", err)
@@ -79,8 +97,14 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	l, ok := c.Context().(*link)
 	if !ok {
+		if _, ok := c.Context().(followerMarker); ok {
+			return s.refuseFollower(c)
+		}
 		s.onBell(c)
 		return gnet.None
+	}
+	if l.gone {
+		return gnet.Close
 	}
 	if l.lingerUntil != 0 { // closed, writing out its last frames: nothing more is read
 		_, _ = c.Discard(-1)

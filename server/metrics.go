@@ -186,6 +186,19 @@ type Metrics struct {
 	Clock uint64
 	// Persistence: zero unless the log is on.
 	Persist PersistMetrics
+	// Cluster: zero unless the server is a cluster node.
+	Cluster ClusterMetrics
+}
+
+// ClusterMetrics describe a cluster node's raft state (cluster.Status).
+type ClusterMetrics struct {
+	On bool
+	// Role is "leader", "follower", "candidate" or "shutdown"; Leader the
+	// leader's node id and LeaderAddr its client address ("" unknown).
+	Role, Leader, LeaderAddr                   string
+	Term, CommitIndex, AppliedIndex, LastIndex uint64
+	// AuthRefused counts raft connections refused at the token handshake.
+	AuthRefused uint64
 }
 
 // PersistMetrics describe the log and snapshots.
@@ -215,7 +228,7 @@ type PersistMetrics struct {
 // Ready reports whether the server accepts clients: Start has returned
 // (recovery is over) and Stop has not been called. Safe from any
 // goroutine.
-func (s *Server) Ready() bool { return s.m.ready.Load() }
+func (s *Server) Ready() bool { return s.m.ready.Load() && (s.replica == nil || s.replica.ready()) }
 
 // ReadMetrics copies the server's counters on the event loop; top is how
 // many receivers the Load's top lists hold (the walk behind them, and
@@ -232,7 +245,7 @@ func (s *Server) ReadMetrics(ctx context.Context, top int) (Metrics, error) {
 			Lateness: s.m.lateness.clone(), TurnDuration: s.m.turns.clone(),
 			BytesIn: s.m.bytesIn, BytesOut: s.m.bytesOut,
 			Refused: s.refused.Load(), Connections: s.conns.Load(), SlowConsumerCloses: s.m.slowCloses,
-			Tick: s.cfg.Tick, Clock: s.clock.Now(), Persist: s.persistMetrics()}
+			Tick: s.cfg.Tick, Clock: s.clock.Now(), Persist: s.persistMetrics(), Cluster: s.clusterMetrics()}
 		for op := protocol.Op(1); op < 255; op++ {
 			if op.Valid() {
 				m.Requests[op.String()] = s.core.Requests(op)

@@ -55,12 +55,12 @@ const wallEvery = time.Second
 // persist is the server's log and snapshot state. Owned by the event loop,
 // except the snapshot goroutine's result channel.
 type persist struct {
+	s      *Server
 	j      *journal.Journal
 	policy journal.SyncPolicy
 	// failing is the write error that made the core read-only, or nil.
 	failing error
 	retryAt int64 // ns since origin: when to try the log again
-	wallAt  int64 // ns since origin: when the wall-clock time is next recorded
 	// records counts the records since the last snapshot began.
 	records     int
 	snap        *snapshotRun // the snapshot being written, or nil
@@ -99,6 +99,9 @@ func (s *Server) openState(start uint64) (restored bool, err error) {
 		s.core = session.New(cfg.sessionConfig(), cfg.Limits, w, s.log, s.rlog)
 		return nil
 	}
+	if cfg.clustered() {
+		return false, s.openReplica() // replica.go
+	}
 	if !cfg.persistent() {
 		s.log.Info("persistence off: timers, backlogs and tw-time are kept in memory only and lost at exit")
 		return false, newCore()
@@ -110,7 +113,8 @@ func (s *Server) openState(start uint64) (restored bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("persistence: %w", repairAdvice(err))
 	}
-	s.persist = &persist{j: j, policy: policy}
+	s.persist = &persist{s: s, j: j, policy: policy}
+	s.commits = s.persist
 	began := time.Now()
 	rec, err := s.recoverCore(j)
 	if err != nil {
@@ -229,25 +233,14 @@ func (s *Server) startLog(restored bool) error {
 // recordWall records the wall-clock time with tw-time (the clock's).
 func (s *Server) recordWall() {
 	s.core.SetWall(uint64(time.Now().UnixNano()), s.clock.Now())
-	if s.persist != nil {
-		s.persist.wallAt = s.nowNs() + int64(wallEvery)
-	}
+	s.wallAt = s.nowNs() + int64(wallEvery)
 }
 
-// commit ends a turn's durability work: the turn's record is appended to
-// the log (and fsynced with fsync always when it answered a change), a
-// failing log is retried, and a snapshot is started when one is due. It
-// runs on the loop before every flush.
-func (s *Server) commit() {
-	p := s.persist
-	if p == nil {
-		return
-	}
-	second := s.nowNs() >= p.wallAt
-	if second {
-		s.recordWall()
-	}
-	rec, replies := s.core.TakeRecord()
+// commit is the journal's committer.commit: the turn's record is appended
+// to the log (and fsynced with fsync always when it answered a change), a
+// failing log is retried, and a snapshot is started when one is due.
+func (p *persist) commit(rec []byte, replies, second bool) {
+	s := p.s
 	if p.gap {
 		s.commitGap(replies)
 		return
@@ -423,14 +416,19 @@ func (s *Server) snapshotDue(second bool) bool {
 	return p.records >= s.cfg.Snapshot.EveryRecords || second && p.j.Stats().LogSinceSnapshot >= s.cfg.Snapshot.EveryBytes
 }
 
-// stopLog ends persistence at a graceful stop, after the event loop has
-// stopped: the last record, a last snapshot (so the next start replays
-// nothing), and the log closed.
-func (s *Server) stopLog() error {
-	p := s.persist
-	if p == nil {
-		return nil
+// drain is the journal's committer.drain: the replies held for the poll
+// pass's fsync (fsync always) go.
+func (p *persist) drain() {
+	if p.syncQueued {
+		p.s.syncPass()
 	}
+}
+
+// stop is the journal's committer.stop, after the event loop has stopped:
+// the last record, a last snapshot (so the next start replays nothing),
+// and the log closed.
+func (p *persist) stop() error {
+	s := p.s
 	_ = s.waitSnapshot()
 	rec, _ := s.core.TakeRecord()
 	if rec != nil && !p.gap { // after a hole only a snapshot may follow
@@ -449,12 +447,9 @@ func (s *Server) stopLog() error {
 	return err
 }
 
-// closeLog closes the log of a server that failed to start.
-func (s *Server) closeLog() {
-	if s.persist != nil {
-		_ = s.persist.j.Close()
-	}
-}
+// close is the journal's committer.close: the log of a server that failed
+// to start is closed.
+func (p *persist) close() { _ = p.j.Close() }
 
 // progressReader passes a reader's bytes through, reporting how many have
 // been read to prog.

@@ -35,9 +35,13 @@ type Server struct {
 	clock *wheel.Clock
 	// more says an advance turn left work: another turn is posted.
 	more bool
-	// persist is the log and snapshots (persist.go); nil when persistence
-	// is off.
+	// commits is where each turn's record goes (commit.go); nil when
+	// persistence is off. persist is the single-node log and snapshots
+	// (persist.go), the committer when it is on.
+	commits committer
 	persist *persist
+	replica *replica // cluster mode (replica.go); nil for a single server
+	wallAt  int64    // ns since origin: when the wall-clock time is next recorded (with commits)
 
 	eng   gnet.Engine
 	addr  string
@@ -150,7 +154,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s.core.SetClockHook(s.applyClock)
 	s.core.SetInstantHook(s.clock.Instant)
 	s.initMetrics()
-	if s.persist == nil {
+	if s.persist == nil && s.replica == nil {
 		s.core.SetClock(speed, frozen) // startLog records it otherwise
 	}
 	if err := s.startLog(restored); err != nil {
@@ -241,6 +245,12 @@ func (s *Server) Start() error {
 		_ = s.Stop(ctx)
 		return err
 	}
+	if s.replica != nil {
+		if err := s.startReplica(); err != nil {
+			_ = s.Stop(ctx)
+			return err
+		}
+	}
 	frozen := s.clock.Frozen() // read before clients can change it on the loop
 	s.accepting.Store(true)
 	go s.acceptLoop()
@@ -288,8 +298,8 @@ func (s *Server) Stop(ctx context.Context) error {
 		flushed := make(chan struct{})
 		if (*l).Execute(ctx, gnet.RunnableFunc(func(context.Context) error {
 			s.endTurn()
-			if p := s.persist; p != nil && p.syncQueued {
-				s.syncPass() // the replies held for the pass's fsync go before the connections close
+			if s.commits != nil {
+				s.commits.drain() // the replies held for durability go before the connections close
 			}
 			close(flushed)
 			return nil

@@ -13,6 +13,10 @@ const tickSlack = 50 * time.Microsecond
 // advance at once), or when the connections' timeouts are next checked,
 // whichever comes first. It runs on the loop after every advance and request.
 func (s *Server) retime() {
+	if s.replica != nil && !s.replica.leading {
+		s.setWake(math.MaxInt64) // only the leader fires
+		return
+	}
 	c := s.clock
 	wake := int64(math.MaxInt64)
 	if !c.Frozen() {
@@ -28,8 +32,10 @@ func (s *Server) retime() {
 	if s.core.Stalled() > 0 { // top up the stalled sessions as they drain
 		wake = min(wake, int64(time.Since(s.origin))+s.pumpWait)
 	}
+	if s.commits != nil {
+		wake = min(wake, s.wallAt) // tw-time's pairing with the wall clock
+	}
 	if p := s.persist; p != nil {
-		wake = min(wake, p.wallAt) // tw-time's pairing with the wall clock
 		if p.failing != nil {
 			wake = min(wake, p.retryAt) // try the log again
 		}

@@ -137,6 +137,12 @@ func (c *Core) list(s *Session, req *protocol.Request) {
 	clear(c.timerBuf)
 }
 
+// SetStatsHook sets a function that adds the server's own figures (a
+// cluster node's raft state) to each stats reply, on the Core's goroutine.
+// A stats reply is recorded by its length only, so the hook is not called
+// by Replay.
+func (c *Core) SetStatsHook(fn func(*protocol.Stats)) { c.statsHook = fn }
+
 // Stats returns the server's counters as the stats op reports them.
 func (c *Core) Stats() protocol.Stats {
 	now := c.wheel.Now()

@@ -231,6 +231,9 @@ func (c *Core) dispatch(s *Session, req *protocol.Request) {
 		c.clockOp(s, req.ID, ClockSetSpeed, req.Speed, 0, false)
 	case protocol.OpStats:
 		stats := c.Stats()
+		if c.statsHook != nil {
+			c.statsHook(&stats)
+		}
 		s.out = protocol.AppendStatsOK(s.out, req.ID, &stats)
 	default:
 		c.fail(s, req.ID, protocol.CodeInternal, fmt.Sprintf("op %s is not handled", req.Op))

@@ -67,6 +67,9 @@ type Core struct {
 	// recorded one during a replay, for the add being applied.
 	instantHook       func() (tick, sub uint64)
 	instTick, instSub uint64
+	// statsHook adds the server's own figures to a stats reply (see
+	// SetStatsHook); nil: none.
+	statsHook func(*protocol.Stats)
 
 	sessions    map[uint64]*Session
 	nextSession uint64

@@ -138,6 +138,11 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 	insecure := fs.Bool("insecure", false, "allow listening beyond loopback with no client token")
 	frozen := fs.Bool("frozen", false, "start with tw-time frozen (moved only by admin fast-forward)")
 	startTick := fs.Uint64("start-tick", 0, "tw-time at start (default: the current Unix time in ticks)")
+	clusterID := fs.String("cluster-id", "", "cluster mode: the cluster's name, the same on every node (off by default; see README, Running three nodes)")
+	nodeID := fs.String("node-id", "", "cluster mode: this node's id, one of -peers")
+	raftAddr := fs.String("raft-addr", "", "cluster mode: the raft listen address host:port (default: this node's in -peers)")
+	peers := fs.String("peers", "", "cluster mode: the members, id=raftaddr=clientaddr,... (the same list on every node)")
+	clusterTokenFile := fs.String("cluster-token-file", "", "cluster mode: file holding the cluster token (16+ bytes; required when -raft-addr is not loopback)")
 	httpAddr := fs.String("http-addr", "", `operator HTTP listener: metrics, health, pprof, status page (default `+operator.DefaultAddr+`; "" or "off" turns it off)`)
 	fs.StringVar(&sf.logLevel, "log-level", "", "debug, info, warn or error (default: log_level in the config, else info)")
 	logFormat := fs.String("log-format", "", "text (key=value lines, the default) or json (a JSON object a line); log_format in the config")
@@ -212,6 +217,16 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 			cfg.LogLevel = sf.logLevel
 		case "log-format":
 			cfg.LogFormat = *logFormat
+		case "cluster-id":
+			cfg.Cluster.ID = *clusterID
+		case "node-id":
+			cfg.Cluster.NodeID = *nodeID
+		case "raft-addr":
+			cfg.Cluster.RaftAddr = *raftAddr
+		case "peers":
+			cfg.Cluster.Peers = *peers
+		case "cluster-token-file":
+			cfg.Cluster.TokenFile = *clusterTokenFile
 		case "http-addr":
 			cfg.HTTPAddr = *httpAddr
 			if *httpAddr == "" {

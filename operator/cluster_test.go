@@ -1,0 +1,85 @@
+package operator
+
+import (
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/tickwheel/tickwheel/server"
+	"github.com/tickwheel/tickwheel/servertest"
+)
+
+// TestClusterMetrics: a cluster node's raft state shows in the
+// tickwheel_raft_* metrics (a cluster of one elects itself: leader, a
+// term, indexes), /readyz says ready once it leads, and a single server
+// has tickwheel_raft_cluster 0 and no other raft metric.
+func TestClusterMetrics(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raftAddr := ln.Addr().String()
+	ln.Close()
+	ts := servertest.RunT(t, servertest.WithDataDir(t.TempDir()), servertest.WithConfig(func(c *servertest.Config) {
+		c.Cluster = server.ClusterConfig{ID: "metrics", NodeID: "n1", Peers: "n1=" + raftAddr}
+	}))
+	op, err := New(Options{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op.Attach(ts.Server())
+	hs := httptest.NewServer(op.Handler())
+	defer hs.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(hs.URL + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz %d: the single node did not lead within 20s", resp.StatusCode)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	fams := scrape(t, hs.URL, "")
+	for name, want := range map[string]float64{"tickwheel_raft_cluster": 1, "tickwheel_raft_leader": 1,
+		"tickwheel_raft_leader_known": 1} {
+		if got := value(t, fams, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	if got := value(t, fams, "tickwheel_raft_state", "role", "leader"); got != 1 {
+		t.Errorf(`tickwheel_raft_state{role="leader"} = %v`, got)
+	}
+	if got := value(t, fams, "tickwheel_raft_state", "role", "follower"); got != 0 {
+		t.Errorf(`tickwheel_raft_state{role="follower"} = %v`, got)
+	}
+	if got := value(t, fams, "tickwheel_raft_term"); got < 1 {
+		t.Errorf("tickwheel_raft_term = %v", got)
+	}
+	if c, a := value(t, fams, "tickwheel_raft_commit_index"), value(t, fams, "tickwheel_raft_applied_index"); c < 1 || a < c {
+		t.Errorf("commit index %v, applied %v", c, a)
+	}
+
+	single := servertest.RunT(t)
+	op2, err := New(Options{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op2.Attach(single.Server())
+	hs2 := httptest.NewServer(op2.Handler())
+	defer hs2.Close()
+	fams = scrape(t, hs2.URL, "")
+	if got := value(t, fams, "tickwheel_raft_cluster"); got != 0 {
+		t.Errorf("single server: tickwheel_raft_cluster = %v", got)
+	}
+	if fams["tickwheel_raft_leader"] != nil {
+		t.Errorf("single server: tickwheel_raft_leader present")
+	}
+}

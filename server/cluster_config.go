@@ -1,0 +1,137 @@
+package server
+
+import (
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+
+	"github.com/tickwheel/tickwheel/server/cluster"
+)
+
+// ClusterConfig makes the server one node of a raft cluster (issue 25;
+// docs/ARCHITECTURE.md, "Replication"). Off unless ID is set: a single
+// server keeps its own journal.
+type ClusterConfig struct {
+	// ID names the cluster; every node has the same (flag -cluster-id).
+	ID string `yaml:"id"`
+	// NodeID is this node's id, one of Peers' (flag -node-id).
+	NodeID string `yaml:"node_id"`
+	// RaftAddr is the address the node's raft traffic listens on, host:port
+	// (flag -raft-addr). Default: this node's raft address in Peers.
+	RaftAddr string `yaml:"raft_addr"`
+	// Peers is the static member list, this node included:
+	// "id=raftaddr=clientaddr,..." (flag -peers). Every node gets the same
+	// list; a node whose raft data directory is empty bootstraps the
+	// cluster from it. clientaddr is where clients reach that node (the
+	// address a follower names in not_leader); default its listen address.
+	Peers string `yaml:"peers"`
+	// TokenFile names a file holding the shared cluster token (at least 16
+	// bytes) that authenticates raft traffic between nodes. Required when
+	// RaftAddr is not loopback; on loopback, without it, the nodes use a
+	// token derived from the cluster id (no secret: anyone on the machine
+	// may connect).
+	TokenFile string `yaml:"token_file"`
+	// DataDir holds the raft log and snapshots. Default <data_dir>/raft.
+	DataDir string `yaml:"data_dir"`
+
+	peers      []cluster.Peer
+	clientAddr string // this node's, from Peers ("" = its listen address)
+	token      string
+}
+
+// clustered reports whether the server is a cluster node.
+func (c *Config) clustered() bool { return c.Cluster.ID != "" }
+
+// clusterDefaults completes and checks the cluster settings (after the
+// persistence ones).
+func (c *Config) clusterDefaults() error {
+	k := &c.Cluster
+	if k.ID == "" {
+		if k.NodeID != "" || k.RaftAddr != "" || k.Peers != "" || k.TokenFile != "" || k.DataDir != "" {
+			return keyErr("cluster.id", "the cluster keys need cluster.id (-cluster-id)")
+		}
+		return nil
+	}
+	if !c.persistent() {
+		return keyErr("cluster.id", "a cluster node needs persistence on (a data directory)")
+	}
+	if k.NodeID == "" {
+		return keyErr("cluster.node_id", "a cluster node needs its node id (-node-id)")
+	}
+	k.peers, k.clientAddr = nil, ""
+	self := false
+	for _, item := range strings.Split(k.Peers, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		parts := strings.Split(item, "=")
+		if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
+			return keyErr("cluster.peers", "%q: want id=raftaddr or id=raftaddr=clientaddr", item)
+		}
+		p := cluster.Peer{ID: parts[0], Addr: parts[1]}
+		k.peers = append(k.peers, p)
+		if p.ID == k.NodeID {
+			self = true
+			if k.RaftAddr == "" {
+				k.RaftAddr = p.Addr
+			}
+			if len(parts) == 3 {
+				k.clientAddr = parts[2]
+			}
+		}
+	}
+	if !self {
+		return keyErr("cluster.peers", "the peers list must name this node (%q): joining a running cluster is not built yet", k.NodeID)
+	}
+	if k.RaftAddr == "" {
+		return keyErr("cluster.raft_addr", "a cluster node needs a raft address (-raft-addr)")
+	}
+	if k.DataDir == "" {
+		k.DataDir = filepath.Join(c.DataDir, "raft")
+	}
+	return nil
+}
+
+// clusterToken reads the cluster token (after clusterDefaults).
+func (c *Config) clusterToken(log *slog.Logger) error {
+	k := &c.Cluster
+	if !c.clustered() {
+		return nil
+	}
+	exp, err := exposed(k.RaftAddr)
+	if err != nil {
+		return keyErr("cluster.raft_addr", "%q: %v", k.RaftAddr, err)
+	}
+	if k.TokenFile == "" {
+		if exp {
+			return keyErr("cluster.token_file", "raft_addr %s is not loopback: a cluster token file is required", k.RaftAddr)
+		}
+		k.token = "tickwheel-loopback-cluster:" + k.ID
+		return nil
+	}
+	tok, err := readGivenTokenFile(k.TokenFile, log)
+	if err != nil {
+		return keyErr("cluster.token_file", "%v", err)
+	}
+	if len(tok) < cluster.MinTokenLen {
+		return keyErr("cluster.token_file", "the cluster token must be at least %d bytes (it has %d)", cluster.MinTokenLen, len(tok))
+	}
+	k.token = tok
+	return nil
+}
+
+// nodeConfig is the raft node's configuration.
+func (c *Config) nodeConfig(clientAddr string, log *slog.Logger) cluster.Config {
+	k := &c.Cluster
+	if k.clientAddr != "" {
+		clientAddr = k.clientAddr
+	}
+	return cluster.Config{ClusterID: k.ID, NodeID: k.NodeID, BindAddr: k.RaftAddr, ClientAddr: clientAddr,
+		Peers: k.peers, DataDir: k.DataDir, Token: k.token, Log: log.With("cluster", k.ID, "node", k.NodeID)}
+}
+
+func (k ClusterConfig) String() string {
+	return fmt.Sprintf("cluster %s node %s raft %s", k.ID, k.NodeID, k.RaftAddr)
+}

@@ -1,0 +1,70 @@
+package server
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The cluster keys are checked before anything starts: a bad peers list,
+// a node missing from it, a short token, and a raft address beyond
+// loopback without a token are refused, naming the key.
+func TestClusterConfigChecked(t *testing.T) {
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short.token")
+	require.NoError(t, os.WriteFile(short, []byte("fifteen-bytes!!"), 0o600))
+	good := filepath.Join(dir, "good.token")
+	require.NoError(t, os.WriteFile(good, []byte("sixteen-bytes!!!"), 0o600))
+	peers := "n1=127.0.0.1:7531=127.0.0.1:7431,n2=127.0.0.1:7532,n3=127.0.0.1:7533"
+	for _, tc := range []struct {
+		name string
+		k    ClusterConfig
+		key  string // "" = accepted
+	}{
+		{"loopback, no token", ClusterConfig{ID: "c", NodeID: "n1", Peers: peers}, ""},
+		{"token", ClusterConfig{ID: "c", NodeID: "n2", Peers: peers, TokenFile: good}, ""},
+		{"no id", ClusterConfig{NodeID: "n1", Peers: peers}, "cluster.id"},
+		{"no node id", ClusterConfig{ID: "c", Peers: peers}, "cluster.node_id"},
+		{"not in peers", ClusterConfig{ID: "c", NodeID: "n4", Peers: peers}, "cluster.peers"},
+		{"bad peer", ClusterConfig{ID: "c", NodeID: "n1", Peers: "n1"}, "cluster.peers"},
+		{"short token", ClusterConfig{ID: "c", NodeID: "n1", Peers: peers, TokenFile: short}, "cluster.token_file"},
+		{"exposed without token", ClusterConfig{ID: "c", NodeID: "n1", Peers: peers, RaftAddr: "0.0.0.0:7531"}, "cluster.token_file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{DataDir: dir, AdminToken: testAdminToken, Cluster: tc.k}
+			cfg, err := cfg.withDefaults()
+			if err == nil {
+				err = cfg.secure(testLogger())
+			}
+			if tc.key == "" {
+				require.NoError(t, err)
+				require.Equal(t, filepath.Join(dir, "raft"), cfg.Cluster.DataDir)
+				return
+			}
+			var ce *ConfigError
+			require.True(t, errors.As(err, &ce), "%v", err)
+			require.Equal(t, tc.key, ce.Key, "%v", err)
+		})
+	}
+}
+
+// The example configs of README's "Running three nodes" load and name one
+// cluster with three nodes, each its own raft and client address.
+func TestClusterExampleConfigs(t *testing.T) {
+	seen := map[string]bool{}
+	for i := 1; i <= 3; i++ {
+		cfg, err := LoadConfig(filepath.Join("..", "configs", "cluster-node"+string(rune('0'+i))+".yaml"))
+		require.NoError(t, err)
+		cfg, err = cfg.withDefaults()
+		require.NoError(t, err)
+		k := cfg.Cluster
+		require.Equal(t, "demo", k.ID)
+		require.Len(t, k.peers, 3)
+		require.Equal(t, cfg.Addr, k.clientAddr, "node %d's client address in peers", i)
+		require.False(t, seen[k.RaftAddr] || seen[cfg.Addr] || seen[cfg.HTTPAddr])
+		seen[k.RaftAddr], seen[cfg.Addr], seen[cfg.HTTPAddr] = true, true, true
+	}
+}
