@@ -256,9 +256,11 @@ func leaderHint(err error) string {
 // caller: the reads, which change nothing. A change (add, cancel, ...)
 // answered not_leader by a node that was the leader may still be
 // committed by the next one, so the caller gets ErrNotLeader and decides.
+// A cluster op is retried too: its status changes nothing, and adding or
+// removing a member again leaves the same configuration.
 func safeToRetry(op protocol.Op) bool {
 	switch op {
-	case protocol.OpGet, protocol.OpList, protocol.OpPing, protocol.OpStats:
+	case protocol.OpGet, protocol.OpList, protocol.OpPing, protocol.OpStats, protocol.OpCluster:
 		return true
 	}
 	return false

@@ -423,3 +423,38 @@ func (c *Client) Stats(ctx context.Context) (protocol.Stats, error) {
 	}
 	return s, nil
 }
+
+// ClusterStatus returns the cluster's state as its leader sees it: role,
+// leader, term, commit and applied index, and the members. Needs the
+// admin token; a single server answers ErrBadState.
+func (c *Client) ClusterStatus(ctx context.Context) (protocol.Cluster, error) {
+	return c.cluster(ctx, &protocol.Request{Op: protocol.OpCluster, Command: protocol.ClusterStatus})
+}
+
+// ClusterAdd adds node id, listening for raft at raftAddr (host:port), to
+// the cluster as a voter, and returns the cluster's state once the change
+// is committed. The node must have been started without peers (with
+// cluster.join, or waiting to be added) and the same cluster id and
+// token. Adding a member again with the same address changes nothing.
+func (c *Client) ClusterAdd(ctx context.Context, id, raftAddr string) (protocol.Cluster, error) {
+	return c.cluster(ctx, &protocol.Request{Op: protocol.OpCluster, Command: protocol.ClusterAdd, Node: id, Addr: raftAddr})
+}
+
+// ClusterRemove removes node id from the cluster and returns the
+// cluster's state once the change is committed. Removing the leader
+// makes it step down: the connection may close before the reply.
+func (c *Client) ClusterRemove(ctx context.Context, id string) (protocol.Cluster, error) {
+	return c.cluster(ctx, &protocol.Request{Op: protocol.OpCluster, Command: protocol.ClusterRemove, Node: id})
+}
+
+func (c *Client) cluster(ctx context.Context, req *protocol.Request) (protocol.Cluster, error) {
+	var k protocol.Cluster
+	res, err := c.do(ctx, req, nil)
+	if err != nil {
+		return k, err
+	}
+	if err := protocol.DecodeCluster(res, &k); err != nil {
+		return protocol.Cluster{}, badReply(protocol.OpCluster, err)
+	}
+	return k, nil
+}

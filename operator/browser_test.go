@@ -70,6 +70,9 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Fatalf("the page did not load and poll: %v", err)
 	}
 	firedBefore := text(t, ctx, "#n-fired")
+	if hidden := evalBool(t, ctx, `document.getElementById("cluster").hidden`); !hidden {
+		t.Errorf("a single server's page shows the cluster section")
+	}
 
 	// Timers that fire now and keep firing: the numbers and plots move.
 	cl := startFiring(t, ts)
@@ -221,6 +224,15 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 	v, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector(%q).textContent`, sel)))
 	if err != nil {
 		t.Fatalf("text of %s: %v", sel, err)
+	}
+	return v
+}
+
+func evalBool(t *testing.T, ctx context.Context, expr string) bool {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+	if err != nil {
+		t.Fatalf("%s: %v", expr, err)
 	}
 	return v
 }

@@ -1,6 +1,8 @@
 package operator
 
 import (
+	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -47,6 +49,15 @@ func TestClusterMetrics(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// /status.json carries the raft state and the members.
+	var st struct {
+		Cluster *clusterStatus `json:"cluster"`
+	}
+	readStatus(t, op, hs.URL, &st)
+	if k := st.Cluster; k == nil || k.Role != "leader" || k.Leader != "n1" || k.Term < 1 || k.CommitIndex < 1 ||
+		len(k.Members) != 1 || k.Members[0] != (member{ID: "n1", RaftAddr: raftAddr, Voter: true}) {
+		t.Errorf("/status.json cluster: %+v", st.Cluster)
+	}
 	fams := scrape(t, hs.URL, "")
 	for name, want := range map[string]float64{"tickwheel_raft_cluster": 1, "tickwheel_raft_leader": 1,
 		"tickwheel_raft_leader_known": 1} {
@@ -81,5 +92,29 @@ func TestClusterMetrics(t *testing.T) {
 	}
 	if fams["tickwheel_raft_leader"] != nil {
 		t.Errorf("single server: tickwheel_raft_leader present")
+	}
+	st.Cluster = nil
+	readStatus(t, op2, hs2.URL, &st)
+	if st.Cluster != nil {
+		t.Errorf("single server: /status.json has cluster %+v", st.Cluster)
+	}
+}
+
+// readStatus takes a sample of op's server, as its sampler does once a
+// second, and decodes /status.json into v.
+func readStatus(t *testing.T, op *Operator, base string, v any) {
+	t.Helper()
+	m, err := op.source().ReadMetrics(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op.hist.add(m)
+	resp, err := http.Get(base + "/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatal(err)
 	}
 }

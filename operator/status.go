@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/tickwheel/tickwheel/protocol"
 	"github.com/tickwheel/tickwheel/server"
 	"github.com/tickwheel/tickwheel/session"
 )
@@ -35,29 +36,70 @@ func (o *Operator) statusPage(w http.ResponseWriter, r *http.Request) {
 
 // status is what /status.json returns.
 type status struct {
-	Version     string   `json:"version"`  // tickwheel version (server.Build)
-	Revision    string   `json:"revision"` // VCS revision, "" when not recorded
-	Ready       bool     `json:"ready"`
-	Sampled     bool     `json:"sampled"` // more receivers than the top lists' walk covers
-	Taken       int64    `json:"taken_ms"`
-	Now         string   `json:"now"` // tw-time, ticks (a string: uint64)
-	TickSeconds float64  `json:"tick_seconds"`
-	TwSeconds   float64  `json:"tw_seconds"` // tw-time × tick
-	Speed       float64  `json:"speed"`
-	Frozen      bool     `json:"frozen"`
-	Lag         float64  `json:"lag_seconds"`
-	Timers      uint64   `json:"timers"`
-	Receivers   int      `json:"receivers"`
-	Sessions    uint64   `json:"sessions"`
-	Connections int64    `json:"connections"`
-	Backlog     uint64   `json:"backlog"`
-	Stalled     int      `json:"stalled"`
-	Fired       uint64   `json:"fired_total"`
-	Dropped     uint64   `json:"dropped_total"`
-	Refused     uint64   `json:"refused_total"`
-	TopTimers   []recv   `json:"top_timers"`
-	TopBacklog  []recv   `json:"top_backlog"`
-	History     []sample `json:"history"`
+	Version     string  `json:"version"`  // tickwheel version (server.Build)
+	Revision    string  `json:"revision"` // VCS revision, "" when not recorded
+	Ready       bool    `json:"ready"`
+	Sampled     bool    `json:"sampled"` // more receivers than the top lists' walk covers
+	Taken       int64   `json:"taken_ms"`
+	Now         string  `json:"now"` // tw-time, ticks (a string: uint64)
+	TickSeconds float64 `json:"tick_seconds"`
+	TwSeconds   float64 `json:"tw_seconds"` // tw-time × tick
+	Speed       float64 `json:"speed"`
+	Frozen      bool    `json:"frozen"`
+	Lag         float64 `json:"lag_seconds"`
+	Timers      uint64  `json:"timers"`
+	Receivers   int     `json:"receivers"`
+	Sessions    uint64  `json:"sessions"`
+	Connections int64   `json:"connections"`
+	Backlog     uint64  `json:"backlog"`
+	Stalled     int     `json:"stalled"`
+	Fired       uint64  `json:"fired_total"`
+	Dropped     uint64  `json:"dropped_total"`
+	Refused     uint64  `json:"refused_total"`
+	// Cluster is a cluster node's raft state; absent on a single server.
+	Cluster    *clusterStatus `json:"cluster,omitempty"`
+	TopTimers  []recv         `json:"top_timers"`
+	TopBacklog []recv         `json:"top_backlog"`
+	History    []sample       `json:"history"`
+}
+
+// clusterStatus is a cluster node's raft state in /status.json.
+type clusterStatus struct {
+	Role         string   `json:"role"`        // leader, follower, candidate or shutdown
+	Leader       string   `json:"leader"`      // the leader's node id, "" unknown
+	LeaderAddr   string   `json:"leader_addr"` // its client address, "" unknown
+	Term         uint64   `json:"term"`
+	CommitIndex  uint64   `json:"commit_index"`
+	AppliedIndex uint64   `json:"applied_index"`
+	Members      []member `json:"members"` // the latest raft configuration ([] when it cannot be read)
+}
+
+type member struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	Voter    bool   `json:"voter"`
+}
+
+// memberSource is a Source that can list a cluster's members (a
+// *server.Server).
+type memberSource interface {
+	ClusterMembers() []protocol.ClusterMember
+}
+
+// clusterOf is the sample's raft state and the source's members, or nil
+// on a single server.
+func clusterOf(k *server.ClusterMetrics, src Source) *clusterStatus {
+	if !k.On {
+		return nil
+	}
+	c := &clusterStatus{Role: k.Role, Leader: k.Leader, LeaderAddr: k.LeaderAddr, Term: k.Term,
+		CommitIndex: k.CommitIndex, AppliedIndex: k.AppliedIndex, Members: []member{}}
+	if ms, ok := src.(memberSource); ok {
+		for _, m := range ms.ClusterMembers() {
+			c.Members = append(c.Members, member{ID: m.ID, RaftAddr: m.RaftAddr, Voter: m.Voter})
+		}
+	}
+	return c
 }
 
 // recv is a row of the page's receiver tables; ids are strings (uint64).
@@ -92,6 +134,7 @@ func (o *Operator) statusJSON(w http.ResponseWriter, _ *http.Request) {
 		st.Timers, st.Receivers, st.Sessions, st.Connections = s.Timers, m.Load.TimerReceivers, s.Sessions, m.Connections
 		st.Backlog, st.Stalled, st.Fired, st.Dropped, st.Refused = s.BacklogEvents, m.Load.Stalled, s.FiredTotal, m.Counters.Dropped, m.Refused
 		st.TopTimers, st.TopBacklog = recvs(m.Load.TopTimers), recvs(m.Load.TopBacklog)
+		st.Cluster = clusterOf(&m.Cluster, o.source())
 	}
 	if st.History == nil {
 		st.History = []sample{}

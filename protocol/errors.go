@@ -35,6 +35,9 @@ const (
 	fSchedule
 	fZone
 	fMissed
+	fCommand
+	fNode
+	fAddr
 	numFields
 )
 
@@ -65,6 +68,9 @@ var fieldNames = [numFields]string{
 	fSchedule:  "schedule",
 	fZone:      "zone",
 	fMissed:    "missed",
+	fCommand:   "command",
+	fNode:      "node",
+	fAddr:      "addr",
 }
 
 // The want* texts say what a field of each kind accepts, for wrong-type
@@ -86,7 +92,7 @@ func (f field) want() string {
 		return wantArray
 	case fTrailing:
 		return wantAny
-	case fName, fToken, fSchedule, fZone:
+	case fName, fToken, fSchedule, fZone, fCommand, fNode, fAddr:
 		return wantStr
 	case fData:
 		return wantData

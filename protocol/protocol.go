@@ -44,7 +44,7 @@ var (
 // Op is a request operation code, the first element of a request array.
 type Op uint8
 
-// Request ops. Ops 20..24 are admin ops (see Op.Admin).
+// Request ops. Ops 20..25 are admin ops (see Op.Admin).
 const (
 	OpHello     Op = 1
 	OpBind      Op = 2
@@ -64,6 +64,9 @@ const (
 	OpResumeSync  Op = 22
 	OpSetSpeed    Op = 23
 	OpStats       Op = 24
+	// OpCluster reads or changes a cluster's membership: its first argument
+	// is the sub-command (ClusterStatus, ClusterAdd, ClusterRemove).
+	OpCluster Op = 25
 )
 
 var opNames = [...]string{
@@ -84,6 +87,7 @@ var opNames = [...]string{
 	OpResumeSync:  "resume_sync",
 	OpSetSpeed:    "set_speed",
 	OpStats:       "stats",
+	OpCluster:     "cluster",
 }
 
 // String returns the op's protocol name ("add", "fast_forward", ...), or
@@ -99,8 +103,15 @@ func (o Op) String() string {
 func (o Op) Valid() bool { return int(o) < len(opNames) && opNames[o] != "" }
 
 // Admin reports whether o is an admin op (fast_forward, freeze, resume_sync,
-// set_speed, stats), which needs admin rights on the session.
-func (o Op) Admin() bool { return o >= OpFastForward && o <= OpStats }
+// set_speed, stats, cluster), which needs admin rights on the session.
+func (o Op) Admin() bool { return o >= OpFastForward && o <= OpCluster }
+
+// The sub-commands of the cluster op (Request.Command).
+const (
+	ClusterStatus = "status" // the node's raft state and the members
+	ClusterAdd    = "add"    // add Request.Node at raft address Request.Addr as a voter
+	ClusterRemove = "remove" // remove Request.Node from the cluster
+)
 
 // Code is an error code carried by an error reply. Codes are stable.
 type Code uint16

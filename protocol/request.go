@@ -66,6 +66,11 @@ type Request struct {
 
 	Ticks uint64  // fast_forward
 	Speed float64 // set_speed: as sent, NaN and infinities included; the server validates
+
+	// Command is the cluster op's sub-command (ClusterStatus, ClusterAdd,
+	// ClusterRemove), as sent: the server validates it. Node is the node id
+	// add and remove name, Addr the raft address add gives it.
+	Command, Node, Addr string
 }
 
 // opArgs lists each op's arguments, in wire order after op and id.
@@ -83,6 +88,7 @@ var opArgs = [len(opNames)][]field{
 	OpAck:         {fReceiver, fSeq},
 	OpFastForward: {fTicks},
 	OpSetSpeed:    {fSpeed},
+	OpCluster:     {fCommand, fNode, fAddr},
 	// ping, freeze, resume_sync and stats take no arguments.
 }
 
@@ -151,8 +157,8 @@ func (r *Request) uintField(f field) *uint64 {
 // defined (r.Op then holds the op if it fits in a uint8, else 0). On error
 // r.ID holds the request id if it was decoded, else 0, and the other fields
 // are unspecified. Errors are static values: decoding never allocates,
-// except the Name and Token strings of a hello and the Schedule and Zone
-// strings of an add that has them.
+// except the Name and Token strings of a hello, the Schedule and Zone
+// strings of an add that has them, and a cluster op's strings.
 func DecodeRequest(payload []byte, r *Request) error {
 	*r = Request{}
 	rd := reader{b: payload}
@@ -190,7 +196,7 @@ func DecodeRequest(payload []byte, r *Request) error {
 		}
 		n--
 		switch f {
-		case fName, fToken, fSchedule, fZone:
+		case fName, fToken, fSchedule, fZone, fCommand, fNode, fAddr:
 			var v []byte
 			if v, p = rd.bytes(true); p == pOK && len(v) > 0 {
 				*r.strField(f) = string(v)
@@ -242,7 +248,7 @@ func AppendRequest(b []byte, r *Request) []byte {
 	b = appendUint(b, r.ID)
 	for _, f := range args {
 		switch f {
-		case fName, fToken, fSchedule, fZone:
+		case fName, fToken, fSchedule, fZone, fCommand, fNode, fAddr:
 			b = appendStr(b, *r.strField(f))
 		case fData:
 			b = appendData(b, r.Data)
@@ -269,6 +275,12 @@ func (r *Request) strField(f field) *string {
 		return &r.Token
 	case fSchedule:
 		return &r.Schedule
+	case fCommand:
+		return &r.Command
+	case fNode:
+		return &r.Node
+	case fAddr:
+		return &r.Addr
 	}
 	return &r.Zone
 }

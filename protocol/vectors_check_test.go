@@ -175,7 +175,7 @@ func TestVectorsCoverage(t *testing.T) {
 			assert.True(t, ops[o.String()], "no request vector for %s", o)
 		}
 	}
-	for _, shape := range []Op{OpHello, OpBind, OpAdd, OpCancel, OpGet, OpList, OpCancelAll, OpPing, OpFastForward, OpStats} {
+	for _, shape := range []Op{OpHello, OpBind, OpAdd, OpCancel, OpGet, OpList, OpCancelAll, OpPing, OpFastForward, OpStats, OpCluster} {
 		assert.True(t, replies[shape.String()], "no reply vector for %s", shape)
 	}
 	codes := map[any]bool{}
@@ -287,6 +287,12 @@ func okResultMeaning(id uint64, name string, result []byte) (meaning, error) {
 			return nil, err
 		}
 		res = meaning{"stats": statsMeaning(&s)}
+	case OpCluster:
+		var c Cluster
+		if err := DecodeCluster(result, &c); err != nil {
+			return nil, err
+		}
+		res = meaning{"cluster": clusterMeaning(&c)}
 	default:
 		names, ok := uintResults[op]
 		if !ok {

@@ -47,7 +47,7 @@ func requestMeaning(r *Request) meaning {
 	for _, f := range opArgs[r.Op] {
 		var v any
 		switch f {
-		case fName, fToken, fSchedule, fZone:
+		case fName, fToken, fSchedule, fZone, fCommand, fNode, fAddr:
 			v = *r.strField(f)
 		case fData:
 			v = jdata(r.Data)
@@ -112,6 +112,15 @@ func statsMeaning(s *Stats) meaning {
 		"tick_ns": juint(s.TickNs), "speed": s.Speed, "frozen": s.Frozen}
 }
 
+func clusterMeaning(c *Cluster) meaning {
+	members := []any{}
+	for _, m := range c.Members {
+		members = append(members, meaning{"id": m.ID, "raft_addr": m.RaftAddr, "voter": m.Voter})
+	}
+	return meaning{"role": c.Role, "leader": c.Leader, "term": juint(c.Term), "commit_index": juint(c.CommitIndex),
+		"applied_index": juint(c.AppliedIndex), "members": members}
+}
+
 func fireMeaning(f *Fire) meaning {
 	return meaning{"kind": "fire", "receiver": juint(f.Receiver), "tid": juint(f.Tid), "tick": juint(f.Tick),
 		"fired": juint(f.Fired), "repeat": juint(f.Repeat), "last": f.Last, "data": jdata(f.Data),
@@ -158,6 +167,9 @@ var vecTimerCron = Timer{Receiver: 42, Tid: 11, Due: 177760800000, Remaining: 86
 	Schedule: "0 4 * * *", Zone: "Europe/Paris", Missed: MissedOnce}
 var vecTimerPaused = Timer{Receiver: 42, Tid: 9, Due: 1500, Remaining: 500, Every: 500, Fired: 2, Paused: true}
 var vecStats = Stats{Now: 1000, Target: 1000, Timers: 1, Sessions: 1, Connections: 1, Receivers: 1, FiredTotal: 12, ReceiverBytes: 264, TickNs: 10_000_000, Speed: 1}
+var vecCluster = Cluster{Role: "leader", Leader: "n1", Term: 3, CommitIndex: 1200, AppliedIndex: 1200,
+	Members: []ClusterMember{{ID: "n1", RaftAddr: "10.0.0.1:7520", Voter: true}, {ID: "n2", RaftAddr: "10.0.0.2:7520", Voter: true},
+		{ID: "n4", RaftAddr: "10.0.0.4:7520", Voter: true}}}
 var vecFire = Fire{Receiver: 42, Tid: 7, Tick: 1030, Fired: 1, Repeat: 3, Data: []byte("hi"), Seq: 1}
 
 func requestVectors() []reqVector {
@@ -189,6 +201,9 @@ func requestVectors() []reqVector {
 		{"set_speed", "always float64", Request{Op: OpSetSpeed, ID: 16, Speed: 2.5}},
 		{"set_speed-integral", "an integral speed is still sent as float64", Request{Op: OpSetSpeed, ID: 16, Speed: 2}},
 		{"stats", "", Request{Op: OpStats, ID: 17}},
+		{"cluster-status", "node and addr are sent empty when the sub-command takes none", Request{Op: OpCluster, ID: 22, Command: ClusterStatus}},
+		{"cluster-add", "", Request{Op: OpCluster, ID: 23, Command: ClusterAdd, Node: "n4", Addr: "10.0.0.4:7520"}},
+		{"cluster-remove", "", Request{Op: OpCluster, ID: 24, Command: ClusterRemove, Node: "n2"}},
 	}
 }
 
@@ -235,6 +250,8 @@ func replyVectors() []msgVector {
 			meaning: okMeaning(8, OpList, meaning{"timers": []any{timerMeaning(&list[0]), timerMeaning(&list[1])}, "next": juint(0)})},
 		{name: "ok-stats", frame: AppendStatsOK(nil, 17, &vecStats),
 			meaning: okMeaning(17, OpStats, meaning{"stats": statsMeaning(&vecStats)})},
+		{name: "ok-cluster", note: "the answer to every cluster sub-command: the state after the change", frame: AppendClusterOK(nil, 23, &vecCluster),
+			meaning: okMeaning(23, OpCluster, meaning{"cluster": clusterMeaning(&vecCluster)})},
 	}
 }
 

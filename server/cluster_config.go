@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"strings"
 
@@ -23,9 +24,18 @@ type ClusterConfig struct {
 	// Peers is the static member list, this node included:
 	// "id=raftaddr=clientaddr,..." (flag -peers). Every node gets the same
 	// list; a node whose raft data directory is empty bootstraps the
-	// cluster from it. clientaddr is where clients reach that node (the
+	// cluster from it. A node started without it joins a running cluster:
+	// it waits to be added (tickwheel cluster add, or Join). clientaddr is where clients reach that node (the
 	// address a follower names in not_leader); default its listen address.
 	Peers string `yaml:"peers"`
+	// Join lists client addresses (host:port,...) of a running cluster's
+	// nodes (flag -join): a node started with it and without Peers asks
+	// the leader, with its admin token (the same on every node), to add it
+	// as a voter (the cluster op add), retrying each second until it is
+	// added; then it catches up from a snapshot and the log. Skipped when
+	// the node's own raft state lists it as a member already (a restart:
+	// it rejoins by itself).
+	Join string `yaml:"join"`
 	// TokenFile names a file holding the shared cluster token (at least 16
 	// bytes) that authenticates raft traffic between nodes. Required when
 	// RaftAddr is not loopback; on loopback, without it, the nodes use a
@@ -48,7 +58,7 @@ func (c *Config) clustered() bool { return c.Cluster.ID != "" }
 func (c *Config) clusterDefaults() error {
 	k := &c.Cluster
 	if k.ID == "" {
-		if k.NodeID != "" || k.RaftAddr != "" || k.Peers != "" || k.TokenFile != "" || k.DataDir != "" {
+		if k.NodeID != "" || k.RaftAddr != "" || k.Peers != "" || k.Join != "" || k.TokenFile != "" || k.DataDir != "" {
 			return keyErr("cluster.id", "the cluster keys need cluster.id (-cluster-id)")
 		}
 		return nil
@@ -82,8 +92,17 @@ func (c *Config) clusterDefaults() error {
 			}
 		}
 	}
-	if !self {
-		return keyErr("cluster.peers", "the peers list must name this node (%q): joining a running cluster is not built yet", k.NodeID)
+	switch {
+	case k.Join != "" && len(k.peers) > 0:
+		return keyErr("cluster.join", "a joining node takes no peers list: the cluster's configuration comes from its leader")
+	case k.Join != "":
+		for _, a := range strings.Split(k.Join, ",") {
+			if _, _, err := net.SplitHostPort(strings.TrimSpace(a)); err != nil {
+				return keyErr("cluster.join", "%q: want client addresses host:port,...", a)
+			}
+		}
+	case !self && len(k.peers) > 0:
+		return keyErr("cluster.peers", "the peers list must name this node (%q); a node joining a running cluster takes none", k.NodeID)
 	}
 	if k.RaftAddr == "" {
 		return keyErr("cluster.raft_addr", "a cluster node needs a raft address (-raft-addr)")

@@ -10,7 +10,8 @@ import (
 )
 
 // The cluster keys are checked before anything starts: a bad peers list,
-// a node missing from it, a short token, and a raft address beyond
+// a node missing from it, a joining node given peers too or a bad join
+// address, a short token, and a raft address beyond
 // loopback without a token are refused, naming the key.
 func TestClusterConfigChecked(t *testing.T) {
 	dir := t.TempDir()
@@ -30,6 +31,11 @@ func TestClusterConfigChecked(t *testing.T) {
 		{"no node id", ClusterConfig{ID: "c", Peers: peers}, "cluster.node_id"},
 		{"not in peers", ClusterConfig{ID: "c", NodeID: "n4", Peers: peers}, "cluster.peers"},
 		{"bad peer", ClusterConfig{ID: "c", NodeID: "n1", Peers: "n1"}, "cluster.peers"},
+		{"joining", ClusterConfig{ID: "c", NodeID: "n4", RaftAddr: "127.0.0.1:7534", Join: "127.0.0.1:7431, 127.0.0.1:7432"}, ""},
+		{"waiting to be added", ClusterConfig{ID: "c", NodeID: "n4", RaftAddr: "127.0.0.1:7534"}, ""},
+		{"joining with peers", ClusterConfig{ID: "c", NodeID: "n1", Peers: peers, Join: "127.0.0.1:7432"}, "cluster.join"},
+		{"joining, bad address", ClusterConfig{ID: "c", NodeID: "n4", RaftAddr: "127.0.0.1:7534", Join: "localhost"}, "cluster.join"},
+		{"joining, no raft address", ClusterConfig{ID: "c", NodeID: "n4", Join: "127.0.0.1:7431"}, "cluster.raft_addr"},
 		{"short token", ClusterConfig{ID: "c", NodeID: "n1", Peers: peers, TokenFile: short}, "cluster.token_file"},
 		{"exposed without token", ClusterConfig{ID: "c", NodeID: "n1", Peers: peers, RaftAddr: "0.0.0.0:7531"}, "cluster.token_file"},
 	} {

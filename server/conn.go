@@ -33,6 +33,9 @@ type link struct {
 	// gone: closed at a change of leadership (cluster mode); its session
 	// is the old Core's.
 	gone bool
+	// clusterOp: its cluster op's reply is due (membership.go); its next
+	// requests wait for it, so that replies keep request order.
+	clusterOp bool
 }
 
 // followerMarker is the context of a client connection to a cluster
@@ -224,13 +227,15 @@ func (l *link) notePartial(incomplete bool) {
 }
 
 // checkInbound closes a session that keeps sending while it is not read:
-// while its replies wait, behind a fast-forward, or while its requests wait
-// for their turn (readBudget).
+// while its replies wait, behind a fast-forward or a cluster op, or while
+// its requests wait for their turn (readBudget).
 func (s *Server) checkInbound(l *link) {
 	sess := l.sess
-	if (sess.Waiting() || sess.Blocked() || l.deferred) && !sess.Killed() && l.c.InboundBuffered() > s.cfg.Limits.MaxInbound {
+	if (sess.Waiting() || l.clusterOp || sess.Blocked() || l.deferred) && !sess.Killed() && l.c.InboundBuffered() > s.cfg.Limits.MaxInbound {
 		why := "behind a fast-forward"
 		switch {
+		case l.clusterOp:
+			why = "behind a cluster op"
 		case sess.Blocked():
 			why = "while max_outbound bytes of replies and events wait unread"
 			s.m.slowCloses++
@@ -271,11 +276,11 @@ func (s *Server) readDeferred() {
 }
 
 // mayRead reports whether l's next request may be read now: not while
-// its fast-forward's reply is due, after it was marked for closing, or
-// while its pending output is at max_outbound.
+// its fast-forward's or cluster op's reply is due, after it was marked for
+// closing, or while its pending output is at max_outbound.
 func (s *Server) mayRead(l *link) bool {
 	sess := l.sess
-	if sess.Waiting() || sess.Killed() || sess.Closed() {
+	if sess.Waiting() || l.clusterOp || sess.Killed() || sess.Closed() {
 		return false
 	}
 	return s.core.MayRead(sess, l.c.OutboundBuffered())

@@ -76,6 +76,7 @@ func (s *Server) openReplica() error {
 	}
 	s.core = session.New(s.cfg.sessionConfig(), s.cfg.Limits, w, s.log, s.rlog)
 	s.core.SetStatsHook(s.clusterStats)
+	s.core.SetClusterHook(s.clusterOp) // membership.go
 	ctx, cancel := context.WithCancel(context.Background())
 	s.replica = &replica{s: s, ctx: ctx, cancel: cancel}
 	s.commits = s.replica
@@ -320,6 +321,7 @@ func (s *Server) adoptCore(c *session.Core) {
 	c.SetInstantHook(s.clock.Instant)
 	c.SetWire(s.cfg.wireLimits())
 	c.SetStatsHook(s.clusterStats)
+	c.SetClusterHook(s.clusterOp)
 	s.setReadOnly("")
 }
 

@@ -250,6 +250,9 @@ func (s *Server) Start() error {
 			_ = s.Stop(ctx)
 			return err
 		}
+		if s.cfg.Cluster.Join != "" {
+			go s.join() // membership.go
+		}
 	}
 	frozen := s.clock.Frozen() // read before clients can change it on the loop
 	s.accepting.Store(true)

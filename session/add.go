@@ -143,6 +143,31 @@ func (c *Core) list(s *Session, req *protocol.Request) {
 // by Replay.
 func (c *Core) SetStatsHook(fn func(*protocol.Stats)) { c.statsHook = fn }
 
+// SetClusterHook sets the function that takes an admin session's cluster
+// op (a cluster node's; without a hook the op is answered bad_state), on
+// the Core's goroutine. The hook refuses the request at once by returning
+// an error code and message, or returns 0 and answers later, through
+// Answer, once the membership change is done: the request changes nothing in the Core and
+// is not recorded; its reply is recorded by its length only, so the hook
+// is not called by Replay.
+func (c *Core) SetClusterHook(fn func(s *Session, req protocol.Request) (protocol.Code, string)) {
+	c.clusterHook = fn
+}
+
+// Answer appends reply, one whole frame the server made outside Apply (a
+// cluster op's), to s's output, and reports whether s is still one of
+// this Core's sessions (when it is not, nothing is done). It is recorded
+// by its length, as every reply a replay does not reproduce.
+func (c *Core) Answer(s *Session, reply []byte) bool {
+	if c.sessions[s.id] != s || s.kill {
+		return false
+	}
+	s.out = append(s.out, reply...)
+	c.unreproduced(s, len(reply))
+	c.markDirty(s)
+	return true
+}
+
 // Stats returns the server's counters as the stats op reports them.
 func (c *Core) Stats() protocol.Stats {
 	now := c.wheel.Now()

@@ -235,6 +235,14 @@ func (c *Core) dispatch(s *Session, req *protocol.Request) {
 			c.statsHook(&stats)
 		}
 		s.out = protocol.AppendStatsOK(s.out, req.ID, &stats)
+	case protocol.OpCluster:
+		if c.clusterHook == nil {
+			c.fail(s, req.ID, protocol.CodeBadState, "this server is not a cluster node (it runs without cluster.id)")
+			return
+		}
+		if code, msg := c.clusterHook(s, *req); code != 0 {
+			c.fail(s, req.ID, code, msg)
+		}
 	default:
 		c.fail(s, req.ID, protocol.CodeInternal, fmt.Sprintf("op %s is not handled", req.Op))
 	}

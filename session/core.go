@@ -70,6 +70,8 @@ type Core struct {
 	// statsHook adds the server's own figures to a stats reply (see
 	// SetStatsHook); nil: none.
 	statsHook func(*protocol.Stats)
+	// clusterHook takes cluster ops (SetClusterHook).
+	clusterHook func(*Session, protocol.Request) (protocol.Code, string)
 
 	sessions    map[uint64]*Session
 	nextSession uint64

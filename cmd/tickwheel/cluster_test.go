@@ -1,12 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -109,4 +111,60 @@ func TestCLIDataDirTokenNotFollowed(t *testing.T) {
 	code, _, errOut = cli(t, f.ln.Addr().String(), "stats", "-token", "given", "-timeout", "200ms")
 	assert.Equal(t, 1, code)
 	assert.Positive(t, leader.conns.Load(), errOut)
+}
+
+// TestCLIClusterNode: on a cluster node (here a cluster of one, which
+// elects itself), stats prints the raft state and stats -json carries its
+// keys; cluster status lists the members, with -json too; a cluster
+// command to a single server says it is not a cluster node.
+func TestCLIClusterNode(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	raftAddr := ln.Addr().String()
+	ln.Close()
+	srv := servertest.RunT(t, servertest.WithDataDir(t.TempDir()), servertest.WithConfig(func(c *server.Config) {
+		c.Cluster = server.ClusterConfig{ID: "cli", NodeID: "n1", Peers: "n1=" + raftAddr}
+	}))
+	tok := srv.AdminToken()
+	var out, errOut string
+	require.Eventually(t, func() bool {
+		var code int
+		code, out, errOut = cli(t, srv.Addr(), "stats", "-token", tok)
+		return code == 0
+	}, 20*time.Second, 50*time.Millisecond, "no leader: %s", errOut)
+	assert.Regexp(t, `(?m)^cluster     leader \(leader n1, term [1-9]\d*, commit index [1-9]\d*, applied index \d+\)$`, out)
+
+	code, out, errOut := cli(t, srv.Addr(), "stats", "-token", tok, "-json")
+	require.Equal(t, 0, code, errOut)
+	var st map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	assert.Equal(t, "leader", st["role"])
+	assert.Equal(t, "n1", st["leader"])
+	assert.Contains(t, st, "commit_index")
+	assert.Contains(t, st, "applied_index")
+
+	code, out, errOut = cli(t, srv.Addr(), "cluster", "status", "-token", tok)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "members     1\n  n1         "+raftAddr+" (voter, leader)\n")
+	code, out, errOut = cli(t, srv.Addr(), "cluster", "status", "-token", tok, "-json")
+	require.Equal(t, 0, code, errOut)
+	var k struct {
+		Role    string
+		Members []map[string]any
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &k))
+	assert.Equal(t, "leader", k.Role)
+	assert.Equal(t, []map[string]any{{"id": "n1", "raft_addr": raftAddr, "voter": true}}, k.Members)
+
+	code, _, errOut = cli(t, srv.Addr(), "cluster", "grow", "-token", tok)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "want status, add ID RAFTADDR, or remove ID")
+
+	single := servertest.RunT(t)
+	code, _, errOut = cli(t, single.Addr(), "cluster", "status", "-token", single.AdminToken())
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "not a cluster node")
+	code, out, errOut = cli(t, single.Addr(), "stats", "-token", single.AdminToken(), "-json")
+	require.Equal(t, 0, code, errOut)
+	assert.NotContains(t, out, "role")
 }

@@ -63,6 +63,8 @@ var commands = map[string]command{
 	"speed":  {args: "X", nargs: 1, flags: simple(speedCmd), summary: "set the speed of tw-time, e.g. 60 (admin)"},
 	"stats":  {nargs: 0, flags: simple(statsCmd), summary: "show server statistics (admin)"},
 	"ping":   {nargs: 0, flags: simple(pingCmd), summary: "show the server's tw-time"},
+	"cluster": {args: "status|add|remove ARGS", nargs: -1, flags: simple(clusterCmd),
+		summary: "show a cluster's members, add a node, remove one (admin)", help: clusterHelp},
 }
 
 const addHelp = `AFTER is a number of ticks from the current tick (digits only), or a duration
@@ -522,7 +524,18 @@ func statsCmd(e *env) error {
 		fmt.Fprintf(e.stdout, "outboxes    %s not acknowledged, %s waiting for room\n", count(s.OutboxEvents, "event"), count(s.WaitingFirings, "firing"))
 	}
 	fmt.Fprintf(e.stdout, "fired       %d (dropped %d)\n", s.FiredTotal, s.DroppedTotal)
+	if s.Role != "" {
+		fmt.Fprintf(e.stdout, "cluster     %s\n", raftText(s.Role, s.Leader, s.Term, s.CommitIndex, s.AppliedIndex))
+	}
 	return nil
+}
+
+// raftText is a cluster node's raft state on one line.
+func raftText(role, leader string, term, commit, applied uint64) string {
+	if leader == "" {
+		leader = "unknown"
+	}
+	return fmt.Sprintf("%s (leader %s, term %d, commit index %d, applied index %d)", role, leader, term, commit, applied)
 }
 
 // repeatArg parses -repeat: a number of firings from 1 to 2^32-2, or
@@ -558,8 +571,24 @@ func statsJSON(s protocol.Stats) any {
 		TickNs         uint64  `json:"tick_ns"`
 		Speed          float64 `json:"speed"`
 		Frozen         bool    `json:"frozen"`
+		// A cluster node's raft state; absent on a single server.
+		Role         string  `json:"role,omitempty"`
+		Leader       *string `json:"leader,omitempty"`
+		Term         *uint64 `json:"term,omitempty"`
+		CommitIndex  *uint64 `json:"commit_index,omitempty"`
+		AppliedIndex *uint64 `json:"applied_index,omitempty"`
 	}{s.Now, s.Target, s.Lag, s.Timers, s.Sessions, s.Connections, s.Receivers, s.BacklogEvents, s.OutboxEvents,
-		s.WaitingFirings, s.FiredTotal, s.DroppedTotal, s.ReceiverBytes, s.RetainedReceivers, s.TickNs, s.Speed, s.Frozen}
+		s.WaitingFirings, s.FiredTotal, s.DroppedTotal, s.ReceiverBytes, s.RetainedReceivers, s.TickNs, s.Speed, s.Frozen,
+		s.Role, ifCluster(s, &s.Leader), ifCluster(s, &s.Term), ifCluster(s, &s.CommitIndex), ifCluster(s, &s.AppliedIndex)}
+}
+
+// ifCluster is p when s is a cluster node's stats, else nil (the key is
+// left out).
+func ifCluster[T any](s protocol.Stats, p *T) *T {
+	if s.Role == "" {
+		return nil
+	}
+	return p
 }
 
 // jsonRepeat is a repeat count as -json prints it: the wire's 0 for

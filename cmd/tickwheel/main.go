@@ -139,9 +139,10 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 	frozen := fs.Bool("frozen", false, "start with tw-time frozen (moved only by admin fast-forward)")
 	startTick := fs.Uint64("start-tick", 0, "tw-time at start (default: the current Unix time in ticks)")
 	clusterID := fs.String("cluster-id", "", "cluster mode: the cluster's name, the same on every node (off by default; see README, Running three nodes)")
-	nodeID := fs.String("node-id", "", "cluster mode: this node's id, one of -peers")
+	nodeID := fs.String("node-id", "", "cluster mode: this node's id, one of -peers' (a node that joins is in none)")
 	raftAddr := fs.String("raft-addr", "", "cluster mode: the raft listen address host:port (default: this node's in -peers)")
 	peers := fs.String("peers", "", "cluster mode: the members, id=raftaddr=clientaddr,... (the same list on every node)")
+	join := fs.String("join", "", "cluster mode: start without -peers and ask the running cluster, at these client addresses (host:port,...), to add this node (with the admin token)")
 	clusterTokenFile := fs.String("cluster-token-file", "", "cluster mode: file holding the cluster token (16+ bytes; required when -raft-addr is not loopback)")
 	httpAddr := fs.String("http-addr", "", `operator HTTP listener: metrics, health, pprof, status page (default `+operator.DefaultAddr+`; "" or "off" turns it off)`)
 	fs.StringVar(&sf.logLevel, "log-level", "", "debug, info, warn or error (default: log_level in the config, else info)")
@@ -225,6 +226,8 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 			cfg.Cluster.RaftAddr = *raftAddr
 		case "peers":
 			cfg.Cluster.Peers = *peers
+		case "join":
+			cfg.Cluster.Join = *join
 		case "cluster-token-file":
 			cfg.Cluster.TokenFile = *clusterTokenFile
 		case "http-addr":

@@ -141,6 +141,21 @@
     });
   }
 
+  // cluster shows a cluster node's raft state (st.cluster), or hides the
+  // section on a single server.
+  function cluster(k) {
+    document.getElementById("cluster").hidden = !k;
+    if (!k) { return; }
+    set("k-role", k.role);
+    set("k-leader", k.leader ? k.leader + (k.leader_addr ? " (" + k.leader_addr + ")" : "") : "unknown");
+    set("k-term", fmt.format(k.term));
+    set("k-commit", fmt.format(k.commit_index));
+    set("k-applied", fmt.format(k.applied_index));
+    set("k-members", k.members.length ? k.members.map(function (m) {
+      return m.id + " " + m.raft_addr + (m.voter ? "" : " (non-voter)");
+    }).join(", ") : "–");
+  }
+
   function show(st) {
     var badge = document.getElementById("ready");
     badge.textContent = st.ready ? "ready" : "not ready";
@@ -163,6 +178,7 @@
     set("c-speed", st.speed + "×");
     set("c-frozen", st.frozen ? "yes" : "no");
     set("c-now", st.now || "–");
+    cluster(st.cluster);
     table("t-timers", st.top_timers);
     table("t-backlog", st.top_backlog);
     document.getElementById("sampled").hidden = !st.sampled;

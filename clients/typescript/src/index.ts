@@ -7,6 +7,6 @@ export type { DroppedEvent, Event, FireEvent, TakeoverEvent } from "./events.js"
 export { ClosedError, ConnectError, DisconnectedError, TickwheelError } from "./errors.js";
 export {
   ErrorCodes, Kind, Missed, NOT_LEADER, Op, PROTOCOL_VERSION, codeName, decodeHello, decodeListPage, decodeMessage,
-  camelCase, decodeStats, decodeTimer, decodeUints, encodeRequest, FrameSplitter,
+  camelCase, decodeCluster, decodeStats, decodeTimer, decodeUints, encodeRequest, FrameSplitter,
 } from "./protocol.js";
-export type { ErrorCodeName, Hello, Limits, Message, Repeat, Request, Stats, Timer, U64 } from "./protocol.js";
+export type { ClusterState, ErrorCodeName, Hello, Limits, Message, Repeat, Request, Stats, Timer, U64 } from "./protocol.js";

@@ -14,7 +14,7 @@ export const PROTOCOL_VERSION = 1;
 /** Size of a frame header: a 4-byte big-endian payload length. */
 export const HEADER_SIZE = 4;
 
-/** Request ops. 20..24 are admin ops. */
+/** Request ops. 20..25 are admin ops. */
 export const Op = {
   hello: 1,
   bind: 2,
@@ -33,6 +33,7 @@ export const Op = {
   resume_sync: 22,
   set_speed: 23,
   stats: 24,
+  cluster: 25,
 } as const;
 export type OpName = keyof typeof Op;
 
@@ -115,6 +116,10 @@ export interface Request {
   seq?: bigint;
   ticks?: bigint;
   speed?: number;
+  /** cluster: the sub-command (status, add, remove), the node id, its raft address */
+  command?: string;
+  node?: string;
+  addr?: string;
 }
 
 type ArgKind = "u" | "s" | "d" | "b" | "f";
@@ -142,6 +147,7 @@ const opArgs: Record<number, Arg[]> = {
   [Op.resume_sync]: [],
   [Op.set_speed]: [["speed", "f"]],
   [Op.stats]: [],
+  [Op.cluster]: [["command", "s"], ["node", "s"], ["addr", "s"]],
 };
 
 /**
@@ -597,6 +603,37 @@ export function decodeListPage(result: unknown[]): { timers: Timer[]; next: bigi
   arr(result, 1, "list result");
   const timers = arr(result[0], 0, "timers").map(decodeTimer);
   return { timers, next: u64(result[1], "next") };
+}
+
+/** The result of the admin cluster op: the leader's raft state and the members. */
+export interface ClusterState {
+  role: string;
+  leader: string;
+  term: bigint;
+  commitIndex: bigint;
+  appliedIndex: bigint;
+  members: { id: string; raftAddr: string; voter: boolean }[];
+}
+
+/** decodeCluster reads a cluster result; unknown keys are ignored. */
+export function decodeCluster(result: unknown[]): ClusterState {
+  arr(result, 1, "cluster result");
+  const m = object(result[0], "cluster");
+  const out: ClusterState = { role: "", leader: "", term: 0n, commitIndex: 0n, appliedIndex: 0n, members: [] };
+  if (m.role !== undefined) out.role = str(m.role, "role");
+  if (m.leader !== undefined) out.leader = str(m.leader, "leader");
+  if (m.term !== undefined) out.term = u64(m.term, "term");
+  if (m.commit_index !== undefined) out.commitIndex = u64(m.commit_index, "commit_index");
+  if (m.applied_index !== undefined) out.appliedIndex = u64(m.applied_index, "applied_index");
+  for (const e of m.members === undefined ? [] : arr(m.members, 0, "members")) {
+    const o = object(e, "member");
+    out.members.push({
+      id: o.id === undefined ? "" : str(o.id, "id"),
+      raftAddr: o.raft_addr === undefined ? "" : str(o.raft_addr, "raft_addr"),
+      voter: o.voter === true,
+    });
+  }
+  return out;
 }
 
 /** decodeStats reads a stats result, its keys in camelCase (see Stats). */

@@ -6,7 +6,7 @@ import { readFileSync } from "node:fs";
 import { test } from "node:test";
 
 import {
-  FrameSplitter, codeName as codeNameOf, decodeHello, decodeListPage, decodeMessage, decodeStats, decodeTimer, decodeUints,
+  FrameSplitter, codeName as codeNameOf, decodeHello, decodeListPage, decodeMessage, decodeCluster, decodeStats, decodeTimer, decodeUints,
   Missed, NOT_LEADER, encodeRequest, type Request, type Timer,
 } from "../src/index.js";
 
@@ -31,7 +31,7 @@ const argNames: Record<string, keyof Request> = {
   version: "version", name: "name", token: "token", receiver: "receiver", tid: "tid", after: "after", at: "at",
   every: "every", repeat: "repeat", data: "data", replace: "replace", after_ns: "afterNs", schedule: "schedule",
   zone: "zone", missed: "missed", ephemeral: "ephemeral", ack: "ack", from_tid: "fromTid", limit: "limit",
-  seq: "seq", ticks: "ticks", speed: "speed",
+  seq: "seq", ticks: "ticks", speed: "speed", command: "command", node: "node", addr: "addr",
 };
 
 function requestOf(m: Record<string, any>): Request {
@@ -41,7 +41,7 @@ function requestOf(m: Record<string, any>): Request {
     assert.ok(name, `unknown arg ${k}`);
     if (k === "data") r[name] = v === null ? null : unhex(v as string);
     else if (typeof v === "number" && k !== "speed") r[name] = BigInt(v);
-    else if (typeof v === "string" && /^[0-9]+$/.test(v) && !["name", "token", "schedule", "zone"].includes(k)) r[name] = BigInt(v);
+    else if (typeof v === "string" && /^[0-9]+$/.test(v) && !["name", "token", "schedule", "zone", "command", "node", "addr"].includes(k)) r[name] = BigInt(v);
     else r[name] = v;
   }
   return r as unknown as Request;
@@ -81,6 +81,15 @@ function resultMeaning(op: string, result: unknown[]): Record<string, unknown> {
       // The result's keys are camelCase, the vectors' the wire's snake_case.
       for (const [k, v] of Object.entries(s)) out[k.replace(/[A-Z]/g, (c) => "_" + c.toLowerCase())] = typeof v === "bigint" ? j(v) : v;
       return { stats: out };
+    }
+    case "cluster": {
+      const c = decodeCluster(result);
+      return {
+        cluster: {
+          role: c.role, leader: c.leader, term: j(c.term), commit_index: j(c.commitIndex), applied_index: j(c.appliedIndex),
+          members: c.members.map((m) => ({ id: m.id, raft_addr: m.raftAddr, voter: m.voter })),
+        },
+      };
     }
   }
   const names = uintResults[op];

@@ -1,0 +1,62 @@
+package operator
+
+import (
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/tickwheel/tickwheel/server"
+	"github.com/tickwheel/tickwheel/servertest"
+)
+
+// TestStatusPageClusterInBrowser: on a cluster node (a cluster of one,
+// which elects itself) the status page shows the cluster section: the
+// node's role, the leader, the term, the commit and applied indexes and
+// the members, with no console errors.
+func TestStatusPageClusterInBrowser(t *testing.T) {
+	chromium := findChromium(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raftAddr := ln.Addr().String()
+	ln.Close()
+	ts := servertest.RunT(t, servertest.WithDataDir(t.TempDir()), servertest.WithConfig(func(c *servertest.Config) {
+		c.Cluster = server.ClusterConfig{ID: "page", NodeID: "n1", Peers: "n1=" + raftAddr}
+	}))
+	op, err := New(Options{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op.Attach(ts.Server())
+	if err := op.Serve(); err != nil {
+		t.Fatal(err)
+	}
+	defer op.Close()
+	ctx, problems := startBrowser(t, chromium)
+	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+op.Addr()+"/"),
+		chromedp.Poll[chromedp.Void](`document.getElementById("k-role").textContent === "leader"`,
+			chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+		t.Fatalf("the page did not show the node leading: %v", err)
+	}
+	if evalBool(t, ctx, `document.getElementById("cluster").hidden`) {
+		t.Errorf("the cluster section is hidden")
+	}
+	if got := text(t, ctx, "#k-leader"); !strings.HasPrefix(got, "n1 (") {
+		t.Errorf("leader %q, want n1 and its client address", got)
+	}
+	for _, id := range []string{"#k-term", "#k-commit", "#k-applied"} {
+		if got := text(t, ctx, id); got == "–" || got == "0" {
+			t.Errorf("%s = %q", id, got)
+		}
+	}
+	if got := text(t, ctx, "#k-members"); got != "n1 "+raftAddr {
+		t.Errorf("members %q, want %q", got, "n1 "+raftAddr)
+	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the page logged errors:\n%s", strings.Join(p, "\n"))
+	}
+}
