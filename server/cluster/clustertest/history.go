@@ -1,8 +1,11 @@
 package clustertest
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -194,29 +197,38 @@ func (h *History) Check(timeout time.Duration) (porcupine.CheckResult, string) {
 	return res, describeIllegal(ops, info)
 }
 
-// describeIllegal lists the operations of the keys porcupine could not
-// linearize, in call order.
-func describeIllegal(ops []porcupine.Operation, info porcupine.LinearizationInfo) string {
-	_ = info
-	// Find the keys whose own history is illegal by checking each alone.
-	bad := map[Key]bool{}
-	for _, part := range Model.Partition(ops) {
-		if !porcupine.CheckOperations(Model, part) {
-			bad[part[0].Input.(input).Key] = true
-		}
-	}
+// describeIllegal describes, for each key porcupine could not linearize,
+// the shortest prefix of its operations (in call order) that is already
+// not linearizable: its last operation is the one no order explains; the
+// operations before it are listed from the last definite answers before
+// that operation's call, with every unknown one still pending.
+func describeIllegal(ops []porcupine.Operation, _ porcupine.LinearizationInfo) string {
 	var b strings.Builder
-	for _, op := range ops {
-		in := op.Input.(input)
-		if !bad[in.Key] {
+	for _, part := range Model.Partition(ops) {
+		if porcupine.CheckOperations(Model, part) {
 			continue
 		}
-		ret := "never"
-		if op.Return != math.MaxInt64 {
-			ret = time.Duration(op.Return).String()
+		part = slices.Clone(part)
+		slices.SortStableFunc(part, func(x, y porcupine.Operation) int { return cmp.Compare(x.Call, y.Call) })
+		n := sort.Search(len(part), func(n int) bool { return !porcupine.CheckOperations(Model, part[:n+1]) }) + 1
+		part = part[:n]
+		from := max(0, n-20)
+		fmt.Fprintf(&b, "key %v: %d operations, the last one cannot be linearized:\n", part[0].Input.(input).Key, n)
+		for i, op := range part {
+			if i < from && op.Return != math.MaxInt64 {
+				continue
+			}
+			ret := "never"
+			if op.Return != math.MaxInt64 {
+				ret = time.Duration(op.Return).String()
+			}
+			fmt.Fprintf(&b, "  client %d %s: called %v, returned %s\n", op.ClientId, Model.DescribeOperation(op.Input, op.Output),
+				time.Duration(op.Call), ret)
 		}
-		fmt.Fprintf(&b, "client %d %s: called %v, returned %s\n", op.ClientId, Model.DescribeOperation(op.Input, op.Output),
-			time.Duration(op.Call), ret)
 	}
 	return b.String()
 }
+
+// Since is the time since the history began (the times it reports are
+// counted from there).
+func (h *History) Since() time.Duration { return time.Since(h.start) }
