@@ -6,6 +6,7 @@ require github.com/tickwheel/tickwheel v0.0.0
 
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/beanstalkd/go-beanstalk v0.2.0
 	github.com/redis/go-redis/v9 v9.23.0
 	golang.org/x/sys v0.48.0
@@ -44,6 +45,7 @@ require (
 
 replace github.com/tickwheel/tickwheel => ../
 
-// As in the main module: raft v1.8.0 requires go-metrics v0.7.0, which dropped the
-// compat package the raft log stores still import (see ../go.mod).
+// As in ../go.mod: raft v1.8.0 requires go-metrics v0.7.0, which dropped
+// the compat package raft-wal v0.4.2 and raft-boltdb/v2 still import (the
+// server package's tests here build the server, cluster mode included).
 replace github.com/hashicorp/go-metrics => github.com/hashicorp/go-metrics v0.6.1

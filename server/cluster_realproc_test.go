@@ -26,6 +26,10 @@ type clusterProcs struct {
 	clients [3]string // client addresses
 	peers   string
 	procs   [3]*proc
+	// nodePeers, when set, is node i's own -peers list (in which the other
+	// nodes' raft addresses are those of links the test owns).
+	nodePeers [3]string
+	https     [3]string // operator HTTP addresses, when set
 }
 
 // freeAddr returns a free 127.0.0.1 address below the ephemeral port
@@ -59,8 +63,16 @@ func newClusterProcs(t *testing.T) *clusterProcs {
 // start runs node i (again).
 func (c *clusterProcs) start(i int) {
 	c.t.Helper()
-	c.procs[i] = startProc(c.t, "-addr", c.clients[i], "-data-dir", c.dirs[i], "-cluster-id", "test",
-		"-node-id", fmt.Sprintf("n%d", i+1), "-peers", c.peers, "-fsync", "always")
+	peers := c.peers
+	if c.nodePeers[i] != "" {
+		peers = c.nodePeers[i]
+	}
+	args := []string{"-addr", c.clients[i], "-data-dir", c.dirs[i], "-cluster-id", "test",
+		"-node-id", fmt.Sprintf("n%d", i+1), "-peers", peers, "-fsync", "always"}
+	if c.https[i] != "" {
+		args = append(args, "-http-addr", c.https[i])
+	}
+	c.procs[i] = startProc(c.t, args...)
 }
 
 // hello says hello to node i: the session when it leads, or the not_leader

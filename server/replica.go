@@ -359,6 +359,7 @@ func (r *replica) lead(l cluster.Leadership) {
 	r.proposed, r.reported, r.holdUntil, r.failed = 0, 0, 0, false
 	c := s.core
 	c.Record(true)
+	c.SetReadsWait(true) // no reply shows a change that may not commit
 	c.Restart()
 	now := time.Now()
 	wallNs, _ := c.Wall()

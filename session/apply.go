@@ -64,6 +64,9 @@ func (c *Core) Apply(s *Session, payload []byte) {
 	default:
 		c.dispatch(s, req)
 	}
+	if c.readsWait && !s.replied && showsState(req.Op) {
+		c.noteReplied(s, before) // behind the changes in flight (SetReadsWait)
+	}
 	c.unquiet(s, wasQuiet)
 	if len(s.out) > 0 {
 		c.markDirty(s)
@@ -130,6 +133,16 @@ func changesTimers(op protocol.Op) bool {
 		return true
 	}
 	return false
+}
+
+// showsState reports whether a reply to op may show timer state: a read,
+// or a change refused because of the state (SetReadsWait).
+func showsState(op protocol.Op) bool {
+	switch op {
+	case protocol.OpGet, protocol.OpList, protocol.OpStats:
+		return true
+	}
+	return changesTimers(op)
 }
 
 // clockOp reports whether op changes tw-time's clock.

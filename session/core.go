@@ -141,6 +141,9 @@ type Core struct {
 	// refused: an error reply was made since applyRecorded cleared it.
 	refused  bool
 	readOnly string // why state-changing requests are refused, or ""
+	// readsWait: replies that show the state are noted like a change's
+	// (SetReadsWait).
+	readsWait bool
 }
 
 // Session is one client connection's session.
@@ -341,6 +344,16 @@ func (c *Core) SetAddOnlyBound(on bool) {
 
 // SetWire changes the limits hello reports (not state).
 func (c *Core) SetWire(l protocol.Limits) { c.cfg.Wire = l }
+
+// SetReadsWait makes every reply that shows timer state — a get, a list,
+// stats, a change refused because of the state (exists, not_found,
+// bad_state, a limit) — noted like a change's reply (TakeRecord reports
+// it), so that the committer holds it behind the records still in flight:
+// the state it shows may include changes not yet committed, which a
+// replicated log's leader may lose (a cluster's leader sets it: no client
+// sees a change that never commits, and the reads are linearizable). Off
+// (the default): such replies leave at once. Not state.
+func (c *Core) SetReadsWait(on bool) { c.readsWait = on }
 
 // SetReadOnly makes state-changing requests fail with code unavailable
 // and why (the log cannot be written), or, with "", accepted again. A
