@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -58,12 +59,23 @@ type replica struct {
 	// one is ignored.
 	gen uint64
 	// proposed counts this leadership's proposals, reported those whose
-	// outcome arrived; holdUntil is the last proposal of a turn that
-	// answered a change: the held replies leave once it is reported
-	// committed. failed: a proposal was not committed (leadership is being
-	// lost; its replies never leave).
-	proposed, reported, holdUntil uint64
-	failed                        bool
+	// outcome arrived: a turn's held replies (Core.HoldTurn, numbered by
+	// its proposal) leave once it is reported committed. failed: a
+	// proposal was not committed (leadership is being lost; its replies,
+	// and those of every later turn, never leave).
+	proposed, reported uint64
+	failed             bool
+	// applied counts this leadership's proposals seen in committed entries
+	// (Apply).
+	applied uint64
+
+	// The latest proposal reported committed, from the proposer goroutine
+	// to the loop: one loop task takes however many reports arrived
+	// before it ran (queued: one is on its way).
+	repMu     sync.Mutex
+	repGen    uint64 // guarded by repMu
+	repSeq    uint64 // guarded by repMu
+	repQueued bool   // guarded by repMu
 }
 
 // openReplica makes the state of a cluster node: an empty Core (tw-time 0,
@@ -123,16 +135,14 @@ func (r *replica) commit(rec []byte, replies, _ bool) {
 	s := r.s
 	if rec == nil {
 		if replies && r.reported < r.proposed {
-			s.core.HoldReplied() // behind the records in flight
-			r.holdUntil = r.proposed
+			s.core.HoldTurn(r.proposed) // behind the records in flight
 		}
 		return
 	}
 	r.proposed++
 	seq, gen := r.proposed, r.gen
 	if replies {
-		s.core.HoldReplied()
-		r.holdUntil = seq
+		s.core.HoldTurn(seq)
 	}
 	// Propose keeps the bytes until done; the Core reuses its buffer.
 	err := r.node.Propose(bytes.Clone(rec), func(_ uint64, err error) { r.report(gen, seq, err) })
@@ -142,21 +152,46 @@ func (r *replica) commit(rec []byte, replies, _ bool) {
 	}
 }
 
-// report takes a proposal's outcome, on the node's proposer goroutine, to
-// the loop.
+// report takes a proposal's outcome, on the node's proposer goroutine
+// (one call per proposal, in proposal order), to the loop. Commits are
+// coalesced: one loop task takes the latest reported when it runs.
 func (r *replica) report(gen, seq uint64, err error) {
 	l := r.s.loop.Load()
 	if l == nil {
 		return
 	}
-	_ = (*l).Execute(r.ctx, gnet.RunnableFunc(func(context.Context) error {
-		r.onReport(gen, seq, err)
+	if err != nil {
+		_ = (*l).Execute(r.ctx, gnet.RunnableFunc(func(context.Context) error {
+			r.onReport(gen, seq, err)
+			return nil
+		}))
+		return
+	}
+	r.repMu.Lock()
+	r.repGen, r.repSeq = gen, seq
+	queued := r.repQueued
+	r.repQueued = true
+	r.repMu.Unlock()
+	if queued {
+		return
+	}
+	if (*l).Execute(r.ctx, gnet.RunnableFunc(func(context.Context) error {
+		r.repMu.Lock()
+		gen, seq := r.repGen, r.repSeq
+		r.repQueued = false
+		r.repMu.Unlock()
+		r.onReport(gen, seq, nil)
 		return nil
-	}))
+	})) != nil {
+		r.repMu.Lock()
+		r.repQueued = false
+		r.repMu.Unlock()
+	}
 }
 
-// onReport lets the held replies go once every turn that answered a change
-// is committed. Runs on the loop.
+// onReport lets go the held replies of every turn up to proposal seq, now
+// committed (in proposal order: seq covers the earlier ones). Runs on the
+// loop.
 func (r *replica) onReport(gen, seq uint64, err error) {
 	if gen != r.gen || !r.leading {
 		return
@@ -169,9 +204,21 @@ func (r *replica) onReport(gen, seq uint64, err error) {
 		r.failed = true
 		return
 	}
+	r.committed(seq)
+}
+
+// committed takes the news that this leadership's proposals up to seq are
+// committed (from their reports, or sooner from Apply, which sees the
+// entries that carry them) and lets their turns' held replies go. Runs on
+// the loop.
+func (r *replica) committed(seq uint64) {
+	if seq <= r.reported {
+		return
+	}
 	r.reported = seq
-	if seq >= r.holdUntil && !r.failed && s.core.Held() > 0 {
-		s.core.ReleaseHeld()
+	s := r.s
+	if !r.failed && s.core.Held() > 0 {
+		s.core.ReleaseTurns(seq)
 		s.flush()
 		s.retime()
 	}
@@ -203,16 +250,28 @@ func (r *replica) onLoop(fn func() error) error {
 }
 
 // Apply replays committed entries into the Core (cluster.Consumer): all
-// of them on a follower, those of other leaderships on the leader.
+// of them on a follower, those of other leaderships on the leader. The
+// leader's own entries carry its proposals in proposal order, one record
+// each: seeing them committed here lets their replies go without waiting
+// for the proposals' reports (which come after raft has applied them).
 func (r *replica) Apply(entries []cluster.Entry) error {
 	return r.onLoop(func() error {
+		own := uint64(0)
 		for _, e := range entries {
-			if e.Index <= r.skipUpto || r.stint != 0 && e.Stint == r.stint {
+			if e.Index <= r.skipUpto {
+				continue
+			}
+			if r.stint != 0 && e.Stint == r.stint {
+				own += uint64(len(e.Records))
 				continue
 			}
 			if err := r.replay(e); err != nil {
 				return err
 			}
+		}
+		if own > 0 {
+			r.applied += own
+			r.committed(r.applied)
 		}
 		return nil
 	})
@@ -356,7 +415,7 @@ func (r *replica) lead(l cluster.Leadership) {
 	s.closeClients()
 	r.gen++
 	r.leading, r.stint = true, l.Stint
-	r.proposed, r.reported, r.holdUntil, r.failed = 0, 0, 0, false
+	r.proposed, r.reported, r.applied, r.failed = 0, 0, 0, false
 	c := s.core
 	c.Record(true)
 	c.SetReadsWait(true) // no reply shows a change that may not commit

@@ -71,6 +71,13 @@ func (c *Core) drop(r *receiver, seq uint64) {
 	c.noteDropped(r.owner, r.id, seq)
 }
 
+// holdsAfter reports whether output held by HoldTurn for a later turn
+// begins after out[at]: a frame there must not grow past that place.
+func (s *Session) holdsAfter(at int) bool {
+	n := len(s.marks)
+	return n > 0 && s.marks[n-1].from > s.written+uint64(at)
+}
+
 // noteDropped tells s that event seq of receiver was dropped: it extends
 // the dropped notice at the end of s's output when that one ends just
 // before seq for the same receiver, else appends a new notice. (A burst
@@ -82,7 +89,8 @@ func (c *Core) drop(r *receiver, seq uint64) {
 // added to the receiver's dropped count for its next bind (loseUnsent).
 // An extended notice is the last entry (nothing follows it in s.out).
 func (c *Core) noteDropped(s *Session, receiver, seq uint64) {
-	extend := s.noteEnd > 0 && s.noteEnd == len(s.out) && s.noteRecv == receiver && s.noteLast+1 == seq
+	extend := s.noteEnd > 0 && s.noteEnd == len(s.out) && s.noteRecv == receiver && s.noteLast+1 == seq &&
+		!s.holdsAfter(s.noteStart)
 	if extend {
 		s.out = s.out[:s.noteStart]
 	} else {

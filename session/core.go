@@ -200,6 +200,9 @@ type Session struct {
 	held     bool
 	replyAt  int
 	holdFrom int
+	// marks: held by HoldTurn, where the output waiting for each turn's
+	// record begins, oldest first (holdFrom is not used then).
+	marks []holdMark
 	// stale: the record is behind on the session's own fields, which
 	// changed while it was quiet; draining: it is in Core.drains (quiet.go).
 	// Neither is state.

@@ -329,12 +329,79 @@ func (c *Core) HoldReplied() {
 func (c *Core) ReleaseHeld() {
 	for _, s := range c.held {
 		s.held = false
+		s.marks = s.marks[:0]
 		if len(s.out) > 0 {
 			c.markDirty(s)
 		}
 	}
 	clear(c.held)
 	c.held = c.held[:0]
+}
+
+// holdMark is where a held session's output that needs turn's record
+// begins: from counts the session's output bytes from its first
+// (Session.written plus the index in out), so it stays put while the
+// output before it leaves.
+type holdMark struct{ turn, from uint64 }
+
+// HoldTurn is HoldReplied for a log whose records become durable one turn
+// at a time, in turn order, while later turns run (a cluster's replicated
+// log): turn numbers the record last taken (increasing from call to call).
+// The output of the sessions with replies to its inputs is kept back from
+// where those replies begin; ReleaseTurns(turn), once the record is
+// durable, lets it go, up to where the output that waits for a later turn
+// begins. A session's output between two such places needs no record (a
+// hello's reply, an event) and leaves with the earlier turn's.
+func (c *Core) HoldTurn(turn uint64) {
+	for _, s := range c.taken {
+		if s.closed {
+			continue
+		}
+		if !s.held {
+			s.held = true
+			c.held = append(c.held, s)
+		}
+		if n := len(s.marks); n == 0 || s.marks[n-1].turn != turn {
+			s.marks = append(s.marks, holdMark{turn: turn, from: s.written + uint64(s.replyAt)})
+		}
+	}
+}
+
+// ReleaseTurns lets go, at the next Flush, the output held by HoldTurn for
+// the turns up to turn, whose records are now durable. A session waiting
+// for no later turn is no longer held.
+func (c *Core) ReleaseTurns(turn uint64) {
+	kept := c.held[:0]
+	for _, s := range c.held {
+		i := 0
+		for i < len(s.marks) && s.marks[i].turn <= turn {
+			i++
+		}
+		if i > 0 && len(s.out) > 0 {
+			c.markDirty(s)
+		}
+		if i == len(s.marks) {
+			s.held = false
+			s.marks = s.marks[:0]
+			continue
+		}
+		s.marks = s.marks[:copy(s.marks, s.marks[i:])]
+		kept = append(kept, s)
+	}
+	clear(c.held[len(kept):])
+	c.held = kept
+}
+
+// holdLimit is how much of held session s's output may leave now.
+func (s *Session) holdLimit() int {
+	if len(s.marks) == 0 {
+		return min(s.holdFrom, len(s.out))
+	}
+	from := s.marks[0].from
+	if from <= s.written {
+		return 0
+	}
+	return int(min(from-s.written, uint64(len(s.out))))
 }
 
 // Held returns the number of sessions whose output waits for the log.

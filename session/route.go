@@ -356,7 +356,7 @@ func (c *Core) Flush(write Writer, after func(*Session)) {
 		if s.held {
 			// Only the output before the first that waits for the log
 			// leaves; ReleaseHeld marks the session dirty again.
-			out, s.holdFrom = out[:min(s.holdFrom, len(out))], 0
+			out, s.holdFrom = out[:s.holdLimit()], 0
 			if len(out) == 0 || s.closed {
 				continue
 			}

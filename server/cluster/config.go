@@ -29,6 +29,15 @@ const (
 	// DefaultMaxEntryBytes bounds the turn records batched into one raft
 	// entry (a single record larger than it still goes alone).
 	DefaultMaxEntryBytes = 1 << 20
+	// DefaultMaxInFlight is how many raft entries of turn records the
+	// leader has proposed and not yet seen committed, at most (raft
+	// pipelines them to the followers); records proposed meanwhile wait
+	// for the next entry.
+	DefaultMaxInFlight = 1
+	// logCacheEntries is how many of the last raft entries are kept in
+	// memory for replication (each at most MaxEntryBytes; typically a few
+	// KiB).
+	logCacheEntries = 64
 	// DefaultSnapshotThreshold is the number of entries after which raft
 	// takes a snapshot (checked every SnapshotInterval).
 	DefaultSnapshotThreshold = 8192
@@ -94,6 +103,7 @@ type Config struct {
 	CommitTimeout      time.Duration
 	ApplyTimeout       time.Duration
 	MaxEntryBytes      int
+	MaxInFlight        int
 	SnapshotThreshold  uint64
 	SnapshotInterval   time.Duration
 	TrailingLogs       uint64
@@ -153,6 +163,9 @@ func (c *Config) withDefaults() error {
 	}
 	if c.MaxEntryBytes <= 0 {
 		c.MaxEntryBytes = DefaultMaxEntryBytes
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = DefaultMaxInFlight
 	}
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = DefaultSnapshotThreshold

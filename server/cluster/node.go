@@ -100,7 +100,7 @@ func Start(cfg Config, consumer Consumer) (*Node, error) {
 	n := &Node{cfg: cfg, stop: make(chan struct{})}
 	n.hlog = newHclog(cfg.Log)
 	n.fsm = &fsm{node: n, consumer: consumer, clients: map[string]string{}}
-	n.prop.init()
+	n.prop.init(cfg.MaxInFlight)
 	ok := false
 	defer func() {
 		if !ok {
@@ -141,14 +141,21 @@ func Start(cfg Config, consumer Consumer) (*Node, error) {
 			}
 		}
 	}
-	n.raft, err = raft.NewRaft(rc, n.fsm, n.store, n.store, snaps, n.trans)
+	// The last entries stay in memory for the leader's replication, which
+	// reads each one back as it sends it (else a read from the WAL each).
+	logs, err := raft.NewLogCache(logCacheEntries, n.store)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.store, snaps, n.trans)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	ok = true
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.watch()
 	go n.propose()
+	go n.await()
 	return n, nil
 }
 

@@ -11,7 +11,14 @@ import (
 // each reported once with its entry's index, and every node's consumer
 // sees the same records in the same order.
 func TestReplicate(t *testing.T) {
-	tc := newCluster(t, 3, nil)
+	t.Run("one entry in flight", func(t *testing.T) { testReplicate(t, 1) })
+	// Several entries in flight (raft pipelines them): the reports still
+	// come in proposal order and every node holds the same records.
+	t.Run("four entries in flight", func(t *testing.T) { testReplicate(t, 4) })
+}
+
+func testReplicate(t *testing.T, inFlight int) {
+	tc := newCluster(t, 3, func(_ int, c *Config) { c.MaxInFlight = inFlight })
 	l := tc.leader()
 	st := tc.nodes[l].n.Status()
 	require.Equal(t, "leader", st.Role)

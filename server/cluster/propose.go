@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/hashicorp/raft"
 )
 
 // ErrNotCommitted is the error a proposal's done callback gets when this
@@ -31,18 +33,36 @@ type proposal struct {
 }
 
 // proposer is the queue between Propose (any goroutine, typically the
-// event loop) and the node's proposer goroutine, which has at most one
-// raft entry in flight: whatever is proposed meanwhile goes into the next
-// entry, up to Config.MaxEntryBytes.
+// event loop) and the node's proposer goroutine, which has at most
+// Config.MaxInFlight raft entries in flight: whatever is proposed
+// meanwhile goes into the next entry, up to Config.MaxEntryBytes. The
+// entries in flight are awaited in order by the node's await goroutine,
+// which reports their proposals.
 type proposer struct {
 	mu     sync.Mutex
 	queue  []proposal // guarded by mu
 	bytes  int        // guarded by mu: the records' bytes in queue
 	closed bool       // guarded by mu
 	wake   chan struct{}
+	// slots holds a token per entry in flight (capacity MaxInFlight);
+	// flights carries them, in proposal order, to the await goroutine.
+	slots   chan struct{}
+	flights chan flight
 }
 
-func (p *proposer) init() { p.wake = make(chan struct{}, 1) }
+// flight is an entry in flight (f), or proposals failed before they
+// became one (err), reported in their turn.
+type flight struct {
+	f     raft.ApplyFuture
+	err   error
+	batch []proposal
+}
+
+func (p *proposer) init(inFlight int) {
+	p.wake = make(chan struct{}, 1)
+	p.slots = make(chan struct{}, inFlight)
+	p.flights = make(chan flight, inFlight)
+}
 
 func (p *proposer) kick() {
 	select {
@@ -104,49 +124,53 @@ func (n *Node) Propose(rec []byte, done Done) error {
 }
 
 // Pending is the number of proposals and their bytes not yet reported,
-// apart from the entry in flight (for the caller's own budget).
+// apart from the entries in flight (for the caller's own budget).
 func (n *Node) Pending() (count, bytes int) {
 	n.prop.mu.Lock()
 	defer n.prop.mu.Unlock()
 	return len(n.prop.queue), n.prop.bytes
 }
 
-// propose is the proposer goroutine.
+// propose is the proposer goroutine: it takes a slot, then the next
+// entry's proposals, and proposes them.
 func (n *Node) propose() {
 	defer n.wg.Done()
+	p := &n.prop
+	defer close(p.flights)
 	for {
 		select {
-		case <-n.prop.wake:
+		case <-p.wake:
 		case <-n.stop:
 		}
 		for {
-			n.prop.mu.Lock()
-			closed := n.prop.closed
-			n.prop.mu.Unlock()
-			batch := n.prop.take(n.cfg.MaxEntryBytes)
+			p.slots <- struct{}{} // the await goroutine frees one per entry reported
+			p.mu.Lock()
+			closed := p.closed
+			p.mu.Unlock()
+			batch := p.take(n.cfg.MaxEntryBytes)
 			if len(batch) == 0 {
+				<-p.slots
 				if closed {
 					return
 				}
 				break
 			}
 			if closed {
-				fail(batch, ErrShutdown)
+				p.flights <- flight{err: ErrShutdown, batch: batch}
 				continue
 			}
-			n.commit(batch)
+			p.flights <- n.apply(batch)
 		}
 	}
 }
 
-// commit replicates one entry and reports its proposals.
-func (n *Node) commit(batch []proposal) {
+// apply hands one entry to raft, without waiting for its commit.
+func (n *Node) apply(batch []proposal) flight {
 	n.mu.Lock()
 	cur := n.stint
 	n.mu.Unlock()
 	if batch[0].stint != cur {
-		fail(batch, errors.New("leadership lost before it was proposed"))
-		return
+		return flight{err: errors.New("leadership lost before it was proposed"), batch: batch}
 	}
 	recs := make([][]byte, len(batch))
 	size := 16
@@ -157,13 +181,28 @@ func (n *Node) commit(batch []proposal) {
 	// raft keeps the entry's bytes (in flight, in its cache): a new buffer
 	// each time.
 	f := n.raft.Apply(appendRecords(make([]byte, 0, size), cur, recs), n.cfg.ApplyTimeout)
-	if err := f.Error(); err != nil {
-		fail(batch, err)
-		return
-	}
-	idx := f.Index()
-	for _, p := range batch {
-		p.done(idx, nil)
+	return flight{f: f, batch: batch}
+}
+
+// await is the goroutine that waits for the entries in flight, in
+// proposal order, and reports their proposals (raft commits, and applies,
+// its entries in index order).
+func (n *Node) await() {
+	defer n.wg.Done()
+	for fl := range n.prop.flights {
+		err := fl.err
+		if err == nil {
+			err = fl.f.Error()
+		}
+		if err != nil {
+			fail(fl.batch, err)
+		} else {
+			idx := fl.f.Index()
+			for _, p := range fl.batch {
+				p.done(idx, nil)
+			}
+		}
+		<-n.prop.slots
 	}
 }
 

@@ -46,7 +46,7 @@ func TestEntryCodec(t *testing.T) {
 // most max bytes of records.
 func TestTakeBatches(t *testing.T) {
 	var p proposer
-	p.init()
+	p.init(1)
 	add := func(stint uint64, size int) {
 		p.queue = append(p.queue, proposal{rec: make([]byte, size), stint: stint})
 		p.bytes += size
