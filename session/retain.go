@@ -110,6 +110,20 @@ func (c *Core) expireIdle() {
 	}
 }
 
+// expiryDue reports whether an Advance to target would forget (or unlink)
+// a retained receiver. Such an advance changes state, so it is recorded
+// as it runs, not lazily: the lazy record stands for many advances by one
+// to the last target, which forgets at most maxExpirePerAdvance where the
+// advances it stands for forgot that many each.
+func (c *Core) expiryDue(target uint64) bool {
+	r := c.idleHead
+	if r == nil {
+		return false
+	}
+	due := r.idleAt + uint64(c.limits.AckRetentionTicks)
+	return due >= r.idleAt && due <= target
+}
+
 // evictIdle forgets the longest-idle retained receiver, to make room for a
 // new record at max_receivers. It reports whether there was one.
 func (c *Core) evictIdle() bool {

@@ -243,3 +243,27 @@ func TestForgottenAckReceiverQueuedSeqsGoOn(t *testing.T) {
 	a.ping()
 	assert.Equal(t, []uint64{got[1] + 1}, a.seqs(), "later events go on from there")
 }
+
+// TestRetentionExpiryAcrossQuietAdvances: more idle receivers than one
+// Advance forgets (maxExpirePerAdvance) expire over advances that fire
+// nothing. Such advances are recorded lazily, as one advance to the last
+// target; that advance must forget what the live ones did, or a replay
+// (a restart, a cluster follower) keeps records the live server forgot
+// (timers added for them then fire in acknowledged mode there, in plain
+// mode here).
+func TestRetentionExpiryAcrossQuietAdvances(t *testing.T) {
+	const n = maxExpirePerAdvance + 100
+	h := newHarness(t, func(_ *Config, l *Limits) { l.AckRetentionTicks = 10 })
+	a := h.client("a")
+	for id := uint64(1); id <= n; id++ {
+		a.bindAck(id)
+		a.unbind(id)
+	}
+	require.Equal(t, n, h.c.RetainedReceivers())
+	for range 12 { // quiet advances, one tick each: nothing is due
+		h.c.Advance(h.c.Now()+1, 0)
+	}
+	require.Zero(t, h.c.RetainedReceivers(), "all forgotten, over two advances")
+	a.add(protocol.Request{Receiver: 1, Tid: 1, After: 5}) // a recorded input after them
+	h.replayCheck()
+}
