@@ -353,8 +353,7 @@ func tokenEqual(a, b string) bool {
 // least the server's count of firings, so that a receiver the server
 // forgot and made again never repeats a number it used (its count would
 // otherwise start again at 1, and a client would take the new events for
-// duplicates); one whose backlog holds events queued in plain mode numbers
-// them again, for the same reason (renumber).
+// duplicates).
 func (c *Core) bind(s *Session, req *protocol.Request) {
 	id := req.Receiver
 	if _, ok := s.receivers[id]; !ok && len(s.receivers) >= c.limits.MaxReceiversPerSession {

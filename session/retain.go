@@ -203,36 +203,3 @@ func (c *Core) retainLegacy() {
 		}
 	}
 }
-
-// renumber gives the events in r's plain-mode backlog, which a bind with
-// ack is about to make its outbox, seqs past any a record of r forgotten
-// earlier can have used: they end at the Core's count of firings, which
-// counts every event any record of r numbered (a record's seq never
-// passes it, see bindMode). A record made again after r was forgotten in
-// acknowledged mode numbers from 1 again (its events fired in plain mode
-// while it was unbound), and without this the bind would hand those
-// events out under seqs the client has acknowledged, so that its
-// duplicate check drops them. The backlog of a plain-mode receiver was
-// never handed to a connection (plain mode hands an event over as it
-// leaves the backlog), so no client saw the old numbers; a receiver whose
-// count is already there keeps its numbers. The frames are re-encoded
-// (a seq's length may change) and pushed again, with their counts.
-func (c *Core) renumber(r *receiver) {
-	n := uint64(r.n)
-	if n == 0 || c.firedTotal < n || r.seq >= c.firedTotal {
-		return
-	}
-	base := c.firedTotal - n
-	var m protocol.Message
-	for i := uint64(1); i <= n; i++ {
-		frame := c.popBacklog(r)
-		if err := protocol.DecodeMessage(frame[4:], &m); err != nil || m.Kind != protocol.KindFire {
-			panic(fmt.Sprintf("session: receiver %d's backlog holds a frame that is not an event: %v", r.id, err))
-		}
-		m.Fire.Seq = base + i
-		c.scratch = protocol.AppendFire(c.scratch[:0], &m.Fire)
-		c.appendBacklog(r, c.scratch)
-	}
-	r.seq = c.firedTotal
-	r.q.rewind()
-}
