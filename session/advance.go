@@ -94,14 +94,14 @@ func (c *Core) FiredTotal() uint64 { return c.firedTotal }
 // backwards, a smaller target is taken as the current one), firing at most
 // maxFires timers (0 = no bound). It reports whether work is left for
 // another turn. Recorded when it changes anything; one that only moves
-// tw-time (nothing due on the way, no fast-forward waiting) is recorded
-// lazily, before the next recorded input (see recorder.adv).
+// tw-time (nothing due on the way, no fast-forward waiting, no retained
+// receiver to forget: expiryDue) is recorded lazily, before the next recorded input (see recorder.adv).
 func (c *Core) Advance(target uint64, maxFires int) (more bool) {
 	target = max(target, c.target)
 	if target == c.target && c.caughtUp {
 		return false
 	}
-	if next, ok := c.wheel.NextEvent(); len(c.waiters) == 0 && (!ok || next > target) {
+	if next, ok := c.wheel.NextEvent(); len(c.waiters) == 0 && (!ok || next > target) && !c.expiryDue(target) {
 		c.rec.deferAdvance(target, maxFires) // it only moves tw-time
 	} else {
 		c.rec.advance(target, maxFires)

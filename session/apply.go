@@ -374,7 +374,8 @@ func tokenEqual(a, b string) bool {
 // least the server's count of firings, so that a receiver the server
 // forgot and made again never repeats a number it used (its count would
 // otherwise start again at 1, and a client would take the new events for
-// duplicates).
+// duplicates); events queued in plain mode that a forgotten receiver's
+// seqs may cover are numbered again, for the same reason (renumber).
 func (c *Core) bind(s *Session, req *protocol.Request) {
 	id := req.Receiver
 	if _, ok := s.receivers[id]; !ok && len(s.receivers) >= c.limits.MaxReceiversPerSession {

@@ -89,7 +89,11 @@ type Core struct {
 	timerBuf []protocol.Timer
 	req      protocol.Request
 
-	firedTotal    uint64
+	firedTotal uint64
+	// forgotSeq is the highest seq of a receiver in acknowledged mode that
+	// retention forgot (retain.go): a new record's events queued in plain
+	// mode at or below it are numbered again at a bind with ack (renumber).
+	forgotSeq     uint64
 	droppedTotal  uint64      // events dropped from backlogs, and lost with closed connections
 	lostTotal     uint64      // of droppedTotal, those lost with closed connections
 	backlogEvents uint64      // events in all backlogs (held for bound receivers included)

@@ -262,6 +262,7 @@ func (c *Core) bindMode(r *receiver, ack bool) {
 	switch {
 	case ack:
 		if !r.acked { // the backlog becomes the outbox
+			c.renumber(r)
 			r.acked = true
 			c.outboxEvents += uint64(r.n)
 			c.outboxBytes += uint64(r.bytes)

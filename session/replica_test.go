@@ -208,7 +208,7 @@ func dumpState(c *Core, receivers []uint64, live bool) string {
 	for r := c.idleHead; r != nil; r = r.idleNext {
 		retained = append(retained, fmt.Sprintf("%d@%d", r.id, r.idleAt))
 	}
-	p("retained %d %v", c.idleN, retained)
+	p("retained %d %v forgotSeq %d", c.idleN, retained, c.forgotSeq)
 	for _, w := range c.waiters {
 		p("waiter session %d id %d done %v target %d fired %d", idOf(w.s), w.id, w.done != nil, w.target, w.fired)
 	}

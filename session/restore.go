@@ -82,6 +82,9 @@ func (c *Core) restoreCore(b []byte) ([]byte, error) {
 	var idle []idleRef
 	if d.version >= 5 {
 		idle = readIdle(d)
+		if d.version >= 8 {
+			c.forgotSeq = d.uv()
+		}
 	} else {
 		c.legacyIdle = true // listed once the wheel is restored (see Restore)
 	}

@@ -44,8 +44,12 @@ func (c *Core) idleNow(r *receiver) bool {
 	return r.owner == nil && r.n == 0 && r.dropped == 0 && r.parked.len() == 0 && c.wheel.ReceiverLen(r.id) == 0
 }
 
-// forget drops r's record.
+// forget drops r's record (noting its seq in forgotSeq if it is in
+// acknowledged mode).
 func (c *Core) forget(r *receiver) {
+	if r.acked {
+		c.forgotSeq = max(c.forgotSeq, r.seq)
+	}
 	c.unlinkIdle(r)
 	delete(c.receivers, r.id)
 	if slot := &c.recvCache[recvSlot(r.id)]; *slot == r {
@@ -108,6 +112,20 @@ func (c *Core) expireIdle() {
 			c.forget(r)
 		}
 	}
+}
+
+// expiryDue reports whether an Advance to target would forget (or unlink)
+// a retained receiver. Such an advance changes state, so it is recorded
+// as it runs, not lazily: the lazy record stands for many advances by one
+// to the last target, which forgets at most maxExpirePerAdvance where the
+// advances it stands for forgot that many each.
+func (c *Core) expiryDue(target uint64) bool {
+	r := c.idleHead
+	if r == nil {
+		return false
+	}
+	due := r.idleAt + uint64(c.limits.AckRetentionTicks)
+	return due >= r.idleAt && due <= target
 }
 
 // evictIdle forgets the longest-idle retained receiver, to make room for a
@@ -188,4 +206,39 @@ func (c *Core) retainLegacy() {
 			c.retain(r)
 		}
 	}
+}
+
+// renumber gives the events queued in r's plain-mode backlog, which a bind
+// with ack is about to make its outbox, seqs past forgotSeq when the first
+// of them is at or below it. A receiver in acknowledged mode that
+// retention forgot and that got timers again while unbound has a new
+// record, numbered from 1 again in plain mode; without this the bind
+// would hand its events out under seqs the client acknowledged before, and
+// the client's duplicate check would drop them. forgotSeq is the highest
+// seq of any forgotten record (the record of r's is gone), so a receiver
+// never forgotten may be numbered again too, after one that was: its seqs
+// jump forward at the bind, as the protocol allows (first_seq says where
+// they go on; no event is missing). The backlog of a plain-mode receiver
+// was never handed to a connection (plain mode hands an event over as it
+// leaves the backlog), so no client saw the old numbers. The frames are
+// re-encoded (a seq's length may change) and pushed again, with their
+// counts.
+func (c *Core) renumber(r *receiver) {
+	n := uint64(r.n)
+	if n == 0 || r.firstSeq() > c.forgotSeq {
+		return
+	}
+	base := c.forgotSeq
+	var m protocol.Message
+	for i := uint64(1); i <= n; i++ {
+		frame := c.popBacklog(r)
+		if err := protocol.DecodeMessage(frame[4:], &m); err != nil || m.Kind != protocol.KindFire {
+			panic(fmt.Sprintf("session: receiver %d's backlog holds a frame that is not an event: %v", r.id, err))
+		}
+		m.Fire.Seq = base + i
+		c.scratch = protocol.AppendFire(c.scratch[:0], &m.Fire)
+		c.appendBacklog(r, c.scratch)
+	}
+	r.seq = base + n
+	r.q.rewind()
 }

@@ -143,7 +143,7 @@ func TestRetainLegacySnapshot(t *testing.T) {
 	h.c.unlinkIdle(h.c.receivers[1]) // as a version 4 Core held it
 	e := encoder{}
 	h.c.appendCore(&e)
-	require.Equal(t, byte(0), e.b[len(e.b)-1], "the core section ends with an empty retained list")
+	require.Equal(t, []byte{0, 0}, e.b[len(e.b)-2:], "the core section ends with an empty retained list and forgotSeq 0 (version 8)")
 	snap := h.c.Snapshot()
 	data, _ := snap.AppendNext(nil, 0)
 	snap.Release()
@@ -158,7 +158,7 @@ func TestRetainLegacySnapshot(t *testing.T) {
 	pre.uv(sid(r.queuedIn))
 	at := len(e.b) + 1 + len(pre.b)
 	require.Equal(t, []byte{0, 0}, data[at:at+2])
-	v4 := append(append(append([]byte(nil), data[:len(e.b)-1]...), data[len(e.b):at]...), data[at+2:]...)
+	v4 := append(append(append([]byte(nil), data[:len(e.b)-2]...), data[len(e.b):at]...), data[at+2:]...)
 	v4[len(snapMagic)] = 4
 	c2, err := Restore(h.c.cfg, v4, testLogger(), nil)
 	require.NoError(t, err)
@@ -205,4 +205,68 @@ func BenchmarkRetainedReceiverMemory(b *testing.B) {
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heapB/record")
 		b.ReportMetric(float64(receiverRecordBytes), "estB/record")
 	}
+}
+
+// TestRetentionExpiryAcrossQuietAdvances: more idle receivers than one
+// Advance forgets (maxExpirePerAdvance) expire over advances that fire
+// nothing. Such advances are recorded lazily, as one advance to the last
+// target; that advance must forget what the live ones did, or a replay
+// (a restart, a cluster follower) keeps records the live server forgot
+// (timers added for them then fire in acknowledged mode there, in plain
+// mode here).
+func TestRetentionExpiryAcrossQuietAdvances(t *testing.T) {
+	const n = maxExpirePerAdvance + 100
+	h := newHarness(t, func(_ *Config, l *Limits) { l.AckRetentionTicks = 10 })
+	a := h.client("a")
+	for id := uint64(1); id <= n; id++ {
+		a.bindAck(id)
+		a.unbind(id)
+	}
+	require.Equal(t, n, h.c.RetainedReceivers())
+	for range 12 { // quiet advances, one tick each: nothing is due
+		h.c.Advance(h.c.Now()+1, 0)
+	}
+	require.Zero(t, h.c.RetainedReceivers(), "all forgotten, over two advances")
+	a.add(protocol.Request{Receiver: 1, Tid: 1, After: 5}) // a recorded input after them
+	h.replayCheck()
+}
+
+// TestForgottenAckReceiverQueuedSeqsGoOn: a receiver in acknowledged mode
+// forgotten after ack_retention_ticks gets timers fired in plain mode while
+// unbound (a fresh record, numbered from 1 again); bound with ack again,
+// the events it is handed must not reuse the seqs the client acknowledged
+// before it was forgotten, or the client's duplicate check drops them as
+// already seen (PROTOCOL "Acknowledged delivery": a client never takes a
+// new event for one it has seen).
+func TestForgottenAckReceiverQueuedSeqsGoOn(t *testing.T) {
+	h := newHarness(t, func(_ *Config, l *Limits) { l.AckRetentionTicks = 100 })
+	a := h.client("a")
+	a.bindAck(1)
+	a.add(protocol.Request{Receiver: 1, Tid: 1, After: 1, Repeat: 3})
+	a.ff(3)
+	a.ping()
+	require.Equal(t, []uint64{1, 2, 3}, a.seqs())
+	a.ack(1, 3)
+	a.unbind(1)
+	a.ff(100)
+	require.Empty(t, h.c.Receivers(), "forgotten")
+
+	a.add(protocol.Request{Receiver: 1, Tid: 2, After: 1, Repeat: 2}) // fires while unbound, plain mode
+	a.ff(2)
+	h.flush()
+	c2 := restoreCopy(t, h.c) // a restart from a snapshot remembers it too
+	assert.Equal(t, uint64(3), c2.forgotSeq)
+	v := a.bindAck(1)
+	require.Equal(t, uint64(2), v[0], "both events are queued")
+	a.ping()
+	got := a.seqs()
+	require.Len(t, got, 2)
+	assert.Greater(t, got[0], uint64(3), "the first event after the bind is new to the client: seq past 3")
+	assert.Equal(t, got[0], v[2], "first_seq names it")
+	assert.Equal(t, got[0]+1, got[1])
+	a.ack(1, got[1])
+	a.add(protocol.Request{Receiver: 1, Tid: 3, After: 1})
+	a.ff(1)
+	a.ping()
+	assert.Equal(t, []uint64{got[1] + 1}, a.seqs(), "later events go on from there")
 }

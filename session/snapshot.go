@@ -57,9 +57,13 @@ import (
 // the chunks they lie in (capacities, and where the first frame starts
 // in the first), which max_backlog_bytes_total counts (frameQueue). Older
 // versions' backlogs are packed afresh.
+//
+// Version 8 added, after the retained receivers, the highest seq of a
+// receiver in acknowledged mode that retention forgot (Core.forgotSeq,
+// see renumber). Older versions read as 0: nothing forgotten.
 const (
 	snapMagic   = "TWCS"
-	snapVersion = 7
+	snapVersion = 8
 )
 
 // ErrTickChanged is returned (wrapped) by Restore when the snapshot was
@@ -148,6 +152,7 @@ func (c *Core) appendCore(e *encoder) {
 	c.appendPlans(e)
 	e.uv(c.cfg.TickNs)
 	c.appendIdle(e)
+	e.uv(c.forgotSeq)
 }
 
 func appendSession(e *encoder, s *Session) {
