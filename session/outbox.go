@@ -111,7 +111,7 @@ func (c *Core) enterOutbox(r *receiver, frame []byte) {
 	if s == nil {
 		return
 	}
-	if r.sent == r.n-1 && c.room(c.pending(s)) {
+	if r.sent == r.n-1 && c.room(s, c.pending(s)) {
 		at := len(s.out)
 		s.out = append(s.out, r.q.next()...) // the frame just queued
 		r.sent++

@@ -54,17 +54,32 @@ type inflight struct {
 // outboundFloor is the pending output (at most a quarter of max_outbound)
 // below which a session takes events even when all connections together
 // hold max_outbound_total: sessions that do not read cannot stop the ones
-// that do.
-const outboundFloor = 64 << 10
+// that do. readerFloor replaces it for a session whose connection held
+// nothing unsent at its last report (its socket takes what it is given):
+// a reader whose burst of one turn is larger than outboundFloor would
+// otherwise have the rest of it queued, and dropped once the backlogs of
+// the sessions that do not read fill max_backlog_bytes_total. A session
+// that does not read has that much at most once, at its first burst: then
+// its connection holds bytes.
+const (
+	outboundFloor = 64 << 10
+	readerFloor   = 4 * outboundFloor
+)
 
-// room reports whether a session with pend bytes pending may be handed
+// room reports whether session s, with pend bytes pending, may be handed
 // one more event: its pending output is under max_outbound, and the
 // events handed to all connections and not yet in the kernel are under
-// max_outbound_total (or pend is under the floor).
-func (c *Core) room(pend int) bool {
+// max_outbound_total (or pend is under the floor: readerFloor when s's
+// connection buffered nothing at its last report, else outboundFloor,
+// each at most a quarter of max_outbound).
+func (c *Core) room(s *Session, pend int) bool {
 	l := &c.limits
+	floor := outboundFloor
+	if s.buffered == 0 {
+		floor = readerFloor
+	}
 	return pend < l.MaxOutbound &&
-		(c.inflightBytes < uint64(l.MaxOutboundTotal) || pend < min(outboundFloor, l.MaxOutbound/4))
+		(c.inflightBytes < uint64(l.MaxOutboundTotal) || pend < min(floor, l.MaxOutbound/4))
 }
 
 // handOver lists the event of receiver that ends s.out (size bytes) as
@@ -114,7 +129,7 @@ func (c *Core) onFire(f *wheel.Fire) {
 	ev.Repeat, ev.Last, ev.Data, ev.Seq = uint64(f.Repeat), f.Last, f.Data, r.seq
 	ev.Late = c.late(f.Tick) // 0 if fast-forwarded over; late if the wheel trails tw-time
 	s := r.owner
-	if s != nil && r.n == 0 && c.room(c.pending(s)) {
+	if s != nil && r.n == 0 && c.room(s, c.pending(s)) {
 		at := len(s.out)
 		s.out = protocol.AppendFire(s.out, ev)
 		c.handOver(s, r.id, len(s.out)-at)
@@ -157,7 +172,7 @@ func (c *Core) pump(s *Session) {
 			}
 			continue // unbound or taken over: its backlog went with it
 		}
-		for r.acked && r.sent < r.n && c.room(pend) { // the outbox keeps it until acked
+		for r.acked && r.sent < r.n && c.room(s, pend) { // the outbox keeps it until acked
 			frame := r.q.next()
 			s.out = append(s.out, frame...)
 			pend += len(frame)
@@ -166,7 +181,7 @@ func (c *Core) pump(s *Session) {
 			r.high = max(r.high, r.firstSeq()+uint64(r.sent)-1)
 			c.noteReplied(s, len(s.out)-len(frame)) // it leaves after the log has it (outbox.go)
 		}
-		for !r.acked && r.n > 0 && c.room(pend) {
+		for !r.acked && r.n > 0 && c.room(s, pend) {
 			frame := c.popBacklog(r)
 			s.out = append(s.out, frame...)
 			pend += len(frame)
