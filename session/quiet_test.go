@@ -96,3 +96,22 @@ func TestTrafficThatChangesNothingIsNotRecorded(t *testing.T) {
 	require.NoError(t, replayed.Replay(log))
 	require.Empty(t, diffLines(dumpState(c, []uint64{1}, false), dumpState(replayed, []uint64{1}, false)))
 }
+
+// TestRefusalFloodOfABoundSessionPadsOnce: a session that is not quiet (it
+// has a receiver bound) records its refused requests' replies as pads,
+// since its output stream's layout matters; a flood of them in one turn
+// is one pad of their sum, not one a request, and replays to the same
+// state. (A red-team pass measured 24.8 MB of log in 14 s from one bound
+// client's refused cancels, with a pad of a few bytes each.)
+func TestRefusalFloodOfABoundSessionPadsOnce(t *testing.T) {
+	rc := newReplayCase(t, Limits{})
+	s := rc.session(0)
+	before := len(rc.c.rec.buf)
+	for tid := range 1000 {
+		rc.apply(s, protocol.Request{Op: protocol.OpCancel, ID: uint64(tid + 1), Receiver: 1, Tid: uint64(1000 + tid)}) // not_found
+	}
+	require.LessOrEqual(t, len(rc.c.rec.buf)-before, 16, "1,000 refused cancels recorded as more than one pad")
+	require.Greater(t, len(s.out), 1000*8, "the refusals were answered")
+	rc.c.Flush(discardOut, nil) // the replay pads what it does not reproduce: compare the rest
+	sameAfterReplay(t, rc.replay(), "a replay of the merged pad differs")
+}

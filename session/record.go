@@ -56,6 +56,11 @@ type recorder struct {
 	advPending bool
 	advTarget  uint64
 	advMax     int
+	// padAt..padEnd is the last inPad recorded, of session padSid and
+	// padN bytes, while it ends buf (padEnd 0: none); see pad.
+	padAt, padEnd int
+	padSid        uint64
+	padN          int
 }
 
 // begin reports whether recording is on and, when it is, first records the
@@ -166,11 +171,29 @@ func (r *recorder) setClock(speed float64, frozen bool) {
 	}
 }
 
+// pad records n bytes of sid's output that a replay does not reproduce
+// (inPad), or those and the session's kill (inKill). A pad that directly
+// follows a pad of the same session (nothing recorded in between) is
+// merged into it, since two pads replay as one of their sum: a bound
+// session flooding refused requests costs a few bytes of record a turn,
+// not a few a request (a red-team pass measured 24.8 MB in 14 s).
 func (r *recorder) pad(kind byte, sid uint64, n int) {
-	if (n > 0 || kind == inKill) && r.begin() {
-		r.buf = append(r.buf, kind)
-		r.uv(sid)
-		r.uv(uint64(n))
+	if !(n > 0 || kind == inKill) || !r.on {
+		return
+	}
+	if kind == inPad && !r.advPending && r.padEnd > 0 && r.padEnd == len(r.buf) && r.padSid == sid {
+		n += r.padN
+		r.buf = r.buf[:r.padAt]
+	} else if !r.begin() {
+		return
+	}
+	at := len(r.buf)
+	r.buf = append(r.buf, kind)
+	r.uv(sid)
+	r.uv(uint64(n))
+	r.padEnd = 0
+	if kind == inPad {
+		r.padAt, r.padEnd, r.padSid, r.padN = at, len(r.buf), sid, n
 	}
 }
 
@@ -284,7 +307,7 @@ func (c *Core) TakeRecord() (rec []byte, replies bool) {
 		return nil, replies
 	}
 	b := c.rec.buf
-	c.rec.buf = c.rec.buf[:0]
+	c.rec.buf, c.rec.padEnd = c.rec.buf[:0], 0
 	return b, replies
 }
 
