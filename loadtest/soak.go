@@ -84,6 +84,13 @@ type SoakReport struct {
 // Lost is the number of acknowledged changes lost (zero tolerance).
 func (r *SoakReport) Lost() int64 { return r.Missing + r.Resurrected }
 
+// Failed reports whether something of zero tolerance happened: an
+// acknowledged change or an event lost without report, or a problem (the
+// server did not come back, a check failed).
+func (r *SoakReport) Failed() bool {
+	return r.Lost() > 0 || r.Unreported() > 0 || len(r.Problems) > 0
+}
+
 // Unreported is the number of the well-behaved receiver's events lost
 // without a report (zero tolerance).
 func (r *SoakReport) Unreported() int64 {

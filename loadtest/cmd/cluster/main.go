@@ -18,6 +18,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"time"
@@ -44,43 +45,10 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "cluster: -bin is required; -duration in (0, 30m]")
 		return 2
 	}
-	keep := *dir != ""
-	if *dir == "" {
-		d, err := os.MkdirTemp("", "tickwheel-cluster-")
-		if err != nil {
-			log.Print(err)
-			return 1
-		}
-		defer func() {
-			if !keep {
-				os.RemoveAll(d)
-			}
-		}()
-		*dir = d
-	}
-	p.Dir = *dir
-	if *serverLog != "" {
-		f, err := os.Create(*serverLog)
-		if err != nil {
-			log.Print(err)
-			return 1
-		}
-		defer f.Close()
-		p.Log = f
-	}
 	p.Logf = log.Printf
-	ctx, cancel := context.WithTimeout(context.Background(), p.Duration+5*time.Minute)
-	defer cancel()
-	rep, err := loadtest.ClusterNemesis(ctx, p)
-	if err != nil {
-		log.Print(err)
-		return 1
-	}
-	rep.Print(os.Stdout)
-	if rep.Failed() {
-		keep = true
-		fmt.Printf("the nodes' data directories are kept: %s\n", p.Dir)
-		return 1
-	}
-	return 0
+	return loadtest.RunTool("tickwheel-cluster-", *dir, *serverLog, p.Duration,
+		func(ctx context.Context, dir string, serverLog io.Writer) (loadtest.ToolReport, error) {
+			p.Dir, p.Log = dir, serverLog
+			return loadtest.ClusterNemesis(ctx, p)
+		})
 }
