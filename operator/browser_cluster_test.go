@@ -1,15 +1,11 @@
 package operator
 
 import (
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/tickwheel/tickwheel/server"
-	"github.com/tickwheel/tickwheel/servertest"
 )
 
 // TestStatusPageClusterInBrowser: on a cluster node (a cluster of one,
@@ -18,20 +14,7 @@ import (
 // the members, with no console errors.
 func TestStatusPageClusterInBrowser(t *testing.T) {
 	chromium := findChromium(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	raftAddr := ln.Addr().String()
-	ln.Close()
-	ts := servertest.RunT(t, servertest.WithDataDir(t.TempDir()), servertest.WithConfig(func(c *servertest.Config) {
-		c.Cluster = server.ClusterConfig{ID: "page", NodeID: "n1", Peers: "n1=" + raftAddr}
-	}))
-	op, err := New(Options{Addr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	op.Attach(ts.Server())
+	op, raftAddr := clusterOfOne(t, "page")
 	if err := op.Serve(); err != nil {
 		t.Fatal(err)
 	}

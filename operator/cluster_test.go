@@ -18,20 +18,7 @@ import (
 // term, indexes), /readyz says ready once it leads, and a single server
 // has tickwheel_raft_cluster 0 and no other raft metric.
 func TestClusterMetrics(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	raftAddr := ln.Addr().String()
-	ln.Close()
-	ts := servertest.RunT(t, servertest.WithDataDir(t.TempDir()), servertest.WithConfig(func(c *servertest.Config) {
-		c.Cluster = server.ClusterConfig{ID: "metrics", NodeID: "n1", Peers: "n1=" + raftAddr}
-	}))
-	op, err := New(Options{Addr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	op.Attach(ts.Server())
+	op, raftAddr := clusterOfOne(t, "metrics")
 	hs := httptest.NewServer(op.Handler())
 	defer hs.Close()
 	deadline := time.Now().Add(20 * time.Second)
@@ -117,4 +104,26 @@ func readStatus(t *testing.T, op *Operator, base string, v any) {
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// clusterOfOne starts an in-process server that is a cluster of one
+// (node n1 of cluster id, which elects itself, raft on raftAddr) and an
+// operator attached to it, not yet serving.
+func clusterOfOne(t *testing.T, id string) (op *Operator, raftAddr string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raftAddr = ln.Addr().String()
+	ln.Close()
+	ts := servertest.RunT(t, servertest.WithDataDir(t.TempDir()), servertest.WithConfig(func(c *servertest.Config) {
+		c.Cluster = server.ClusterConfig{ID: id, NodeID: "n1", Peers: "n1=" + raftAddr}
+	}))
+	op, err = New(Options{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op.Attach(ts.Server())
+	return op, raftAddr
 }
