@@ -322,7 +322,7 @@ func (h *fzHarness) drain() {
 func (h *fzHarness) fits(r *receiver) bool {
 	p := r.parked.front()
 	ev := protocol.Fire{Receiver: r.id, Tid: p.tid, Tick: p.tick, Fired: p.fired, Repeat: p.repeat, Last: p.last,
-		Data: p.data, Seq: r.seq + 1, Late: h.c.late(p.tick)}
+		Data: p.data, Seq: r.seq + 1, Late: h.c.lateSince(p.from)}
 	return h.c.outboxFits(r, len(protocol.AppendFire(nil, &ev)))
 }
 

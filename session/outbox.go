@@ -33,7 +33,8 @@ import (
 //     the acked receiver, and for the receivers held back by the totals
 //     (Core.waiting), in the order their waits began — parked firings
 //     enter the outbox in order, numbered then and reported late by the
-//     ticks they waited, and held timers resume with their full interval. Parked firings count as timers of their receiver for
+//     ticks they were late when they fired plus every tick of tw-time they
+//     waited (clock or fast-forward: parked.from), and held timers resume with their full interval. Parked firings count as timers of their receiver for
 //     max_timers and max_timers_per_receiver, so the timer limits bound
 //     them.
 //   - An idle receiver in acknowledged mode is retained (forgetIfIdle,
@@ -41,9 +42,12 @@ import (
 //     until then or until a bind without ack ends them; a bind with ack
 //     after it was forgotten moves its count past any seq it gave.
 
-// parked is a firing waiting for room in its receiver's outbox.
+// parked is a firing waiting for room in its receiver's outbox. from is
+// the tick its late counts from (see lateFrom): its event reports every
+// tick of tw-time from there to the moment it enters the outbox.
 type parked struct {
 	tid, tick, fired, repeat uint64
+	from                     uint64
 	last                     bool
 	data                     []byte // owned
 }
@@ -87,7 +91,7 @@ func (c *Core) fireAcked(r *receiver, f *wheel.Fire) {
 		c.listWaiting(r)
 	}
 	r.parked.push(parked{tid: f.Tid, tick: f.Tick, fired: f.Fired, repeat: uint64(f.Repeat),
-		last: f.Last, data: append([]byte(nil), f.Data...)})
+		from: c.lateFrom(f.Tick), last: f.Last, data: append([]byte(nil), f.Data...)})
 	c.parkedTotal++
 	c.parkedBytes += uint64(len(f.Data))
 	if !f.Last { // paused at once (the wheel allows it from its callback): it fires no more meanwhile
@@ -95,13 +99,25 @@ func (c *Core) fireAcked(r *receiver, f *wheel.Fire) {
 	}
 }
 
-// late returns how many ticks a firing due at tick is late now.
-func (c *Core) late(tick uint64) uint64 {
-	if tick <= c.skipped { // fast-forwarded over: asked for at once
-		return 0
+// late returns how many ticks a firing due at tick, firing now, is late.
+func (c *Core) late(tick uint64) uint64 { return c.lateSince(c.lateFrom(tick)) }
+
+// lateFrom returns the tick from which a firing due at tick, firing now,
+// counts as late: its due tick, or tw-time now when a fast-forward jumped
+// over its due tick (the ticks jumped over were asked for at once). A
+// firing that then waits for room in an outbox keeps it, so its event
+// counts every tick of tw-time it waited, by the clock or by later
+// fast-forwards alike.
+func (c *Core) lateFrom(tick uint64) uint64 {
+	if tick <= c.skipped {
+		return c.target
 	}
-	return c.target - min(tick, c.target)
+	return tick
 }
+
+// lateSince returns the ticks from tick from to tw-time (0 when from is not
+// before it).
+func (c *Core) lateSince(from uint64) uint64 { return c.target - min(from, c.target) }
 
 // enterOutbox appends frame, r's newest event, to its outbox and hands it
 // to the owner, or holds it for the owner's next top-up.
@@ -164,7 +180,7 @@ func (c *Core) refill(r *receiver) {
 		ev := &c.fireBuf
 		ev.Receiver, ev.Tid, ev.Tick, ev.Fired = r.id, p.tid, p.tick, p.fired
 		ev.Repeat, ev.Last, ev.Data, ev.Seq = p.repeat, p.last, p.data, r.seq+1
-		ev.Late = c.late(p.tick)
+		ev.Late = c.lateSince(p.from) // how late it fired, plus the ticks it waited
 		c.scratch = protocol.AppendFire(c.scratch[:0], ev)
 		if r.acked && !c.outboxFits(r, len(c.scratch)) {
 			return

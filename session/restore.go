@@ -224,6 +224,10 @@ func (c *Core) restoreAcked(d *decoder, r *receiver) {
 	for range d.count() {
 		p := parked{tid: d.uv(), tick: d.uv(), fired: d.uv(), repeat: d.uv(), last: d.byte() != 0}
 		p.data = append([]byte(nil), d.bytes()...)
+		p.from = p.tick // older versions: its late counts from its due tick
+		if d.version >= 9 {
+			p.from = d.uv()
+		}
 		r.parked.push(p)
 		c.parkedTotal++
 		c.parkedBytes += uint64(len(p.data))

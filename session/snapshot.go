@@ -61,9 +61,12 @@ import (
 // Version 8 added, after the retained receivers, the highest seq of a
 // receiver in acknowledged mode that retention forgot (Core.forgotSeq,
 // see renumber). Older versions read as 0: nothing forgotten.
+//
+// Version 9 added, last in each parked firing, the tick its late counts
+// from (parked.from). Older versions read it as the firing's due tick.
 const (
 	snapMagic   = "TWCS"
-	snapVersion = 8
+	snapVersion = 9
 )
 
 // ErrTickChanged is returned (wrapped) by Restore when the snapshot was
@@ -251,6 +254,7 @@ func appendReceiver(e *encoder, r *receiverSnap) {
 			e.uv(p.repeat)
 			e.bool(p.last)
 			e.bytes(p.data)
+			e.uv(p.from)
 		}
 		e.int(len(r.holding))
 		for _, tid := range r.holding {
