@@ -55,14 +55,44 @@ func (c *Core) add(s *Session, req *protocol.Request) {
 	if !ok {
 		return
 	}
+	overdue := c.soonest(&spec)
 	due, err := c.wheel.AddFrom(k, spec, c.Now())
 	if err != nil {
 		c.reply(s, req.ID, err)
 		return
 	}
+	if overdue != 0 {
+		if plan == nil {
+			plan = &timerPlan{}
+		}
+		plan.overdue = overdue
+	}
 	c.setPlan(k, plan)
 	c.unhold(k) // a replace makes a new timer: the server holds it no more
 	s.out = protocol.AppendOK(s.out, req.ID, due)
+}
+
+// soonest makes an add whose first firing is not in the future — after 0
+// with no at, after_ns or schedule, or an at at or before tw-time now —
+// due at the next tick, now+1, the soonest a timer can fire (the current
+// tick's firings have run): as Redis and asynq run such items at once,
+// rather than refusing them. It returns the ticks the timer was already
+// overdue when added (now - at; 0 for after 0 and for at = now), which its
+// first firing's late adds (timerPlan.overdue). Every 0 keeps meaning the
+// first delay, now 1 tick. Other adds are left as they are.
+func (c *Core) soonest(spec *wheel.Spec) (overdue uint64) {
+	now := c.Now()
+	switch {
+	case spec.At != 0 && spec.At <= now:
+		overdue = now - spec.At
+	case spec.At == 0 && spec.After == 0:
+		// (after_ns and schedules have set After or At by now: a zero
+		// after_ns is no after_ns.)
+	default:
+		return 0
+	}
+	spec.At, spec.After = 0, 1
+	return overdue
 }
 
 // timerCounts returns the timers counted against max_timers (live ones,

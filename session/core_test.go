@@ -35,15 +35,13 @@ func TestAddWhileWheelCatchesUp(t *testing.T) {
 	assert.Equal(t, []uint64{target + 1}, ok(h.do(b, protocol.Request{Op: protocol.OpAdd, Receiver: 2, Tid: 1, After: 1, Repeat: 1})),
 		"after counts from tw-time")
 	assert.Equal(t, []uint64{target + 4}, ok(h.do(b, protocol.Request{Op: protocol.OpAdd, Receiver: 2, Tid: 2, At: target + 4, Repeat: 2})))
-	m := h.do(b, protocol.Request{Op: protocol.OpAdd, Receiver: 2, Tid: 3, At: target})
-	require.Len(t, m, 1)
-	assert.Equal(t, protocol.CodeInvalidArgument, m[0].Code, "at == tw-time is in the past")
-	m = h.do(b, protocol.Request{Op: protocol.OpAdd, Receiver: 2, Tid: 3, After: 0})
-	require.Len(t, m, 1)
-	assert.Equal(t, protocol.CodeInvalidArgument, m[0].Code, "after 0 with no at")
+	assert.Equal(t, []uint64{target + 1}, ok(h.do(b, protocol.Request{Op: protocol.OpAdd, Receiver: 2, Tid: 3, At: target, Repeat: 1})),
+		"at == tw-time is not in the future: due at the next tick of tw-time, not of the wheel")
+	assert.Equal(t, []uint64{target + 1}, ok(h.do(b, protocol.Request{Op: protocol.OpAdd, Receiver: 2, Tid: 4, After: 0, Repeat: 1})),
+		"after 0: the next tick of tw-time")
 	var hello protocol.Hello
 	c := h.c.Open()
-	m = h.do(c, protocol.Request{Op: protocol.OpHello, Version: protocol.Version, Name: "late"})
+	m := h.do(c, protocol.Request{Op: protocol.OpHello, Version: protocol.Version, Name: "late"})
 	require.Len(t, m, 1)
 	require.NoError(t, protocol.DecodeHello(m[0].Result, &hello))
 	assert.Equal(t, target, hello.Now, "hello reports tw-time")
@@ -66,5 +64,5 @@ func TestAddWhileWheelCatchesUp(t *testing.T) {
 	}
 	// tid 2's interval is its first delay counted from tw-time (4), not
 	// from the wheel's position when it was added.
-	assert.Equal(t, [][2]uint64{{1, target + 1}, {2, target + 4}, {2, target + 8}}, got)
+	assert.Equal(t, [][2]uint64{{1, target + 1}, {3, target + 1}, {4, target + 1}, {2, target + 4}, {2, target + 8}}, got)
 }

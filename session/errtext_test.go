@@ -2,6 +2,7 @@ package session
 
 import (
 	"encoding/hex"
+	"math"
 	"strings"
 	"testing"
 
@@ -30,8 +31,7 @@ func TestErrorRepliesPlain(t *testing.T) {
 	h.do(s, protocol.Request{Op: protocol.OpAdd, Receiver: 1, Tid: 1, After: 5})
 	fail("exists", protocol.Request{Op: protocol.OpAdd, Receiver: 1, Tid: 1, After: 5})
 	fail("not found", protocol.Request{Op: protocol.OpCancel, Receiver: 1, Tid: 2})
-	fail("zero after", protocol.Request{Op: protocol.OpAdd, Receiver: 1, Tid: 3})
-	fail("past", protocol.Request{Op: protocol.OpAdd, Receiver: 1, Tid: 3, At: 1})
+	fail("overflow", protocol.Request{Op: protocol.OpAdd, Receiver: 1, Tid: 3, After: math.MaxUint64})
 	h.do(s, protocol.Request{Op: protocol.OpPause, Receiver: 1, Tid: 1})
 	fail("paused", protocol.Request{Op: protocol.OpPause, Receiver: 1, Tid: 1})
 	fail("not paused", protocol.Request{Op: protocol.OpResume, Receiver: 1, Tid: 4})

@@ -470,6 +470,14 @@ func (h *fzHarness) modelTimers(fs *fzSession, payload []byte, before int) {
 	switch k := (wheel.Key{Receiver: req.Receiver, Tid: req.Tid}); req.Op {
 	case protocol.OpAdd:
 		h.timers[k] = req.Repeat == 0
+		// An add whose first firing is not in the future is due at the
+		// next tick of tw-time (soonest), never refused for it.
+		now := h.c.Now()
+		if req.Schedule == "" && (req.At != 0 && req.At <= now || req.At == 0 && req.After == 0 && req.AfterNs == 0) {
+			if v, err := protocol.DecodeUints(m.Result, nil); err != nil || len(v) != 1 || v[0] != now+1 {
+				h.fail("add %+v at tw-time %d: due %v, want the next tick", req, now, v)
+			}
+		}
 	case protocol.OpCancel:
 		delete(h.timers, k)
 	case protocol.OpCancelAll:

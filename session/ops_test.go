@@ -159,9 +159,6 @@ func TestAdd(t *testing.T) {
 		req.Op, req.Receiver = protocol.OpAdd, 1
 		return c.failCode(protocol.CodeInvalidArgument, req)
 	}
-	inv(protocol.Request{Tid: 10})                                    // after 0, no at
-	inv(protocol.Request{Tid: 10, At: start})                         // at now
-	inv(protocol.Request{Tid: 10, At: start - 1})                     // at in the past
 	inv(protocol.Request{Tid: 10, After: math.MaxUint64})             // due overflows
 	inv(protocol.Request{Tid: 10, After: math.MaxUint64 - start + 1}) // exactly 2^64
 	text := inv(protocol.Request{Tid: 10, After: 1, Repeat: math.MaxUint32 + 1})

@@ -73,13 +73,13 @@ func (c *Core) outboxFits(r *receiver, size int) bool {
 // fireAcked routes a firing of a receiver in acknowledged mode: into its
 // outbox, and on to its owner when nothing unsent is ahead of it and the
 // session has room; or, when the outbox is full or firings already wait,
-// to the parked firings.
-func (c *Core) fireAcked(r *receiver, f *wheel.Fire) {
+// to the parked firings. overdue adds to its late (see planFire).
+func (c *Core) fireAcked(r *receiver, f *wheel.Fire, overdue uint64) {
 	if r.parked.len() == 0 {
 		ev := &c.fireBuf
 		ev.Receiver, ev.Tid, ev.Tick, ev.Fired = f.Receiver, f.Tid, f.Tick, f.Fired
 		ev.Repeat, ev.Last, ev.Data, ev.Seq = uint64(f.Repeat), f.Last, f.Data, r.seq+1
-		ev.Late = c.late(f.Tick)
+		ev.Late = c.late(f.Tick) + overdue
 		c.scratch = protocol.AppendFire(c.scratch[:0], ev)
 		if c.outboxFits(r, len(c.scratch)) {
 			r.seq++
@@ -91,7 +91,7 @@ func (c *Core) fireAcked(r *receiver, f *wheel.Fire) {
 		c.listWaiting(r)
 	}
 	r.parked.push(parked{tid: f.Tid, tick: f.Tick, fired: f.Fired, repeat: uint64(f.Repeat),
-		from: c.lateFrom(f.Tick), last: f.Last, data: append([]byte(nil), f.Data...)})
+		from: c.lateFrom(f.Tick) - min(overdue, c.lateFrom(f.Tick)), last: f.Last, data: append([]byte(nil), f.Data...)})
 	c.parkedTotal++
 	c.parkedBytes += uint64(len(f.Data))
 	if !f.Last { // paused at once (the wheel allows it from its callback): it fires no more meanwhile

@@ -106,8 +106,9 @@ func (c *Core) Buffered(s *Session, n int) {
 
 // onFire routes one firing to its receiver's session, or to its backlog.
 func (c *Core) onFire(f *wheel.Fire) {
+	var overdue uint64 // ticks it was overdue when added (first firing only)
 	if len(c.sched.plans) > 0 {
-		c.planFire(f) // schedule.go
+		overdue = c.planFire(f) // schedule.go
 	}
 	c.firedTotal++
 	if c.m.on && f.Tick < c.target && f.Tick > c.skipped { // late (see noteLate)
@@ -115,7 +116,7 @@ func (c *Core) onFire(f *wheel.Fire) {
 	}
 	r := c.receiver(f.Receiver)
 	if r.acked {
-		c.fireAcked(r, f)
+		c.fireAcked(r, f, overdue)
 		return
 	}
 	r.seq++
@@ -127,7 +128,7 @@ func (c *Core) onFire(f *wheel.Fire) {
 	ev := &c.fireBuf
 	ev.Receiver, ev.Tid, ev.Tick, ev.Fired = f.Receiver, f.Tid, f.Tick, f.Fired
 	ev.Repeat, ev.Last, ev.Data, ev.Seq = uint64(f.Repeat), f.Last, f.Data, r.seq
-	ev.Late = c.late(f.Tick) // 0 if fast-forwarded over; late if the wheel trails tw-time
+	ev.Late = c.late(f.Tick) + overdue // 0 if fast-forwarded over; late if the wheel trails tw-time
 	s := r.owner
 	if s != nil && r.n == 0 && c.room(s, c.pending(s)) {
 		at := len(s.out)

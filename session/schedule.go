@@ -51,6 +51,15 @@ type timerPlan struct {
 	// catchUp, when not 0, is the restart tick after which a MissedOnce
 	// timer's next firing, its one late firing, moves it back on schedule.
 	catchUp uint64
+	// overdue, when not 0, is how many ticks a timer added with an at in
+	// the past was overdue when added (soonest, add.go): its first firing
+	// reports them in late, on top of its own lateness (takeOverdue).
+	overdue uint64
+}
+
+// empty reports whether p holds nothing: a timer needs no plan.
+func (p *timerPlan) empty() bool {
+	return p.cal == nil && p.missed == protocol.MissedAll && p.catchUp == 0 && p.overdue == 0
 }
 
 // follows reports whether the plan moves the timer after each firing (a
@@ -168,15 +177,22 @@ func (c *Core) dropPlans(r uint64) {
 
 // planFire applies timer f's plan to its firing, before the event is
 // routed: it moves the timer to its next firing (schedule, or back on
-// schedule after a downtime), or makes this firing the last.
-func (c *Core) planFire(f *wheel.Fire) {
+// schedule after a downtime), or makes this firing the last. It returns
+// the ticks the timer was overdue when added, for its first firing's late
+// (0 after it).
+func (c *Core) planFire(f *wheel.Fire) (overdue uint64) {
 	p := c.sched.plans[f.Key]
 	if p == nil {
-		return
+		return 0
+	}
+	overdue, p.overdue = p.overdue, 0 // its first firing reports it
+	if p.empty() {
+		delete(c.sched.plans, f.Key) // it was kept for overdue only
+		return overdue
 	}
 	if f.Last {
 		delete(c.sched.plans, f.Key)
-		return
+		return overdue
 	}
 	if p.catchUp != 0 && f.Tick >= p.catchUp {
 		p.catchUp = 0 // paused through the downtime's end: it fires on time
@@ -190,7 +206,7 @@ func (c *Core) planFire(f *wheel.Fire) {
 	case p.follows():
 		next, ok = p.cal.next(f.Tick, c.cfg.TickNs)
 	case p.missed == protocol.MissedAll || f.Tick > c.sched.downFrom:
-		return // the wheel re-armed it by its interval
+		return overdue // the wheel re-armed it by its interval
 	default:
 		in, err := c.wheel.Get(f.Key)
 		next, ok = in.Due, err == nil
@@ -199,7 +215,7 @@ func (c *Core) planFire(f *wheel.Fire) {
 		_ = c.wheel.Cancel(f.Key)
 		delete(c.sched.plans, f.Key)
 		f.Last = true
-		return
+		return overdue
 	}
 	if p.missed != protocol.MissedAll && f.Tick <= c.sched.downFrom && next > c.sched.downFrom && next < c.sched.downTo {
 		// Due before the downtime, fired in the catch-up after it: its
@@ -207,6 +223,7 @@ func (c *Core) planFire(f *wheel.Fire) {
 		next = c.missedPolicy(f.Key, p, next)
 	}
 	_ = c.wheel.Reschedule(f.Key, next) // next > f.Tick = Now(): cannot fail
+	return overdue
 }
 
 // missedPolicy applies p's policy to timer k whose next firing, due, fell
@@ -334,6 +351,7 @@ func (c *Core) appendPlans(e *encoder) {
 		e.bytes([]byte(zone))
 		e.b = append(e.b, p.missed)
 		e.uv(p.catchUp)
+		e.uv(p.overdue)
 	}
 }
 
@@ -344,6 +362,9 @@ func (c *Core) restorePlans(d *decoder) {
 		k := wheel.Key{Receiver: d.uv(), Tid: d.uv()}
 		expr, zone := string(d.bytes()), string(d.bytes())
 		p := &timerPlan{missed: d.byte(), catchUp: d.uv()}
+		if d.version >= 9 {
+			p.overdue = d.uv()
+		}
 		if d.err != nil {
 			return
 		}

@@ -63,7 +63,9 @@ import (
 // see renumber). Older versions read as 0: nothing forgotten.
 //
 // Version 9 added, last in each parked firing, the tick its late counts
-// from (parked.from). Older versions read it as the firing's due tick.
+// from (parked.from), and last in each timer's plan the ticks it was
+// overdue when added (timerPlan.overdue). Older versions read the first
+// as the firing's due tick, the second as 0.
 const (
 	snapMagic   = "TWCS"
 	snapVersion = 9
