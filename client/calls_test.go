@@ -59,18 +59,23 @@ func TestTimerCalls(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(start+3), due)
 
-	_, err = c.Add(ctx, 1, 13, 0, nil)
-	requireCode(t, err, ErrInvalidArgument, protocol.OpAdd, protocol.CodeInvalidArgument)
+	due, err = c.Add(ctx, 1, 13, 0, nil)
+	require.NoError(t, err, "after 0 fires at the next tick")
+	assert.Equal(t, uint64(start+1), due)
 	_, err = c.Add(ctx, 1, 13, math.MaxUint64, nil)
 	requireCode(t, err, ErrInvalidArgument, protocol.OpAdd, protocol.CodeInvalidArgument)
 
 	due, err = c.AddAt(ctx, 1, 12, start+10, &AddOptions{Every: 2})
 	require.NoError(t, err)
 	assert.Equal(t, uint64(start+10), due)
-	_, err = c.AddAt(ctx, 1, 13, start, nil)
-	requireCode(t, err, ErrInvalidArgument, protocol.OpAdd, protocol.CodeInvalidArgument)
-	_, err = c.AddAt(ctx, 1, 13, 0, nil)
-	requireCode(t, err, ErrInvalidArgument, protocol.OpAdd, protocol.CodeInvalidArgument)
+	for i, at := range []uint64{start, start - 7, 0} { // not in the future: the next tick
+		due, err = c.AddAt(ctx, 1, 14+uint64(i), at, nil)
+		require.NoError(t, err, "at %d", at)
+		assert.Equal(t, uint64(start+1), due, "at %d", at)
+	}
+	for tid := uint64(13); tid <= 16; tid++ {
+		require.NoError(t, c.Cancel(ctx, 1, tid))
+	}
 
 	tm, err := c.Get(ctx, 1, 11)
 	require.NoError(t, err)
@@ -237,9 +242,10 @@ func TestAddAfterRoundsUp(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, start+tc.ticks, due, "%v", tc.d)
 	}
-	for _, d := range []time.Duration{0, -time.Second} {
-		_, err := c.AddAfter(ctx, 1, 99, d, nil)
-		requireCode(t, err, ErrInvalidArgument, protocol.OpAdd, protocol.CodeInvalidArgument)
+	for i, d := range []time.Duration{0, -time.Second} { // a deadline already reached: the next tick
+		due, err := c.AddAfter(ctx, 1, 99+uint64(i), d, nil)
+		require.NoError(t, err, "%v", d)
+		assert.Equal(t, uint64(start+1), due, "%v", d)
 	}
 	assert.Equal(t, uint64(3), Ticks(25*time.Millisecond, 10*time.Millisecond))
 	assert.Zero(t, Ticks(-1, 10*time.Millisecond))

@@ -15,8 +15,9 @@ import (
 //	var e *client.Error; errors.As(err, &e) // e.Code, e.Message
 //
 // The client itself returns an *Error for arguments it rejects before
-// sending (ErrInvalidArgument: AddAfter with d <= 0; ErrLimitExceeded: a
-// request larger than the server's max_frame).
+// sending (ErrInvalidArgument: a duration for a server that reported no
+// tick length; ErrLimitExceeded: a request larger than the server's
+// max_frame).
 var (
 	ErrMalformed          = errors.New("tickwheel: malformed request")    // CodeMalformed: the server closes the connection after it
 	ErrUnknownOp          = errors.New("tickwheel: unknown op")           // CodeUnknownOp
@@ -24,7 +25,7 @@ var (
 	ErrHelloRequired      = errors.New("tickwheel: hello required")       // CodeHelloRequired
 	ErrNotFound           = errors.New("tickwheel: not found")            // CodeNotFound: no such timer, or receiver not bound
 	ErrExists             = errors.New("tickwheel: timer exists")         // CodeExists: add without Replace of an existing timer
-	ErrInvalidArgument    = errors.New("tickwheel: invalid argument")     // CodeInvalidArgument: after 0, at in the past, overflow, bad speed, ...
+	ErrInvalidArgument    = errors.New("tickwheel: invalid argument")     // CodeInvalidArgument: overflow, bad repeat, schedule or speed, ...
 	ErrLimitExceeded      = errors.New("tickwheel: limit exceeded")       // CodeLimitExceeded: the message names the limit
 	ErrBadState           = errors.New("tickwheel: bad state")            // CodeBadState: pause of a paused timer, resume of a running one
 	ErrUnsupportedVersion = errors.New("tickwheel: unsupported version")  // CodeUnsupportedVersion

@@ -98,9 +98,10 @@ func (o *AddOptions) apply(req *protocol.Request) {
 
 // afterRequest is AddAfter's add request: after_ns d, and after (d in
 // ticks, rounded up) for a server that predates after_ns, which a server
-// that knows after_ns ignores.
+// that knows after_ns ignores. A d <= 0 sends neither: a zero delay, which
+// the server fires at its next tick.
 func afterRequest(receiver, tid, after uint64, d time.Duration) protocol.Request {
-	return protocol.Request{Op: protocol.OpAdd, Receiver: receiver, Tid: tid, After: after, AfterNs: uint64(d), Repeat: 1}
+	return protocol.Request{Op: protocol.OpAdd, Receiver: receiver, Tid: tid, After: after, AfterNs: uint64(max(d, 0)), Repeat: 1}
 }
 
 // addReq sends an add request with the options o applies to it.
@@ -115,7 +116,9 @@ func (c *Client) addReq(ctx context.Context, req *protocol.Request, o *AddOption
 
 // Add schedules timer tid of receiver to fire after the given number of
 // ticks from the server's now, and returns the tick it is due at. after 0
-// is ErrInvalidArgument; a due tick past 2^64-1 too.
+// fires at the server's next tick (now+1), as soon as it can; a due tick
+// past 2^64-1 is ErrInvalidArgument. (A server older than zero delays
+// answers after 0 with ErrInvalidArgument.)
 //
 // The count starts at the server's current tick, which began up to one
 // tick before the server read the request: in real time the timer may
@@ -126,12 +129,12 @@ func (c *Client) Add(ctx context.Context, receiver, tid, after uint64, o *AddOpt
 	return c.add(ctx, receiver, tid, after, 0, o)
 }
 
-// AddAt schedules timer tid of receiver to fire at absolute tick at, which
-// must be after the server's now (else ErrInvalidArgument), and returns at.
+// AddAt schedules timer tid of receiver to fire at absolute tick at, and
+// returns the tick it is due at: at, or, for an at at or before the
+// server's now, the next tick (now+1), where it fires as soon as it can,
+// its first Event's Late counting the ticks at was in the past (now - at).
+// At 0 is the wire's "no at": it is Add with after 0 (Late 0).
 func (c *Client) AddAt(ctx context.Context, receiver, tid, at uint64, o *AddOptions) (due uint64, err error) {
-	if at == 0 {
-		return 0, &Error{Op: protocol.OpAdd, Code: protocol.CodeInvalidArgument, Message: "at 0 is in the past"}
-	}
 	return c.add(ctx, receiver, tid, 0, at, o)
 }
 
@@ -139,13 +142,15 @@ func (c *Client) AddAt(ctx context.Context, receiver, tid, at uint64, o *AddOpti
 // passed since the server read the request, and returns the tick it is
 // due at: the first tick boundary at or after that moment. At speed 1 it
 // never fires early: d after the call at the soonest, and at most one
-// tick (plus delivery) later. d <= 0 is ErrInvalidArgument, returned
-// without a round trip.
+// tick (plus delivery) later. d <= 0 (a deadline already reached, as
+// deadline.Sub(now) gives) fires at the server's next tick, as soon as it
+// can, with Late 0: the server is not told how far in the past d was.
 //
 // With o.Every 0, the timer repeats every d rounded up to whole ticks
-// (25ms with 10ms ticks is 3 ticks); o.Every, when set, stays in ticks.
+// (25ms with 10ms ticks is 3 ticks; 1 tick for d <= 0); o.Every, when
+// set, stays in ticks.
 func (c *Client) AddAfter(ctx context.Context, receiver, tid uint64, d time.Duration, o *AddOptions) (due uint64, err error) {
-	after, err := c.durationTicks(protocol.OpAdd, "after", d)
+	after, err := c.afterTicks(d)
 	if err != nil {
 		return 0, err
 	}

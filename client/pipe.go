@@ -85,10 +85,11 @@ func (p *Pipe) AddAt(receiver, tid, at uint64, o *AddOptions) *Cmd {
 }
 
 // AddAfter queues Client.AddAfter: the first firing d of tw-time after the
-// server reads the request, never early. d <= 0 fails the Cmd at once
+// server reads the request, never early; d <= 0 at the server's next tick.
+// A Client that knows no tick length fails the Cmd at once
 // (ErrInvalidArgument) and sends nothing for it.
 func (p *Pipe) AddAfter(receiver, tid uint64, d time.Duration, o *AddOptions) *Cmd {
-	after, err := p.c.durationTicks(protocol.OpAdd, "after", d)
+	after, err := p.c.afterTicks(d)
 	if err != nil {
 		cmd := p.cmd(protocol.OpAdd)
 		cmd.err = err

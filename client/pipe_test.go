@@ -49,9 +49,9 @@ func TestPipeAdds(t *testing.T) {
 }
 
 // Each request of a Pipe succeeds or fails on its own; Exec returns the
-// first error in queue order; requests the client refuses itself (a
-// duration <= 0, a frame over max_frame) are not sent, and the
-// connection survives.
+// first error in queue order; a request the client refuses itself (a
+// frame over max_frame) is not sent, and the connection survives. A zero
+// duration is sent: the server fires it at its next tick.
 func TestPipeErrors(t *testing.T) {
 	srv := startServer(t, nil)
 	c := dial(t, srv.Addr())
@@ -73,10 +73,11 @@ func TestPipeErrors(t *testing.T) {
 		return nil
 	})
 	require.Len(t, cmds, 10)
-	requireCode(t, err, ErrInvalidArgument, protocol.OpAdd, protocol.CodeInvalidArgument)
+	requireCode(t, err, ErrExists, protocol.OpAdd, protocol.CodeExists)
 	require.NoError(t, cmds[0].Err())
 	assert.Equal(t, uint64(start+5), cmds[0].Due())
-	requireCode(t, cmds[1].Err(), ErrInvalidArgument, protocol.OpAdd, protocol.CodeInvalidArgument)
+	require.NoError(t, cmds[1].Err(), "a zero duration fires at the next tick")
+	assert.Equal(t, uint64(start+1), cmds[1].Due())
 	requireCode(t, cmds[2].Err(), ErrExists, protocol.OpAdd, protocol.CodeExists)
 	requireCode(t, cmds[3].Err(), ErrLimitExceeded, protocol.OpAdd, protocol.CodeLimitExceeded)
 	requireCode(t, cmds[4].Err(), ErrNotFound, protocol.OpCancel, protocol.CodeNotFound)

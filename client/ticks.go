@@ -37,3 +37,12 @@ func (c *Client) durationTicks(op protocol.Op, what string, d time.Duration) (ui
 	}
 	return Ticks(d, tick), nil
 }
+
+// afterTicks is AddAfter's after: d in ticks, rounded up, or 0 for d <= 0
+// (a zero delay: the server fires it at its next tick).
+func (c *Client) afterTicks(d time.Duration) (uint64, error) {
+	if d <= 0 {
+		return 0, nil
+	}
+	return c.durationTicks(protocol.OpAdd, "after", d)
+}

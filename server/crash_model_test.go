@@ -119,7 +119,7 @@ func (r *mReceiver) add(now uint64, req *protocol.Request) outcome {
 	var due uint64
 	switch {
 	case req.At != 0 && req.At <= now, req.At == 0 && req.After == 0:
-		return refused(protocol.CodeInvalidArgument)
+		due = now + 1 // not in the future: the next tick
 	case req.At != 0:
 		due = req.At
 	default:
@@ -272,7 +272,8 @@ func diffTimers(got, want []protocol.Timer) string {
 
 // randomOp makes a worker's next request on one of its receivers at tw-time
 // now: mostly adds (some of them refused on purpose: a duplicate tid
-// without replace, an at in the past, no delay at all), and cancels,
+// without replace; some with an at in the past or no delay at all, due at
+// the next tick), and cancels,
 // pauses, resumes, gets and the odd cancel_all, mostly of live timers.
 func randomOp(rng *rand.Rand, m *crashModel, receivers []uint64) protocol.Request {
 	now := m.now
@@ -292,7 +293,7 @@ func randomOp(rng *rand.Rand, m *crashModel, receivers []uint64) protocol.Reques
 		case k < 16:
 			req.At = now + 1 + rng.Uint64N(40)
 		case k < 19:
-			req.At = now - rng.Uint64N(min(now, 5)) // at or before tw-time: invalid_argument
+			req.At = now - rng.Uint64N(min(now, 5)) // at or before tw-time: due at the next tick
 		}
 		if rng.IntN(2) == 0 {
 			req.Every = 3 + rng.Uint64N(13)

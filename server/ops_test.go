@@ -53,7 +53,7 @@ func TestTimerOpsOverTCP(t *testing.T) {
 	assert.Equal(t, uint64(start+2), c.add(protocol.Request{Receiver: 1, Tid: 4, After: 2, Every: 3, Repeat: 3, Data: []byte("payload")}))
 	assert.Equal(t, protocol.Timer{Receiver: 1, Tid: 4, Due: start + 2, Remaining: 2, Every: 3, Repeat: 3, Data: []byte("payload")}, c.get(1, 4))
 	c.failCode(protocol.CodeExists, protocol.Request{Op: protocol.OpAdd, Receiver: 1, Tid: 4, After: 3})
-	c.failCode(protocol.CodeInvalidArgument, protocol.Request{Op: protocol.OpAdd, Receiver: 1, Tid: 5})
+	c.failCode(protocol.CodeInvalidArgument, protocol.Request{Op: protocol.OpAdd, Receiver: 1, Tid: 5, After: 1, Repeat: 1 << 33})
 	c.add(protocol.Request{Receiver: 1, Tid: 5, After: 10, Repeat: 1})
 	c.uints(protocol.Request{Op: protocol.OpPause, Receiver: 1, Tid: 5})
 	assert.True(t, c.get(1, 5).Paused)

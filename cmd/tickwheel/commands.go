@@ -69,11 +69,14 @@ var commands = map[string]command{
 
 const addHelp = `AFTER is a number of ticks from the current tick (digits only), or a duration
 such as 1.5s, 90m, 7d or 1w (d is 24h, w 7d) from the moment the server reads the
-request (never early). Instead of AFTER (left out, or 0):
+request (never early); 0 (or 0s) fires at the next tick. Instead of AFTER (left
+out, or 0):
   -at WHEN     the first firing, told apart by its form: digits only are a tick
                number (-at 1080000); an RFC 3339 time with its offset is a moment
                (-at 2026-11-27T04:00:00+01:00, or ...Z), the first tick at or after
-               it; anything else is a duration from now, as AFTER (-at 3h, -at 7d)
+               it; anything else is a duration from now, as AFTER (-at 3h, -at 7d).
+               A tick or time already passed fires at the next tick, its
+               firing late by how far in the past WHEN was
   -cron EXPR   a calendar schedule: a cron expression ("0 4 * * *", "0 18 * * fri")
                or @daily, @hourly, @every 90s, in -zone (default UTC); it fires
                until cancelled unless -repeat N. -zone also prints the first
@@ -288,8 +291,8 @@ func addCmd(fs *flag.FlagSet) func(*env) error {
 			var afterErr error
 			if after, afterErr = strconv.ParseUint(e.args[2], 10, 64); afterErr != nil {
 				var err error
-				if d, err = parseDuration(e.args[2]); err != nil || d <= 0 {
-					return usageError{fmt.Errorf("after %q: want ticks (an integer) or a positive duration such as 1.5s or 7d", e.args[2])}
+				if d, err = parseDuration(e.args[2]); err != nil || d < 0 {
+					return usageError{fmt.Errorf("after %q: want ticks (an integer) or a duration such as 1.5s or 7d (0: at the next tick)", e.args[2])}
 				}
 			}
 		}

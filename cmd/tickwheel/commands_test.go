@@ -160,7 +160,7 @@ func TestCommandErrors(t *testing.T) {
 	}{
 		{[]string{"get", "1", "2"}, 1, "tickwheel get: "},
 		{[]string{"cancel", "1", "2"}, 1, "not_found"},
-		{[]string{"add", "1", "2", "0"}, 1, "invalid_argument"},
+		{[]string{"add", "1", "2", "18446744073709551615"}, 1, "invalid_argument"},
 		{[]string{"add", "1", "2"}, 2, "usage: tickwheel add [flags] RECEIVER TID AFTER"},
 		{[]string{"add", "x", "2", "3"}, 2, `receiver "x": want a non-negative integer`},
 		{[]string{"add", "1", "2", "soon"}, 2, `after "soon": want ticks`},

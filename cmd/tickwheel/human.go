@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -148,23 +147,22 @@ func parseDuration(s string) (time.Duration, error) {
 // are a tick number ("1080000"); a value that parses as RFC 3339 is a
 // moment ("2026-11-27T04:00:00+01:00", "…Z"), turned into the first tick
 // at or after it, so the timer never fires before it; anything else must
-// be a positive duration ("90m", "7d", "1w"), and the timer fires that
-// long after the server reads the request, as AFTER does. Exactly one of
-// tick and after is set.
+// be a duration ("90m", "7d", "1w"; not negative), and the timer fires
+// that long after the server reads the request, as AFTER does. A tick or
+// moment already passed (-at 0 too) fires at the server's next tick. At
+// most one of tick and after is set (neither: -at 0, or a zero duration,
+// which are a zero delay).
 func (k clock) atArg(s string) (tick uint64, after time.Duration, err error) {
 	if v, err := strconv.ParseUint(s, 10, 64); err == nil {
-		if v == 0 {
-			return 0, 0, usageError{errors.New("-at 0: give the absolute tick of the first firing, after tw-time now (see ping)")}
-		}
-		return v, 0, nil
+		return v, 0, nil // 0 is the wire's "no at": AFTER 0, the next tick
 	}
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return k.tickOf(s, t)
 	}
 	d, err := parseDuration(s)
-	if err != nil || d <= 0 {
+	if err != nil || d < 0 {
 		return 0, 0, usageError{fmt.Errorf("-at %q: want a tick number, an RFC 3339 time such as 2026-11-27T04:00:00+01:00, "+
-			"or a positive duration from now such as 90m or 7d", s)}
+			"or a duration from now such as 90m or 7d", s)}
 	}
 	return 0, d, nil
 }

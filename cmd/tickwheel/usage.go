@@ -126,7 +126,7 @@ func parseArgs(fs *flag.FlagSet, name string, cmd command, args []string, stdout
 var argWants = map[string]string{
 	"RECEIVER":       "must be a non-negative integer",
 	"TID":            "must be a non-negative integer",
-	"AFTER":          "must be a positive duration or tick count",
+	"AFTER":          "must be a tick count or a duration (0: at the next tick)",
 	"TICKS|DURATION": "must be a positive tick count or duration",
 	"X":              "must be a positive number",
 }

@@ -71,8 +71,8 @@ func TestNegativeArgs(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"add", "1", "2", "-5"}, "tickwheel add: AFTER must be a positive duration or tick count, got -5\n"},
-		{[]string{"add", "1", "2", "-5s"}, "tickwheel add: AFTER must be a positive duration or tick count, got -5s\n"},
+		{[]string{"add", "1", "2", "-5"}, "tickwheel add: AFTER must be a tick count or a duration (0: at the next tick), got -5\n"},
+		{[]string{"add", "1", "2", "-5s"}, "tickwheel add: AFTER must be a tick count or a duration (0: at the next tick), got -5s\n"},
 		{[]string{"add", "-1", "2", "5"}, "tickwheel add: RECEIVER must be a non-negative integer, got -1\n"},
 		{[]string{"speed", "-1"}, "tickwheel speed: X must be a positive number, got -1\n"},
 		{[]string{"ff", "-5"}, "tickwheel ff: TICKS|DURATION must be a positive tick count or duration, got -5\n"},

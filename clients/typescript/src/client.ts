@@ -530,7 +530,10 @@ export class Client extends EventEmitter {
     };
   }
 
-  /** add adds timer (receiver, tid), first firing `after` ticks from now; it returns the due tick. */
+  /**
+   * add adds timer (receiver, tid), first firing `after` ticks from now; it returns the due tick.
+   * `after` 0 fires at the server's next tick (now + 1), as soon as it can.
+   */
   async add(receiver: U64, tid: U64, after: U64, o: AddOptions = {}): Promise<bigint> {
     const req = this.addReq(receiver, tid, o);
     req.after = toU64(after, "after");
@@ -538,7 +541,11 @@ export class Client extends EventEmitter {
     return decodeUints(res, 1, "add result")[0];
   }
 
-  /** addAt adds a timer whose first firing is at tick `at` (after now). */
+  /**
+   * addAt adds a timer whose first firing is at tick `at`; it returns the due tick. An `at` at or
+   * before the server's now fires at its next tick (now + 1), its first event's `late` counting
+   * the ticks `at` was in the past. `at` 0 is the wire's "no at": the same as `add` with 0.
+   */
   async addAt(receiver: U64, tid: U64, at: U64, o: AddOptions = {}): Promise<bigint> {
     const req = this.addReq(receiver, tid, o);
     req.at = toU64(at, "at");
@@ -552,13 +559,18 @@ export class Client extends EventEmitter {
    * early (it sends after_ns, and `after` rounded up for servers that predate after_ns). With
    * `every` 0 it repeats every `ms` rounded up to whole ticks. `add` instead counts whole ticks
    * from the current tick, which began up to a tick earlier: up to a tick sooner in real time.
+   * `ms` <= 0 (a deadline already reached, `deadline - Date.now()`) fires at the server's next
+   * tick, as soon as it can (with `late` 0: the server is not told how far in the past it was;
+   * `every` 0 is then one tick).
    */
   async addAfter(receiver: U64, tid: U64, ms: number, o: AddOptions = {}): Promise<bigint> {
-    if (!(ms > 0) || !Number.isFinite(ms)) throw new RangeError(`tickwheel: ${ms} ms: want a positive duration`);
+    if (typeof ms !== "number" || Number.isNaN(ms) || ms === Infinity) throw new RangeError(`tickwheel: ${ms} ms: want a finite duration`);
     const req = this.addReq(receiver, tid, o);
-    req.afterNs = BigInt(Math.ceil(ms * 1e6));
-    if (req.afterNs > MAX_U64) throw new RangeError(`tickwheel: ${ms} ms: past 2^64-1 ns (about 584 years)`);
-    req.after = this.ticks(ms);
+    if (ms > 0) {
+      req.afterNs = BigInt(Math.ceil(ms * 1e6));
+      if (req.afterNs > MAX_U64) throw new RangeError(`tickwheel: ${ms} ms: past 2^64-1 ns (about 584 years)`);
+      req.after = this.ticks(ms);
+    } // else a zero delay: no after, no after_ns
     const res = await this.call("add", req, o);
     return decodeUints(res, 1, "add result")[0];
   }
