@@ -191,8 +191,10 @@ func (c *Core) refill(r *receiver) {
 		} else { // acknowledged mode ended: keep them all, over the bounds for once
 			c.appendBacklog(r, c.scratch)
 		}
-		if !p.last && c.unhold(wheel.Key{Receiver: r.id, Tid: p.tid}) {
-			_ = c.wheel.Resume(wheel.Key{Receiver: r.id, Tid: p.tid}) // ErrOverflow: it stays paused
+		if k := (wheel.Key{Receiver: r.id, Tid: p.tid}); !p.last && c.unhold(k) {
+			if c.wheel.Resume(k) == nil { // ErrOverflow: it stays paused
+				c.planResumed(k) // a cron timer: on schedule
+			}
 		}
 		c.parkedTotal--
 		c.parkedBytes -= uint64(len(p.data))
@@ -295,7 +297,9 @@ func (c *Core) bindMode(r *receiver, ack bool) {
 		c.outboxHeld -= uint64(r.q.held)
 		c.refill(r)
 		for _, tid := range sortedKeys(r.holding) { // parked firings were all numbered above
-			_ = c.wheel.Resume(wheel.Key{Receiver: r.id, Tid: tid})
+			if k := (wheel.Key{Receiver: r.id, Tid: tid}); c.wheel.Resume(k) == nil {
+				c.planResumed(k)
+			}
 		}
 		r.holding = nil
 		c.refillWaiting() // its outbox's room is everybody's

@@ -290,7 +290,8 @@ func (c *Core) Downtime(from, to uint64) {
 	}
 }
 
-// planResumed moves a resumed cron timer k to its schedule's next time.
+// planResumed moves a resumed cron timer k to its schedule's next time,
+// whether its user or the server (a held timer, outbox.go) resumes it.
 func (c *Core) planResumed(k wheel.Key) {
 	if p := c.sched.plans[k]; p != nil && p.follows() {
 		if next, ok := p.cal.next(c.Now(), c.cfg.TickNs); ok {
@@ -300,7 +301,10 @@ func (c *Core) planResumed(k wheel.Key) {
 }
 
 // describePlan adds timer t's plan to its description: a cron timer's
-// every reads 0 (its schedule, not an interval, says when it fires).
+// every reads 0 (its schedule, not an interval, says when it fires; an
+// @every timer's reads its interval), and a paused cron timer's due is
+// where a resume now would move it, its schedule's next time after now
+// (not now + remaining: planResumed).
 func (c *Core) describePlan(t *protocol.Timer) {
 	p := c.sched.plans[wheel.Key{Receiver: t.Receiver, Tid: t.Tid}]
 	if p == nil {
@@ -311,6 +315,11 @@ func (c *Core) describePlan(t *protocol.Timer) {
 	}
 	if p.follows() {
 		t.Every = 0
+		if now := c.Now(); t.Paused {
+			if next, ok := p.cal.next(now, c.cfg.TickNs); ok {
+				t.Due, t.Remaining = next, next-now
+			}
+		}
 	}
 	t.Missed = uint64(p.missed)
 }
