@@ -152,12 +152,12 @@ var vecHello = Hello{Session: 5, Now: 1000, TickNs: 10_000_000, ServerVersion: "
 
 // defaultLimitsForDocs are the server's default limits (session.Limits'
 // defaults, as a server sends them; the session package's tests check the
-// two agree), with max_connections as on a machine with a 1,048,576 file
-// descriptor limit.
+// two agree), with max_connections at its cap, 100,000, as on a machine
+// whose file descriptor limit is 131,072 or more (docs/OPERATIONS.md).
 var defaultLimitsForDocs = Limits{MaxFrame: 64 << 10, MaxData: 4096, MaxTimersPerReceiver: 100_000,
 	MaxTimers: 10_000_000, MaxReceiversPerSession: 100_000, MaxBacklog: 10_000, MaxOutbound: 8 << 20,
 	MaxBacklogBytes: 16 << 20, MaxBacklogTotal: 1_000_000, MaxBacklogBytesTotal: 512 << 20,
-	MaxDataTotal: 1 << 30, MaxInbound: 4 << 20, MaxConnections: 1_048_000,
+	MaxDataTotal: 1 << 30, MaxInbound: 4 << 20, MaxConnections: 100_000,
 	MaxName: 256, MaxListPage: 1000, MaxListBytes: 1 << 20,
 	HandshakeTimeoutMs: 10_000, IdleTimeoutMs: 120_000, FrameTimeoutMs: 10_000,
 	MaxOutbox: 100_000, MaxOutboxBytes: 16 << 20, MaxOutboxTotal: 10_000_000, MaxOutboxBytesTotal: 512 << 20}
@@ -265,7 +265,7 @@ var errorTexts = map[Code]string{
 	CodeHelloRequired:      "the first request must be hello",
 	CodeNotFound:           "timer not found",
 	CodeExists:             "timer already exists",
-	CodeInvalidArgument:    "after must be at least 1 tick",
+	CodeInvalidArgument:    "repeat 4294967296 exceeds 2^32-1",
 	CodeLimitExceeded:      "limit max_timers_per_receiver (100000) reached",
 	CodeBadState:           "timer already paused",
 	CodeUnsupportedVersion: "protocol version 2 is not supported; this server speaks 1",

@@ -46,6 +46,10 @@ const maxAcceptBackoff = time.Second
 // share (httpFds; at most 100000); a configured value above what the fd
 // limit allows is lowered to it, with a warning. So game clients, HTTP
 // clients and the log's files together stay within the fd limit.
+// maxConnectionsCap bounds the default max_connections, whatever the fd
+// limit (docs/OPERATIONS.md; the hello example in docs/PROTOCOL.md shows it).
+const maxConnectionsCap = 100_000
+
 func (s *Server) connectionLimit() (int, error) {
 	soft, hard, err := raiseFdLimit()
 	if err != nil {
@@ -60,7 +64,7 @@ func (s *Server) connectionLimit() (int, error) {
 	n := s.cfg.Limits.MaxConnections
 	switch {
 	case n == 0:
-		n = min(allowed, 100_000)
+		n = min(allowed, maxConnectionsCap)
 	case n > allowed:
 		s.log.Warn("limits.max_connections lowered to fit the fd limit", "configured", n, "max_connections", allowed, "fd_limit", soft)
 		n = allowed

@@ -45,4 +45,7 @@ func TestHelloVectorHasDefaults(t *testing.T) {
 	want := cfg.wireLimits()
 	want.MaxConnections = h.Limits.MaxConnections
 	assert.Equal(t, want, h.Limits)
+	// max_connections: the fd limit less a reserve, at most 100000 (an
+	// example of 1,048,000 contradicted OPERATIONS.md).
+	assert.Equal(t, uint64(maxConnectionsCap), h.Limits.MaxConnections, "the example shows the cap")
 }
