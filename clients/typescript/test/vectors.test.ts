@@ -1,6 +1,8 @@
-// The protocol test vectors (protocol/testdata/vectors.json, generated from
-// the Go encoders): this client's encoder must make every request's bytes,
-// and its decoder read every server message to its meaning.
+// The protocol test vectors (protocol/testdata/vectors.json and
+// vectors-edge.json, generated from the Go encoders): this client's encoder
+// must make every request's bytes, and its decoder read every server
+// message to its meaning. The edge file holds the edge values: the largest
+// uint64s, max_data-sized data, every cron form, zero and past delays.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
@@ -16,7 +18,9 @@ interface Vector {
   meaning: Record<string, any>;
 }
 
-const file = JSON.parse(readFileSync(new URL("../../../../protocol/testdata/vectors.json", import.meta.url), "utf8"));
+const load = (name: string) => JSON.parse(readFileSync(new URL(`../../../../protocol/testdata/${name}`, import.meta.url), "utf8"));
+const file = load("vectors.json");
+const edge = load("vectors-edge.json");
 
 const hex = (b: Uint8Array): string => Buffer.from(b).toString("hex");
 const unhex = (s: string): Uint8Array => new Uint8Array(Buffer.from(s, "hex"));
@@ -147,6 +151,20 @@ test("server messages decode to the vectors' meaning", () => {
   const groups: Vector[] = [...file.replies, ...file.events, ...file.errors, ...file.accept];
   assert.ok(groups.length > 30);
   for (const v of groups) {
+    assert.deepEqual(messageMeaning(payloadOf(v.hex), v.meaning.op ?? ""), v.meaning, v.name);
+  }
+});
+
+test("edge vectors: requests encode, messages decode", () => {
+  assert.equal(edge.version, 1);
+  assert.equal(edge.protocol, 1);
+  assert.ok(edge.requests.length >= 40);
+  for (const v of edge.requests as Vector[]) {
+    assert.equal(hex(encodeRequest(requestOf(v.meaning))), v.hex, v.name);
+  }
+  const msgs: Vector[] = [...edge.replies, ...edge.events, ...edge.errors];
+  assert.ok(msgs.length >= 20);
+  for (const v of msgs) {
     assert.deepEqual(messageMeaning(payloadOf(v.hex), v.meaning.op ?? ""), v.meaning, v.name);
   }
 });
