@@ -336,7 +336,9 @@ test("addAfter counts from the server's read (after_ns); addSchedule fires on tw
   const now = await c.ping();
   // The server starts frozen on a tick boundary: 25 ms with 10 ms ticks is due in 3 ticks.
   assert.equal(await c.addAfter(60, 1, 25), now + 3n);
-  await assert.rejects(c.addAfter(60, 2, 0), RangeError);
+  assert.equal(await c.addAfter(60, 2, 0), now + 1n, "a zero duration: the next tick");
+  await c.cancel(60, 2);
+  await assert.rejects(c.addAfter(60, 2, NaN), RangeError);
 
   // A daily reset at 04:00 Paris time: two days of tw-time fire it twice.
   const due = await c.addSchedule(60, 3, "0 4 * * *", { zone: "Europe/Paris", missed: "once" });
