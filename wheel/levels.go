@@ -169,10 +169,10 @@ func (w *Wheel) refreshOverflowMin() {
 
 // turn does the work of tick now = t, reached by nextEvent with the due list
 // empty: it moves down the slots that start at t, highest level first, then
-// makes the timers due at t the due list, in add order. A slot already in
-// add order (the common case: timers added in order and moved down in order)
-// is spliced in whole, without visiting its timers; only an unsorted one is
-// sorted.
+// makes the timers due at t the due list, in add order, and relinks it into
+// the same-tick order (fairOrder). A slot already in add order (the common
+// case: timers added in order and moved down in order) is spliced in whole;
+// only an unsorted one is sorted.
 func (w *Wheel) turn() {
 	t := w.now
 	top := w.levels - 1
@@ -202,6 +202,7 @@ func (w *Wheel) turn() {
 	h.wnext, h.wprev = head, head
 	if w.unsorted[s>>6]&bit == 0 {
 		w.linkDue(first, last)
+		w.fairOrder()
 		return
 	}
 	w.unsorted[s>>6] &^= bit
@@ -217,6 +218,7 @@ func (w *Wheel) turn() {
 	}
 	w.linkDue(uint32(a[0]), uint32(a[len(a)-1]))
 	w.dueBuf = a[:0]
+	w.fairOrder()
 }
 
 // linkDue makes the chain first..last (linked by wnext/wprev) the due list,
@@ -239,18 +241,6 @@ func (w *Wheel) replace(s uint32) {
 		w.place(i)
 		i = next
 	}
-}
-
-// insertDue puts node i, due now, into the due list at its place in add
-// order. Only a timer paused with no ticks left (while due) and resumed gets
-// here, so the walk is rare.
-func (w *Wheel) insertDue(i uint32) {
-	seq := w.nodes.at(i).order()
-	q := w.nodes.at(w.due).wnext
-	for q != w.due && w.nodes.at(q).order() < seq {
-		q = w.nodes.at(q).wnext
-	}
-	w.linkTail(q, i) // just before q
 }
 
 // sortBySeq sorts entries of the form seq<<32|index. A slot's timers arrive
