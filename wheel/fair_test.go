@@ -1,6 +1,8 @@
 package wheel
 
 import (
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -88,4 +90,25 @@ func TestFairJoinsAtEnd(t *testing.T) {
 		got = append(got, f.Key)
 	}
 	assert.Equal(t, []Key{{3, 1}, {4, 1}, {2, 1}, {5, 1}}, got)
+}
+
+// sortBySeq sorts input of any number of ascending runs (merged up to
+// maxMergeRuns, radix-sorted beyond), of any length.
+func TestSortBySeqRuns(t *testing.T) {
+	w := newWheel(t, 0, Config{})
+	rng := rand.New(rand.NewPCG(24, 12))
+	for range 2000 {
+		n := 1 + rng.IntN(600)
+		runs := 1 + rng.IntN(7)
+		a := make([]uint64, n)
+		for i := range a {
+			a[i] = uint64(rng.IntN(1<<20))<<32 | uint64(i)
+		}
+		// Sort runs pieces of a each, making that many ascending runs (or fewer).
+		for r := range runs {
+			slices.Sort(a[r*n/runs : (r+1)*n/runs])
+		}
+		want := slices.Sorted(slices.Values(a))
+		require.Equal(t, want, w.sortBySeq(slices.Clone(a)), "%d entries in %d runs", n, runs)
+	}
 }
