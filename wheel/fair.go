@@ -83,9 +83,21 @@ func (w *Wheel) fairOrder() {
 	}
 	w.nodes.at(prev).wnext = w.due
 	d.wprev = prev
-	clear(f.rank)
+	// Scratch grown by a rare huge tick is let go rather than held.
+	if len(f.rank) > fairKeep {
+		f.rank = nil
+	} else {
+		clear(f.rank)
+	}
+	if cap(head) > fairKeep {
+		head, tail = nil, nil
+	}
 	f.head, f.tail = head[:0], tail[:0]
 }
+
+// fairKeep bounds the scratch fairOrder keeps between ticks: receivers in
+// its map, rounds in head and tail (up to about 2 MiB).
+const fairKeep = 1 << 16
 
 // appendDue puts node i, due at Now(), at the end of the due list: after
 // the timers already due (see the same-tick order above).
