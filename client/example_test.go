@@ -128,8 +128,8 @@ func Example_seed() {
 	// T+1 receiver=1 tid=12 fired=1 last=false seq=1
 	// T+2 receiver=1 tid=12 fired=2 last=false seq=2
 	// T+3 receiver=1 tid=11 fired=1 last=false seq=3
-	// T+3 receiver=1 tid=12 fired=3 last=false seq=4
 	// T+3 receiver=2 tid=20 fired=1 last=false seq=1
+	// T+3 receiver=1 tid=12 fired=3 last=false seq=4
 	// T+4 receiver=1 tid=12 fired=4 last=false seq=5
 	// T+5 receiver=1 tid=12 fired=5 last=true seq=6
 	// T+6 receiver=1 tid=11 fired=2 last=false seq=7

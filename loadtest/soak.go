@@ -30,6 +30,10 @@ type SoakParams struct {
 
 	Log  io.Writer            // the server's log (nil: discarded)
 	Logf func(string, ...any) // progress lines (nil: none)
+	// LateLog gets, at the end, each event of the well-behaved receiver
+	// in due order: its due instant (UTC, ms) and its lateness in ms, one
+	// a line, to set against the server's log (nil: none).
+	LateLog io.Writer
 }
 
 // Soak's server configuration: the budgets that bound its memory, from
@@ -395,6 +399,9 @@ func (r *soakRun) fill(rep *SoakReport) {
 		conns*(soakMaxOutbound+soakMaxInbound)/mib
 	rep.BudgetFormula = fmt.Sprintf("baseline %.0f + backlogs %d + outboxes %d + timer data %d + %d sessions x (max_outbound %d + max_inbound %d) MiB",
 		rep.RSSBaselineMiB, soakBacklogBytesTot>>20, soakOutboxBytesTot>>20, soakDataTotal>>20, int(conns), soakMaxOutbound>>20, soakMaxInbound>>20)
+	if r.p.LateLog != nil {
+		w.writeSamples(r.p.LateLog)
+	}
 	skip := append(append([]window(nil), r.restarts...), r.fulls...)
 	var worstDue time.Time
 	rep.LateN, rep.LateP50, rep.LateP99, rep.LateWorst, worstDue = w.lateness(nil, skip)

@@ -1,10 +1,13 @@
 package loadtest
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -275,6 +278,20 @@ func (w *wellBehaved) onPush(m *protocol.Message) {
 			w.samples = append(w.samples, wellSample{due: due, late: now.Sub(due)})
 		}
 	}
+}
+
+// writeSamples writes the events' due instants and lateness (see
+// SoakParams.LateLog), in due order.
+func (w *wellBehaved) writeSamples(out io.Writer) {
+	w.mu.Lock()
+	ss := slices.Clone(w.samples)
+	w.mu.Unlock()
+	slices.SortFunc(ss, func(a, b wellSample) int { return a.due.Compare(b.due) })
+	bw := bufio.NewWriter(out)
+	for _, s := range ss {
+		fmt.Fprintf(bw, "%s %d\n", s.due.UTC().Format("2006-01-02T15:04:05.000"), s.late.Milliseconds())
+	}
+	bw.Flush()
 }
 
 // missing returns how many acknowledged adds never fired.

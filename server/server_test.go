@@ -32,9 +32,9 @@ func TestSeedExampleOverTheWire(t *testing.T) {
 	assert.Equal(t, []string{
 		"T+1 tid=12 fired=1 last=false",
 		"T+2 tid=12 fired=2 last=false",
-		"T+3 tid=11 fired=1 last=false",
-		"T+3 tid=12 fired=3 last=false",
+		"T+3 tid=11 fired=1 last=false", // rounds by receiver: 1's first, 2's first, 1's second
 		"T+3 tid=20 fired=1 last=false",
+		"T+3 tid=12 fired=3 last=false",
 		"T+4 tid=12 fired=4 last=false",
 		"T+5 tid=12 fired=5 last=true",
 		"T+6 tid=11 fired=2 last=false",

@@ -9,8 +9,8 @@ import (
 	"github.com/tickwheel/tickwheel/protocol"
 )
 
-// TestSameTickOrder: timers due on the same tick fire in the order they
-// were added; a replace counts as a new add (it moves to the end of that
+// TestSameTickOrder: one receiver's timers due on the same tick fire in the
+// order they were added (across receivers, in rounds: fair_test.go); a replace counts as a new add (it moves to the end of that
 // order), while pause and resume keep a timer's place. list stays in tid
 // order whatever the firing order.
 func TestSameTickOrder(t *testing.T) {

@@ -10,8 +10,15 @@ import (
 // passed to fn belongs to the wheel and is reused: it is valid only until fn
 // returns (copy what must outlive it, Data included).
 //
-// Firings come in order of due tick; timers due on the same tick fire in the
-// order they were first added. A repeating timer is re-armed from its
+// Firings come in order of due tick. Timers due on the same tick fire in
+// rounds by receiver (fair.go): first each receiver's earliest-added timer
+// due on the tick, then each receiver's second, and so on, each round in
+// the order the timers were first added; so one receiver's timers fire in
+// add order, and a receiver with many timers due on a tick does not hold
+// back the others. The order is made when Advance reaches the tick and
+// kept across bounded calls; a timer that becomes due at Now() after that
+// (Resume with no ticks left, Reschedule to Now()) fires after the timers
+// already due. A repeating timer is re-armed from its
 // scheduled tick (no drift), so crossing k of its periods yields k firings,
 // each with its own Tick. While fn runs, Now() is the firing's Tick; the
 // firing timer has already been re-armed, or removed if this was its Last

@@ -169,10 +169,10 @@ func (w *Wheel) refreshOverflowMin() {
 
 // turn does the work of tick now = t, reached by nextEvent with the due list
 // empty: it moves down the slots that start at t, highest level first, then
-// makes the timers due at t the due list, in add order. A slot already in
-// add order (the common case: timers added in order and moved down in order)
-// is spliced in whole, without visiting its timers; only an unsorted one is
-// sorted.
+// makes the timers due at t the due list, in add order, and relinks it into
+// the same-tick order (fairOrder). A slot already in add order (the common
+// case: timers added in order and moved down in order) is spliced in whole;
+// only an unsorted one is sorted.
 func (w *Wheel) turn() {
 	t := w.now
 	top := w.levels - 1
@@ -202,6 +202,7 @@ func (w *Wheel) turn() {
 	h.wnext, h.wprev = head, head
 	if w.unsorted[s>>6]&bit == 0 {
 		w.linkDue(first, last)
+		w.fairOrder()
 		return
 	}
 	w.unsorted[s>>6] &^= bit
@@ -217,6 +218,7 @@ func (w *Wheel) turn() {
 	}
 	w.linkDue(uint32(a[0]), uint32(a[len(a)-1]))
 	w.dueBuf = a[:0]
+	w.fairOrder()
 }
 
 // linkDue makes the chain first..last (linked by wnext/wprev) the due list,
@@ -241,22 +243,11 @@ func (w *Wheel) replace(s uint32) {
 	}
 }
 
-// insertDue puts node i, due now, into the due list at its place in add
-// order. Only a timer paused with no ticks left (while due) and resumed gets
-// here, so the walk is rare.
-func (w *Wheel) insertDue(i uint32) {
-	seq := w.nodes.at(i).order()
-	q := w.nodes.at(w.due).wnext
-	for q != w.due && w.nodes.at(q).order() < seq {
-		q = w.nodes.at(q).wnext
-	}
-	w.linkTail(q, i) // just before q
-}
-
 // sortBySeq sorts entries of the form seq<<32|index. A slot's timers arrive
-// as a few runs (re-armed at different ticks, moved down from higher levels),
-// so sorted input is checked for first, and large batches are radix-sorted on
-// the bits the seq numbers actually span.
+// as a few runs (re-armed at different ticks, moved down from higher levels,
+// re-armed in the same-tick order of rounds by receiver), so sorted input is
+// checked for first, input of a few ascending runs is merged, and other
+// large batches are radix-sorted on the bits the seq numbers actually span.
 func (w *Wheel) sortBySeq(a []uint64) []uint64 {
 	if slices.IsSorted(a) {
 		return a
@@ -264,6 +255,9 @@ func (w *Wheel) sortBySeq(a []uint64) []uint64 {
 	if len(a) < 128 {
 		slices.Sort(a)
 		return a
+	}
+	if m, ok := w.mergeRuns(a); ok {
+		return m
 	}
 	lo, hi := a[0]>>32, a[0]>>32
 	for _, e := range a {
@@ -291,4 +285,55 @@ func (w *Wheel) sortBySeq(a []uint64) []uint64 {
 	}
 	w.sortBuf = buf[:0]
 	return a
+}
+
+// maxMergeRuns is the most ascending runs mergeRuns merges (in two passes);
+// more are radix-sorted.
+const maxMergeRuns = 4
+
+// mergeRuns sorts a when it is at most maxMergeRuns ascending runs, by
+// merging them pairwise into sortBuf and back, and returns the sorted
+// entries (in a or in the other buffer); ok is false, a untouched, for
+// more runs. A tick fired in rounds by receiver re-arms its repeating
+// timers in that order, which is typically two runs: the first round,
+// then the rest.
+func (w *Wheel) mergeRuns(a []uint64) (sorted []uint64, ok bool) {
+	var cut [maxMergeRuns + 1]int // run k is a[cut[k]:cut[k+1]]
+	k := 1
+	for i := 1; i < len(a); i++ {
+		if a[i] < a[i-1] {
+			if k == maxMergeRuns {
+				return a, false
+			}
+			cut[k] = i
+			k++
+		}
+	}
+	cut[k] = len(a)
+	buf := slices.Grow(w.sortBuf[:0], len(a))[:len(a)]
+	for ; k > 1; k = (k + 1) / 2 {
+		for j := 0; j < k; j += 2 {
+			lo, mid, hi := cut[j], cut[min(j+1, k)], cut[min(j+2, k)]
+			mergeInto(buf[lo:hi], a[lo:mid], a[mid:hi])
+			cut[j/2] = lo
+		}
+		cut[(k+1)/2] = len(a)
+		a, buf = buf, a
+	}
+	w.sortBuf = buf[:0]
+	return a, true
+}
+
+// mergeInto merges the ascending x and y into dst, of their total length.
+func mergeInto(dst, x, y []uint64) {
+	i, j := 0, 0
+	for d := range dst {
+		if j == len(y) || i < len(x) && x[i] < y[j] {
+			dst[d] = x[i]
+			i++
+		} else {
+			dst[d] = y[j]
+			j++
+		}
+	}
 }

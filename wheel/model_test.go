@@ -42,11 +42,57 @@ type refTimer struct {
 }
 
 // refModel is the trivially correct reference: timers in a slice kept in
-// add-sequence order, the next firing found by a linear scan.
+// add-sequence order, the next firing found by a linear scan. The timers
+// due on one tick fire in the same-tick order (fair.go): rounds by
+// receiver, made when the tick's first firing is taken (or an Advance stops
+// on the tick), then kept in dueList; a timer resumed with no ticks left
+// joins its end.
 type refModel struct {
-	now    uint64
-	seq    uint64
-	timers []*refTimer // ascending seq
+	now     uint64
+	seq     uint64
+	timers  []*refTimer // ascending seq
+	dueList []*refTimer // the order of the timers due at now not fired yet, once made
+}
+
+// fairRounds returns the timers of ts (ascending seq) in the same-tick
+// order: each receiver's first, then each one's second, ...; each round
+// in add order.
+func fairRounds(ts []*refTimer) []*refTimer {
+	rank := map[uint64]int{}
+	var rounds [][]*refTimer
+	for _, t := range ts {
+		r := rank[t.key.Receiver]
+		rank[t.key.Receiver]++
+		if r == len(rounds) {
+			rounds = append(rounds, nil)
+		}
+		rounds[r] = append(rounds[r], t)
+	}
+	return slices.Concat(rounds...)
+}
+
+// dueAt returns the unpaused timers due at tick T in the same-tick order.
+func (m *refModel) dueAt(T uint64) []*refTimer {
+	var ts []*refTimer
+	for _, t := range m.timers {
+		if !t.paused && t.due == T {
+			ts = append(ts, t)
+		}
+	}
+	return fairRounds(ts)
+}
+
+// settle makes the order of the tick at now, as the wheel does when it
+// reaches a tick: called when an Advance stops at now with timers due.
+func (m *refModel) settle() {
+	if len(m.dueList) == 0 {
+		m.dueList = m.dueAt(m.now)
+	}
+}
+
+// unlistDue takes t out of dueList (cancelled, replaced or paused).
+func (m *refModel) unlistDue(t *refTimer) {
+	m.dueList = slices.DeleteFunc(m.dueList, func(u *refTimer) bool { return u == t })
 }
 
 func (m *refModel) find(k Key) int {
@@ -58,7 +104,10 @@ func (m *refModel) find(k Key) int {
 	return -1
 }
 
-func (m *refModel) remove(i int) { m.timers = slices.Delete(m.timers, i, i+1) }
+func (m *refModel) remove(i int) {
+	m.unlistDue(m.timers[i])
+	m.timers = slices.Delete(m.timers, i, i+1)
+}
 
 func (m *refModel) add(k Key, s Spec) error {
 	var due, every uint64
@@ -103,6 +152,7 @@ func (m *refModel) cancel(k Key) error {
 
 func (m *refModel) cancelAll(r uint64) int {
 	n := len(m.timers)
+	m.dueList = slices.DeleteFunc(m.dueList, func(t *refTimer) bool { return t.key.Receiver == r })
 	m.timers = slices.DeleteFunc(m.timers, func(t *refTimer) bool { return t.key.Receiver == r })
 	return n - len(m.timers)
 }
@@ -117,6 +167,7 @@ func (m *refModel) pause(k Key) error {
 		return ErrPaused
 	}
 	t.paused, t.remaining = true, t.due-m.now
+	m.unlistDue(t)
 	return nil
 }
 
@@ -137,6 +188,9 @@ func (m *refModel) resume(k Key) error {
 		return ErrOverflow
 	}
 	t.paused, t.due = false, m.now+t.remaining
+	if t.due == m.now { // due now: after the timers already waiting
+		m.dueList = append(m.dueList, t)
+	}
 	return nil
 }
 
@@ -173,15 +227,22 @@ func (m *refModel) list(r uint64) []Info {
 }
 
 // next returns the timer that fires next among those due at or before
-// target: least due tick, then least seq. nil if none.
+// target: the head of dueList, else the first in the same-tick order of
+// the least due tick. nil if none. It changes nothing.
 func (m *refModel) next(target uint64) *refTimer {
+	if len(m.dueList) > 0 {
+		return m.dueList[0]
+	}
 	var best *refTimer
-	for _, t := range m.timers { // ascending seq: strict < keeps the oldest on ties
+	for _, t := range m.timers {
 		if !t.paused && t.due <= target && (best == nil || t.due < best.due) {
 			best = t
 		}
 	}
-	return best
+	if best == nil {
+		return nil
+	}
+	return m.dueAt(best.due)[0]
 }
 
 // fire fires t (which must be the one next returned): now moves to its due
@@ -192,6 +253,11 @@ func (m *refModel) fire(t *refTimer) Fire {
 		panic(fmt.Sprintf("model: firing %v due %d before now %d", t.key, T, m.now))
 	}
 	m.now = T
+	m.settle()
+	if m.dueList[0] != t {
+		panic(fmt.Sprintf("model: firing %v, not the head of the due order", t.key))
+	}
+	m.dueList = m.dueList[1:]
 	t.fired++
 	last := (t.repeat != 0 && t.fired == uint64(t.repeat)) || T > math.MaxUint64-t.every
 	f := Fire{Key: t.key, Tick: T, Fired: t.fired, Repeat: t.repeat, Last: last, Data: t.data}
@@ -695,6 +761,7 @@ func (r *modelRunner) doAdvance(to uint64, max int) {
 		r.cov.maxStops++
 		if t := r.m.next(r.target); t != nil {
 			r.m.now = t.due
+			r.m.settle()
 		} else {
 			r.cov.maxStopDone++
 			r.m.now = r.target
@@ -1415,7 +1482,8 @@ func TestModelDesignExample(t *testing.T) {
 	want := []ev{
 		{12, T + 1, 1, false},
 		{12, T + 2, 2, false},
-		{11, T + 3, 1, false}, {12, T + 3, 3, false}, {20, T + 3, 1, false},
+		// Receiver 1's first (11), receiver 2's first (20), then receiver 1's second.
+		{11, T + 3, 1, false}, {20, T + 3, 1, false}, {12, T + 3, 3, false},
 		{12, T + 4, 4, false},
 		{12, T + 5, 5, true},
 		{11, T + 6, 2, false}, {20, T + 6, 2, false},

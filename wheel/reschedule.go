@@ -1,8 +1,8 @@
 package wheel
 
 // Reschedule moves the next firing of timer k to tick due, keeping the
-// rest of it: its fired count, repeat count, interval, data and its place
-// in the same-tick order (its add order). The firings after it are re-armed
+// rest of it: its fired count, repeat count, interval, data and its add
+// order (which places it in the same-tick order, see Advance). The firings after it are re-armed
 // from due by the interval as usual, unless the caller moves them again.
 // It is how a caller drives a timer whose firings do not follow a fixed
 // interval (a calendar schedule): from an Advance callback it moves the
@@ -10,7 +10,7 @@ package wheel
 //
 // It returns ErrNotFound, ErrPaused for a paused timer (its remaining ticks
 // are what Resume uses), or ErrPast when due is before Now(). A due equal
-// to Now() puts the timer among those due now, in add order: it fires in
+// to Now() puts the timer after those due now not fired yet: it fires in
 // the Advance running (when called from its callback) or the next one.
 func (w *Wheel) Reschedule(k Key, due uint64) error {
 	i := w.firing // the timer firing now: no look-up (see Wheel.firing)
@@ -32,7 +32,7 @@ func (w *Wheel) Reschedule(k Key, due uint64) error {
 	w.noteUnlinked(n.due)
 	n.due = due
 	if due == w.now {
-		w.insertDue(i)
+		w.appendDue(i)
 	} else {
 		w.place(i)
 	}

@@ -59,17 +59,23 @@ func Restore(cfg Config, snapshot []byte) (*Wheel, error) {
 // 80 ns per timer (BenchmarkRestore: 0.8 s for 10M timers), and nothing is
 // allocated per timer but the buffer of a payload longer than 16 bytes.
 type Restorer struct {
-	cfg   Config // normalized
-	w     *Wheel // nil until the header is read
-	stage uint8
-	left  uint64 // records still to come
-	prev  uint64 // the previous record's receiver
-	crc   uint32 // of the bytes consumed, the checksum excluded
-	carry []byte // the start of a part cut between Writes
-	need  int    // the length of that part, as far as known
-	built bool   // the index is built: w is ready
-	err   error
-	t     snapTimer
+	cfg     Config // normalized
+	w       *Wheel // nil until the header is read
+	stage   uint8
+	version byte
+	// The due order section (dueOrder): the due timers in add order, the
+	// positions read so far, and which were.
+	dueNodes []uint32
+	dueOrd   []uint32
+	dueSeen  []uint64
+	left     uint64 // records still to come
+	prev     uint64 // the previous record's receiver
+	crc      uint32 // of the bytes consumed, the checksum excluded
+	carry    []byte // the start of a part cut between Writes
+	need     int    // the length of that part, as far as known
+	built    bool   // the index is built: w is ready
+	err      error
+	t        snapTimer
 }
 
 // snapTimer is a record as read.
@@ -158,6 +164,8 @@ func (r *Restorer) where() string {
 		return "in the header"
 	case stageRecords:
 		return fmt.Sprintf("%d records missing", r.left)
+	case stageDue:
+		return "in the due order"
 	default:
 		return "no checksum"
 	}
@@ -176,6 +184,8 @@ func (r *Restorer) consume(b []byte) (n, need int, err error) {
 			k, need, err = r.header(b[n:])
 		case stageRecords:
 			k, need, err = r.records(b[n:])
+		case stageDue:
+			k, need, err = r.dueOrder(b[n:])
 		case stageTrailer:
 			r.crc = crc32.Update(r.crc, castagnoli, b[hashed:n])
 			hashed = n
@@ -209,9 +219,11 @@ func (r *Restorer) header(b []byte) (n, need int, err error) {
 	if len(b) <= len(snapMagic) {
 		return 0, len(snapMagic) + 1, nil
 	}
-	if v := b[len(snapMagic)]; v != SnapshotVersion {
-		return 0, 0, fmt.Errorf("%w: version %d (this package reads %d)", ErrSnapshotVersion, v, SnapshotVersion)
+	v := b[len(snapMagic)]
+	if v < 1 || v > SnapshotVersion {
+		return 0, 0, fmt.Errorf("%w: version %d (this package reads 1 to %d)", ErrSnapshotVersion, v, SnapshotVersion)
 	}
+	r.version = v
 	now, off := getUvarint(b, len(snapMagic)+1)
 	if off < 0 {
 		return varFail(off, b, "now")
@@ -230,7 +242,7 @@ func (r *Restorer) header(b []byte) (n, need int, err error) {
 }
 
 // records parses records and adds their timers to the wheel until the last
-// (the stage becomes stageTrailer) or one b holds only the start of.
+// (the stage becomes stageDue, or stageTrailer for version 1) or one b holds only the start of.
 func (r *Restorer) records(b []byte) (n, need int, err error) {
 	w, t := r.w, &r.t
 	for r.left > 0 {
@@ -246,7 +258,10 @@ func (r *Restorer) records(b []byte) (n, need int, err error) {
 		r.left--
 		n += k
 	}
-	r.stage = stageTrailer
+	r.stage = stageDue
+	if r.version < 2 { // no due order: the due timers fire in add order
+		r.stage = stageTrailer
+	}
 	return n, 0, nil
 }
 
@@ -390,7 +405,7 @@ func (w *Wheel) restoreTimer(t *snapTimer) {
 	switch {
 	case t.paused:
 		n.due, n.wprev, n.wnext = t.delay, markPaused, nilIdx
-	case t.delay == 0: // due now, not fired yet: the due list is in add order
+	case t.delay == 0: // due now, not fired yet: in add order until the due order section
 		n.due = w.now
 		w.linkTail(w.due, i)
 	default:

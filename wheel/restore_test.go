@@ -13,9 +13,15 @@ import (
 )
 
 // rawSnapshot builds a snapshot by hand: the header for now and count,
-// the records as given, and a correct checksum.
+// the records as given (the due order section too, when a record is due
+// now), and a correct checksum.
 func rawSnapshot(now uint64, count int, records ...[]byte) []byte {
-	b := append(snapMagic[:], SnapshotVersion)
+	return rawSnapshotV(SnapshotVersion, now, count, records...)
+}
+
+// rawSnapshotV is rawSnapshot of format version v.
+func rawSnapshotV(v byte, now uint64, count int, records ...[]byte) []byte {
+	b := append(snapMagic[:], v)
 	b = binary.AppendUvarint(b, now)
 	b = binary.AppendUvarint(b, uint64(count))
 	for _, r := range records {
@@ -40,6 +46,7 @@ func TestRestoreRaw(t *testing.T) {
 		rec(recSameRecv|recEveryDelay|recPaused, 2, 7),       // receiver 5, tid 2, paused with 7 left
 		rec(recEveryDelay|recRepeat|recFired, 6, 1, 4, 3, 2), // receiver 6: repeat 3, fired 2
 		append(rec(recData, 0, 9, 0, 1, 2), 'h', 'i'),        // receiver 0, tid 9, due now, every 1
+		[]byte{0}, // the due order: the one due timer
 	)
 	w, err := Restore(Config{}, snap)
 	require.NoError(t, err)
@@ -78,7 +85,12 @@ func TestRestoreErrors(t *testing.T) {
 		{"empty", nil, ErrSnapshot},
 		{"magic", []byte("TWSX\x01\x00\x00"), ErrSnapshot},
 		{"short magic", []byte("TX"), ErrSnapshot},
-		{"version", []byte("TWSN\x02\x00\x00"), ErrSnapshotVersion},
+		{"version", []byte("TWSN\x03\x00\x00"), ErrSnapshotVersion},
+		{"version 0", []byte("TWSN\x00\x00\x00"), ErrSnapshotVersion},
+		{"due order missing", rawSnapshot(0, 1, rec(0, 5, 1, 0, 3)), ErrSnapshot},
+		{"due order out of range", rawSnapshot(0, 2, rec(0, 5, 1, 0, 3), rec(recSameRecv, 2, 0, 3), []byte{0, 2}), ErrSnapshot},
+		{"due order repeated", rawSnapshot(0, 2, rec(0, 5, 1, 0, 3), rec(recSameRecv, 2, 0, 3), []byte{1, 1}), ErrSnapshot},
+		{"due order too long", rawSnapshot(0, 1, rec(0, 5, 1, 0, 3), []byte{0, 0}), ErrSnapshot},
 		{"count", rawSnapshot(0, maxNodes), ErrFull},
 		{"records missing", rawSnapshot(0, 2, good), ErrSnapshot},
 		{"flags", rawSnapshot(0, 1, rec(0x40, 5, 1, 10, 3)), ErrSnapshot},
@@ -220,4 +232,26 @@ func receiversOf(w *Wheel) []uint64 {
 		}
 	}
 	return rs
+}
+
+// TestRestoreDueOrder: the due order section decides the order in which
+// the timers due now fire after a restore; a version 1 snapshot, which has
+// none, fires them in add order.
+func TestRestoreDueOrder(t *testing.T) {
+	recs := [][]byte{rec(0, 5, 1, 0, 3), rec(recSameRecv, 2, 0, 3), rec(0, 6, 1, 0, 3)}
+	keys := func(w *Wheel) (ks []Key) {
+		for _, f := range collect(w, w.Now()) {
+			ks = append(ks, f.Key)
+		}
+		return ks
+	}
+	snap := rawSnapshot(50, 3, recs[0], recs[1], recs[2], []byte{2, 0, 1})
+	w, err := Restore(Config{}, snap)
+	require.NoError(t, err)
+	assert.Equal(t, snap, snapshotOf(t, w, 0))
+	assert.Equal(t, []Key{{6, 1}, {5, 1}, {5, 2}}, keys(w))
+
+	w, err = Restore(Config{}, rawSnapshotV(1, 50, 3, recs...))
+	require.NoError(t, err)
+	assert.Equal(t, []Key{{5, 1}, {5, 2}, {6, 1}}, keys(w))
 }

@@ -11,7 +11,7 @@ import (
 	"unsafe"
 )
 
-// Snapshot format, version 1. A snapshot holds the wheel's observable state
+// Snapshot format, version 2. A snapshot holds the wheel's observable state
 // and nothing of its layout: Now, and every live timer with all it shows
 // through Get, List and Advance. Varints are encoding/binary's unsigned
 // varints, in their shortest form.
@@ -21,6 +21,7 @@ import (
 //	now      varint
 //	count    varint: the number of records that follow
 //	records  count of them, in add order (below)
+//	due      varints: the firing order of the timers due now (snapshot_due.go)
 //	crc      4 bytes, little-endian CRC-32C (Castagnoli) of all the bytes before it
 //
 // A record is one timer:
@@ -44,7 +45,12 @@ import (
 // give the same bytes, however their slabs are laid out, and Restore
 // rejects any other encoding. The geometry (Config) is not part of the
 // state: a snapshot may be restored into any geometry.
-const SnapshotVersion = 1
+//
+// Version 2 added the due section: the timers due on one tick no longer
+// fire in add order but in rounds by receiver (fair.go), so a snapshot
+// taken part-way through a tick says the order of the rest. Version 1
+// snapshots are still read (their due timers fire in add order).
+const SnapshotVersion = 2
 
 var snapMagic = [4]byte{'T', 'W', 'S', 'N'}
 
@@ -91,6 +97,7 @@ type Frozen struct {
 	// The encoder's position.
 	stage    uint8
 	next     int // index in b.order of the next record
+	nextDue  int // index in b.due of the next due order varint
 	prevRecv uint64
 	crc      uint32
 }
@@ -103,6 +110,8 @@ type frozenBufs struct {
 	big    [][]byte // the long payloads, by index, as extras.big
 	order  []uint64 // the live timers as order<<32|node index, sorted
 	tmp    []uint64 // scratch for sorting order
+	due    []uint32 // the due order section (prepareDue)
+	dueTmp []uint64 // scratch for it
 }
 
 // freezeShared is the state a wheel shares with its Frozen copies, the only
@@ -124,6 +133,7 @@ type frozenState struct {
 const (
 	stageHeader = iota
 	stageRecords
+	stageDue // the due order section (version 2)
 	stageTrailer
 	stageDone
 )
@@ -227,6 +237,9 @@ func (f *Frozen) AppendNext(dst []byte, max int) (out []byte, done bool) {
 	if f.stage == stageRecords {
 		dst = f.appendRecords(dst, stop)
 	}
+	if f.stage == stageDue {
+		dst = f.appendDueOrder(dst, stop)
+	}
 	f.crc = crc32.Update(f.crc, castagnoli, dst[mark:])
 	if f.stage == stageTrailer && len(dst) < stop {
 		dst = binary.LittleEndian.AppendUint32(dst, f.crc)
@@ -243,7 +256,7 @@ func (f *Frozen) Encode(dst []byte) []byte {
 }
 
 // appendRecords appends records until len(dst) reaches stop or the last
-// is appended, after which the stage is stageTrailer.
+// is appended, after which the stage is stageDue.
 func (f *Frozen) appendRecords(dst []byte, stop int) []byte {
 	order, nodes := f.b.order, f.b.nodes
 	const ahead = 8 // prefetch distance: order need not follow the slab
@@ -257,7 +270,7 @@ func (f *Frozen) appendRecords(dst []byte, stop int) []byte {
 		dst = f.appendRecord(dst, &nodes[uint32(order[f.next])])
 		f.next++
 	}
-	f.stage = stageTrailer
+	f.stage = stageDue
 	return dst
 }
 
@@ -343,6 +356,7 @@ func (f *Frozen) prepare() {
 		panic("wheel: Freeze copied an inconsistent wheel")
 	}
 	b.order, b.tmp = sortOrder(a, b.tmp, f.yield)
+	f.prepareDue()
 }
 
 // isSorted is slices.IsSorted, yielding now and then.

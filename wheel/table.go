@@ -22,7 +22,8 @@ func (w *Wheel) Add(k Key, s Spec) error {
 // (even when At is after Now()), now+After past 2^64-1 is ErrOverflow, and
 // Every == 0 means the first delay, due - now. The timer is armed in the
 // wheel at due, so it fires when an Advance reaches due, after every timer
-// due earlier; its same-tick order is its add order, as with Add. When it
+// due earlier; its place in the same-tick order follows from its add
+// order, as with Add. When it
 // returns an error the wheel is unchanged and due is 0.
 func (w *Wheel) AddFrom(k Key, s Spec, now uint64) (due uint64, err error) {
 	now = max(now, w.now)
@@ -147,7 +148,8 @@ func (w *Wheel) Pause(k Key) error {
 // Resume restarts a paused timer k: it becomes due after exactly the ticks it
 // had left when paused. It returns ErrNotFound, ErrNotPaused when the timer is
 // not paused, or ErrOverflow (and the timer stays paused) when the new due
-// tick would pass 2^64-1.
+// tick would pass 2^64-1. With no ticks left it is due at Now(), after the
+// timers due then not fired yet (see Advance on the same-tick order).
 func (w *Wheel) Resume(k Key) error {
 	_, i := w.index.lookup(k)
 	if i == 0 {
@@ -162,7 +164,7 @@ func (w *Wheel) Resume(k Key) error {
 	}
 	n.due += w.now
 	if n.due == w.now {
-		w.insertDue(i)
+		w.appendDue(i)
 	} else {
 		w.place(i)
 	}

@@ -126,8 +126,10 @@ type Wheel struct {
 	pageMin  uint32 // pageIndexMin (tests lower it)
 
 	// due is the sentinel of the list of timers due at now not yet fired, in
-	// add order: turn moves a level-0 slot there when now reaches it.
-	due uint32
+	// the same-tick order (fair.go): turn moves a level-0 slot there when
+	// now reaches it and orders it.
+	due  uint32
+	fair fairState // fairOrder's scratch
 	// unsorted marks the level-0 slots whose list is not in add order (a
 	// timer came down from a higher level, or was re-armed, behind a newer
 	// one), so turn sorts only those.

@@ -32,7 +32,9 @@ func collect(w *Wheel, to uint64) []Fire {
 
 // TestSeedExample reproduces the firing table of the design document: 1 tick
 // per second, tid 12 every tick ×5, tid 11 every 3 ticks ×4, tid 20 every 3
-// ticks forever, advanced one tick at a time.
+// ticks forever, advanced one tick at a time. (The design document fired
+// T+3 in add order, 11, 12, 20; the same-tick order is now in rounds by
+// receiver, fair.go.)
 func TestSeedExample(t *testing.T) {
 	const T = 1587848614
 	w := newWheel(t, T, Config{})
@@ -49,9 +51,10 @@ func TestSeedExample(t *testing.T) {
 	assert.Equal(t, []string{
 		"T+1 tid=12 fired=1 last=false",
 		"T+2 tid=12 fired=2 last=false",
+		// Rounds by receiver: receiver 1's first, receiver 2's, receiver 1's second.
 		"T+3 tid=11 fired=1 last=false",
-		"T+3 tid=12 fired=3 last=false",
 		"T+3 tid=20 fired=1 last=false",
+		"T+3 tid=12 fired=3 last=false",
 		"T+4 tid=12 fired=4 last=false",
 		"T+5 tid=12 fired=5 last=true",
 		"T+6 tid=11 fired=2 last=false",

@@ -40,12 +40,22 @@ func run() int {
 	flag.IntVar(&p.HTTPIdle, "http-idle", 200, "idle keep-alive operator connections held")
 	dir := flag.String("dir", "", "where the server's data goes (default: a temporary directory, removed after unless the soak failed)")
 	serverLog := flag.String("server-log", "", "write the server's log to this file")
+	lateLog := flag.String("late-log", "", "write each well-behaved event's due instant (UTC) and lateness in ms to this file, at the end")
 	flag.Parse()
 	if p.Bin == "" || p.Duration <= 0 || p.Duration > 30*time.Minute || p.Kills < 0 || p.DiskFull < 0 {
 		fmt.Fprintln(os.Stderr, "soak: -bin is required; -duration in (0, 30m]; -kills and -disk-full >= 0")
 		return 2
 	}
 	p.Logf = log.Printf
+	if *lateLog != "" {
+		f, err := os.Create(*lateLog)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "soak:", err)
+			return 2
+		}
+		defer f.Close()
+		p.LateLog = f
+	}
 	return loadtest.RunTool("tickwheel-soak-", *dir, *serverLog, p.Duration,
 		func(ctx context.Context, dir string, serverLog io.Writer) (loadtest.ToolReport, error) {
 			p.Dir, p.Log = dir, serverLog

@@ -1,0 +1,78 @@
+package wheel
+
+import (
+	"fmt"
+	"testing"
+)
+
+// BenchmarkFairBurst: 1M one-shot timers due on one tick, as
+// BenchmarkFireBurst, over 1, 512 or 1M receivers (each receiver's timers
+// every recv-th add), so that the same-tick order (fair.go) has one
+// receiver's 1M rounds, 512 receivers' rounds of 512 (add order again), or
+// one round of 1M receivers (its per-receiver count at its largest). One
+// op is one firing, the tick's ordering included; run it with
+// -benchtime=3000000x as BenchmarkFireBurst.
+func BenchmarkFairBurst(b *testing.B) {
+	const n = 1_000_000
+	for _, recvs := range []int{1, 512, n} {
+		b.Run(fmt.Sprintf("timers=%d/receivers=%d", n, recvs), func(b *testing.B) {
+			w := newWheel(b, 0, Config{})
+			b.ReportAllocs()
+			for fired := 0; fired < b.N; {
+				b.StopTimer()
+				for i := range n {
+					if err := w.Add(Key{uint64(i % recvs), uint64(i + 1)}, Spec{After: 1, Repeat: 1}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				k, _ := w.Advance(w.Now()+1, 0, nil)
+				if k != n {
+					b.Fatalf("fired %d, want %d", k, n)
+				}
+				fired += k
+			}
+		})
+	}
+}
+
+// BenchmarkBigTickFirstTurn: 1M timers repeating every 6,000 ticks (a
+// minute of 10 ms ticks) over 1 or 512 receivers, and one more of another
+// receiver added last, all due on one tick. One op is that tick's first
+// Advance bounded to 10,000 firings, as a server's first turn of the
+// minute: it moves the minute's timers down to the lowest level, makes
+// the tick's order and fires the first 10,000. The rest of the tick is
+// fired untimed. fired-B reports whether the other receiver's timer was
+// among the first turn's firings (1) or not (0).
+func BenchmarkBigTickFirstTurn(b *testing.B) {
+	const n, perTurn = 1_000_000, 10_000
+	for _, recvs := range []int{1, 512} {
+		b.Run(fmt.Sprintf("timers=%d/receivers=%d", n, recvs), func(b *testing.B) {
+			w := newWheel(b, 0, Config{})
+			for i := range n {
+				if err := w.Add(Key{uint64(i % recvs), uint64(i + 1)}, Spec{After: 6000}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			other := Key{1 << 40, 1}
+			if err := w.Add(other, Spec{After: 6000}); err != nil {
+				b.Fatal(err)
+			}
+			firedB := 0
+			onFire := func(f *Fire) {
+				if f.Key == other {
+					firedB++
+				}
+			}
+			b.ResetTimer()
+			for range b.N {
+				due := w.Now() + 6000
+				w.Advance(due, perTurn, onFire)
+				b.StopTimer()
+				w.Advance(due, 0, nil)
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(firedB)/float64(b.N), "fired-B")
+		})
+	}
+}

@@ -1,0 +1,95 @@
+package wheel
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+)
+
+// The due order section of a snapshot (version 2). The timers due at Now()
+// not fired yet (records with delay 0, not paused: m of them) fire in the
+// same-tick order (fair.go), which is not their add order, so the snapshot
+// says it: m varints, one per such timer in firing order, each its position
+// (0..m-1) among those m records in record order. Each position appears
+// once; with m = 0 the section is empty. A version 1 snapshot has no
+// section: its due timers fire in add order.
+
+// prepareDue lists, for the frozen due list in firing order, each timer's
+// position among the due timers in add order (frozenBufs.due).
+func (f *Frozen) prepareDue() {
+	b := f.b
+	sent := f.nsent - 1 // the due list's sentinel (see New)
+	a := b.dueTmp[:0]
+	for i, k := b.nodes[sent].wnext, uint64(0); i != sent; i, k = b.nodes[i].wnext, k+1 {
+		a = append(a, uint64(b.nodes[i].order())<<32|k)
+	}
+	slices.Sort(a) // by add order; the low half is the firing position
+	ord := slices.Grow(b.due[:0], len(a))[:len(a)]
+	for j, e := range a {
+		ord[uint32(e)] = uint32(j)
+	}
+	b.due, b.dueTmp = ord, a[:0]
+}
+
+// appendDue appends the due order section's varints until len(dst) reaches
+// stop or the last is appended, after which the stage is stageTrailer.
+func (f *Frozen) appendDueOrder(dst []byte, stop int) []byte {
+	for f.nextDue < len(f.b.due) {
+		if len(dst) >= stop {
+			return dst
+		}
+		dst = binary.AppendUvarint(dst, uint64(f.b.due[f.nextDue]))
+		f.nextDue++
+	}
+	f.stage = stageTrailer
+	return dst
+}
+
+// dueOrder parses the due order section's varints and, after the last,
+// relinks the restored wheel's due list (in add order until then) into
+// that order; the stage becomes stageTrailer. It returns the bytes
+// consumed, or need (see consume) when b ends inside a varint.
+func (r *Restorer) dueOrder(b []byte) (n, need int, err error) {
+	w := r.w
+	if r.dueNodes == nil { // first call: the due timers, in add order
+		r.dueNodes = []uint32{}
+		for i := w.nodes.at(w.due).wnext; i != w.due; i = w.nodes.at(i).wnext {
+			r.dueNodes = append(r.dueNodes, i)
+		}
+		r.dueSeen = make([]uint64, (len(r.dueNodes)+63)/64)
+	}
+	m := len(r.dueNodes)
+	for len(r.dueOrd) < m {
+		v, off := getUvarint(b, n)
+		if off < 0 {
+			return varFail2(off, b, n, "due order")
+		}
+		if v >= uint64(m) || r.dueSeen[v/64]&(1<<(v%64)) != 0 {
+			return n, 0, fmt.Errorf("%w: due order: position %d of %d due timers repeated or out of range", ErrSnapshot, v, m)
+		}
+		r.dueSeen[v/64] |= 1 << (v % 64)
+		r.dueOrd = append(r.dueOrd, uint32(v))
+		n = off
+	}
+	prev := w.due
+	for _, j := range r.dueOrd {
+		i := r.dueNodes[j]
+		w.nodes.at(prev).wnext = i
+		w.nodes.at(i).wprev = prev
+		prev = i
+	}
+	w.nodes.at(prev).wnext = w.due
+	w.nodes.at(w.due).wprev = prev
+	r.dueNodes, r.dueOrd, r.dueSeen = nil, nil, nil
+	r.stage = stageTrailer
+	return n, 0, nil
+}
+
+// varFail2 is varFail for a field at b[off:] after n bytes already parsed
+// in this call: those are consumed, and need counts from them.
+func varFail2(code int, b []byte, off int, field string) (n, need int, err error) {
+	if code == varShort {
+		return off, len(b) - off + 1, nil
+	}
+	return off, 0, fmt.Errorf("%w: bad varint for %s", ErrSnapshot, field)
+}
