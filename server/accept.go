@@ -232,9 +232,12 @@ const refuseLinger = 20 * time.Millisecond
 
 // refuse tells a connection why it is not served, in an error frame with id
 // 0, and closes it. The write cannot block for long: the socket is new.
-func refuse(nc net.Conn, why string) {
+func refuse(nc net.Conn, why string) { refuseCode(nc, protocol.CodeLimitExceeded, why) }
+
+// refuseCode is refuse with an error code of the caller's.
+func refuseCode(nc net.Conn, code protocol.Code, why string) {
 	_ = nc.SetDeadline(time.Now().Add(refuseLinger))
-	_, _ = nc.Write(protocol.AppendError(nil, 0, protocol.CodeLimitExceeded, why))
+	_, _ = nc.Write(protocol.AppendError(nil, 0, code, why))
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.CloseWrite() // the frame, then FIN
 	}

@@ -83,10 +83,13 @@ func TestTLSAddFire(t *testing.T) {
 	require.Equal(t, due, fs[0].Tick)
 	require.Equal(t, []byte("over tls"), fs[0].Data)
 
-	// A plaintext hello on the TLS port is no session.
+	// A plaintext hello on the TLS port is no session: it is told why.
 	p := dial(t, srv)
 	p.write(protocol.AppendRequest(nil, &protocol.Request{ID: 1, Op: protocol.OpHello, Version: protocol.Version, Name: "plain"}))
-	require.True(t, p.closed(), "a plaintext client on the TLS port is closed")
+	m := p.readUntilClosed()
+	require.Len(t, m, 1)
+	require.Equal(t, protocol.CodeMalformed, m[0].Code)
+	require.Contains(t, m[0].Text, "this port speaks TLS")
 	require.Equal(t, uint64(1), c.stats().Sessions)
 }
 

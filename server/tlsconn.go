@@ -14,6 +14,7 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
+	"github.com/tickwheel/tickwheel/protocol"
 	"github.com/tickwheel/tickwheel/server/tlsconf"
 )
 
@@ -47,6 +48,11 @@ import (
 // largest plaintext (16 KiB) and some, so one read of the pair fills a
 // record and one read of TLS takes a whole record.
 const tlsCopyBuf = 32 << 10
+
+// notTLS is the error sent, in plaintext, to a client that does not speak
+// TLS on the TLS port.
+const notTLS = "this port speaks TLS (the server has tls.cert_file): connect with TLS " +
+	"(Go client WithTLS/WithTLSFiles, TypeScript tls option, CLI -tls-ca)"
 
 // tlsFdsPerConn is how many file descriptors a TLS connection holds.
 const tlsFdsPerConn = 3
@@ -158,6 +164,12 @@ func (s *Server) serveTLS(nc net.Conn, accepted int64) {
 		s.tlsFailed.Add(1)
 		if !s.stopping.Load() {
 			s.rlog.Warn("TLS handshake failed", "remote", nc.RemoteAddr().String(), "err", err)
+		}
+		var rh tls.RecordHeaderError
+		if errors.As(err, &rh) && rh.Conn != nil {
+			// Not TLS at all: most likely a client without TLS, which
+			// reads this error frame where it expected the hello's reply.
+			refuseCode(nc, protocol.CodeMalformed, notTLS)
 		}
 		nc.Close()
 		s.conns.Add(-1)
