@@ -2,6 +2,7 @@ package loadtest
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"sync"
@@ -56,6 +57,8 @@ type TickwheelTarget struct {
 	// number of workers. Deliver 1 is the Redis peer's topology, whose one
 	// poller takes every due member for all the workers.
 	Deliver int
+	// TLS, when set, connects with TLS (a server with tls.cert_file).
+	TLS *tls.Config
 
 	tick  time.Duration
 	sink  Sink
@@ -123,10 +126,20 @@ func (t *TickwheelTarget) Close() error {
 	return nil
 }
 
+// dialConn opens a connection to the server, over TLS when t.TLS is set
+// (its handshake done).
+func (t *TickwheelTarget) dialConn(ctx context.Context) (net.Conn, error) {
+	if t.TLS != nil {
+		d := tls.Dialer{Config: t.TLS}
+		return d.DialContext(ctx, "tcp", t.Addr)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", t.Addr)
+}
+
 func (t *TickwheelTarget) dial(ctx context.Context, w int) (*twConn, protocol.Hello, error) {
 	var h protocol.Hello
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", t.Addr)
+	nc, err := t.dialConn(ctx)
 	if err != nil {
 		return nil, h, err
 	}
@@ -506,8 +519,7 @@ func (t *TickwheelTarget) OpenIdle(ctx context.Context, n int) (func(), error) {
 		wg.Go(func() {
 			buf := make([]byte, 4096)
 			for i := range next {
-				var d net.Dialer
-				nc, err := d.DialContext(ctx, "tcp", t.Addr)
+				nc, err := t.dialConn(ctx)
 				if err == nil {
 					_, err = nc.Write(hello)
 				}
