@@ -105,7 +105,8 @@ func (c *Client) tlsRefusal(addr string, err error) error {
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, "certificate required"):
-		return fmt.Errorf("tickwheel: %s requires a TLS client certificate (mTLS) and none was given (WithTLSFiles CertFile/KeyFile): %w", addr, err)
+		return fmt.Errorf("tickwheel: %s requires a TLS client certificate (mTLS) and none was given "+
+			"(a certificate and key signed by its tls.client_ca_file; CLI -tls-cert and -tls-key): %w", addr, err)
 	case strings.Contains(msg, "remote error: tls:"):
 		return fmt.Errorf("tickwheel: %s refused the TLS client certificate: %w", addr, err)
 	}

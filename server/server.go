@@ -281,7 +281,7 @@ func (s *Server) Start() error {
 	s.m.ready.Store(true)
 	s.writeAddrFile()
 	s.log.Info("tickwheel listening", "addr", s.addr, "tick", s.cfg.Tick, "frozen", frozen,
-		"persistence", s.cfg.Persistence, "data_dir", s.cfg.DataDir)
+		"persistence", s.cfg.Persistence, "data_dir", s.cfg.DataDir, "tls", s.tls != nil, "mtls", s.tls != nil && s.tls.MutualTLS())
 	return nil
 }
 
