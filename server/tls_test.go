@@ -227,6 +227,14 @@ func TestTLSConfigCheck(t *testing.T) {
 			require.True(t, errors.As(err, &ce), "a *ConfigError, so -config-check names the file's line")
 		})
 	}
+	// Raft over TLS needs the client CA, which verifies the peers.
+	node := Config{AdminToken: testAdminToken, DataDir: t.TempDir(),
+		Cluster: ClusterConfig{ID: "c", NodeID: "n1", Peers: "n1=127.0.0.1:7520", TLS: true}}
+	node.TLS.CertFile, node.TLS.KeyFile = f.cert, f.key
+	require.ErrorContains(t, node.Check(), "cluster.tls: raft over TLS uses tls.cert_file, tls.key_file and tls.client_ca_file")
+	node.TLS.ClientCAFile = f.caFile
+	require.NoError(t, node.Check())
+
 	good := Config{AdminToken: testAdminToken, DataDir: t.TempDir(), Persistence: "off"}
 	good.TLS.CertFile, good.TLS.KeyFile = f.cert, f.key
 	require.NoError(t, good.Check())

@@ -99,7 +99,7 @@ const (
 var tlsFlagKeys = map[string]string{
 	"tls-cert": "tls.cert_file", "tls-key": "tls.key_file", "tls-client-ca": "tls.client_ca_file",
 	"tls-min-version": "tls.min_version", "http-tls-cert": "http.tls.cert_file", "http-tls-key": "http.tls.key_file",
-	"http-tls-client-ca": "http.tls.client_ca_file",
+	"http-tls-client-ca": "http.tls.client_ca_file", "cluster-tls": "cluster.tls",
 }
 
 // serveFlags are the serve flags that are not server settings, and where
@@ -153,6 +153,7 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 	raftAddr := fs.String("raft-addr", "", "cluster mode: the raft listen address host:port (default: this node's in -peers)")
 	peers := fs.String("peers", "", "cluster mode: the members, id=raftaddr=clientaddr,... (the same list on every node)")
 	join := fs.String("join", "", "cluster mode: start without -peers and ask the running cluster, at these client addresses (host:port,...), to add this node (with the admin token)")
+	clusterTLS := fs.Bool("cluster-tls", false, "cluster mode: raft traffic between nodes over TLS, with -tls-cert/-tls-key, peers verified against -tls-client-ca (cluster.tls)")
 	clusterTokenFile := fs.String("cluster-token-file", "", "cluster mode: file holding the cluster token (16+ bytes; required when -raft-addr is not loopback)")
 	tlsCert := fs.String("tls-cert", "", "TLS on the client port: PEM certificate chain (tls.cert_file; with -tls-key every client connection is TLS)")
 	tlsKey := fs.String("tls-key", "", "TLS on the client port: PEM key of -tls-cert (tls.key_file)")
@@ -251,6 +252,8 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 			cfg.Cluster.Join = *join
 		case "cluster-token-file":
 			cfg.Cluster.TokenFile = *clusterTokenFile
+		case "cluster-tls":
+			cfg.Cluster.TLS = *clusterTLS
 		case "tls-cert":
 			cfg.TLS.CertFile = *tlsCert
 		case "tls-key":

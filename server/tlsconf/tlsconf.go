@@ -227,3 +227,50 @@ func (f ClientFiles) ClientConfig() (*tls.Config, error) {
 	}
 	return c, nil
 }
+
+// PeerConfigs returns the TLS configs of a cluster node's raft traffic
+// (cluster.tls): each node is both server and client, presenting the
+// listener's certificate (reloaded with it) either way, and verifying its
+// peer's against the client CA (client_ca_file, required: it must be the
+// CA that signs the nodes' certificates). A server certificate without the
+// clientAuth usage is accepted from a peer: the peers are nodes, not
+// clients. The client side checks the peer's certificate against the host
+// it dials: client returns the config for a connection to host.
+func (r *Reloader) PeerConfigs() (server *tls.Config, client func(host string) *tls.Config, err error) {
+	if r.files.ClientCAFile == "" {
+		return nil, nil, &Error{"client_ca_file", errors.New("not set: raft over TLS verifies the nodes' certificates against it")}
+	}
+	verify := func(cs tls.ConnectionState, name string, usage x509.ExtKeyUsage) error {
+		if len(cs.PeerCertificates) == 0 {
+			return errors.New("tls: the peer presented no certificate")
+		}
+		opts := x509.VerifyOptions{Roots: r.cur.Load().clientCA, DNSName: name, Intermediates: x509.NewCertPool(),
+			KeyUsages: []x509.ExtKeyUsage{usage}}
+		for _, c := range cs.PeerCertificates[1:] {
+			opts.Intermediates.AddCert(c)
+		}
+		_, err := cs.PeerCertificates[0].Verify(opts)
+		return err
+	}
+	cert := func() *tls.Certificate { return r.cur.Load().cert }
+	server = &tls.Config{
+		MinVersion:     r.min,
+		ClientAuth:     tls.RequireAnyClientCert, // verified below, against the reloaded CA
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert(), nil },
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			return verify(cs, "", x509.ExtKeyUsageAny)
+		},
+	}
+	client = func(host string) *tls.Config {
+		return &tls.Config{
+			MinVersion:           r.min,
+			ServerName:           host,
+			InsecureSkipVerify:   true, // verified below, against the reloaded CA and host
+			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert(), nil },
+			VerifyConnection: func(cs tls.ConnectionState) error {
+				return verify(cs, host, x509.ExtKeyUsageServerAuth)
+			},
+		}
+	}
+	return server, client, nil
+}
