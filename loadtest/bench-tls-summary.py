@@ -29,6 +29,8 @@ def show(acc):
             print(k, 'n=%d'%len(a['p99']), 'p99 ms median', med(a['p99']), sorted(a['p99']), 'tick-p99 median', med(a['tp99']), 'p50 med', med(a['p50']), 'cpu med', med(a['cpu']))
 print("== TLS vs plaintext, same run")
 show(collect(sorted(glob.glob(d+'/tls-vs-plain-*.json')), lambda r:(r['Scenario'],r['Target'])))
+print("== TLS vs plaintext, same run, plaintext read without kernel receive stamps (-no-rxstamp)")
+show(collect(sorted(glob.glob(d+'/nostamp-tls-vs-plain-*.json')), lambda r:(r['Scenario'],r['Target'])))
 print("== plaintext before/after")
 show(collect(sorted(glob.glob(d+'/plain-before-*.json')), lambda r:(r['Scenario'],'before')))
 show(collect(sorted(glob.glob(d+'/plain-after-*.json')), lambda r:(r['Scenario'],'after')))

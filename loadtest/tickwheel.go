@@ -59,6 +59,11 @@ type TickwheelTarget struct {
 	Deliver int
 	// TLS, when set, connects with TLS (a server with tls.cert_file).
 	TLS *tls.Config
+	// NoStamp reads with plain reads instead of recvmsg with the kernel's
+	// receive stamps (which TLS connections cannot have), so that a
+	// plaintext target is read the way a TLS one is; the "at the socket"
+	// lateness figures are then missing.
+	NoStamp bool
 
 	tick  time.Duration
 	sink  Sink
@@ -143,7 +148,7 @@ func (t *TickwheelTarget) dial(ctx context.Context, w int) (*twConn, protocol.He
 	if err != nil {
 		return nil, h, err
 	}
-	c := &twConn{nc: nc, w: w, sink: t.sink, boundary: t.boundary, window: t.Window, bound: map[uint64]bool{}, waiters: map[uint64]chan reply{}, errs: map[string]int{}}
+	c := &twConn{nc: nc, noStamp: t.NoStamp, w: w, sink: t.sink, boundary: t.boundary, window: t.Window, bound: map[uint64]bool{}, waiters: map[uint64]chan reply{}, errs: map[string]int{}}
 	c.cond = sync.NewCond(&c.mu)
 	go c.readLoop()
 	m, err := c.call(ctx, &protocol.Request{Op: protocol.OpHello, Version: protocol.Version, Name: "loadtest", Token: t.Token})

@@ -184,50 +184,6 @@ func (r *Reloader) Config(nextProtos ...string) *tls.Config {
 	}
 }
 
-// ClientFiles are what a client needs to connect with TLS (the CLI's and
-// loadtest's -tls-* flags).
-type ClientFiles struct {
-	CAFile     string // PEM CA certificates the server's must chain to; "" = the system's
-	CertFile   string // PEM client certificate, for a server that asks for one (mTLS)
-	KeyFile    string // its private key
-	ServerName string // the name the server's certificate must carry; "" = the dialled host
-}
-
-// Enabled reports whether any of f is set.
-func (f ClientFiles) Enabled() bool {
-	return f.CAFile != "" || f.CertFile != "" || f.KeyFile != "" || f.ServerName != ""
-}
-
-// ClientConfig builds the client *tls.Config of f (TLS 1.2 at least),
-// with errors naming the file at fault.
-func (f ClientFiles) ClientConfig() (*tls.Config, error) {
-	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: f.ServerName}
-	if f.CAFile != "" {
-		pem, err := os.ReadFile(f.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("TLS CA file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("TLS CA file %s: holds no PEM certificate", f.CAFile)
-		}
-		c.RootCAs = pool
-	}
-	switch {
-	case f.CertFile != "" && f.KeyFile != "":
-		cert, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("TLS client certificate %s and key %s: %w", f.CertFile, f.KeyFile, err)
-		}
-		c.Certificates = []tls.Certificate{cert}
-	case f.CertFile != "":
-		return nil, errors.New("a TLS client certificate needs its key file too")
-	case f.KeyFile != "":
-		return nil, errors.New("a TLS client key needs its certificate file too")
-	}
-	return c, nil
-}
-
 // PeerConfigs returns the TLS configs of a cluster node's raft traffic
 // (cluster.tls): each node is both server and client, presenting the
 // listener's certificate (reloaded with it) either way, and verifying its

@@ -84,6 +84,7 @@ func run() int {
 	tail := flag.Int("tail", 1_000_000, "recover: timers added after the graceful restart, before the SIGKILL")
 	recoverFsync := flag.String("recover-fsync", "everysec", "recover: the server's fsync policy")
 	withTLS := flag.Bool("tls", false, "with -spawn: spawn each server twice, plaintext and with TLS on its client port (target tickwheel(...,tls)), with certificates made in a temporary directory, and measure both in the same run; with -addr: connect with TLS (trusting -tls-ca)")
+	noStamp := flag.Bool("no-rxstamp", false, "tickwheel: read with plain reads, not recvmsg with kernel receive stamps (as TLS connections are read): compares plaintext and -tls targets with the same reader")
 	tlsCA := flag.String("tls-ca", "", "with -addr -tls: PEM file of the CA the server's certificate chains to (default: the system's)")
 	flag.Parse()
 
@@ -126,6 +127,7 @@ func run() int {
 				return 2
 			}
 		}
+		tw.NoStamp = *noStamp
 		tws = append(tws, tw)
 	}
 	variants := []bool{false} // spawned servers: plaintext, and with -tls a TLS twin
@@ -228,6 +230,7 @@ func run() int {
 				if tlsOn {
 					tw.TLS = tlsClient
 				}
+				tw.NoStamp = *noStamp
 				tws = append(tws, tw)
 				logf("spawned %s pid %d on %s (%s), %s", *spawn, s.PID(), s.Addr, s.Pinned, strings.Join(args, " "))
 			}
