@@ -128,6 +128,9 @@ func TestTLSMutual(t *testing.T) {
 	waitUntil(t, "refused handshakes are counted and their connections given back", func() bool {
 		return srv.tlsFailed.Load() == 2 && srv.conns.Load() == 1
 	})
+	m, err := srv.ReadMetrics(context.Background(), 0)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), m.TLSHandshakeFailures, "exported as tickwheel_tls_handshake_failures_total")
 }
 
 // A client that connects and never finishes its TLS handshake is cut at
