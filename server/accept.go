@@ -147,7 +147,11 @@ func (s *Server) admit(nc net.Conn, spare *os.File) *os.File {
 	select {
 	case s.refusing <- struct{}{}: // refuse in the background, a few at a time
 		go func() {
-			refuse(nc, why)
+			if s.tls != nil {
+				s.refuseTLS(nc, why) // tlsconn.go
+			} else {
+				refuse(nc, why)
+			}
 			<-s.refusing
 		}()
 	default:

@@ -146,11 +146,13 @@ func TestTLSHandshakeTimeout(t *testing.T) {
 	defer idle.Close()
 	start := time.Now()
 
-	// The silent one holds the only place: the next is refused.
-	refused := dial(t, srv)
+	// The silent one holds the only place: the next is refused, inside
+	// TLS, where a TLS client reads.
+	refused := dialTLS(t, srv, f.clientConfig())
 	m, err := refused.read()
-	require.NoError(t, err, "refused in plaintext, before any handshake")
+	require.NoError(t, err)
 	require.Equal(t, protocol.CodeLimitExceeded, m.Code)
+	require.Contains(t, m.Text, "limit max_connections (1) reached")
 
 	require.NoError(t, idle.SetReadDeadline(time.Now().Add(ioTimeout)))
 	_, err = idle.Read(make([]byte, 1))

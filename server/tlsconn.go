@@ -190,6 +190,31 @@ func (s *Server) serveTLS(nc net.Conn, accepted int64) {
 	pump(tc, ours)
 }
 
+// tlsRefuseWithin bounds the handshake of a connection refused for
+// max_connections, so that refusals (64 at most at once) cannot be held.
+const tlsRefuseWithin = time.Second
+
+// refuseTLS is refuse for a TLS port: the error frame goes inside TLS,
+// where the client reads its hello's reply, after a handshake of at most
+// tlsRefuseWithin (a client that fails it, or has no TLS, is just closed).
+func (s *Server) refuseTLS(nc net.Conn, why string) {
+	defer nc.Close()
+	tc := tls.Server(nc, s.tlsCfg)
+	_ = nc.SetDeadline(time.Now().Add(tlsRefuseWithin))
+	if tc.Handshake() != nil {
+		return
+	}
+	_ = nc.SetDeadline(time.Now().Add(refuseLinger))
+	_, _ = tc.Write(protocol.AppendError(nil, 0, protocol.CodeLimitExceeded, why))
+	_ = tc.CloseWrite() // close_notify
+	var sink [512]byte
+	for {
+		if _, err := tc.Read(sink[:]); err != nil {
+			break
+		}
+	}
+}
+
 // enrollPair makes a Unix socket pair, enrolls one end in the event loop
 // as a client connection with marker as its context, and returns the
 // other. On an error s.conns is given back.
