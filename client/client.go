@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -101,6 +100,9 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	for _, opt := range opts {
 		opt(&c.o)
 	}
+	if c.o.tlsErr != nil {
+		return nil, c.o.tlsErr
+	}
 	c.addrs = splitAddrs(addr, c.o.addrs)
 	if len(c.addrs) == 0 {
 		return nil, fmt.Errorf("tickwheel: no server address (addr %q)", addr)
@@ -160,8 +162,7 @@ func (c *Client) dispatchLoop() {
 // connect dials addr, says hello, queues the re-binds, makes the connection
 // the current one, and waits for the re-bind replies.
 func (c *Client) connect(ctx context.Context, addr string) error {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	nc, err := c.dialConn(ctx, addr) // tls.go
 	if err != nil {
 		return err
 	}
@@ -187,7 +188,7 @@ func (c *Client) connect(ctx context.Context, addr string) error {
 		if ctx.Err() != nil && !errors.As(err, new(*Error)) {
 			return ctx.Err()
 		}
-		return err
+		return c.tlsRefusal(addr, err)
 	}
 	var h protocol.Hello
 	if err := protocol.DecodeHello(res, &h); err != nil {

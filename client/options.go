@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -23,6 +24,8 @@ type options struct {
 	onReconnect  func()
 	addrs        []string // WithAddrs's, after Dial's
 	leaderHops   int
+	tls          *tls.Config // nil: plaintext (tls.go)
+	tlsErr       error       // WithTLSFiles's, returned by Dial
 }
 
 // Defaults.

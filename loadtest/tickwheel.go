@@ -2,6 +2,7 @@ package loadtest
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"sync"
@@ -56,6 +57,13 @@ type TickwheelTarget struct {
 	// number of workers. Deliver 1 is the Redis peer's topology, whose one
 	// poller takes every due member for all the workers.
 	Deliver int
+	// TLS, when set, connects with TLS (a server with tls.cert_file).
+	TLS *tls.Config
+	// NoStamp reads with plain reads instead of recvmsg with the kernel's
+	// receive stamps (which TLS connections cannot have), so that a
+	// plaintext target is read the way a TLS one is; the "at the socket"
+	// lateness figures are then missing.
+	NoStamp bool
 
 	tick  time.Duration
 	sink  Sink
@@ -123,14 +131,24 @@ func (t *TickwheelTarget) Close() error {
 	return nil
 }
 
+// dialConn opens a connection to the server, over TLS when t.TLS is set
+// (its handshake done).
+func (t *TickwheelTarget) dialConn(ctx context.Context) (net.Conn, error) {
+	if t.TLS != nil {
+		d := tls.Dialer{Config: t.TLS}
+		return d.DialContext(ctx, "tcp", t.Addr)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", t.Addr)
+}
+
 func (t *TickwheelTarget) dial(ctx context.Context, w int) (*twConn, protocol.Hello, error) {
 	var h protocol.Hello
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", t.Addr)
+	nc, err := t.dialConn(ctx)
 	if err != nil {
 		return nil, h, err
 	}
-	c := &twConn{nc: nc, w: w, sink: t.sink, boundary: t.boundary, window: t.Window, bound: map[uint64]bool{}, waiters: map[uint64]chan reply{}, errs: map[string]int{}}
+	c := &twConn{nc: nc, noStamp: t.NoStamp, w: w, sink: t.sink, boundary: t.boundary, window: t.Window, bound: map[uint64]bool{}, waiters: map[uint64]chan reply{}, errs: map[string]int{}}
 	c.cond = sync.NewCond(&c.mu)
 	go c.readLoop()
 	m, err := c.call(ctx, &protocol.Request{Op: protocol.OpHello, Version: protocol.Version, Name: "loadtest", Token: t.Token})
@@ -506,8 +524,7 @@ func (t *TickwheelTarget) OpenIdle(ctx context.Context, n int) (func(), error) {
 		wg.Go(func() {
 			buf := make([]byte, 4096)
 			for i := range next {
-				var d net.Dialer
-				nc, err := d.DialContext(ctx, "tcp", t.Addr)
+				nc, err := t.dialConn(ctx)
 				if err == nil {
 					_, err = nc.Write(hello)
 				}

@@ -22,6 +22,7 @@ type twConn struct {
 	window   int
 	wbuf     []byte
 	bound    map[uint64]bool // receivers bound here; owned by the bulk caller
+	noStamp  bool            // read with Read, not recvmsg with kernel receive stamps
 
 	mu       sync.Mutex
 	cond     *sync.Cond
@@ -141,7 +142,10 @@ func (c *twConn) readLoop() {
 	var m protocol.Message
 	var d Delivery
 	var err error
-	sr := newStampedReader(c.nc)
+	var sr *stampedReader
+	if !c.noStamp {
+		sr = newStampedReader(c.nc)
+	}
 	for {
 		var n int
 		var stamp int64

@@ -55,6 +55,7 @@ var (
 	dStalled    = desc("stalled_sessions", "Sessions with events held back because their pending output is at max_outbound (slow consumers).")
 	dSlowClose  = desc("slow_consumer_closes_total", "Connections closed for pipelining more than max_inbound while their replies waited unread.")
 	dRefused    = desc("connections_refused_total", "Connections refused by max_connections or for want of a file descriptor.")
+	dTLSFailed  = desc("tls_handshake_failures_total", "TLS connections closed at their handshake: an untrusted or missing client certificate, a client without TLS, a timeout.")
 	dTurns      = desc("loop_turn_duration_seconds", "Duration of event-loop turns (reading requests, firing, writing).")
 	dBytesIn    = desc("received_bytes_total", "Request bytes read from clients.")
 	dBytesOut   = desc("sent_bytes_total", "Bytes handed to client connections (replies and events).")
@@ -82,7 +83,7 @@ var (
 	dScrapeFail = desc("scrape_errors_total", "Scrapes that could not read the server's counters (the event loop did not answer in time).")
 	allDescs    = []*prometheus.Desc{dReady, dTimers, dReceivers, dRecords, dRecordB, dRetained, dSessions, dConns, dRequests, dErrors, dFires,
 		dLateness, dLag, dTwTime, dTick, dSpeed, dFrozen, dBacklog, dBacklogB, dOutbox, dWaiting, dBacklogR, dOldest,
-		dDropped, dLost, dSampled, dStalled, dSlowClose, dRefused, dTurns, dBytesIn, dBytesOut, dPersist, dLogBytes, dFsync,
+		dDropped, dLost, dSampled, dStalled, dSlowClose, dRefused, dTLSFailed, dTurns, dBytesIn, dBytesOut, dPersist, dLogBytes, dFsync,
 		dReadOnly, dFsyncFail, dSnapAge, dSnapDur, dSnapshots, dRaftOn, dRaftLeader, dRaftKnown, dRaftState, dRaftTerm, dRaftCommit, dRaftApply, dRaftLast, dRaftAuth,
 		dScrapeFail, dBuild, dHTTPConns, dHTTPRefuse, dHTTPBadTok}
 )
@@ -157,6 +158,7 @@ func collectMetrics(ch chan<- prometheus.Metric, m *server.Metrics) {
 	gauge(dStalled, float64(m.Load.Stalled))
 	counter(dSlowClose, m.SlowConsumerCloses)
 	counter(dRefused, m.Refused)
+	counter(dTLSFailed, m.TLSHandshakeFailures)
 	histogram(ch, dTurns, &m.TurnDuration)
 	counter(dBytesIn, m.BytesIn)
 	counter(dBytesOut, m.BytesOut)

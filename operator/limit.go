@@ -20,6 +20,9 @@ type capListener struct {
 	open     atomic.Int64  // connections accepted and not yet closed
 	refused  atomic.Uint64 // connections answered 503 for want of room
 	onRefuse func()        // called after each refusal (logging)
+	// silent closes a connection over the cap without the 503: on an
+	// HTTPS listener the client expects a TLS handshake, not plaintext.
+	silent bool
 }
 
 // refusal is the whole answer to a connection over the cap.
@@ -46,8 +49,10 @@ func (l *capListener) Accept() (net.Conn, error) {
 		}
 		l.open.Add(-1)
 		l.refused.Add(1)
-		_ = nc.SetWriteDeadline(time.Now().Add(refuseWrite))
-		_, _ = nc.Write(refusal)
+		if !l.silent {
+			_ = nc.SetWriteDeadline(time.Now().Add(refuseWrite))
+			_, _ = nc.Write(refusal)
+		}
 		nc.Close()
 		if l.onRefuse != nil {
 			l.onRefuse()

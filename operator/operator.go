@@ -25,6 +25,7 @@ package operator
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -40,6 +41,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tickwheel/tickwheel/server"
+	"github.com/tickwheel/tickwheel/server/tlsconf"
 )
 
 // DefaultAddr is the operator listener's default address.
@@ -93,6 +95,10 @@ type Operator struct {
 	scrapeErrors atomic.Uint64
 	// badTokens counts requests refused for their bearer token (guard.go).
 	badTokens atomic.Uint64
+
+	// tls serves the certificate when Limits.TLS is set (HTTPS); nil
+	// otherwise. Set by Serve.
+	tls atomic.Pointer[tlsconf.Reloader]
 
 	mu     sync.Mutex
 	ln     *capListener
@@ -221,9 +227,23 @@ func (o *Operator) Serve() error {
 		return errors.New("operator: closed, or serving already")
 	}
 	lim := o.opts.Limits
+	var reloader *tlsconf.Reloader
+	if lim.TLS.Enabled() {
+		if reloader, err = tlsconf.New(lim.TLS); err != nil {
+			ln.Close()
+			return fmt.Errorf("operator: http.tls.%w", err)
+		}
+		o.tls.Store(reloader)
+	}
 	o.ln = &capListener{Listener: ln, max: int64(lim.MaxConnections), onRefuse: func() {
 		o.rlog.Warn("operator HTTP connection refused: limit http.max_connections reached", "max_connections", lim.MaxConnections)
-	}}
+	}, silent: reloader != nil}
+	var serving net.Listener = o.ln
+	if reloader != nil {
+		// net/http runs each connection's handshake within the smallest
+		// of its timeouts (http.read_timeout by default).
+		serving = tls.NewListener(o.ln, reloader.Config("http/1.1"))
+	}
 	o.srv = &http.Server{Handler: o.Handler(), ErrorLog: slogErrorLog{o.log}.logger(),
 		ReadHeaderTimeout: lim.ReadTimeout, ReadTimeout: lim.ReadTimeout, WriteTimeout: lim.WriteTimeout,
 		IdleTimeout: lim.IdleTimeout}
@@ -231,14 +251,31 @@ func (o *Operator) Serve() error {
 		o.srv.IdleTimeout = -1
 	}
 	go func() {
-		if err := o.srv.Serve(o.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := o.srv.Serve(serving); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			o.log.Error("operator HTTP listener stopped", "err", err)
 		}
 	}()
 	go o.sample()
-	o.log.Info("operator HTTP listening", "addr", ln.Addr().String(), "token_required", o.exposed,
+	o.log.Info("operator HTTP listening", "addr", ln.Addr().String(), "token_required", o.exposed, "tls", reloader != nil,
+		"mtls", reloader != nil && reloader.MutualTLS(),
 		"max_connections", lim.MaxConnections, "read_timeout", lim.ReadTimeout, "write_timeout", lim.WriteTimeout,
 		"idle_timeout", lim.IdleTimeout)
+	return nil
+}
+
+// ReloadTLS rereads the listener's certificate files (http.tls; on
+// SIGHUP): new connections get the new certificate. On an error the old
+// one stays. A no-op without TLS.
+func (o *Operator) ReloadTLS() error {
+	r := o.tls.Load()
+	if r == nil {
+		return nil
+	}
+	if err := r.Reload(); err != nil {
+		return fmt.Errorf("operator: http.tls.%w", err)
+	}
+	o.log.Info("operator HTTP: TLS certificate reloaded", "subject", r.Leaf().Subject.String(),
+		"not_after", r.Leaf().NotAfter.UTC().Format(time.RFC3339))
 	return nil
 }
 

@@ -35,8 +35,15 @@ import (
 const fdReserve = 32
 
 // clientMarker is the gnet context of a connection the acceptor registered,
-// until OnOpen replaces it with the session.
-type clientMarker struct{}
+// until OnOpen replaces it with the session; it stays its SafeContext. The
+// fields are set for a TLS connection's end of its pair (tlsconn.go):
+// remote is the client's address, accepted when the TLS connection was
+// accepted (ns since origin), and closed is called by OnClose.
+type clientMarker struct {
+	remote   string
+	accepted int64
+	closed   func()
+}
 
 // maxAcceptBackoff bounds the pause after a failed accept.
 const maxAcceptBackoff = time.Second
@@ -57,6 +64,9 @@ func (s *Server) connectionLimit() (int, error) {
 	}
 	reserve := fdReserve + s.cfg.httpFds()
 	allowed := int(min(soft, 1<<30)) - reserve
+	if s.cfg.TLS.Enabled() {
+		allowed /= tlsFdsPerConn // the socket and both ends of its pair (tlsconn.go)
+	}
 	if allowed < 1 {
 		return 0, fmt.Errorf("server: the fd limit (%d) leaves no room for connections: raise it above %d (ulimit -n), "+
 			"or lower http.max_connections (%d)", soft, reserve, s.cfg.HTTP.MaxConnections)
@@ -128,6 +138,11 @@ func (s *Server) acceptLoop() {
 // the spare descriptor.
 func (s *Server) admit(nc net.Conn, spare *os.File) *os.File {
 	if s.conns.Load() < int64(s.maxConns) {
+		if s.tls != nil {
+			s.conns.Add(1)
+			go s.serveTLS(nc, s.nowNs())
+			return spare
+		}
 		return s.register(nc, spare)
 	}
 	s.refused.Add(1)
@@ -136,7 +151,11 @@ func (s *Server) admit(nc net.Conn, spare *os.File) *os.File {
 	select {
 	case s.refusing <- struct{}{}: // refuse in the background, a few at a time
 		go func() {
-			refuse(nc, why)
+			if s.tls != nil {
+				s.refuseTLS(nc, why) // tlsconn.go
+			} else {
+				refuse(nc, why)
+			}
 			<-s.refusing
 		}()
 	default:
@@ -221,9 +240,12 @@ const refuseLinger = 20 * time.Millisecond
 
 // refuse tells a connection why it is not served, in an error frame with id
 // 0, and closes it. The write cannot block for long: the socket is new.
-func refuse(nc net.Conn, why string) {
+func refuse(nc net.Conn, why string) { refuseCode(nc, protocol.CodeLimitExceeded, why) }
+
+// refuseCode is refuse with an error code of the caller's.
+func refuseCode(nc net.Conn, code protocol.Code, why string) {
 	_ = nc.SetDeadline(time.Now().Add(refuseLinger))
-	_, _ = nc.Write(protocol.AppendError(nil, 0, protocol.CodeLimitExceeded, why))
+	_, _ = nc.Write(protocol.AppendError(nil, 0, code, why))
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.CloseWrite() // the frame, then FIN
 	}

@@ -59,6 +59,12 @@ func (s *Server) AdminToken() string { return s.cfg.AdminToken }
 // success c.AdminToken is never empty. It logs where the admin token comes
 // from (never the token), and warns when Insecure exposes the server.
 func (c *Config) secure(log *slog.Logger) error {
+	if err := c.TLS.Check(); err != nil {
+		return tlsKeyErr("tls.", err)
+	}
+	if err := c.HTTP.TLS.Check(); err != nil && c.HTTPAddr != "off" {
+		return tlsKeyErr("http.tls.", err)
+	}
 	switch {
 	case c.AdminToken != "" && c.AdminTokenFile != "":
 		return keyErr("admin_token_file", "set admin_token or admin_token_file, not both")

@@ -44,6 +44,14 @@ type ClusterConfig struct {
 	TokenFile string `yaml:"token_file"`
 	// DataDir holds the raft log and snapshots. Default <data_dir>/raft.
 	DataDir string `yaml:"data_dir"`
+	// TLS puts the raft traffic between nodes under TLS (flag
+	// -cluster-tls), with the client port's certificates (tls.cert_file,
+	// tls.key_file, reloaded on SIGHUP with them): each node presents its
+	// certificate to its peers and verifies theirs against
+	// tls.client_ca_file, which is then required; a node's certificate
+	// must be valid for the host of its raft address. The cluster token is
+	// still checked, inside TLS. Off by default.
+	TLS bool `yaml:"tls"`
 
 	peers      []cluster.Peer
 	clientAddr string // this node's, from Peers ("" = its listen address)
@@ -58,7 +66,7 @@ func (c *Config) clustered() bool { return c.Cluster.ID != "" }
 func (c *Config) clusterDefaults() error {
 	k := &c.Cluster
 	if k.ID == "" {
-		if k.NodeID != "" || k.RaftAddr != "" || k.Peers != "" || k.Join != "" || k.TokenFile != "" || k.DataDir != "" {
+		if k.NodeID != "" || k.RaftAddr != "" || k.Peers != "" || k.Join != "" || k.TokenFile != "" || k.DataDir != "" || k.TLS {
 			return keyErr("cluster.id", "the cluster keys need cluster.id (-cluster-id)")
 		}
 		return nil
@@ -106,6 +114,9 @@ func (c *Config) clusterDefaults() error {
 	}
 	if k.RaftAddr == "" {
 		return keyErr("cluster.raft_addr", "a cluster node needs a raft address (-raft-addr)")
+	}
+	if k.TLS && (c.TLS.CertFile == "" || c.TLS.ClientCAFile == "") {
+		return keyErr("cluster.tls", "raft over TLS uses tls.cert_file, tls.key_file and tls.client_ca_file (the CA of the nodes' certificates): set them")
 	}
 	if k.DataDir == "" {
 		k.DataDir = filepath.Join(c.DataDir, "raft")

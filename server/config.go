@@ -12,6 +12,7 @@ import (
 	"github.com/tickwheel/tickwheel/wheel"
 
 	"github.com/tickwheel/tickwheel/server/journal/vfs"
+	"github.com/tickwheel/tickwheel/server/tlsconf"
 )
 
 // Config configures a Server. The zero value of every field means its
@@ -136,6 +137,15 @@ type Config struct {
 	// HTTP bounds the operator HTTP listener's connections (see HTTPLimits).
 	HTTP HTTPLimits `yaml:"http"`
 
+	// TLS turns on TLS on the client port (every client connection is then
+	// TLS; docs/OPERATIONS.md "TLS and mTLS"): cert_file and key_file, PEM;
+	// client_ca_file, when set, requires a client certificate signed by it
+	// (mTLS); min_version "1.3" (default) or "1.2". The handshake counts
+	// towards timeouts.handshake and limits.max_connections. SIGHUP rereads
+	// the files (Server.ReloadTLS); a change of the keys needs a restart.
+	// Off by default.
+	TLS tlsconf.Files `yaml:"tls"`
+
 	// Cluster makes the server a node of a raft cluster (cluster_config.go);
 	// off by default.
 	Cluster ClusterConfig `yaml:"cluster"`
@@ -207,6 +217,10 @@ type HTTPLimits struct {
 	// over it, the address is answered 429 without its token being
 	// looked at. Default 60.
 	MaxBadTokens int `yaml:"max_bad_tokens"`
+	// TLS turns on TLS (HTTPS) on the operator listener, with the keys of
+	// Config.TLS (the same files as the client port's, or others). Off by
+	// default; cmd/tickwheel rereads the files on SIGHUP.
+	TLS tlsconf.Files `yaml:"tls"`
 }
 
 // The operator HTTP listener's defaults (HTTPLimits).

@@ -58,6 +58,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	default:
 		return nil, gnet.Close
 	}
+	m := c.Context().(clientMarker)
 	if s.replica != nil && !s.replica.leading {
 		s.openFollower(c) // replica.go
 		return nil, gnet.None
@@ -68,7 +69,14 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	if a := c.RemoteAddr(); a != nil {
 		sess.Remote = a.String()
 	}
-	l := &link{sess: sess, c: c, opened: now, read: now}
+	if m.remote != "" { // TLS: the pair's peer is the server itself
+		sess.Remote = m.remote
+	}
+	opened := now
+	if m.accepted != 0 { // TLS: the hello's deadline counts from the TCP accept
+		opened = m.accepted
+	}
+	l := &link{sess: sess, c: c, opened: opened, read: now}
 	s.links[sess.ID()] = l
 	c.SetContext(l)
 	s.retime() // the timeouts' sweep is due for it even on an idle server
@@ -77,6 +85,9 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 
 // OnClose forgets the session of a closed connection.
 func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
+	if m, ok := c.SafeContext().(clientMarker); ok && m.closed != nil {
+		m.closed() // a TLS connection's copy out ends (tlsconn.go)
+	}
 	if _, ok := c.Context().(followerMarker); ok {
 		s.conns.Add(-1)
 		return gnet.None

@@ -176,6 +176,10 @@ type Metrics struct {
 	// want of a descriptor; Connections are the open client connections.
 	Refused     uint64
 	Connections int64
+	// TLSHandshakeFailures counts TLS connections closed at their
+	// handshake (an untrusted or missing client certificate, a client
+	// without TLS, a handshake past timeouts.handshake); 0 without TLS.
+	TLSHandshakeFailures uint64
 	// SlowConsumerCloses counts connections closed for pipelining more
 	// than max_inbound while max_outbound bytes of their replies and
 	// events waited unread.
@@ -245,7 +249,8 @@ func (s *Server) ReadMetrics(ctx context.Context, top int) (Metrics, error) {
 			Lateness: s.m.lateness.clone(), TurnDuration: s.m.turns.clone(),
 			BytesIn: s.m.bytesIn, BytesOut: s.m.bytesOut,
 			Refused: s.refused.Load(), Connections: s.conns.Load(), SlowConsumerCloses: s.m.slowCloses,
-			Tick: s.cfg.Tick, Clock: s.clock.Now(), Persist: s.persistMetrics(), Cluster: s.clusterMetrics()}
+			TLSHandshakeFailures: s.tlsFailed.Load(),
+			Tick:                 s.cfg.Tick, Clock: s.clock.Now(), Persist: s.persistMetrics(), Cluster: s.clusterMetrics()}
 		for op := protocol.Op(1); op < 255; op++ {
 			if op.Valid() {
 				m.Requests[op.String()] = s.core.Requests(op)

@@ -36,8 +36,9 @@ func liveKey(key string) bool {
 	return false
 }
 
-// Reload applies cfg's changes that can be made while the server runs
-// (liveKey) on the event loop, and logs each: the ones applied, and the
+// Reload rereads the client port's TLS files (ReloadTLS: new connections
+// get the new certificate) and applies cfg's changes that can be made
+// while the server runs (liveKey) on the event loop, and logs each: the ones applied, and the
 // others as needing a restart (they are reported again by every Reload
 // until then). The limits and add_only_bound are recorded in the log like
 // any change of state. cfg's values are checked first (ranges, how the
@@ -57,6 +58,11 @@ func (s *Server) Reload(ctx context.Context, cfg Config) ([]Change, error) {
 	}
 	if m := next.Limits.MaxName; len(s.cfg.AdminToken) > m || len(s.cfg.ClientToken) > m {
 		return nil, keyErr("limits.max_name", "%d is shorter than a token in use", m)
+	}
+	// The certificate files are read again whether or not their names
+	// changed: renewing a certificate rewrites the same files.
+	if err := s.ReloadTLS(); err != nil {
+		return nil, err
 	}
 	changes := diffConfig(s.base, next)
 	if len(changes) == 0 {
@@ -89,6 +95,7 @@ func (s *Server) applyLive(next Config) {
 	l.MaxConnections = s.maxConns // not live: see liveKey
 	s.cfg.Limits = l
 	s.cfg.Timeouts = next.Timeouts
+	s.tlsHandshake.Store(int64(next.Timeouts.Handshake))
 	s.cfg.Snapshot = next.Snapshot
 	s.cfg.MaxFiresPerTurn = next.MaxFiresPerTurn
 	s.cfg.LogLevel = next.LogLevel

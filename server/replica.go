@@ -94,7 +94,7 @@ func (s *Server) openReplica() error {
 	s.commits = s.replica
 	s.wallAt = math.MaxInt64 // only a leader records the wall-clock time
 	s.log.Info("cluster mode: the state is replicated by raft", "cluster", s.cfg.Cluster.ID,
-		"node", s.cfg.Cluster.NodeID, "raft_addr", s.cfg.Cluster.RaftAddr, "raft_dir", s.cfg.Cluster.DataDir)
+		"node", s.cfg.Cluster.NodeID, "raft_addr", s.cfg.Cluster.RaftAddr, "raft_dir", s.cfg.Cluster.DataDir, "raft_tls", s.cfg.Cluster.TLS)
 	return nil
 }
 
@@ -104,6 +104,12 @@ func (s *Server) startReplica() error {
 	r := s.replica
 	cfg := s.cfg.nodeConfig(s.addr, s.log)
 	cfg.OnLeadership = r.onLeadership
+	if s.cfg.Cluster.TLS { // clusterDefaults checked the files are set; startTLS loaded them
+		var err error
+		if cfg.TLSServer, cfg.TLSClient, err = s.tls.PeerConfigs(); err != nil {
+			return tlsKeyErr("tls.", err)
+		}
+	}
 	node, err := cluster.Start(cfg, r)
 	if err != nil {
 		return err

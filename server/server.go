@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
+	"github.com/tickwheel/tickwheel/server/tlsconf"
 	"github.com/tickwheel/tickwheel/session"
 	"github.com/tickwheel/tickwheel/wheel"
 )
@@ -61,6 +63,18 @@ type Server struct {
 	accepting  atomic.Bool   // acceptLoop was started: Stop waits for acceptDone
 	refusing   chan struct{} // a slot per connection being refused in the background
 	privDir    string        // holds gnet's private Unix listener
+
+	// TLS on the client port (tlsconn.go); tls is nil without it. tlsCfg
+	// serves tls's current certificate; tlsHandshake is
+	// timeouts.handshake in ns, for the handshake goroutines; tlsLive are
+	// the connections they serve; tlsFailed counts failed handshakes;
+	// enrollMu makes enrollments one at a time. Safe from any goroutine.
+	tls          *tlsconf.Reloader
+	tlsCfg       *tls.Config
+	tlsHandshake atomic.Int64
+	tlsLive      tlsConns
+	tlsFailed    atomic.Uint64
+	enrollMu     sync.Mutex
 
 	// links are the client connections by session id, and sweepAt when
 	// their timeouts are next checked (ns since origin). Owned by the event
@@ -132,6 +146,9 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s.base = base
 	s.sweepEvery = cfg.sweepEvery()
 	s.rlog = newRateLog(log, 10, time.Now)
+	if err := s.startTLS(); err != nil {
+		return nil, err
+	}
 	restored, err := s.openState(start)
 	if err != nil {
 		return nil, err
@@ -198,6 +215,7 @@ func (s *Server) Start() error {
 	s.core.SetLimits(s.cfg.Limits)
 	s.core.SetWire(s.cfg.wireLimits())
 	s.publishMemUse() // before the loop runs: the recovered timers count (memlimit.go)
+	s.tlsHandshake.Store(int64(s.cfg.Timeouts.Handshake))
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
 		s.closeLog()
@@ -263,7 +281,7 @@ func (s *Server) Start() error {
 	s.m.ready.Store(true)
 	s.writeAddrFile()
 	s.log.Info("tickwheel listening", "addr", s.addr, "tick", s.cfg.Tick, "frozen", frozen,
-		"persistence", s.cfg.Persistence, "data_dir", s.cfg.DataDir)
+		"persistence", s.cfg.Persistence, "data_dir", s.cfg.DataDir, "tls", s.tls != nil, "mtls", s.tls != nil && s.tls.MutualTLS())
 	return nil
 }
 
@@ -297,6 +315,7 @@ func (s *Server) Stop(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 	}
+	s.tlsLive.closeAll() // handshakes in progress and copies end; the loop's ends close with the loop
 	if l := s.loop.Load(); l != nil {
 		flushed := make(chan struct{})
 		if (*l).Execute(ctx, gnet.RunnableFunc(func(context.Context) error {

@@ -108,6 +108,7 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 	dataDir := fs.String("data-dir", "", "the server's data directory, to read its admin.token (default: the server's default)")
 	asJSON := fs.Bool("json", false, "print JSON, one object per line")
 	timeout := fs.Duration("timeout", 10*time.Second, "time limit for connecting and each request (but watch and ff, which wait as long as they take)")
+	tlsf := addTLSFlags(fs, os.Getenv)
 	run := cmd.flags(fs)
 	ownZone := fs.Lookup("zone") != nil // add's -zone is its schedule's, and shows the times there too
 	if !ownZone {
@@ -147,6 +148,9 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	opts := []client.Option{client.WithToken(tok), client.WithName("tickwheel-cli")}
+	if o := tlsf.option(); o != nil {
+		opts = append(opts, o)
+	}
 	if tok != "" && dataDirToken(src, os.Getenv) {
 		// A data directory's admin token goes to its own server only, not
 		// to the leader a follower names (see cliToken).

@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"time"
 )
 
@@ -29,6 +31,7 @@ func healthCmd(args []string, stdout, stderr io.Writer) int {
 	addr := fs.String("http-addr", "127.0.0.1:7421", "the server's operator HTTP address")
 	timeout := fs.Duration("timeout", 5*time.Second, "time limit for the check")
 	asJSON := fs.Bool("json", false, "print the result as a JSON object")
+	tlsf := addTLSFlags(fs, os.Getenv) // HTTPS: the operator listener's http.tls
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "%s\n\nask the operator HTTP listener's /healthz: exit 0 if the server is up\n\nflags:\n", healthUsage)
 		fs.PrintDefaults()
@@ -52,8 +55,17 @@ func healthCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tickwheel health: unexpected argument %q (%s)\n", fs.Arg(0), healthUsage)
 		return 2
 	}
-	url := "http://" + *addr + "/healthz"
-	status, err := checkHealth(url, *timeout)
+	tc, err := tlsf.httpConfig()
+	if err != nil {
+		fmt.Fprintf(stderr, "tickwheel health: %v\n", err)
+		return 2
+	}
+	scheme := "http"
+	if tc != nil {
+		scheme = "https"
+	}
+	url := scheme + "://" + *addr + "/healthz"
+	status, err := checkHealth(url, *timeout, tc)
 	if *asJSON {
 		v := map[string]any{"url": url, "status": status, "ok": err == nil}
 		if err != nil {
@@ -77,14 +89,19 @@ func healthCmd(args []string, stdout, stderr io.Writer) int {
 
 // checkHealth GETs url and returns its status code (0 if nothing
 // answered) and, unless it is 200, an error saying what went wrong.
-func checkHealth(url string, timeout time.Duration) (int, error) {
+// tc, when not nil, is the TLS config of an https url.
+func checkHealth(url string, timeout time.Duration, tc *tls.Config) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	hc := http.DefaultClient
+	if tc != nil {
+		hc = &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, err
 	}

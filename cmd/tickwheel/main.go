@@ -61,7 +61,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return versionCmd(args, stdout)
 	}
 	if !serveCmd && len(args) > 1 && args[0] == "help" {
-		if _, ok := commands[args[1]]; ok || args[1] == "health" {
+		if _, ok := commands[args[1]]; ok || args[1] == "health" || args[1] == "certs" {
 			return run([]string{args[1], "-h"}, stdout, stderr) // help add: add -h
 		}
 	}
@@ -73,6 +73,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if !serveCmd && len(args) > 0 && args[0] == "health" {
 		return healthCmd(args[1:], stdout, stderr)
+	}
+	if !serveCmd && len(args) > 0 && args[0] == "certs" {
+		return certsCmd(args[1:], stdout, stderr)
 	}
 	if !serveCmd && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		return runCommand(args[0], args[1:], stdout, stderr)
@@ -91,6 +94,13 @@ const (
 	envAdminToken  = "TICKWHEEL_ADMIN_TOKEN"
 	envClientToken = "TICKWHEEL_CLIENT_TOKEN"
 )
+
+// tlsFlagKeys are the config keys of the server's TLS flags.
+var tlsFlagKeys = map[string]string{
+	"tls-cert": "tls.cert_file", "tls-key": "tls.key_file", "tls-client-ca": "tls.client_ca_file",
+	"tls-min-version": "tls.min_version", "http-tls-cert": "http.tls.cert_file", "http-tls-key": "http.tls.key_file",
+	"http-tls-client-ca": "http.tls.client_ca_file", "cluster-tls": "cluster.tls",
+}
 
 // serveFlags are the serve flags that are not server settings, and where
 // the settings came from.
@@ -143,7 +153,15 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 	raftAddr := fs.String("raft-addr", "", "cluster mode: the raft listen address host:port (default: this node's in -peers)")
 	peers := fs.String("peers", "", "cluster mode: the members, id=raftaddr=clientaddr,... (the same list on every node)")
 	join := fs.String("join", "", "cluster mode: start without -peers and ask the running cluster, at these client addresses (host:port,...), to add this node (with the admin token)")
+	clusterTLS := fs.Bool("cluster-tls", false, "cluster mode: raft traffic between nodes over TLS, with -tls-cert/-tls-key, peers verified against -tls-client-ca (cluster.tls)")
 	clusterTokenFile := fs.String("cluster-token-file", "", "cluster mode: file holding the cluster token (16+ bytes; required when -raft-addr is not loopback)")
+	tlsCert := fs.String("tls-cert", "", "TLS on the client port: PEM certificate chain (tls.cert_file; with -tls-key every client connection is TLS)")
+	tlsKey := fs.String("tls-key", "", "TLS on the client port: PEM key of -tls-cert (tls.key_file)")
+	tlsClientCA := fs.String("tls-client-ca", "", "mTLS: PEM CA certificate(s) a client's certificate must be signed by (tls.client_ca_file)")
+	tlsMin := fs.String("tls-min-version", "", "lowest TLS version accepted: 1.3 (default) or 1.2 (tls.min_version)")
+	httpTLSCert := fs.String("http-tls-cert", "", "HTTPS on the operator listener: PEM certificate chain (http.tls.cert_file)")
+	httpTLSKey := fs.String("http-tls-key", "", "HTTPS on the operator listener: PEM key (http.tls.key_file)")
+	httpTLSClientCA := fs.String("http-tls-client-ca", "", "mTLS on the operator listener: PEM CA certificate(s) (http.tls.client_ca_file)")
 	httpAddr := fs.String("http-addr", "", `operator HTTP listener: metrics, health, pprof, status page (default `+operator.DefaultAddr+`; "" or "off" turns it off)`)
 	fs.StringVar(&sf.logLevel, "log-level", "", "debug, info, warn or error (default: log_level in the config, else info)")
 	logFormat := fs.String("log-format", "", "text (key=value lines, the default) or json (a JSON object a line); log_format in the config")
@@ -171,6 +189,10 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) {
 		set[f.Name] = true
+		if key, ok := tlsFlagKeys[f.Name]; ok {
+			sf.overridden[key] = true
+			return
+		}
 		key := strings.ReplaceAll(f.Name, "-", "_") // -data-dir sets data_dir
 		sf.overridden[key] = true
 		if k, ok := strings.CutSuffix(key, "_file"); ok {
@@ -230,6 +252,22 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 			cfg.Cluster.Join = *join
 		case "cluster-token-file":
 			cfg.Cluster.TokenFile = *clusterTokenFile
+		case "cluster-tls":
+			cfg.Cluster.TLS = *clusterTLS
+		case "tls-cert":
+			cfg.TLS.CertFile = *tlsCert
+		case "tls-key":
+			cfg.TLS.KeyFile = *tlsKey
+		case "tls-client-ca":
+			cfg.TLS.ClientCAFile = *tlsClientCA
+		case "tls-min-version":
+			cfg.TLS.MinVersion = *tlsMin
+		case "http-tls-cert":
+			cfg.HTTP.TLS.CertFile = *httpTLSCert
+		case "http-tls-key":
+			cfg.HTTP.TLS.KeyFile = *httpTLSKey
+		case "http-tls-client-ca":
+			cfg.HTTP.TLS.ClientCAFile = *httpTLSClientCA
 		case "http-addr":
 			cfg.HTTPAddr = *httpAddr
 			if *httpAddr == "" {
@@ -348,6 +386,11 @@ wait:
 		case <-hup:
 			notify(reloading())
 			reload(srv, reread, level, log)
+			if op != nil {
+				if err := op.ReloadTLS(); err != nil {
+					log.Error("config reload: the operator listener keeps its old certificate", "err", err)
+				}
+			}
 			notify("READY=1")
 		case <-srv.Done():
 			return fmt.Errorf("server stopped")

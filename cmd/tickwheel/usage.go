@@ -28,6 +28,7 @@ commands:
 		fmt.Fprintf(w, "  %-23s  %s\n", strings.TrimSpace(name+" "+cmd.args), cmd.summary)
 	}
 	fmt.Fprintf(w, "  %-23s  %s\n", "health", "ask the operator HTTP listener's /healthz: exit 0 if the server is up")
+	fmt.Fprintf(w, "  %-23s  %s\n", "certs", "make a CA, a server and a client certificate for TLS and mTLS (-dir, -hosts)")
 	fmt.Fprintf(w, "  %-23s  %s\n", "version", "print this build's version, VCS revision and Go version (-json: an object); also -version")
 	fmt.Fprint(w, `
 common flags: -addr HOST:PORT (default $TICKWHEEL_ADDR, else 127.0.0.1:7420; -addr beats
@@ -39,6 +40,11 @@ common flags: -addr HOST:PORT (default $TICKWHEEL_ADDR, else 127.0.0.1:7420; -ad
   -addr is a loopback address, the server's admin token is read from <data dir>/admin.token
   (-data-dir DIR, default ./tickwheel-data, as the server's), so commands run where the
   server runs need no token. health takes -http-addr (default 127.0.0.1:7421) and -json.
+  TLS (a server with tls.cert_file): -tls-ca FILE (the CA the server's certificate chains
+  to), -tls-cert FILE -tls-key FILE (a client certificate, for mTLS), -tls-server-name NAME
+  (default -addr's host), or -tls alone (the system's CAs); $TICKWHEEL_TLS_CA,
+  $TICKWHEEL_TLS_CERT, $TICKWHEEL_TLS_KEY, $TICKWHEEL_TLS_SERVER_NAME, $TICKWHEEL_TLS=1.
+  health takes them too, for an operator listener with http.tls.
 `)
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -74,11 +75,18 @@ type authLayer struct {
 	done      chan struct{}
 	closeOnce sync.Once
 	refusals  refusalLog
+	// tlsServer and tlsClient put raft connections under TLS (Config's
+	// TLSServer and TLSClient); nil: plaintext.
+	tlsServer *tls.Config
+	tlsClient func(host string) *tls.Config
 }
 
-func newAuthLayer(ln net.Listener, advertise net.Addr, cluster string, token []byte, log *slog.Logger) *authLayer {
+// newAuthLayer starts accepting on ln; tlsServer and tlsClient, when not
+// nil, put the connections under TLS.
+func newAuthLayer(ln net.Listener, advertise net.Addr, cluster string, token []byte, log *slog.Logger,
+	tlsServer *tls.Config, tlsClient func(host string) *tls.Config) *authLayer {
 	a := &authLayer{ln: ln, advertise: advertise, cluster: cluster, token: token, log: log,
-		conns: make(chan net.Conn, acceptBacklog), done: make(chan struct{})}
+		conns: make(chan net.Conn, acceptBacklog), done: make(chan struct{}), tlsServer: tlsServer, tlsClient: tlsClient}
 	a.refusals.log = log
 	go a.acceptLoop()
 	return a
@@ -105,8 +113,18 @@ func (a *authLayer) acceptLoop() {
 	}
 }
 
-// admit authenticates c and queues it for raft, or closes it.
+// admit authenticates c (TLS first, when on) and queues it for raft, or
+// closes it.
 func (a *authLayer) admit(c net.Conn) {
+	if a.tlsServer != nil {
+		tc := tls.Server(c, a.tlsServer)
+		if err := tlsHandshake(tc, handshakeTimeout); err != nil {
+			c.Close()
+			a.refusals.note(c.RemoteAddr(), fmt.Errorf("%w: TLS: %w", ErrAuth, err))
+			return
+		}
+		c = tc
+	}
 	if err := a.serverHandshake(c); err != nil {
 		c.Close()
 		a.refusals.note(c.RemoteAddr(), err)
@@ -194,11 +212,33 @@ func (a *authLayer) clientHandshake(c net.Conn, timeout time.Duration) error {
 	return nil
 }
 
-// Dial is raft's outgoing connection: TCP, then the handshake.
+// tlsHandshake runs tc's handshake within timeout (at most
+// handshakeTimeout).
+func tlsHandshake(tc *tls.Conn, timeout time.Duration) error {
+	if timeout <= 0 || timeout > handshakeTimeout {
+		timeout = handshakeTimeout
+	}
+	tc.SetDeadline(time.Now().Add(timeout))
+	defer tc.SetDeadline(time.Time{})
+	return tc.Handshake()
+}
+
+// Dial is raft's outgoing connection: TCP, TLS when on, then the handshake.
 func (a *authLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	c, err := net.DialTimeout("tcp", string(address), timeout)
 	if err != nil {
 		return nil, err
+	}
+	if a.tlsClient != nil {
+		host, _, _ := net.SplitHostPort(string(address))
+		tc := tls.Client(c, a.tlsClient(host))
+		if err := tlsHandshake(tc, timeout); err != nil {
+			c.Close()
+			err = fmt.Errorf("%w: TLS with %s: %w", ErrAuth, address, err)
+			a.refusals.note(c.RemoteAddr(), err)
+			return nil, err
+		}
+		c = tc
 	}
 	if err := a.clientHandshake(c, timeout); err != nil {
 		c.Close()

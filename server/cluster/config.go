@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -96,6 +97,14 @@ type Config struct {
 	// proxy, or a test's link forwarder); ok false falls back to the
 	// peer's raft address (raft logs a warning each time).
 	Route func(id string) (addr string, ok bool)
+	// TLSServer and TLSClient, when set (both or neither), put every raft
+	// connection under TLS before the token handshake: the listener
+	// handshakes with TLSServer (which should require and verify a client
+	// certificate), the dialer with TLSClient(host), host being that of
+	// the address dialled, which the peer's certificate must be valid for.
+	// The cluster token is checked inside TLS as without it.
+	TLSServer *tls.Config
+	TLSClient func(host string) *tls.Config
 
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
@@ -134,6 +143,9 @@ func (c *Config) withDefaults() error {
 	}
 	if c.Listener == nil && c.BindAddr == "" {
 		return errors.New("cluster: a raft address is required")
+	}
+	if (c.TLSServer == nil) != (c.TLSClient == nil) {
+		return errors.New("cluster: raft TLS needs both a server and a client config")
 	}
 	seen := map[string]bool{}
 	self := false

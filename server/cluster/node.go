@@ -180,7 +180,7 @@ func (n *Node) listen() error {
 		ln.Close()
 		return fmt.Errorf("cluster: the raft address %s cannot be dialled: set an advertise address", adv)
 	}
-	n.layer = newAuthLayer(ln, adv, n.cfg.ClusterID, []byte(n.cfg.Token), n.cfg.Log)
+	n.layer = newAuthLayer(ln, adv, n.cfg.ClusterID, []byte(n.cfg.Token), n.cfg.Log, n.cfg.TLSServer, n.cfg.TLSClient)
 	tc := &raft.NetworkTransportConfig{Stream: n.layer, MaxPool: 3, Timeout: 10 * time.Second,
 		Logger: n.hlog.Named("transport")}
 	if route := n.cfg.Route; route != nil {

@@ -183,11 +183,11 @@ func authPair(t *testing.T, lc, lt, dc, dt string) (*authLayer, *authLayer, *syn
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	logs := &syncBuffer{}
-	l := newAuthLayer(ln, nil, lc, []byte(lt), newTestLog(logs))
+	l := newAuthLayer(ln, nil, lc, []byte(lt), newTestLog(logs), nil, nil)
 	t.Cleanup(func() { l.Close() })
 	dln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	d := newAuthLayer(dln, nil, dc, []byte(dt), slog.New(slog.DiscardHandler))
+	d := newAuthLayer(dln, nil, dc, []byte(dt), slog.New(slog.DiscardHandler), nil, nil)
 	t.Cleanup(func() { d.Close() })
 	return l, d, logs
 }

@@ -189,7 +189,7 @@ export class Client extends EventEmitter {
   private async openAt(addr: string, signal?: AbortSignal): Promise<void> {
     signal?.throwIfAborted();
     const { host, port } = parseAddr(addr);
-    const socket = await Conn.dial(host, port, signal);
+    const socket = await Conn.dial(host, port, signal, this.opts.tls);
     if (signal?.aborted) {
       socket.destroy();
       throw signal.reason;
@@ -205,7 +205,7 @@ export class Client extends EventEmitter {
     const res = await cn.send({ op: Op.hello, version: BigInt(PROTOCOL_VERSION), name: this.opts.name ?? "", token: this.opts.token ?? "" }, "hello")
       .catch((err: Error) => {
         cn.close(err);
-        throw err;
+        throw this.opts.tls ? tlsRefusal(addr, err) : err;
       })
       .finally(() => signal?.removeEventListener("abort", onAbort));
     try {
@@ -695,4 +695,22 @@ export class Client extends EventEmitter {
     for (const w of this.waiters.splice(0)) w.reject(err);
     this.queue.end();
   }
+}
+
+/**
+ * tlsRefusal says what a connection lost before the hello's reply means
+ * over TLS: the server refused the client's certificate, which TLS 1.3
+ * reports only after the client's handshake has ended (as an alert at the
+ * first read). Other errors are returned as they are.
+ */
+function tlsRefusal(addr: string, err: Error): Error {
+  const msg = `${err.message} ${(err.cause as Error | undefined)?.message ?? ""}`;
+  if (!(err instanceof DisconnectedError)) return err;
+  if (/certificate required/.test(msg)) {
+    return new DisconnectedError(`tickwheel: ${addr} requires a TLS client certificate (mTLS) and none was given (tls.cert, tls.key)`, { cause: err });
+  }
+  if (/alert/.test(msg)) {
+    return new DisconnectedError(`tickwheel: ${addr} refused the TLS client certificate: ${err.message}`, { cause: err });
+  }
+  return err;
 }

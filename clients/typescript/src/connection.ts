@@ -1,6 +1,8 @@
-import { Socket, createConnection } from "node:net";
+import { Socket, createConnection, isIP } from "node:net";
+import { connect as tlsConnect } from "node:tls";
 
 import { DisconnectedError, TickwheelError } from "./errors.js";
+import type { TLSOptions } from "./options.js";
 import {
   FrameSplitter, NOT_LEADER, decodeMessage, encodeRequest, type Message, type Request,
 } from "./protocol.js";
@@ -47,22 +49,33 @@ export class Conn {
     socket.on("close", () => this.close(new DisconnectedError("tickwheel: connection closed")));
   }
 
-  /** dial opens a TCP connection to host:port, bounded by signal. */
-  static dial(host: string, port: number, signal?: AbortSignal): Promise<Socket> {
+  /**
+   * dial opens a TCP connection to host:port, bounded by signal; with tls,
+   * a TLS connection whose handshake is done (an untrusted or expired
+   * server certificate rejects with an error saying it is TLS's).
+   */
+  static dial(host: string, port: number, signal?: AbortSignal, tls?: boolean | TLSOptions): Promise<Socket> {
     return new Promise((resolve, reject) => {
-      const s = createConnection({ host, port });
+      const t = tls === true ? {} : tls || null;
+      const s = t
+        ? tlsConnect({ host, port, ca: t.ca, cert: t.cert, key: t.key, servername: t.servername ?? (isIP(host) ? undefined : host) })
+        : createConnection({ host, port });
       const onAbort = (): void => {
         s.destroy();
         reject(signal!.reason as Error);
       };
       signal?.addEventListener("abort", onAbort, { once: true });
-      s.once("connect", () => {
+      s.once(t ? "secureConnect" : "connect", () => {
         signal?.removeEventListener("abort", onAbort);
         s.removeAllListeners("error");
         resolve(s);
       });
-      s.once("error", (err) => {
+      s.once("error", (err: Error & { code?: string }) => {
         signal?.removeEventListener("abort", onAbort);
+        if (t && err.code !== "ECONNREFUSED" && err.code !== "ENOTFOUND" && err.code !== "ETIMEDOUT") {
+          reject(new Error(`tickwheel: TLS handshake with ${host}:${port}: ${err.message}`, { cause: err }));
+          return;
+        }
         reject(err);
       });
     });

@@ -33,6 +33,22 @@ export interface ConnectOptions {
    * connect retries while the nodes know no leader for at most this times the number of addresses.
    */
   dialTimeoutMs?: number;
+  /**
+   * Connect with TLS (node:tls), to a server with tls.cert_file: true trusts the
+   * system's CAs; an object sets the CA(s) the server's certificate must chain to (ca,
+   * PEM), the client certificate and key for a server with mTLS (cert, key, PEM), and
+   * the name the server's certificate must be valid for (servername; default the
+   * address's host). Default: plaintext.
+   */
+  tls?: boolean | TLSOptions;
+}
+
+/** TLS settings of connect (see ConnectOptions.tls); PEM strings or Buffers, as node:tls takes them. */
+export interface TLSOptions {
+  ca?: string | Buffer | Array<string | Buffer>;
+  cert?: string | Buffer;
+  key?: string | Buffer;
+  servername?: string;
 }
 
 /** Every call takes a signal: when it aborts, the call rejects with its reason (the request may still be applied). */

@@ -7,6 +7,7 @@
 //	loadtest -spawn /tmp/tickwheel -redis 127.0.0.1:6390 -beanstalkd 127.0.0.1:11390 -targets tickwheel,redis,beanstalkd,afterfunc
 //	loadtest -spawn /tmp/tickwheel -persist off,everysec -redis-aof everysec -targets tickwheel,redis -scenarios add
 //	loadtest -spawn /tmp/tickwheel -scenarios recover -n 10000000 -tail 1000000
+//	loadtest -spawn /tmp/tickwheel -tls -targets tickwheel -scenarios add,lateness
 //
 // A spawned server keeps its state where -persist says: "off" (the
 // default) in memory only (-data-dir ""), otherwise in a temporary data
@@ -17,6 +18,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -30,6 +32,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tickwheel/tickwheel/client"
 	"github.com/tickwheel/tickwheel/loadtest"
 )
 
@@ -80,6 +83,9 @@ func run() int {
 	preload := flag.Int("preload", 0, "add this many timers (due 1 hour to 1 week away, not ephemeral) to each tickwheel server before the scenarios; they stay")
 	tail := flag.Int("tail", 1_000_000, "recover: timers added after the graceful restart, before the SIGKILL")
 	recoverFsync := flag.String("recover-fsync", "everysec", "recover: the server's fsync policy")
+	withTLS := flag.Bool("tls", false, "with -spawn: spawn each server twice, plaintext and with TLS on its client port (target tickwheel(...,tls)), with certificates made in a temporary directory, and measure both in the same run; with -addr: connect with TLS (trusting -tls-ca)")
+	noStamp := flag.Bool("no-rxstamp", false, "tickwheel: read with plain reads, not recvmsg with kernel receive stamps (as TLS connections are read): compares plaintext and -tls targets with the same reader")
+	tlsCA := flag.String("tls-ca", "", "with -addr -tls: PEM file of the CA the server's certificate chains to (default: the system's)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -112,7 +118,33 @@ func run() int {
 		}
 	}()
 	if *addr != "" {
-		tws = append(tws, &loadtest.TickwheelTarget{Addr: *addr, Token: *token, Window: *window, At: *twAt, Deliver: *twDeliver})
+		tw := &loadtest.TickwheelTarget{Addr: *addr, Token: *token, Window: *window, At: *twAt, Deliver: *twDeliver}
+		if *withTLS {
+			tf := client.TLSFiles{CAFile: *tlsCA}
+			var err error
+			if tw.TLS, err = tf.Config(); err != nil {
+				logf("-tls-ca: %v", err)
+				return 2
+			}
+		}
+		tw.NoStamp = *noStamp
+		tws = append(tws, tw)
+	}
+	variants := []bool{false} // spawned servers: plaintext, and with -tls a TLS twin
+	var tlsArgs []string
+	var tlsClient *tls.Config
+	if *withTLS && *spawn != "" {
+		dir, err := os.MkdirTemp("", "tickwheel-loadtest-tls-")
+		if err != nil {
+			logf("-tls: %v", err)
+			return 2
+		}
+		defer os.RemoveAll(dir)
+		if tlsArgs, tlsClient, err = loadtest.TLSSetup(dir); err != nil {
+			logf("-tls: %v", err)
+			return 2
+		}
+		variants = []bool{false, true}
 	}
 	if *spawn != "" {
 		// The spawned server takes its admin token from the environment
@@ -132,62 +164,76 @@ func run() int {
 			modes = nil // recover spawns its own servers
 		}
 		for _, m := range modes {
-			mode, cfgFile, _ := strings.Cut(m, ":")
-			if cfgFile == "" && *serverConfig != "" {
-				cfgFile = *serverConfig
-			}
-			dir := ""
-			if mode != "off" {
-				var err error
-				if dir, err = os.MkdirTemp(*dataRoot, "tickwheel-loadtest-"+mode+"-"); err != nil {
-					logf("data dir: %v", err)
+			for _, tlsOn := range variants {
+				mode, cfgFile, _ := strings.Cut(m, ":")
+				if cfgFile == "" && *serverConfig != "" {
+					cfgFile = *serverConfig
+				}
+				dir := ""
+				if mode != "off" {
+					var err error
+					if dir, err = os.MkdirTemp(*dataRoot, "tickwheel-loadtest-"+mode+"-"); err != nil {
+						logf("data dir: %v", err)
+						return 2
+					}
+					dataDirs = append(dataDirs, dir)
+				}
+				args, err := loadtest.PersistArgs(mode, dir)
+				if err != nil {
+					logf("-persist: %v", err)
 					return 2
 				}
-				dataDirs = append(dataDirs, dir)
-			}
-			args, err := loadtest.PersistArgs(mode, dir)
-			if err != nil {
-				logf("-persist: %v", err)
-				return 2
-			}
-			args = append(args, "-tick", tick.String())
-			label := "(fsync=" + mode + ")"
-			if mode == "off" {
-				label = "(in-memory)"
-			}
-			if cfgFile != "" {
-				args = append(args, "-config", cfgFile)
-				label = label[:len(label)-1] + "," + strings.TrimSuffix(filepath.Base(cfgFile), filepath.Ext(cfgFile)) + ")"
-			}
-			if len(modes) == 1 && mode == "off" {
-				label = "" // the in-memory server alone: named as before
-			}
-			var logw *os.File
-			if *serverLog != "" {
-				name := *serverLog + "." + strings.Trim(strings.NewReplacer("(", "", ")", "", "=", "-", ",", "-").Replace(label), ".")
-				if label == "" {
-					name = *serverLog
+				args = append(args, "-tick", tick.String())
+				label := "(fsync=" + mode + ")"
+				if mode == "off" {
+					label = "(in-memory)"
 				}
-				if logw, err = os.Create(name); err != nil {
-					logf("-server-log: %v", err)
+				if cfgFile != "" {
+					args = append(args, "-config", cfgFile)
+					label = label[:len(label)-1] + "," + strings.TrimSuffix(filepath.Base(cfgFile), filepath.Ext(cfgFile)) + ")"
+				}
+				if len(modes) == 1 && mode == "off" {
+					label = "" // the in-memory server alone: named as before
+				}
+				if tlsOn {
+					args = append(args, tlsArgs...)
+					if label == "" {
+						label = "(tls)"
+					} else {
+						label = label[:len(label)-1] + ",tls)"
+					}
+				}
+				var logw *os.File
+				if *serverLog != "" {
+					name := *serverLog + "." + strings.Trim(strings.NewReplacer("(", "", ")", "", "=", "-", ",", "-").Replace(label), ".")
+					if label == "" {
+						name = *serverLog
+					}
+					if logw, err = os.Create(name); err != nil {
+						logf("-server-log: %v", err)
+						return 2
+					}
+					defer logw.Close()
+				}
+				o := loadtest.SpawnOptions{Path: *spawn, CPUs: cpus, Args: args}
+				if logw != nil {
+					o.Log = logw
+				}
+				s, err := loadtest.SpawnWith(ctx, o)
+				if err != nil {
+					logf("spawn: %v", err)
 					return 2
 				}
-				defer logw.Close()
+				s.StopWait = time.Minute // a durable server writes a last snapshot
+				defer s.Stop()
+				tw := &loadtest.TickwheelTarget{Addr: s.Addr, Token: *token, Window: *window, Pid: s.PID(), Label: label, At: *twAt, Deliver: *twDeliver}
+				if tlsOn {
+					tw.TLS = tlsClient
+				}
+				tw.NoStamp = *noStamp
+				tws = append(tws, tw)
+				logf("spawned %s pid %d on %s (%s), %s", *spawn, s.PID(), s.Addr, s.Pinned, strings.Join(args, " "))
 			}
-			o := loadtest.SpawnOptions{Path: *spawn, CPUs: cpus, Args: args}
-			if logw != nil {
-				o.Log = logw
-			}
-			s, err := loadtest.SpawnWith(ctx, o)
-			if err != nil {
-				logf("spawn: %v", err)
-				return 2
-			}
-			s.StopWait = time.Minute // a durable server writes a last snapshot
-			defer s.Stop()
-			tw := &loadtest.TickwheelTarget{Addr: s.Addr, Token: *token, Window: *window, Pid: s.PID(), Label: label, At: *twAt, Deliver: *twDeliver}
-			tws = append(tws, tw)
-			logf("spawned %s pid %d on %s (%s), %s", *spawn, s.PID(), s.Addr, s.Pinned, strings.Join(args, " "))
 		}
 		if !*noPin {
 			logf("generator: %s", loadtest.PinSelf(*genCPUs))
