@@ -69,6 +69,11 @@ type Limits struct {
 	// output are not counted here (their outboxes are). Replies are
 	// bounded per connection by max_outbound only. Default 512 MiB.
 	MaxOutboundTotal int `yaml:"max_outbound_total"`
+	// MaxBulkPerTurn bounds the timers a bulk operation (cancel_all,
+	// pause_all, resume_all) covers in one loop turn: a larger one goes on
+	// in the next turns, so that it never stalls the loop (bulk.go).
+	// Default 10000.
+	MaxBulkPerTurn int `yaml:"max_bulk_per_turn"`
 }
 
 // WithDefaults returns l with every zero field set to its default, except
@@ -100,6 +105,7 @@ func (l Limits) WithDefaults() Limits {
 	def(&l.MaxListPage, 1000)
 	def(&l.MaxReceivers, 1_000_000)
 	def(&l.AckRetentionTicks, 360_000)
+	def(&l.MaxBulkPerTurn, 10_000)
 	def(&l.MaxListBytes, max(min(1<<20, l.MaxOutbound/2), l.MaxData+256))
 	return l
 }
