@@ -247,6 +247,11 @@ func (c *Core) finishBulk(op *bulkOp) {
 	c.markDirty(s)
 }
 
+// GroupBytes estimates the memory of the groups: about 61 bytes per
+// grouped timer (a member node and an index entry), nothing for the
+// others (see groupTable).
+func (c *Core) GroupBytes() uint64 { return c.groups.groupBytes() }
+
 // BulkInProgress returns the number of bulk operations not yet complete.
 func (c *Core) BulkInProgress() int { return len(c.bulk) }
 
