@@ -28,6 +28,9 @@ export const Op = {
   resume: 10,
   ping: 11,
   ack: 12,
+  pause_all: 13,
+  resume_all: 14,
+  list_group: 15,
   fast_forward: 20,
   freeze: 21,
   resume_sync: 22,
@@ -109,6 +112,10 @@ export interface Request {
   schedule?: string;
   zone?: string;
   missed?: bigint;
+  /** add: the timer's group (0: none); cancel_all, pause_all, resume_all: the group acted on (receiver 0); list_group: the group listed */
+  group?: bigint;
+  /** list_group's cursor, with fromTid */
+  fromReceiver?: bigint;
   ephemeral?: boolean;
   ack?: boolean;
   fromTid?: bigint;
@@ -132,12 +139,15 @@ const opArgs: Record<number, Arg[]> = {
   [Op.unbind]: [["receiver", "u"]],
   [Op.add]: [
     ["receiver", "u"], ["tid", "u"], ["after", "u"], ["at", "u"], ["every", "u"], ["repeat", "u"],
-    ["data", "d"], ["replace", "b"], ["afterNs", "u"], ["schedule", "s"], ["zone", "s"], ["missed", "u"],
+    ["data", "d"], ["replace", "b"], ["afterNs", "u"], ["schedule", "s"], ["zone", "s"], ["missed", "u"], ["group", "u"],
   ],
   [Op.cancel]: [["receiver", "u"], ["tid", "u"]],
   [Op.get]: [["receiver", "u"], ["tid", "u"]],
   [Op.list]: [["receiver", "u"], ["fromTid", "u"], ["limit", "u"]],
-  [Op.cancel_all]: [["receiver", "u"]],
+  [Op.cancel_all]: [["receiver", "u"], ["group", "u"]],
+  [Op.pause_all]: [["receiver", "u"], ["group", "u"]],
+  [Op.resume_all]: [["receiver", "u"], ["group", "u"]],
+  [Op.list_group]: [["group", "u"], ["fromReceiver", "u"], ["fromTid", "u"], ["limit", "u"]],
   [Op.pause]: [["receiver", "u"], ["tid", "u"]],
   [Op.resume]: [["receiver", "u"], ["tid", "u"]],
   [Op.ping]: [],
@@ -156,7 +166,7 @@ const opArgs: Record<number, Arg[]> = {
  * to the last that is set, so an add that uses none of them has the bytes
  * it always had.
  */
-const baseArgs: Record<number, number> = { [Op.add]: 8 };
+const baseArgs: Record<number, number> = { [Op.add]: 8, [Op.cancel_all]: 1 };
 
 function isDefault(r: Omit<Request, "id">, name: keyof Request): boolean {
   const v = (r as Request)[name];
@@ -420,6 +430,8 @@ export interface Timer {
   zone: string;
   /** The missed-firing policy: "all", "once" or "skip". */
   missed: keyof typeof Missed;
+  /** The timer's group, 0n for none. */
+  group: bigint;
 }
 
 /** Server limits from the hello reply: bigints keyed by the protocol's names; missing keys are off. */
@@ -590,6 +602,7 @@ export function decodeTimer(v: unknown): Timer {
     // Three more elements when the timer has a schedule, zone or policy.
     schedule: a.length > 9 ? str(a[9], "schedule") : "", zone: a.length > 10 ? str(a[10], "zone") : "",
     missed: missedName(a.length > 11 ? u64(a[11], "missed") : 0n),
+    group: a.length > 12 ? u64(a[12], "group") : 0n, // a 13th for a timer in a group
   };
 }
 
@@ -603,6 +616,13 @@ export function decodeListPage(result: unknown[]): { timers: Timer[]; next: bigi
   arr(result, 1, "list result");
   const timers = arr(result[0], 0, "timers").map(decodeTimer);
   return { timers, next: u64(result[1], "next") };
+}
+
+/** decodeListGroupPage reads a list_group result: the page and the next page's cursor ((0, 0): no more). */
+export function decodeListGroupPage(result: unknown[]): { timers: Timer[]; nextReceiver: bigint; nextTid: bigint } {
+  arr(result, 3, "list_group result");
+  const timers = arr(result[0], 0, "timers").map(decodeTimer);
+  return { timers, nextReceiver: u64(result[1], "next_receiver"), nextTid: u64(result[2], "next_tid") };
 }
 
 /** The result of the admin cluster op: the leader's raft state and the members. */
