@@ -166,7 +166,7 @@ func (c *Core) stepGroup(op *bulkOp, budget int) int {
 		} else {
 			op.cur = m.next
 		}
-		c.bulkOne(op, m.key)
+		c.bulkOne(op, m.key, i)
 	}
 	c.work += done
 	return done
@@ -200,7 +200,7 @@ func (c *Core) stepReceiver(op *bulkOp, budget int) int {
 				delete(op.skip, tid)
 				continue
 			}
-			c.bulkOne(op, wheel.Key{Receiver: op.receiver, Tid: tid})
+			c.bulkOne(op, wheel.Key{Receiver: op.receiver, Tid: tid}, 0)
 		}
 	}
 	if op.fin {
@@ -210,14 +210,20 @@ func (c *Core) stepReceiver(op *bulkOp, budget int) int {
 }
 
 // bulkOne applies op to timer k as the per-timer request would, counting
-// it when it changed.
-func (c *Core) bulkOne(op *bulkOp, k wheel.Key) {
+// it when it changed. member is k's member node when the caller knows it
+// (a group's operation), else 0.
+func (c *Core) bulkOne(op *bulkOp, k wheel.Key, member uint32) {
 	switch op.op {
 	case protocol.OpCancelAll:
 		c.unhold(k)
 		if c.wheel.Cancel(k) == nil {
 			c.dropPlan(k)
-			c.forgetGroup(k)
+			if member != 0 { // (saves the index look-up: a random access into a large table)
+				c.groupRemoved(member)
+				c.groups.leave(member)
+			} else {
+				c.forgetGroup(k)
+			}
 			c.tidy(k.Receiver)
 			op.n++
 		}
