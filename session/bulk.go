@@ -253,8 +253,8 @@ func (c *Core) finishBulk(op *bulkOp) {
 	c.markDirty(s)
 }
 
-// GroupBytes estimates the memory of the groups: about 61 bytes per
-// grouped timer (a member node and an index entry), nothing for the
+// GroupBytes estimates the memory of the groups: about 48 bytes per
+// grouped timer (a member node and an index slot), nothing for the
 // others (see groupTable).
 func (c *Core) GroupBytes() uint64 { return c.groups.groupBytes() }
 
@@ -289,7 +289,7 @@ func (c *Core) forgetGroup(k wheel.Key) {
 	if !c.groups.grouped() {
 		return
 	}
-	i := c.groups.of[k]
+	i := c.groups.member(k)
 	if i == 0 {
 		return
 	}

@@ -510,7 +510,7 @@ func (h *fzHarness) checkGroups() {
 		n, recv, prev := 0, map[uint64]int{}, uint32(0)
 		for i := gr.head; i != 0; i = t.nodes[i].next {
 			m := t.nodes[i]
-			if _, err := st.wheel.Get(m.key); err != nil || m.group != g || m.prev != prev || t.of[m.key] != i {
+			if _, err := st.wheel.Get(m.key); err != nil || m.group != g || m.prev != prev || t.member(m.key) != i {
 				h.fail("group %d: member %d (%v) is gone from the wheel, in another group, or mislinked", g, i, m.key)
 			}
 			prev = i
@@ -522,8 +522,8 @@ func (h *fzHarness) checkGroups() {
 		}
 		members += n
 	}
-	if members != len(t.of) {
-		h.fail("%d group members, %d indexed", members, len(t.of))
+	if members != t.of.count {
+		h.fail("%d group members, %d indexed", members, t.of.count)
 	}
 	for _, op := range st.bulk {
 		for _, i := range []uint32{op.cur, op.end} {

@@ -77,7 +77,7 @@ func (c *Core) restoreGroups(d *decoder) {
 			if d.err != nil {
 				return
 			}
-			if t.of[k] != 0 {
+			if t.member(k) != 0 {
 				d.fail(fmt.Errorf("timer %d/%d in two groups", k.Receiver, k.Tid))
 				return
 			}
@@ -102,7 +102,7 @@ func (c *Core) restoreGroups(d *decoder) {
 			if d.byte() != 0 {
 				for _, at := range []*uint32{&op.cur, &op.end} {
 					k := wheel.Key{Receiver: d.uv(), Tid: d.uv()}
-					if *at = t.of[k]; d.err == nil && (*at == 0 || t.nodes[*at].group != op.group) {
+					if *at = t.member(k); d.err == nil && (*at == 0 || t.nodes[*at].group != op.group) {
 						d.fail(fmt.Errorf("bulk operation on group %d at timer %d/%d, not in it", op.group, k.Receiver, k.Tid))
 					}
 				}
