@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -26,7 +27,9 @@ import (
 // boundary (tick × 10 ms of Unix time, which a server whose start_tick is
 // the default follows), less the least such delay of the run; and the
 // server's lateness histogram's p99 bucket. Figures, not a check: run it
-// with TICKWHEEL_BULK_FIGURES=1 (it takes about a minute).
+// with TICKWHEEL_BULK_FIGURES=1 (it takes about a minute; =v also logs
+// the turn histogram), and TICKWHEEL_BULK_PER_TURN=N for another
+// max_bulk_per_turn than the default.
 func TestBulkFigures(t *testing.T) {
 	if os.Getenv("TICKWHEEL_BULK_FIGURES") == "" {
 		t.Skip("figures for docs/BENCHMARKS.md: set TICKWHEEL_BULK_FIGURES=1")
@@ -41,6 +44,9 @@ func TestBulkFigures(t *testing.T) {
 	)
 	cfg := server.Config{Addr: "127.0.0.1:0", AdminToken: token, DataDir: t.TempDir(), Metrics: true}
 	cfg.Limits.MaxTimersPerReceiver = timers
+	if n, err := strconv.Atoi(os.Getenv("TICKWHEEL_BULK_PER_TURN")); err == nil {
+		cfg.Limits.MaxBulkPerTurn = n
+	}
 	srv, err := server.New(cfg, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	require.NoError(t, srv.Start())
