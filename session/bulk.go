@@ -68,6 +68,9 @@ func (c *Core) startBulk(s *Session, req *protocol.Request) {
 		return
 	}
 	op := &bulkOp{s: s, id: req.ID, op: req.Op, receiver: req.Receiver, group: req.Group}
+	if req.Op == protocol.OpPauseAll && !c.roomForMark(s, req) {
+		return
+	}
 	if req.Group != 0 {
 		gr := c.groups.get(req.Group)
 		if !c.mayTouchGroup(s, req, gr) {
@@ -101,6 +104,26 @@ func (c *Core) startBulk(s *Session, req *protocol.Request) {
 		s.waiting = true
 		c.more = true
 	}
+}
+
+// roomForMark refuses a pause_all that would mark one receiver or group
+// paused more than max_receivers has marks (each of them: the paused
+// receivers, and the paused groups): a mark outlives the timers, so
+// without a bound pause_all of ever new ids would grow memory for ever.
+func (c *Core) roomForMark(s *Session, req *protocol.Request) bool {
+	t, limit := &c.groups, c.limits.MaxReceivers
+	switch {
+	case req.Group != 0:
+		if gr := t.get(req.Group); gr != nil && gr.paused || t.pausedGroups < limit {
+			return true
+		}
+	default:
+		if _, ok := t.pausedRecv[req.Receiver]; ok || len(t.pausedRecv) < limit {
+			return true
+		}
+	}
+	c.fail(s, req.ID, protocol.CodeLimitExceeded, fmt.Sprintf("limit max_receivers (%d) reached: that many receivers, or groups, are paused; resume_all some", limit))
+	return false
 }
 
 // mayTouchGroup enforces AddOnlyBound for a bulk operation on group gr (nil:

@@ -337,3 +337,23 @@ func TestBulkGoesOnAfterClose(t *testing.T) {
 	assert.Zero(t, h.c.wheel.Len())
 	assert.False(t, h.c.groups.grouped())
 }
+
+// TestPauseMarksBounded: the paused marks of receivers and of groups are
+// bounded by max_receivers each; a mark already set, or one a resume_all
+// cleared, leaves room.
+func TestPauseMarksBounded(t *testing.T) {
+	h := newHarness(t, func(_ *Config, l *Limits) { l.MaxReceivers = 2 })
+	a := h.client("a")
+	a.bulk(protocol.OpPauseAll, 1, 0)
+	a.bulk(protocol.OpPauseAll, 2, 0)
+	a.bulk(protocol.OpPauseAll, 2, 0) // already marked
+	a.failCode(protocol.CodeLimitExceeded, protocol.Request{Op: protocol.OpPauseAll, Receiver: 3})
+	a.bulk(protocol.OpResumeAll, 1, 0)
+	a.bulk(protocol.OpPauseAll, 3, 0)
+	a.bulk(protocol.OpPauseAll, 0, 10)
+	a.bulk(protocol.OpPauseAll, 0, 11)
+	a.failCode(protocol.CodeLimitExceeded, protocol.Request{Op: protocol.OpPauseAll, Group: 12})
+	a.bulk(protocol.OpResumeAll, 0, 10)
+	a.bulk(protocol.OpPauseAll, 0, 12)
+	assert.Equal(t, 2, h.c.groups.pausedGroups)
+}

@@ -505,8 +505,11 @@ func (h *fzHarness) checkGroups() {
 			h.fail("timer %v in group %d, its add said %d", k, t.groupOf(k), h.groups[k])
 		}
 	}
-	members := 0
+	members, paused := 0, 0
 	for g, gr := range t.groups {
+		if gr.paused {
+			paused++
+		}
 		n, recv, prev := 0, map[uint64]int{}, uint32(0)
 		for i := gr.head; i != 0; i = t.nodes[i].next {
 			m := t.nodes[i]
@@ -521,6 +524,9 @@ func (h *fzHarness) checkGroups() {
 			h.fail("group %d: %d members, count %d, tail %d/%d, receivers %v/%v", g, n, gr.count, prev, gr.tail, recv, gr.recv)
 		}
 		members += n
+	}
+	if paused != t.pausedGroups {
+		h.fail("%d groups paused, %d counted", paused, t.pausedGroups)
 	}
 	if members != t.of.count {
 		h.fail("%d group members, %d indexed", members, t.of.count)

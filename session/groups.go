@@ -29,8 +29,11 @@ type groupTable struct {
 	of     groupIndex // a grouped timer's member node, by key
 	groups map[uint64]*group
 	// pausedRecv holds the receivers a pause_all paused and no resume_all
-	// resumed since: timers added to them start paused.
-	pausedRecv map[uint64]struct{}
+	// resumed since: timers added to them start paused. pausedGroups
+	// counts the groups marked paused. Both are bounded by max_receivers
+	// (Core.roomForMark).
+	pausedRecv   map[uint64]struct{}
+	pausedGroups int
 }
 
 // groupMember is a grouped timer: its key, its group and its neighbours
@@ -154,11 +157,15 @@ func (t *groupTable) leave(i uint32) {
 // members is forgotten.
 func (t *groupTable) setPaused(g uint64, on bool) {
 	if on {
-		t.ref(g).paused = true
+		if gr := t.ref(g); !gr.paused {
+			gr.paused = true
+			t.pausedGroups++
+		}
 		return
 	}
-	if gr := t.get(g); gr != nil {
+	if gr := t.get(g); gr != nil && gr.paused {
 		gr.paused = false
+		t.pausedGroups--
 		if gr.count == 0 {
 			delete(t.groups, g)
 		}
