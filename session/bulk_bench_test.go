@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tickwheel/tickwheel/protocol"
+	"github.com/tickwheel/tickwheel/wheel"
 )
 
 // BenchmarkBulkChunk runs cancel_all and pause_all of a group of 1M
@@ -51,4 +52,19 @@ func BenchmarkBulkChunk(b *testing.B) {
 			b.ReportMetric(float64(chunks[len(chunks)-1].Microseconds()), "chunk-max-us")
 		})
 	}
+}
+
+// BenchmarkAppendGroups is the groups section of a snapshot of 1M grouped
+// timers, which Core.Snapshot encodes on the loop.
+func BenchmarkAppendGroups(b *testing.B) {
+	var c Core
+	for i := range uint64(1_000_000) {
+		c.groups.join(wheel.Key{Receiver: 1 + i%10, Tid: i}, 1+i%3)
+	}
+	var e encoder
+	for b.Loop() {
+		e.b = e.b[:0]
+		c.appendGroups(&e)
+	}
+	b.ReportMetric(float64(len(e.b))/1e6, "MB")
 }
