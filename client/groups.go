@@ -26,12 +26,12 @@ func (c *Client) bulk(ctx context.Context, op protocol.Op, receiver, group uint6
 }
 
 // CancelGroup removes every timer of group (non-zero) and returns how many
-// it removed.
+// it removed. A server that predates groups answers ErrUnknownOp.
 func (c *Client) CancelGroup(ctx context.Context, group uint64) (int, error) {
 	if group == 0 {
-		return 0, errNoGroup(protocol.OpCancelAll)
+		return 0, errNoGroup(protocol.OpCancelGroup)
 	}
-	return c.bulk(ctx, protocol.OpCancelAll, 0, group)
+	return c.bulk(ctx, protocol.OpCancelGroup, 0, group)
 }
 
 // PauseAll pauses every running timer of receiver, each keeping the ticks

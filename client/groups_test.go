@@ -77,5 +77,5 @@ func TestGroupCalls(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, all)
 	_, err = c.CancelGroup(ctx, 0)
-	requireCode(t, err, ErrInvalidArgument, protocol.OpCancelAll, protocol.CodeInvalidArgument)
+	requireCode(t, err, ErrInvalidArgument, protocol.OpCancelGroup, protocol.CodeInvalidArgument)
 }

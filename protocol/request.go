@@ -65,9 +65,9 @@ type Request struct {
 	Missed uint64
 
 	// Group is add's group (0, the default: none), kept with the timer; for
-	// cancel_all, pause_all and resume_all, non-zero selects the group's
-	// timers instead of the receiver's (Receiver must then be 0); for
-	// list_group, the group listed.
+	// pause_all and resume_all, non-zero selects the group's timers
+	// instead of the receiver's (Receiver must then be 0); for
+	// cancel_group and list_group, the group.
 	Group uint64
 	// FromReceiver and FromTid are list_group's cursor: the page holds
 	// the group's timers whose (receiver, tid) is at least (FromReceiver,
@@ -93,7 +93,8 @@ var opArgs = [len(opNames)][]field{
 	OpCancel:      {fReceiver, fTid},
 	OpGet:         {fReceiver, fTid},
 	OpList:        {fReceiver, fFromTid, fLimit},
-	OpCancelAll:   {fReceiver, fGroup},
+	OpCancelAll:   {fReceiver},
+	OpCancelGroup: {fGroup},
 	OpPauseAll:    {fReceiver, fGroup},
 	OpResumeAll:   {fReceiver, fGroup},
 	OpListGroup:   {fGroup, fFromReceiver, fFromTid, fLimit},
@@ -111,8 +112,7 @@ var opArgs = [len(opNames)][]field{
 // later ones are encoded only up to the last that is not at its default,
 // so a request that uses none of them has the bytes it always had.
 var baseArgs = [len(opNames)]int{
-	OpAdd:       8,
-	OpCancelAll: 1,
+	OpAdd: 8,
 }
 
 // Missed-firing policies of an add (Request.Missed): what a repeating

@@ -130,7 +130,7 @@ func (c *Core) refuse(s *Session, op protocol.Op) protocol.Code {
 func changesTimers(op protocol.Op) bool {
 	switch op {
 	case protocol.OpAdd, protocol.OpCancel, protocol.OpCancelAll, protocol.OpPause, protocol.OpResume,
-		protocol.OpPauseAll, protocol.OpResumeAll:
+		protocol.OpPauseAll, protocol.OpResumeAll, protocol.OpCancelGroup:
 		return true
 	}
 	return false
@@ -199,7 +199,7 @@ func (c *Core) dispatch(s *Session, req *protocol.Request) {
 		s.out = protocol.AppendTimerOK(s.out, req.ID, &t)
 	case protocol.OpList:
 		c.list(s, req)
-	case protocol.OpCancelAll, protocol.OpPauseAll, protocol.OpResumeAll:
+	case protocol.OpCancelAll, protocol.OpPauseAll, protocol.OpResumeAll, protocol.OpCancelGroup:
 		c.startBulk(s, req) // bulk.go
 	case protocol.OpListGroup:
 		c.listGroup(s, req)

@@ -9,7 +9,8 @@ import (
 )
 
 // Bulk operations (issue 27): cancel_all, pause_all and resume_all of a
-// receiver's timers or of a group's, one request and one reply each.
+// receiver's timers, and cancel_group, pause_all and resume_all of a
+// group's, one request and one reply each.
 //
 // A bulk operation covers the timers its receiver or group has when it
 // is applied, and none added after (a replace makes a new timer). It is
@@ -63,6 +64,13 @@ func (op *bulkOp) done() bool {
 // a paused one start paused), queues the operation and runs its first
 // chunk when no other is ahead of it.
 func (c *Core) startBulk(s *Session, req *protocol.Request) {
+	if req.Op == protocol.OpCancelGroup {
+		if req.Group == 0 {
+			c.fail(s, req.ID, protocol.CodeInvalidArgument, "cancel_group of group 0: group 0 is no group (cancel_all cancels a receiver's timers)")
+			return
+		}
+		req.Op, req.Receiver = protocol.OpCancelAll, 0 // the operation is the same
+	}
 	if req.Group != 0 && req.Receiver != 0 {
 		c.fail(s, req.ID, protocol.CodeInvalidArgument, fmt.Sprintf("%s names receiver %d and group %d: give one of them (receiver 0 with a group)", req.Op, req.Receiver, req.Group))
 		return

@@ -9,14 +9,14 @@ import (
 	"github.com/tickwheel/tickwheel/wheel"
 )
 
-// BenchmarkBulkChunk runs cancel_all and pause_all of a group of 1M
+// BenchmarkBulkChunk runs cancel_group and pause_all of a group of 1M
 // timers (spread over 10 receivers) at the default max_bulk_per_turn, one
 // chunk per Advance as the loop's turns run them, and reports the time to
 // complete (ms/op-complete) and each chunk's time, the loop pause a bulk
 // operation adds to a turn: median (chunk-p50-us) and longest
 // (chunk-max-us). ns/op is the time of the whole operation.
 func BenchmarkBulkChunk(b *testing.B) {
-	for _, op := range []protocol.Op{protocol.OpCancelAll, protocol.OpPauseAll} {
+	for _, op := range []protocol.Op{protocol.OpCancelGroup, protocol.OpPauseAll} {
 		b.Run(op.String(), func(b *testing.B) {
 			const timers = 1_000_000
 			var total time.Duration

@@ -90,7 +90,7 @@ func TestCancelAllGroupChunked(t *testing.T) {
 		a.add(protocol.Request{Receiver: 1 + i%3, Tid: i, After: 1000, Group: 9})
 	}
 	a.add(protocol.Request{Receiver: 1, Tid: 100, After: 1000}) // not in the group
-	id := a.send(protocol.Request{Op: protocol.OpCancelAll, Group: 9})
+	id := a.send(protocol.Request{Op: protocol.OpCancelGroup, Group: 9})
 	assert.False(t, a.pending(), "not complete after the first chunk")
 	assert.True(t, a.s.Waiting())
 	assert.Equal(t, 1, h.c.BulkInProgress())
@@ -102,7 +102,7 @@ func TestCancelAllGroupChunked(t *testing.T) {
 		assert.Equal(t, turns < 3, more, "another turn is asked for while the op is not complete")
 	}
 	assert.Equal(t, 3, turns, "35 timers at 10 a turn: the request's chunk and three more")
-	assert.Equal(t, []uint64{35}, okUints(t, protocol.OpCancelAll, a.reply(id)))
+	assert.Equal(t, []uint64{35}, okUints(t, protocol.OpCancelGroup, a.reply(id)))
 	assert.False(t, a.s.Waiting())
 	assert.Equal(t, []string{"2/500"}, keysOf(a.listGroup(9, 0)))
 	assert.Len(t, a.list(1), 1)
@@ -189,7 +189,8 @@ func TestBulkInvalidAndAuth(t *testing.T) {
 	a.add(protocol.Request{Receiver: 2, Tid: 1, After: 10, Group: 4})
 	b.add(protocol.Request{Receiver: 3, Tid: 1, After: 10, Group: 4})
 	a.failCode(protocol.CodeInvalidArgument, protocol.Request{Op: protocol.OpPauseAll, Receiver: 1, Group: 4})
-	text := a.failCode(protocol.CodeUnauthorized, protocol.Request{Op: protocol.OpCancelAll, Group: 4})
+	text := a.failCode(protocol.CodeUnauthorized, protocol.Request{Op: protocol.OpCancelGroup, Group: 4})
+	a.failCode(protocol.CodeInvalidArgument, protocol.Request{Op: protocol.OpCancelGroup})
 	assert.Contains(t, text, "receiver 3")
 	b.failCode(protocol.CodeUnauthorized, protocol.Request{Op: protocol.OpPauseAll, Group: 4})
 	b.failCode(protocol.CodeUnauthorized, protocol.Request{Op: protocol.OpPauseAll, Receiver: 1})
@@ -251,6 +252,9 @@ func bulkRace(t *testing.T, seed uint64, op protocol.Op, byReceiver bool) {
 	h.c.Advance(h.c.Now()+uint64(rng.IntN(5)), 0) // some fire before
 	collect()
 	req := protocol.Request{Op: op, Group: 6}
+	if op == protocol.OpCancelAll {
+		req.Op = protocol.OpCancelGroup
+	}
 	inScope := func(wheel.Key) bool { return true }
 	if byReceiver {
 		req = protocol.Request{Op: op, Receiver: 1}
@@ -263,7 +267,7 @@ func bulkRace(t *testing.T, seed uint64, op protocol.Op, byReceiver bool) {
 		h.c.More()
 		collect()
 	}
-	count := okUints(t, op, a.reply(id))[0]
+	count := okUints(t, req.Op, a.reply(id))[0]
 	h.c.Advance(h.c.Now()+1000, 0) // after the reply nothing it covered fires
 	for _, m := range h.take(w.s) {
 		if inScope(wheel.Key{Receiver: m.Fire.Receiver, Tid: m.Fire.Tid}) {
@@ -343,7 +347,7 @@ func TestBulkGoesOnAfterClose(t *testing.T) {
 	for i := range uint64(23) {
 		a.add(protocol.Request{Receiver: 1 + i%4, Tid: i, After: 100, Group: 3})
 	}
-	a.send(protocol.Request{Op: protocol.OpCancelAll, Group: 3})
+	a.send(protocol.Request{Op: protocol.OpCancelGroup, Group: 3})
 	h.c.Restart()
 	h.flush()
 	require.Equal(t, 1, h.c.BulkInProgress())

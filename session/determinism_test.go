@@ -238,6 +238,9 @@ func (d *detCore) request(rng *rand.Rand, slot int) []byte {
 		req.Op = [...]protocol.Op{protocol.OpCancelAll, protocol.OpPauseAll, protocol.OpResumeAll, protocol.OpResumeAll}[rng.IntN(4)]
 		if rng.IntN(2) == 0 {
 			req.Receiver, req.Group = 0, 1+uint64(rng.IntN(3))
+			if req.Op == protocol.OpCancelAll {
+				req.Op = protocol.OpCancelGroup
+			}
 		}
 	case x < 63:
 		req.Op = [...]protocol.Op{protocol.OpPause, protocol.OpResume}[rng.IntN(2)]

@@ -364,6 +364,9 @@ func (h *fzHarness) request(p *fzProg) protocol.Request {
 			req.Group, req.FromReceiver, req.FromTid, req.Limit = uint64(flags&1)+1, req.Receiver, req.Tid, uint64(p.n(4))
 		case flags&1 != 0:
 			req.Receiver, req.Group = 0, 1+req.Tid%2
+			if req.Op == protocol.OpCancelAll {
+				req.Op = protocol.OpCancelGroup
+			}
 		}
 	case protocol.OpList:
 		req.FromTid, req.Limit = uint64(p.n(fzTids)), uint64(p.n(4))
@@ -459,7 +462,7 @@ func (h *fzHarness) handle(fs *fzSession, f fzFrame) {
 	before := len(fs.s.out)
 	h.call(func() { h.c.Apply(fs.s, f.payload) })
 	switch f.op {
-	case protocol.OpAdd, protocol.OpCancel, protocol.OpCancelAll:
+	case protocol.OpAdd, protocol.OpCancel, protocol.OpCancelAll, protocol.OpCancelGroup:
 		h.modelTimers(fs, f.payload, before)
 	}
 }
@@ -480,7 +483,7 @@ func (h *fzHarness) inScope(k wheel.Key, req *protocol.Request) bool {
 func (h *fzHarness) modelTimers(fs *fzSession, payload []byte, before int) {
 	var req protocol.Request
 	require.NoError(h.t, protocol.DecodeRequest(payload, &req))
-	if req.Op == protocol.OpCancelAll && len(fs.s.out) == before {
+	if (req.Op == protocol.OpCancelAll || req.Op == protocol.OpCancelGroup) && len(fs.s.out) == before {
 		if !fs.s.waiting {
 			h.fail("session %d: cancel_all neither answered nor in progress", fs.s.id)
 		}
@@ -505,7 +508,7 @@ func (h *fzHarness) modelTimers(fs *fzSession, payload []byte, before int) {
 		h.groups[k] = req.Group
 	case protocol.OpCancel:
 		delete(h.timers, k)
-	case protocol.OpCancelAll: // done in the request's own turn
+	case protocol.OpCancelAll, protocol.OpCancelGroup: // done in the request's own turn
 		for k := range h.timers {
 			if h.inScope(k, &req) {
 				delete(h.timers, k)

@@ -613,7 +613,7 @@ export class Client extends EventEmitter {
     return decodeUints(res, 1, "cancel_all result")[0];
   }
 
-  private async bulk(op: "cancel_all" | "pause_all" | "resume_all", receiver: bigint, group: bigint, o?: CallOptions): Promise<bigint> {
+  private async bulk(op: "cancel_group" | "pause_all" | "resume_all", receiver: bigint, group: bigint, o?: CallOptions): Promise<bigint> {
     return decodeUints(await this.call(op, { receiver, group }, o), 1, `${op} result`)[0];
   }
 
@@ -629,7 +629,7 @@ export class Client extends EventEmitter {
    * it covers the timers there when it began, and a timer due before the server reaches it fires first.
    */
   async cancelGroup(group: U64, o?: CallOptions): Promise<bigint> {
-    return this.bulk("cancel_all", 0n, Client.group(group), o);
+    return this.bulk("cancel_group", 0n, Client.group(group), o);
   }
 
   /** pauseAll pauses every running timer of the receiver, each keeping the ticks it had left; timers added to it start paused until resumeAll. */

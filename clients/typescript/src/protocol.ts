@@ -31,6 +31,7 @@ export const Op = {
   pause_all: 13,
   resume_all: 14,
   list_group: 15,
+  cancel_group: 16,
   fast_forward: 20,
   freeze: 21,
   resume_sync: 22,
@@ -112,7 +113,7 @@ export interface Request {
   schedule?: string;
   zone?: string;
   missed?: bigint;
-  /** add: the timer's group (0: none); cancel_all, pause_all, resume_all: the group acted on (receiver 0); list_group: the group listed */
+  /** add: the timer's group (0: none); pause_all, resume_all: the group acted on (receiver 0); cancel_group, list_group: the group */
   group?: bigint;
   /** list_group's cursor, with fromTid */
   fromReceiver?: bigint;
@@ -144,7 +145,8 @@ const opArgs: Record<number, Arg[]> = {
   [Op.cancel]: [["receiver", "u"], ["tid", "u"]],
   [Op.get]: [["receiver", "u"], ["tid", "u"]],
   [Op.list]: [["receiver", "u"], ["fromTid", "u"], ["limit", "u"]],
-  [Op.cancel_all]: [["receiver", "u"], ["group", "u"]],
+  [Op.cancel_all]: [["receiver", "u"]],
+  [Op.cancel_group]: [["group", "u"]],
   [Op.pause_all]: [["receiver", "u"], ["group", "u"]],
   [Op.resume_all]: [["receiver", "u"], ["group", "u"]],
   [Op.list_group]: [["group", "u"], ["fromReceiver", "u"], ["fromTid", "u"], ["limit", "u"]],
@@ -166,7 +168,7 @@ const opArgs: Record<number, Arg[]> = {
  * to the last that is set, so an add that uses none of them has the bytes
  * it always had.
  */
-const baseArgs: Record<number, number> = { [Op.add]: 8, [Op.cancel_all]: 1 };
+const baseArgs: Record<number, number> = { [Op.add]: 8 };
 
 function isDefault(r: Omit<Request, "id">, name: keyof Request): boolean {
   const v = (r as Request)[name];

@@ -59,7 +59,7 @@ function timerMeaning(t: Timer): Record<string, unknown> {
 const uintResults: Record<string, string[]> = {
   bind: ["delivered", "dropped", "first_seq"], unbind: [], add: ["due"], cancel: [], cancel_all: ["count"],
   pause: [], resume: [], ping: ["now"], ack: [], fast_forward: ["now", "fired"], freeze: ["now"],
-  resume_sync: ["now"], set_speed: ["now"], pause_all: ["count"], resume_all: ["count"],
+  resume_sync: ["now"], set_speed: ["now"], pause_all: ["count"], resume_all: ["count"], cancel_group: ["count"],
 };
 
 function resultMeaning(op: string, result: unknown[]): Record<string, unknown> {
