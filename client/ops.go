@@ -52,6 +52,13 @@ type AddOptions struct {
 	Schedule string
 	Zone     string
 	Missed   Missed
+
+	// Group puts the timer in a group (a match id, say; 0, the default:
+	// none), which CancelGroup, PauseGroup, ResumeGroup and ListGroup act
+	// on; it reads back as Timer.Group. A group may span receivers. Added
+	// to a paused group (or a paused receiver), the timer starts paused.
+	// A server that predates groups ignores it.
+	Group uint64
 }
 
 // Forever, as AddOptions.Repeat, makes a timer fire until it is cancelled,
@@ -91,7 +98,7 @@ func (c *Client) add(ctx context.Context, receiver, tid, after, at uint64, o *Ad
 // defaults.
 func (o *AddOptions) apply(req *protocol.Request) {
 	if o != nil {
-		req.Every, req.Repeat, req.Data, req.Replace = o.Every, wireRepeat(o.Repeat), o.Data, o.Replace
+		req.Every, req.Repeat, req.Data, req.Replace, req.Group = o.Every, wireRepeat(o.Repeat), o.Data, o.Replace, o.Group
 		o.schedule(req) // schedule.go
 	}
 }

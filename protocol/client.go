@@ -329,6 +329,10 @@ func (d *dec) timer(t *Timer) {
 		t.Zone = d.str("zone")
 		t.Missed = d.uint("missed")
 		n -= 3
+		if n >= 10 {
+			t.Group = d.uint("group")
+			n--
+		}
 	}
 	d.skip(n-9, 1)
 }
@@ -367,6 +371,28 @@ func DecodeListPage(result []byte, dst []Timer) (ts []Timer, next uint64, err er
 	}
 	d.skip(n-1, 0)
 	return dst, next, d.end()
+}
+
+// DecodeListGroupPage decodes the result of a list_group, one page of a
+// group's timers, [[timer, ...], next_receiver, next_tid], appending the
+// timers to dst; their Data alias result. The next pair is the cursor of
+// the following page, (0, 0) when there is none.
+func DecodeListGroupPage(result []byte, dst []Timer) (ts []Timer, nextReceiver, nextTid uint64, err error) {
+	d := dec{rd: reader{b: result}, what: "list_group result"}
+	n := d.array("result", 3)
+	m := d.array("timers", 0)
+	for range m {
+		var t Timer
+		d.timer(&t)
+		if d.err != nil {
+			break
+		}
+		dst = append(dst, t)
+	}
+	nextReceiver = d.uint("next_receiver")
+	nextTid = d.uint("next_tid")
+	d.skip(n-3, 0)
+	return dst, nextReceiver, nextTid, d.end()
 }
 
 // DecodeList is DecodeListPage without next: it decodes the timers of one

@@ -58,6 +58,16 @@ const (
 	OpResume    Op = 10
 	OpPing      Op = 11
 	OpAck       Op = 12
+	// OpPauseAll and OpResumeAll pause or resume every timer of a
+	// receiver, or of a group (Request.Group non-zero); OpListGroup lists
+	// a group's timers a page at a time; OpCancelGroup cancels a group's
+	// timers (a new op rather than a group argument of cancel_all, which
+	// a server that predates groups would take for receiver 0's). Ops
+	// 13..19 are the groups ops (issue 27).
+	OpPauseAll    Op = 13
+	OpResumeAll   Op = 14
+	OpListGroup   Op = 15
+	OpCancelGroup Op = 16
 
 	OpFastForward Op = 20
 	OpFreeze      Op = 21
@@ -82,6 +92,10 @@ var opNames = [...]string{
 	OpResume:      "resume",
 	OpPing:        "ping",
 	OpAck:         "ack",
+	OpPauseAll:    "pause_all",
+	OpResumeAll:   "resume_all",
+	OpListGroup:   "list_group",
+	OpCancelGroup: "cancel_group",
 	OpFastForward: "fast_forward",
 	OpFreeze:      "freeze",
 	OpResumeSync:  "resume_sync",

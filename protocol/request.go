@@ -11,7 +11,7 @@ type Request struct {
 	Name    string // hello: client name, free-form (for logs and stats)
 	Token   string // hello: auth / admin token
 
-	Receiver uint64 // bind, unbind, add, cancel, get, list, cancel_all, pause, resume, ack
+	Receiver uint64 // bind, unbind, add, cancel, get, list, cancel_all, pause, resume, ack, pause_all, resume_all
 	Tid      uint64 // add, cancel, get, pause, resume
 
 	// FromTid is list's cursor: the page holds the receiver's timers with
@@ -64,6 +64,17 @@ type Request struct {
 	// sent: the server validates it.
 	Missed uint64
 
+	// Group is add's group (0, the default: none), kept with the timer; for
+	// pause_all and resume_all, non-zero selects the group's timers
+	// instead of the receiver's (Receiver must then be 0); for
+	// cancel_group and list_group, the group.
+	Group uint64
+	// FromReceiver and FromTid are list_group's cursor: the page holds
+	// the group's timers whose (receiver, tid) is at least (FromReceiver,
+	// FromTid), in that order. Pass the previous reply's next_receiver and
+	// next_tid to get the following page.
+	FromReceiver uint64
+
 	Ticks uint64  // fast_forward
 	Speed float64 // set_speed: as sent, NaN and infinities included; the server validates
 
@@ -78,11 +89,15 @@ var opArgs = [len(opNames)][]field{
 	OpHello:       {fVersion, fName, fToken},
 	OpBind:        {fReceiver, fEphemeral, fAck},
 	OpUnbind:      {fReceiver},
-	OpAdd:         {fReceiver, fTid, fAfter, fAt, fEvery, fRepeat, fData, fReplace, fAfterNs, fSchedule, fZone, fMissed},
+	OpAdd:         {fReceiver, fTid, fAfter, fAt, fEvery, fRepeat, fData, fReplace, fAfterNs, fSchedule, fZone, fMissed, fGroup},
 	OpCancel:      {fReceiver, fTid},
 	OpGet:         {fReceiver, fTid},
 	OpList:        {fReceiver, fFromTid, fLimit},
 	OpCancelAll:   {fReceiver},
+	OpCancelGroup: {fGroup},
+	OpPauseAll:    {fReceiver, fGroup},
+	OpResumeAll:   {fReceiver, fGroup},
+	OpListGroup:   {fGroup, fFromReceiver, fFromTid, fLimit},
 	OpPause:       {fReceiver, fTid},
 	OpResume:      {fReceiver, fTid},
 	OpAck:         {fReceiver, fSeq},
@@ -137,6 +152,10 @@ func (r *Request) uintField(f field) *uint64 {
 		return &r.AfterNs
 	case fMissed:
 		return &r.Missed
+	case fGroup:
+		return &r.Group
+	case fFromReceiver:
+		return &r.FromReceiver
 	}
 	return nil
 }

@@ -213,13 +213,13 @@ var malformedRequests = []struct {
 	{"ignored element 0xc1", "93 0b 01 c1", ErrMalformed, 1, 11, "invalid byte 0xc1"},
 	{"ignored element nested too deep", "93 0b 01 " + nested(40), ErrMalformed, 1, 11, "nested deeper than 32"},
 	{"ignored map nested too deep", "93 0b 01 " + strings.Repeat("81 c0 ", 33) + "c0", ErrMalformed, 1, 11, "nested deeper than 32"},
-	{"unknown op", "92 0d 07", ErrUnknownOp, 7, 13, "unknown op: 13"},
+	{"unknown op", "92 12 07", ErrUnknownOp, 7, 18, "unknown op: 18"},
 	{"unknown op 0", "92 00 07", ErrUnknownOp, 7, 0, "unknown op: 0"},
 	{"unknown op 255 with args", "94 cc ff 07 a1 78 90", ErrUnknownOp, 7, 255, "unknown op: 255"},
 	{"unknown op uint16", "92 cd 01 00 07", ErrUnknownOp, 7, 0, "unknown op: op > 255"},
 	{"unknown op, signed encoding", "92 d1 00 13 07", ErrUnknownOp, 7, 19, "unknown op: 19"},
-	{"unknown op, bad trailing element", "93 0d 07 dc", ErrMalformed, 7, 13, "truncated"},
-	{"unknown op, trailing bytes", "92 0d 07 00", ErrMalformed, 7, 13, "trailing bytes"},
+	{"unknown op, bad trailing element", "93 12 07 dc", ErrMalformed, 7, 18, "truncated"},
+	{"unknown op, trailing bytes", "92 12 07 00", ErrMalformed, 7, 18, "trailing bytes"},
 }
 
 func TestDecodeRequestMalformed(t *testing.T) {
@@ -280,14 +280,14 @@ func TestDecodeRequestZeroAllocs(t *testing.T) {
 }
 
 func TestAppendRequestUndefinedOp(t *testing.T) {
-	b := AppendRequest(nil, &Request{Op: 13, ID: 7, Receiver: 5})
-	assert.Equal(t, unhex(t, "00 00 00 03 92 0d 07"), b)
+	b := AppendRequest(nil, &Request{Op: 18, ID: 7, Receiver: 5})
+	assert.Equal(t, unhex(t, "00 00 00 03 92 12 07"), b)
 }
 
 func TestOpCodeKindStrings(t *testing.T) {
 	assert.Equal(t, "fast_forward", OpFastForward.String())
 	assert.Equal(t, "cancel_all", OpCancelAll.String())
-	assert.Equal(t, "op(13)", Op(13).String())
+	assert.Equal(t, "op(18)", Op(18).String())
 	assert.Equal(t, "op(0)", Op(0).String())
 	assert.True(t, OpStats.Admin())
 	assert.False(t, OpPing.Admin())

@@ -75,8 +75,9 @@ type Hello struct {
 // Timer describes a live timer, as in get and list replies:
 // [receiver, tid, due, remaining, every, fired, repeat, paused, data],
 // followed by [schedule, zone, missed] for a timer that has a schedule or
-// a missed-firing policy other than MissedAll (older servers never send
-// them; decoders skip elements they do not know).
+// a missed-firing policy other than MissedAll or a group, and then
+// [group] for a timer in a group (older servers never send them;
+// decoders skip elements they do not know).
 type Timer struct {
 	Receiver, Tid uint64
 	Due           uint64 // tick of the next firing
@@ -89,10 +90,14 @@ type Timer struct {
 	Schedule      string // the calendar schedule (a cron expression), or ""
 	Zone          string // the schedule's IANA time zone ("" = UTC)
 	Missed        uint64 // the missed-firing policy: MissedAll, MissedOnce or MissedSkip
+	Group         uint64 // the timer's group, 0 for none
 }
 
-// hasPlan reports whether t has the trailing schedule fields to send.
-func (t *Timer) hasPlan() bool { return t.Schedule != "" || t.Zone != "" || t.Missed != 0 }
+// hasPlan reports whether t has the trailing schedule fields to send
+// (they come before the group, so a timer in a group has them too).
+func (t *Timer) hasPlan() bool {
+	return t.Schedule != "" || t.Zone != "" || t.Missed != 0 || t.Group != 0
+}
 
 // Stats is the result of the admin stats op, sent as a map with string keys.
 type Stats struct {
@@ -179,9 +184,12 @@ func AppendHelloOK(b []byte, id uint64, h *Hello) []byte {
 }
 
 func appendTimer(b []byte, t *Timer) []byte {
-	if t.hasPlan() {
+	switch {
+	case t.Group != 0:
+		b = append(b, 0x9d)
+	case t.hasPlan():
 		b = append(b, 0x9c)
-	} else {
+	default:
 		b = append(b, 0x99)
 	}
 	b = appendUint(b, t.Receiver)
@@ -196,6 +204,9 @@ func appendTimer(b []byte, t *Timer) []byte {
 	if t.hasPlan() {
 		b = appendStr(appendStr(b, t.Schedule), t.Zone)
 		b = appendUint(b, t.Missed)
+	}
+	if t.Group != 0 {
+		b = appendUint(b, t.Group)
 	}
 	return b
 }
@@ -223,6 +234,24 @@ func AppendListOK(b []byte, id uint64, ts []Timer, next uint64) []byte {
 	return endFrame(b, start)
 }
 
+// AppendListGroupOK appends the reply to a list_group, one page of the
+// group's timers in (receiver, tid) order: [0, id, [[timer, ...],
+// next_receiver, next_tid]]. The next pair is the cursor of the following
+// page, or (0, 0) when this page is the last (a following page starts
+// after a timer of this one, so its cursor is never (0, 0)). The frame is
+// ListReplyOverhead + 9 bytes at most plus the TimerSize of each timer.
+func AppendListGroupOK(b []byte, id uint64, ts []Timer, nextReceiver, nextTid uint64) []byte {
+	b, start := appendOKHead(b, id)
+	b = append(b, 0x93)
+	b = appendArray(b, len(ts))
+	for i := range ts {
+		b = appendTimer(b, &ts[i])
+	}
+	b = appendUint(b, nextReceiver)
+	b = appendUint(b, nextTid)
+	return endFrame(b, start)
+}
+
 // ListReplyOverhead is the most bytes a list reply frame takes besides its
 // timers: the header, [0, id, [[...], next]] with the largest id, array
 // length and next.
@@ -239,7 +268,11 @@ func planSize(t *Timer) int {
 	if !t.hasPlan() {
 		return 0
 	}
-	return strSize(t.Schedule) + strSize(t.Zone) + uintSize(t.Missed)
+	n := strSize(t.Schedule) + strSize(t.Zone) + uintSize(t.Missed)
+	if t.Group != 0 {
+		n += uintSize(t.Group)
+	}
+	return n
 }
 
 // AppendStatsOK appends the reply to a stats: [0, id, [stats]], where stats

@@ -175,7 +175,7 @@ func TestVectorsCoverage(t *testing.T) {
 			assert.True(t, ops[o.String()], "no request vector for %s", o)
 		}
 	}
-	for _, shape := range []Op{OpHello, OpBind, OpAdd, OpCancel, OpGet, OpList, OpCancelAll, OpPing, OpFastForward, OpStats, OpCluster} {
+	for _, shape := range []Op{OpHello, OpBind, OpAdd, OpCancel, OpGet, OpList, OpListGroup, OpCancelAll, OpPauseAll, OpPing, OpFastForward, OpStats, OpCluster} {
 		assert.True(t, replies[shape.String()], "no reply vector for %s", shape)
 	}
 	codes := map[any]bool{}
@@ -281,6 +281,16 @@ func okResultMeaning(id uint64, name string, result []byte) (meaning, error) {
 			timers = append(timers, timerMeaning(&ts[i]))
 		}
 		res = meaning{"timers": timers, "next": juint(next)}
+	case OpListGroup:
+		ts, nr, nt, err := DecodeListGroupPage(result, nil)
+		if err != nil {
+			return nil, err
+		}
+		timers := []any{}
+		for i := range ts {
+			timers = append(timers, timerMeaning(&ts[i]))
+		}
+		res = meaning{"timers": timers, "next_receiver": juint(nr), "next_tid": juint(nt)}
 	case OpStats:
 		var s Stats
 		if err := DecodeStats(result, &s); err != nil {

@@ -75,6 +75,9 @@ var uintResults = map[Op][]string{
 	OpAdd:         {"due"},
 	OpCancel:      {},
 	OpCancelAll:   {"count"},
+	OpPauseAll:    {"count"},
+	OpCancelGroup: {"count"},
+	OpResumeAll:   {"count"},
 	OpPause:       {},
 	OpResume:      {},
 	OpPing:        {"now"},
@@ -99,7 +102,7 @@ func timerMeaning(t *Timer) meaning {
 	return meaning{"receiver": juint(t.Receiver), "tid": juint(t.Tid), "due": juint(t.Due),
 		"remaining": juint(t.Remaining), "every": juint(t.Every), "fired": juint(t.Fired),
 		"repeat": juint(t.Repeat), "paused": t.Paused, "data": jdata(t.Data),
-		"schedule": t.Schedule, "zone": t.Zone, "missed": juint(t.Missed)}
+		"schedule": t.Schedule, "zone": t.Zone, "missed": juint(t.Missed), "group": juint(t.Group)}
 }
 
 func statsMeaning(s *Stats) meaning {
@@ -165,6 +168,7 @@ var defaultLimitsForDocs = Limits{MaxFrame: 64 << 10, MaxData: 4096, MaxTimersPe
 var vecTimer = Timer{Receiver: 42, Tid: 7, Due: 1030, Remaining: 30, Every: 30, Fired: 0, Repeat: 3, Data: []byte("hi")}
 var vecTimerCron = Timer{Receiver: 42, Tid: 11, Due: 177760800000, Remaining: 86400000, Fired: 1, Repeat: 0,
 	Schedule: "0 4 * * *", Zone: "Europe/Paris", Missed: MissedOnce}
+var vecTimerGroup = Timer{Receiver: 42, Tid: 8, Due: 1050, Remaining: 50, Every: 50, Repeat: 1, Group: 77}
 var vecTimerPaused = Timer{Receiver: 42, Tid: 9, Due: 1500, Remaining: 500, Every: 500, Fired: 2, Paused: true}
 var vecStats = Stats{Now: 1000, Target: 1000, Timers: 1, Sessions: 1, Connections: 1, Receivers: 1, FiredTotal: 12, ReceiverBytes: 264, TickNs: 10_000_000, Speed: 1}
 var vecCluster = Cluster{Role: "leader", Leader: "n1", Term: 3, CommitIndex: 1200, AppliedIndex: 1200,
@@ -185,12 +189,19 @@ func requestVectors() []reqVector {
 		{"add-at", "uint16/uint32 encodings", Request{Op: OpAdd, ID: 5, Receiver: 42, Tid: 8, At: 100000, Every: 500, Replace: true}},
 		{"add-after_ns", "later optional args are sent only up to the last one set", Request{Op: OpAdd, ID: 20, Receiver: 42, Tid: 9, AfterNs: 1_500_000_000, Repeat: 1}},
 		{"add-schedule", "", Request{Op: OpAdd, ID: 21, Receiver: 42, Tid: 10, Schedule: "*/5 * * * *", Zone: "Europe/Paris", Missed: MissedOnce}},
+		{"add-group", "group is the add's last argument: sent only when set, the ones before it as their defaults", Request{Op: OpAdd, ID: 22, Receiver: 42, Tid: 11, After: 50, Group: 77}},
 		{"add-uint64", "ids and receivers are uint64: the largest", Request{Op: OpAdd, ID: big, Receiver: big, Tid: big - 1, After: 1, Data: make([]byte, 300)}},
 		{"cancel", "", Request{Op: OpCancel, ID: 6, Receiver: 42, Tid: 7}},
 		{"get", "", Request{Op: OpGet, ID: 7, Receiver: 42, Tid: 7}},
 		{"list", "", Request{Op: OpList, ID: 8, Receiver: 42, FromTid: 0, Limit: 1}},
 		{"list-from", "", Request{Op: OpList, ID: 8, Receiver: 42, FromTid: 8}},
 		{"cancel_all", "", Request{Op: OpCancelAll, ID: 9, Receiver: 42}},
+		{"cancel_group", "", Request{Op: OpCancelGroup, ID: 28, Group: 77}},
+		{"pause_all", "", Request{Op: OpPauseAll, ID: 25, Receiver: 42}},
+		{"pause_all-group", "", Request{Op: OpPauseAll, ID: 25, Group: 77}},
+		{"resume_all", "", Request{Op: OpResumeAll, ID: 26, Receiver: 42}},
+		{"resume_all-group", "", Request{Op: OpResumeAll, ID: 26, Group: 77}},
+		{"list_group", "", Request{Op: OpListGroup, ID: 27, Group: 77, FromReceiver: 42, FromTid: 8, Limit: 100}},
 		{"pause", "", Request{Op: OpPause, ID: 10, Receiver: 42, Tid: 7}},
 		{"resume", "", Request{Op: OpResume, ID: 11, Receiver: 42, Tid: 7}},
 		{"ping", "", Request{Op: OpPing, ID: 12}},
@@ -235,6 +246,9 @@ func replyVectors() []msgVector {
 		uintsOK("ok-add-uint64", math.MaxUint64, OpAdd, math.MaxUint64),
 		uintsOK("ok-empty", 6, OpCancel),
 		uintsOK("ok-cancel_all", 9, OpCancelAll, 2),
+		uintsOK("ok-pause_all", 25, OpPauseAll, 3),
+		uintsOK("ok-cancel_group", 28, OpCancelGroup, 3),
+		uintsOK("ok-resume_all", 26, OpResumeAll, 3),
 		uintsOK("ok-ping", 12, OpPing, 1000),
 		uintsOK("ok-ack", 19, OpAck),
 		uintsOK("ok-fast_forward", 13, OpFastForward, 8641000, 0),
@@ -248,6 +262,12 @@ func replyVectors() []msgVector {
 			meaning: okMeaning(8, OpList, meaning{"timers": []any{timerMeaning(&vecTimer)}, "next": juint(8)})},
 		{name: "ok-list-last", note: "two timers, one paused without data; next 0: no more", frame: AppendListOK(nil, 8, list, 0),
 			meaning: okMeaning(8, OpList, meaning{"timers": []any{timerMeaning(&list[0]), timerMeaning(&list[1])}, "next": juint(0)})},
+		{name: "ok-get-group", note: "a timer in a group: schedule, zone and missed (as their defaults when unset) and then group",
+			frame: AppendTimerOK(nil, 7, &vecTimerGroup), meaning: okMeaning(7, OpGet, meaning{"timer": timerMeaning(&vecTimerGroup)})},
+		{name: "ok-list_group", note: "one timer of group 77, more from receiver 42 tid 9", frame: AppendListGroupOK(nil, 27, []Timer{vecTimerGroup}, 42, 9),
+			meaning: okMeaning(27, OpListGroup, meaning{"timers": []any{timerMeaning(&vecTimerGroup)}, "next_receiver": juint(42), "next_tid": juint(9)})},
+		{name: "ok-list_group-last", note: "next (0, 0): no more", frame: AppendListGroupOK(nil, 27, []Timer{vecTimerGroup}, 0, 0),
+			meaning: okMeaning(27, OpListGroup, meaning{"timers": []any{timerMeaning(&vecTimerGroup)}, "next_receiver": juint(0), "next_tid": juint(0)})},
 		{name: "ok-stats", frame: AppendStatsOK(nil, 17, &vecStats),
 			meaning: okMeaning(17, OpStats, meaning{"stats": statsMeaning(&vecStats)})},
 		{name: "ok-cluster", note: "the answer to every cluster sub-command: the state after the change", frame: AppendClusterOK(nil, 23, &vecCluster),

@@ -399,7 +399,8 @@ func checkLimits(l *Limits) error {
 		{"max_outbox_bytes", l.MaxOutboxBytes}, {"max_outbox_total", l.MaxOutboxTotal},
 		{"max_outbox_bytes_total", l.MaxOutboxBytesTotal}, {"max_connections", l.MaxConnections},
 		{"max_name", l.MaxName}, {"max_list_page", l.MaxListPage}, {"max_receivers", l.MaxReceivers},
-		{"ack_retention_ticks", l.AckRetentionTicks}, {"max_outbound_total", l.MaxOutboundTotal}} {
+		{"ack_retention_ticks", l.AckRetentionTicks}, {"max_outbound_total", l.MaxOutboundTotal},
+		{"max_bulk_per_turn", l.MaxBulkPerTurn}} {
 		if f.v < 0 {
 			return keyErr("limits."+f.key, "%d: limits must not be negative", f.v)
 		}

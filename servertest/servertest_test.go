@@ -206,3 +206,47 @@ func TestAdvanceUnreadEvents(t *testing.T) {
 		c.Close()
 	}
 }
+
+// TestBulkAcrossRestart: a pause_all of a group, going one timer a turn,
+// is cut by a restart; the server comes back with the operation in its
+// state (the snapshot of a graceful stop, or the log) and finishes it by
+// itself: every timer of the group ends paused, still in the group, and
+// timers outside it run.
+func TestBulkAcrossRestart(t *testing.T) {
+	srv := servertest.RunT(t, servertest.WithDataDir(t.TempDir()),
+		servertest.WithConfig(func(c *servertest.Config) { c.Limits.MaxBulkPerTurn = 1 }))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := client.Dial(ctx, srv.Addr())
+	require.NoError(t, err)
+	defer c.Close()
+	const timers = 20_000
+	_, err = c.Pipelined(ctx, func(p *client.Pipe) error {
+		for i := range uint64(timers) {
+			p.Add(1+i%4, i, 100, &client.AddOptions{Group: 7})
+		}
+		p.Add(9, 1, 100, nil)
+		return nil
+	})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { _, err := c.PauseGroup(ctx, 7); done <- err }()
+	time.Sleep(50 * time.Millisecond) // 20,000 turns take far longer
+	srv.Restart()
+	require.Error(t, <-done, "the restart cut the operation: its reply never came")
+	require.Eventually(t, func() bool {
+		ts, err := c.ListGroup(ctx, 7)
+		if err != nil || len(ts) != timers {
+			return false
+		}
+		for _, tm := range ts {
+			if !tm.Paused || tm.Group != 7 {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 50*time.Millisecond, "the operation finished after the restart")
+	tm, err := c.Get(ctx, 9, 1)
+	require.NoError(t, err)
+	assert.False(t, tm.Paused)
+}

@@ -68,7 +68,8 @@ func (c *Core) add(s *Session, req *protocol.Request) {
 		plan.overdue = overdue
 	}
 	c.setPlan(k, plan)
-	c.unhold(k) // a replace makes a new timer: the server holds it no more
+	c.unhold(k)                // a replace makes a new timer: the server holds it no more
+	c.groupAdded(k, req.Group) // bulk.go: its group; paused at once in a paused receiver or group
 	s.out = protocol.AppendOK(s.out, req.ID, due)
 }
 
@@ -153,6 +154,7 @@ func (c *Core) list(s *Session, req *protocol.Request) {
 	for i := range c.listBuf {
 		t := timerOf(&c.listBuf[i])
 		c.describePlan(&t)
+		c.describeGroup(&t)
 		n := protocol.TimerSize(&t)
 		if i == limit || (i > 0 && size+n > l.MaxListBytes) {
 			next = t.Tid // > the tids before it, so never 0

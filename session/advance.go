@@ -98,20 +98,23 @@ func (c *Core) FiredTotal() uint64 { return c.firedTotal }
 // receiver to forget: expiryDue) is recorded lazily, before the next recorded input (see recorder.adv).
 func (c *Core) Advance(target uint64, maxFires int) (more bool) {
 	target = max(target, c.target)
-	if target == c.target && c.caughtUp {
+	if target == c.target && c.caughtUp && len(c.bulk) == 0 {
 		return false
 	}
-	if next, ok := c.wheel.NextEvent(); len(c.waiters) == 0 && (!ok || next > target) && !c.expiryDue(target) {
+	if next, ok := c.wheel.NextEvent(); len(c.waiters) == 0 && len(c.bulk) == 0 && (!ok || next > target) && !c.expiryDue(target) {
 		c.rec.deferAdvance(target, maxFires) // it only moves tw-time
 	} else {
 		c.rec.advance(target, maxFires)
 	}
 	c.target = target
 	c.expireIdle()
+	if len(c.bulk) > 0 {
+		c.stepBulk() // bulk.go: a chunk of the bulk operations in progress, before the firings
+	}
 	_, done := c.wheel.Advance(target, maxFires, c.onFire)
 	c.caughtUp = done
 	c.answerWaiters(done)
-	return !done
+	return !done || len(c.bulk) > 0
 }
 
 // answerWaiters replies to the fast-forwards whose target the wheel reached.

@@ -129,7 +129,8 @@ func (c *Core) refuse(s *Session, op protocol.Op) protocol.Code {
 // refuses.
 func changesTimers(op protocol.Op) bool {
 	switch op {
-	case protocol.OpAdd, protocol.OpCancel, protocol.OpCancelAll, protocol.OpPause, protocol.OpResume:
+	case protocol.OpAdd, protocol.OpCancel, protocol.OpCancelAll, protocol.OpPause, protocol.OpResume,
+		protocol.OpPauseAll, protocol.OpResumeAll, protocol.OpCancelGroup:
 		return true
 	}
 	return false
@@ -139,7 +140,7 @@ func changesTimers(op protocol.Op) bool {
 // or a change refused because of the state (SetReadsWait).
 func showsState(op protocol.Op) bool {
 	switch op {
-	case protocol.OpGet, protocol.OpList, protocol.OpStats:
+	case protocol.OpGet, protocol.OpList, protocol.OpListGroup, protocol.OpStats:
 		return true
 	}
 	return changesTimers(op)
@@ -182,6 +183,7 @@ func (c *Core) dispatch(s *Session, req *protocol.Request) {
 			c.reply(s, req.ID, err)
 			if err == nil { // (not found: nothing to forget)
 				c.dropPlan(k)
+				c.forgetGroup(k)
 				c.tidy(req.Receiver)
 			}
 		}
@@ -193,20 +195,14 @@ func (c *Core) dispatch(s *Session, req *protocol.Request) {
 		}
 		t := timerOf(&in)
 		c.describePlan(&t)
+		c.describeGroup(&t)
 		s.out = protocol.AppendTimerOK(s.out, req.ID, &t)
 	case protocol.OpList:
 		c.list(s, req)
-	case protocol.OpCancelAll:
-		if c.mayTouch(s, req) {
-			if r := c.receivers[req.Receiver]; r != nil {
-				r.holding = nil
-			}
-			n := c.wheel.CancelAll(req.Receiver)
-			c.dropPlans(req.Receiver)
-			c.work += n
-			s.out = protocol.AppendOK(s.out, req.ID, uint64(n))
-			c.tidy(req.Receiver)
-		}
+	case protocol.OpCancelAll, protocol.OpPauseAll, protocol.OpResumeAll, protocol.OpCancelGroup:
+		c.startBulk(s, req) // bulk.go
+	case protocol.OpListGroup:
+		c.listGroup(s, req)
 	case protocol.OpPause:
 		if c.mayTouch(s, req) {
 			if c.unhold(k) { // paused by the server for a parked firing: now the user's pause

@@ -69,6 +69,13 @@ type Limits struct {
 	// output are not counted here (their outboxes are). Replies are
 	// bounded per connection by max_outbound only. Default 512 MiB.
 	MaxOutboundTotal int `yaml:"max_outbound_total"`
+	// MaxBulkPerTurn bounds the timers a bulk operation (cancel_all,
+	// pause_all, resume_all) covers in one loop turn: a larger one goes on
+	// in the next turns, so that it never stalls the loop (bulk.go).
+	// Default 1000: a cancel in a large group costs 0.3-1 µs, so a turn's
+	// share stays well under a millisecond (TestBulkFigures: 1M timers
+	// cancelled in 0.74 s at 1,000 a turn, 0.96 s at 5,000).
+	MaxBulkPerTurn int `yaml:"max_bulk_per_turn"`
 }
 
 // WithDefaults returns l with every zero field set to its default, except
@@ -100,6 +107,7 @@ func (l Limits) WithDefaults() Limits {
 	def(&l.MaxListPage, 1000)
 	def(&l.MaxReceivers, 1_000_000)
 	def(&l.AckRetentionTicks, 360_000)
+	def(&l.MaxBulkPerTurn, 1_000)
 	def(&l.MaxListBytes, max(min(1<<20, l.MaxOutbound/2), l.MaxData+256))
 	return l
 }

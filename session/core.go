@@ -128,8 +128,14 @@ type Core struct {
 	idleN              int
 	legacyIdle         bool // restoring a snapshot before version 5 (see Restore)
 
-	sched scheduler   // calendar schedules and missed-firing policies (schedule.go)
-	m     coreMetrics // operator counters (metrics.go)
+	sched scheduler // calendar schedules and missed-firing policies (schedule.go)
+	// groups are the timers' groups and the paused receivers and groups;
+	// bulk the bulk operations in progress, oldest first (bulk.go).
+	groups groupTable
+	bulk   []*bulkOp
+	tidBuf []uint64    // stepReceiver's tids of a page
+	keyBuf []wheel.Key // listGroup's keys of a page
+	m      coreMetrics // operator counters (metrics.go)
 
 	rec recorder // this turn's record of inputs (record.go)
 	// replied lists the sessions with a reply to a recorded input this
@@ -435,6 +441,7 @@ func (c *Core) Close(s *Session, buffered int) {
 		r.owner = nil
 		r.releaseAcked()
 		if ephemeral { // its timers and undelivered events end with the session
+			c.forgetReceiverGroups(id)
 			n := c.wheel.CancelAll(id)
 			c.dropPlans(id)
 			c.log.Debug("ephemeral receiver released", "session", s.id, "receiver", id, "cancelled", n, "events", r.n)
@@ -457,6 +464,7 @@ func (c *Core) Close(s *Session, buffered int) {
 			c.waiters[i].s = nil
 		}
 	}
+	c.closeBulk(s)
 }
 
 // Restart closes every session: their connections are gone with the

@@ -37,10 +37,14 @@ func TestDeterminism(t *testing.T) {
 		ids[i] = uint64(i)
 	}
 	seen := make(map[string]int) // messages written, by kind and code
+	bulkTurns := 0               // inputs after which a bulk operation was in progress
 	for i := range n {
 		in := a.input(rng)
 		a.run(in)
 		b.run(in)
+		if a.c.BulkInProgress() > 0 {
+			bulkTurns++
+		}
 		if !bytes.Equal(a.writes, b.writes) {
 			t.Fatalf("input %d (%+v): the Cores wrote different bytes:\n%x\n%x", i, in, a.writes, b.writes)
 		}
@@ -58,6 +62,7 @@ func TestDeterminism(t *testing.T) {
 		n, st.FiredTotal, st.DroppedTotal, a.c.lostTotal, st.Timers, st.Connections, a.rep.inputs, a.c.Now()-start, seen)
 	require.NotZero(t, a.c.lostTotal, "the stream closed connections with events unsent")
 	require.NotZero(t, st.DroppedTotal-a.c.lostTotal, "the stream overflowed backlogs")
+	require.NotZero(t, bulkTurns, "no bulk operation went on over turns")
 	for _, k := range []string{"ok", "fire", "takeover", "error limit_exceeded", "error exists", "error unauthorized",
 		"error malformed", "error timeout", "error invalid_argument", "error unsupported_version"} {
 		require.NotZero(t, seen[k], "the stream made no %q", k)
@@ -118,7 +123,7 @@ func newDetCore(t *testing.T, replicated bool) *detCore {
 	cfg := Config{AdminToken: testAdminToken, ClientToken: detClient, TickNs: 1_000_000, MaxFiresPerTurn: 40, ServerVersion: "det"}
 	limits := Limits{MaxData: 64, MaxDataTotal: 3000, MaxTimers: 150, MaxTimersPerReceiver: 20, MaxReceiversPerSession: 5,
 		MaxBacklog: 8, MaxBacklogTotal: 50, MaxBacklogBytes: 600, MaxOutbound: 1500, MaxOutboundTotal: 2500, MaxListPage: 5, MaxListBytes: 600,
-		MaxOutbox: 6, MaxOutboxTotal: 30, MaxOutboxBytes: 500}
+		MaxOutbox: 6, MaxOutboxTotal: 30, MaxOutboxBytes: 500, MaxBulkPerTurn: 3}
 	w, err := wheel.New(start, wheel.Config{Levels: 4, Slots: 8})
 	require.NoError(t, err)
 	d := &detCore{t: t, c: New(cfg, limits, w, nil, nil), now: start, conns: make(map[uint64]*detConn)}
@@ -229,10 +234,18 @@ func (d *detCore) request(rng *rand.Rand, slot int) []byte {
 		d.add(rng, &req)
 	case x < 57:
 		req.Op = protocol.OpCancel
-	case x < 59:
-		req.Op = protocol.OpCancelAll
+	case x < 59: // bulk operations (issue 27): of a receiver, or of a group, chunked 3 timers a turn
+		req.Op = [...]protocol.Op{protocol.OpCancelAll, protocol.OpPauseAll, protocol.OpResumeAll, protocol.OpResumeAll}[rng.IntN(4)]
+		if rng.IntN(2) == 0 {
+			req.Receiver, req.Group = 0, 1+uint64(rng.IntN(3))
+			if req.Op == protocol.OpCancelAll {
+				req.Op = protocol.OpCancelGroup
+			}
+		}
 	case x < 63:
 		req.Op = [...]protocol.Op{protocol.OpPause, protocol.OpResume}[rng.IntN(2)]
+	case x < 70 && rng.IntN(4) == 0:
+		req.Op, req.Group, req.FromReceiver, req.FromTid, req.Limit = protocol.OpListGroup, uint64(rng.IntN(4)), uint64(rng.IntN(detReceivers)), uint64(rng.IntN(8)), uint64(rng.IntN(7))
 	case x < 70:
 		req.Op, req.FromTid, req.Limit = protocol.OpList, uint64(rng.IntN(8)), uint64(rng.IntN(7))
 	case x < 74:
@@ -267,6 +280,7 @@ func (d *detCore) add(rng *rand.Rand, req *protocol.Request) {
 		req.Data = append(req.Data, make([]byte, rng.IntN(70))...) // over max_data sometimes
 	}
 	req.Replace = rng.IntN(4) == 0
+	req.Group = uint64(rng.IntN(4)) // 0: none
 }
 
 // run applies in to d's Core, as the server's glue would, keeping the

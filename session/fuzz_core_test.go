@@ -173,7 +173,8 @@ type fzHarness struct {
 	rep      *replica // replays c's records
 	slots    [fzSlots]*fzSession
 	of       map[*Session]*fzSession
-	timers   map[wheel.Key]bool // the timers adds imply, each with "fires forever"
+	timers   map[wheel.Key]bool   // the timers adds imply, each with "fires forever"
+	groups   map[wheel.Key]uint64 // the group of each timer adds put in one
 	before   [fzReceivers]*receiver
 	seqs     map[*receiver]uint64 // per receiver record, the last seq that left the server
 	high     map[*receiver]uint64 // per receiver record, the highest seq that left the server (redeliveries repeat seqs)
@@ -192,7 +193,7 @@ func newFzHarness(t *testing.T, opt byte) *fzHarness {
 		MaxBacklogTotal: [...]int{12, 3}[opt>>4&1], MaxBacklogBytes: [...]int{0, 300}[opt>>6&1],
 		MaxOutbound: 2048, MaxOutboundTotal: 3000, MaxInbound: 2048, MaxListPage: 3, MaxListBytes: 1024,
 		MaxOutbox: [...]int{4, 1}[opt>>3&1], MaxOutboxTotal: [...]int{10, 3}[opt>>4&1], MaxOutboxBytes: [...]int{0, 300}[opt>>6&1],
-		MaxReceivers: 4, AckRetentionTicks: [...]int{2, 1000}[opt>>7&1]}
+		MaxReceivers: 4, AckRetentionTicks: [...]int{2, 1000}[opt>>7&1], MaxBulkPerTurn: 2}
 	// A small wheel: cheap to make for every input, and timers move between
 	// its levels within a few ticks.
 	wheels := [2]*wheel.Wheel{}
@@ -202,7 +203,7 @@ func newFzHarness(t *testing.T, opt byte) *fzHarness {
 		wheels[i] = w
 	}
 	h := &fzHarness{t: t, c: New(cfg, limits, wheels[0], nil, nil), maxFires: cfg.MaxFiresPerTurn, now: start,
-		of: make(map[*Session]*fzSession), timers: make(map[wheel.Key]bool), seqs: make(map[*receiver]uint64), high: make(map[*receiver]uint64),
+		of: make(map[*Session]*fzSession), timers: make(map[wheel.Key]bool), groups: make(map[wheel.Key]uint64), seqs: make(map[*receiver]uint64), high: make(map[*receiver]uint64),
 		verbose: os.Getenv("TICKWHEEL_FUZZ_TRACE") != ""}
 	h.limits = h.c.Limits()
 	h.rep = newReplica(t, h.c, cfg, limits, wheels[1])
@@ -355,6 +356,18 @@ func (h *fzHarness) request(p *fzProg) protocol.Request {
 		if flags&4 != 0 {
 			req.Missed = uint64(x >> 3 & 3) // 3 is not a policy
 		}
+		req.Group = uint64(x>>4&1) * (1 + req.Receiver%2) // groups 1 and 2 span receivers
+	case protocol.OpCancelAll: // the bulk operations (issue 27) and list_group, of a receiver or a group
+		req.Op = [...]protocol.Op{protocol.OpCancelAll, protocol.OpPauseAll, protocol.OpResumeAll, protocol.OpListGroup}[flags>>1&3]
+		switch {
+		case req.Op == protocol.OpListGroup:
+			req.Group, req.FromReceiver, req.FromTid, req.Limit = uint64(flags&1)+1, req.Receiver, req.Tid, uint64(p.n(4))
+		case flags&1 != 0:
+			req.Receiver, req.Group = 0, 1+req.Tid%2
+			if req.Op == protocol.OpCancelAll {
+				req.Op = protocol.OpCancelGroup
+			}
+		}
 	case protocol.OpList:
 		req.FromTid, req.Limit = uint64(p.n(fzTids)), uint64(p.n(4))
 	case protocol.OpFastForward:
@@ -449,14 +462,38 @@ func (h *fzHarness) handle(fs *fzSession, f fzFrame) {
 	before := len(fs.s.out)
 	h.call(func() { h.c.Apply(fs.s, f.payload) })
 	switch f.op {
-	case protocol.OpAdd, protocol.OpCancel, protocol.OpCancelAll:
+	case protocol.OpAdd, protocol.OpCancel, protocol.OpCancelAll, protocol.OpCancelGroup:
 		h.modelTimers(fs, f.payload, before)
 	}
 }
 
+// inScope reports whether the timer model's k is among the timers a
+// bulk operation of req covers.
+func (h *fzHarness) inScope(k wheel.Key, req *protocol.Request) bool {
+	if req.Group != 0 {
+		return h.groups[k] == req.Group
+	}
+	return k.Receiver == req.Receiver
+}
+
 // modelTimers applies an add, cancel or cancel_all to the timer model once
-// its reply, the first frame its handling appended, says it succeeded.
+// its reply, the first frame its handling appended, says it succeeded. A
+// cancel_all in progress (no reply yet) was accepted: every timer it
+// covers may go from now on, and none added after it.
 func (h *fzHarness) modelTimers(fs *fzSession, payload []byte, before int) {
+	var req protocol.Request
+	require.NoError(h.t, protocol.DecodeRequest(payload, &req))
+	if (req.Op == protocol.OpCancelAll || req.Op == protocol.OpCancelGroup) && len(fs.s.out) == before {
+		if !fs.s.waiting {
+			h.fail("session %d: cancel_all neither answered nor in progress", fs.s.id)
+		}
+		for k := range h.timers {
+			if h.inScope(k, &req) {
+				h.timers[k] = false // may go
+			}
+		}
+		return
+	}
 	reply, _, err := protocol.SplitFrame(fs.s.out[before:], math.MaxInt32)
 	if err != nil {
 		h.fail("session %d: no reply: %v", fs.s.id, err)
@@ -465,8 +502,6 @@ func (h *fzHarness) modelTimers(fs *fzSession, payload []byte, before int) {
 	if err := protocol.DecodeMessage(reply, &m); err != nil || m.Kind != protocol.KindOK {
 		return
 	}
-	var req protocol.Request
-	require.NoError(h.t, protocol.DecodeRequest(payload, &req))
 	switch k := (wheel.Key{Receiver: req.Receiver, Tid: req.Tid}); req.Op {
 	case protocol.OpAdd:
 		h.timers[k] = req.Repeat == 0
@@ -478,10 +513,15 @@ func (h *fzHarness) modelTimers(fs *fzSession, payload []byte, before int) {
 				h.fail("add %+v at tw-time %d: due %v, want the next tick", req, now, v)
 			}
 		}
+		h.groups[k] = req.Group
 	case protocol.OpCancel:
 		delete(h.timers, k)
-	case protocol.OpCancelAll:
-		h.dropTimers(req.Receiver)
+	case protocol.OpCancelAll, protocol.OpCancelGroup: // done in the request's own turn
+		for k := range h.timers {
+			if h.inScope(k, &req) {
+				delete(h.timers, k)
+			}
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package session
 
 import (
 	"bytes"
+	"maps"
 	"math"
 	"slices"
 
@@ -439,8 +440,9 @@ func (h *fzHarness) checkSessions() {
 			h.fail("session %d: closed %v, filed %v", s.s.id, s.s.closed, st.sessions[s.s.id] != nil)
 		case len(s.s.out) > 0 && !s.s.dirty:
 			h.fail("session %d: output but not dirty: it would never be written", s.s.id)
-		case s.s.waiting && !slices.ContainsFunc(st.waiters, func(w waiter) bool { return w.s == s.s }):
-			h.fail("session %d: waiting for no fast-forward", s.s.id)
+		case s.s.waiting && !slices.ContainsFunc(st.waiters, func(w waiter) bool { return w.s == s.s }) &&
+			!slices.ContainsFunc(st.bulk, func(op *bulkOp) bool { return op.s == s.s }):
+			h.fail("session %d: waiting for no fast-forward and no bulk operation", s.s.id)
 		case !s.s.closed && (s.s.blocked || len(s.s.queue) > 0) && !s.s.stalled && !(s.s.quiet() && s.s.draining):
 			h.fail("session %d: blocked or with events held, but not stalled: never pumped", s.s.id)
 		case !s.s.closed && !s.s.kill && !s.s.waiting && len(s.held) == 0 && len(s.pending) > 0:
@@ -488,6 +490,52 @@ func (h *fzHarness) checkTimers() {
 	for k := range st.sched.plans {
 		if _, err := st.wheel.Get(k); err != nil {
 			h.fail("timer %v is gone, its plan stays", k)
+		}
+	}
+	h.checkGroups()
+}
+
+// checkGroups compares the groups with the model (the group each live
+// timer's add gave it) and checks the group table's links and counts, and
+// that every bulk operation's cursor is a member of its group.
+func (h *fzHarness) checkGroups() {
+	st, t := h.c, &h.c.groups
+	for k := range h.timers {
+		if _, err := st.wheel.Get(k); err == nil && t.groupOf(k) != h.groups[k] {
+			h.fail("timer %v in group %d, its add said %d", k, t.groupOf(k), h.groups[k])
+		}
+	}
+	members, paused := 0, 0
+	for g, gr := range t.groups {
+		if gr.paused {
+			paused++
+		}
+		n, recv, prev := 0, map[uint64]int{}, uint32(0)
+		for i := gr.head; i != 0; i = t.nodes[i].next {
+			m := t.nodes[i]
+			if _, err := st.wheel.Get(m.key); err != nil || m.group != g || m.prev != prev || t.member(m.key) != i {
+				h.fail("group %d: member %d (%v) is gone from the wheel, in another group, or mislinked", g, i, m.key)
+			}
+			prev = i
+			n++
+			recv[m.key.Receiver]++
+		}
+		if n != gr.count || prev != gr.tail || n == 0 && !gr.paused || !maps.Equal(recv, gr.recv) {
+			h.fail("group %d: %d members, count %d, tail %d/%d, receivers %v/%v", g, n, gr.count, prev, gr.tail, recv, gr.recv)
+		}
+		members += n
+	}
+	if paused != t.pausedGroups {
+		h.fail("%d groups paused, %d counted", paused, t.pausedGroups)
+	}
+	if members != t.of.count {
+		h.fail("%d group members, %d indexed", members, t.of.count)
+	}
+	for _, op := range st.bulk {
+		for _, i := range []uint32{op.cur, op.end} {
+			if op.group != 0 && op.cur != 0 && (i == 0 || t.nodes[i].group != op.group) {
+				h.fail("bulk %s of group %d: cursor %d/%d off the group", op.op, op.group, op.cur, op.end)
+			}
 		}
 	}
 }

@@ -94,7 +94,7 @@ func TestUnknownOp(t *testing.T) {
 	assert.Equal(t, protocol.CodeHelloRequired, m.Code)
 	assert.False(t, c.s.Killed())
 	c.sayHello("u", "")
-	for _, op := range []protocol.Op{0, 13, 19, 26, 255} {
+	for _, op := range []protocol.Op{0, 18, 19, 26, 255} {
 		text := c.failCode(protocol.CodeUnknownOp, protocol.Request{Op: op})
 		assert.Contains(t, text, "unknown op")
 	}

@@ -209,6 +209,9 @@ func dumpState(c *Core, receivers []uint64, live bool) string {
 		retained = append(retained, fmt.Sprintf("%d@%d", r.id, r.idleAt))
 	}
 	p("retained %d %v forgotSeq %d", c.idleN, retained, c.forgotSeq)
+	groups := encoder{}
+	c.appendGroups(&groups) // the groups, paused marks and bulk operations, canonical
+	p("groups %x", groups.b)
 	for _, w := range c.waiters {
 		p("waiter session %d id %d done %v target %d fired %d", idOf(w.s), w.id, w.done != nil, w.target, w.fired)
 	}

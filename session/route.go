@@ -110,6 +110,9 @@ func (c *Core) onFire(f *wheel.Fire) {
 	if len(c.sched.plans) > 0 {
 		overdue = c.planFire(f) // schedule.go
 	}
+	if f.Last && c.groups.grouped() {
+		c.forgetGroup(f.Key) // bulk.go
+	}
 	c.firedTotal++
 	if c.m.on && f.Tick < c.target && f.Tick > c.skipped { // late (see noteLate)
 		c.noteLate(f.Tick)

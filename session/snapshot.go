@@ -66,9 +66,13 @@ import (
 // from (parked.from), and last in each timer's plan the ticks it was
 // overdue when added (timerPlan.overdue). Older versions read the first
 // as the firing's due tick, the second as 0.
+//
+// Version 10 added, last, the groups section (issue 27, see appendGroups):
+// the timers' groups, the paused receivers and groups, and the bulk
+// operations in progress. Older versions have none.
 const (
 	snapMagic   = "TWCS"
-	snapVersion = 9
+	snapVersion = 10
 )
 
 // ErrTickChanged is returned (wrapped) by Restore when the snapshot was
@@ -158,6 +162,7 @@ func (c *Core) appendCore(e *encoder) {
 	e.uv(c.cfg.TickNs)
 	c.appendIdle(e)
 	e.uv(c.forgotSeq)
+	c.appendGroups(e)
 }
 
 func appendSession(e *encoder, s *Session) {

@@ -47,25 +47,39 @@ type env struct {
 var commands = map[string]command{
 	"add": {args: "RECEIVER TID AFTER", nargs: 3, optional: 1, flags: addCmd, // AFTER: not with -cron or -at
 		summary: "add a timer firing after AFTER (or -at WHEN, or on -cron EXPR)", help: addHelp},
-	"cancel": {args: "RECEIVER TID", nargs: 2, flags: simple(cancelCmd), summary: "cancel a timer"},
-	"get":    {args: "RECEIVER TID", nargs: 2, flags: simple(getCmd), summary: "show a timer"},
-	"list": {args: "RECEIVER", nargs: 1, flags: simple(listCmd),
-		summary: "show the timers of a receiver in tid order, fetched a page at a time"},
+	"cancel": {args: "RECEIVER TID", nargs: 2, optional: 2, flags: cancelCmd, // bulk.go
+		summary: "cancel a timer, or every timer of -receiver R or -group G", help: bulkHelp},
+	"pause": {args: "RECEIVER TID", nargs: 2, optional: 2, flags: pauseResume(false),
+		summary: "pause a timer, or every timer of -receiver R or -group G", help: bulkHelp},
+	"resume": {args: "RECEIVER TID", nargs: 2, optional: 2, flags: pauseResume(true),
+		summary: "resume a timer, or every timer of -receiver R or -group G", help: bulkHelp},
+	"get": {args: "RECEIVER TID", nargs: 2, flags: simple(getCmd), summary: "show a timer"},
+	"list": {args: "RECEIVER", nargs: 1, optional: 1, flags: listCmd,
+		summary: "show the timers of a receiver in tid order (or of -group G), fetched a page at a time"},
 	"watch": {args: "RECEIVER...", nargs: -1, flags: watchCmd,
 		summary: "bind receivers and print their events until interrupted", help: watchHelp},
-	"ff": {args: "TICKS|DURATION", nargs: 1, flags: simple(ffCmd), summary: "fast-forward tw-time (admin)",
-		help: "A number alone is a count of ticks (ff 100); with a unit it is a duration, days (d) and\n" +
-			"weeks (w) included: ff 1.5s, ff 90m, ff 7d, ff 1w, ff 1d12h. On a terminal, a fast-forward\n" +
-			"that takes over a second shows a progress bar. `tickwheel freeze` (from another shell) stops\n" +
-			"a running one where it is; it then says where it stopped. tw-time may reach at most 2^64-2^62.\n"},
-	"freeze": {nargs: 0, flags: simple(freezeCmd), summary: "stop tw-time following the clock (admin)"},
-	"resume": {nargs: 0, flags: simple(resumeCmd), summary: "make tw-time follow the clock again (admin)"},
-	"speed":  {args: "X", nargs: 1, flags: simple(speedCmd), summary: "set the speed of tw-time, e.g. 60 (admin)"},
-	"stats":  {nargs: 0, flags: simple(statsCmd), summary: "show server statistics (admin)"},
-	"ping":   {nargs: 0, flags: simple(pingCmd), summary: "show the server's tw-time"},
+	"time ff": {args: "TICKS|DURATION", nargs: 1, flags: simple(ffCmd), summary: "fast-forward tw-time (admin; was: ff)",
+		help: "A number alone is a count of ticks (time ff 100); with a unit it is a duration, days (d)\n" +
+			"and weeks (w) included: time ff 1.5s, 90m, 7d, 1w, 1d12h. On a terminal, a fast-forward\n" +
+			"that takes over a second shows a progress bar. `tickwheel time freeze` (from another shell)\n" +
+			"stops a running one where it is; it then says where it stopped. tw-time may reach at most\n" +
+			"2^64-2^62.\n"},
+	"time freeze": {nargs: 0, flags: simple(freezeCmd), summary: "stop tw-time following the clock (admin; was: freeze)"},
+	"time resume": {nargs: 0, flags: simple(resumeCmd), summary: "make tw-time follow the clock again (admin; was: resume)"},
+	"time speed":  {args: "X", nargs: 1, flags: simple(speedCmd), summary: "set the speed of tw-time, e.g. 60 (admin; was: speed)"},
+	"stats":       {nargs: 0, flags: simple(statsCmd), summary: "show server statistics (admin)"},
+	"ping":        {nargs: 0, flags: simple(pingCmd), summary: "show the server's tw-time"},
 	"cluster": {args: "status|add|remove ARGS", nargs: -1, flags: simple(clusterCmd),
 		summary: "show a cluster's members, add a node, remove one (admin)", help: clusterHelp},
 }
+
+const bulkHelp = `Give one of: RECEIVER TID (one timer), -receiver R (every timer of receiver R)
+or -group G (every timer of group G: see add -group). The server does a large one in
+chunks between its other work and answers once it is complete, with the count; it
+covers the timers there when it began. pause keeps each timer's remaining ticks and
+resume gives them back; timers added to a paused receiver or group start paused
+until it is resumed.
+`
 
 const addHelp = `AFTER is a number of ticks from the current tick (digits only), or a duration
 such as 1.5s, 90m, 7d or 1w (d is 24h, w 7d) from the moment the server reads the
@@ -94,6 +108,13 @@ func simple(fn func(*env) error) func(*flag.FlagSet) func(*env) error {
 // runCommand runs CLI command name and returns the exit code: 0, 1 for a
 // failed request or connection, 2 for bad usage.
 func runCommand(name string, args []string, stdout, stderr io.Writer) int {
+	name, args, note := resolveCommand(name, args) // bulk.go: time SUB, and the old names
+	if note != "" {
+		fmt.Fprintln(stderr, note)
+	}
+	if name == "time" {
+		return unknownTime(args, stderr)
+	}
 	cmd, ok := commands[name]
 	if !ok {
 		fmt.Fprintf(stderr, "tickwheel: unknown command %q\n", name)
@@ -182,7 +203,7 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 	defer c.Close()
 	e := &env{ctx: ctx, c: c, args: pos, json: *asJSON, stdout: stdout, term: terminal(stdout), dial: dial,
 		clk: clock{tick: c.TickDuration(), zone: zone}}
-	if name == "watch" || name == "ff" {
+	if name == "watch" || name == "time ff" {
 		// watch runs until interrupted or -n events; ff until the
 		// fast-forward is over, however long it takes (its bar shows how far).
 		e.ctx = context.Background()
@@ -278,6 +299,7 @@ func addCmd(fs *flag.FlagSet) func(*env) error {
 	replace := fs.Bool("replace", false, "replace an existing timer of the same key")
 	at := fs.String("at", "", "first firing (instead of AFTER): a tick number, an RFC 3339 time, or a duration from now (7d)")
 	sched := addScheduleFlags(fs) // schedule.go
+	group := fs.Uint64("group", 0, "put the timer in this group (e.g. a match id), for cancel/pause/resume/list -group")
 	return func(e *env) error {
 		receiver, tid, err := e.key()
 		if err != nil {
@@ -313,7 +335,7 @@ func addCmd(fs *flag.FlagSet) func(*env) error {
 		if err := checkAddTiming(fs, e.args, n); err != nil {
 			return err
 		}
-		o := &client.AddOptions{Repeat: n, Data: []byte(*data), Replace: *replace}
+		o := &client.AddOptions{Repeat: n, Data: []byte(*data), Replace: *replace, Group: *group}
 		if *every != "" {
 			if o.Every, err = e.ticksArg(*every, "every"); err != nil {
 				return err
@@ -368,18 +390,6 @@ func checkAddTiming(fs *flag.FlagSet, args []string, repeat uint32) error {
 	return nil
 }
 
-func cancelCmd(e *env) error {
-	receiver, tid, err := e.key()
-	if err != nil {
-		return err
-	}
-	if err := e.c.Cancel(e.ctx, receiver, tid); err != nil {
-		return err
-	}
-	e.print(map[string]any{"receiver": receiver, "tid": tid, "cancelled": true}, fmt.Sprintf("cancelled %d/%d", receiver, tid))
-	return nil
-}
-
 // hasInterval reports whether t repeats on an interval, t.Every: not a
 // one-shot, whose Every means nothing, nor a cron timer, whose schedule
 // says when it fires.
@@ -390,6 +400,9 @@ func timerJSON(t client.Timer) map[string]any {
 		"fired": t.Fired, "repeat": jsonRepeat(t.Repeat), "paused": t.Paused, "data": string(t.Data)}
 	if hasInterval(t) {
 		m["every"] = t.Every
+	}
+	if t.Group != 0 {
+		m["group"] = t.Group
 	}
 	return planJSON(t, m)
 }
@@ -411,6 +424,9 @@ func (k clock) timerText(t client.Timer) string {
 	}
 	line += "  fired " + times
 	line += planText(t)
+	if t.Group != 0 {
+		line += fmt.Sprintf("  group %d", t.Group)
+	}
 	if len(t.Data) > 0 {
 		line += fmt.Sprintf("  data %q", t.Data)
 	}
@@ -430,10 +446,9 @@ func getCmd(e *env) error {
 	return nil
 }
 
-// listCmd prints the receiver's timers in tid order, each page as it comes
-// (the server bounds a page by max_list_page and max_list_bytes), so a
-// receiver with many timers is never held whole.
-func listCmd(e *env) error {
+// listReceiver prints the receiver's timers in tid order, each page as it
+// comes (see listCmd).
+func listReceiver(e *env) error {
 	receiver, err := uintArg(e.args[0], "receiver")
 	if err != nil {
 		return err

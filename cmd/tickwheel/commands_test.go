@@ -76,7 +76,7 @@ func TestCommands(t *testing.T) {
 	done := make(chan int)
 	go func() { done <- run([]string{"watch", "-addr", addr, "-n", "3", "7"}, &wout, &werr) }()
 	require.Eventually(t, func() bool { return strings.Contains(wout.String(), "watching receiver 7") }, 5*time.Second, time.Millisecond)
-	code, out, _ = cli(t, addr, "ff", "3")
+	code, out, _ = cli(t, addr, "time", "ff", "3")
 	require.Equal(t, 0, code)
 	assert.Equal(t, "fast-forwarded 30ms to 1970-01-01 00:00:10.03 UTC: 3 timers fired\n", out)
 	select {
@@ -98,7 +98,7 @@ func TestCommands(t *testing.T) {
 	require.Equal(t, 0, code)
 	assert.Equal(t, "pong: tw-time is 1970-01-01 00:00:10.03 UTC (tick 1003)\n", out)
 
-	code, out, _ = cli(t, addr, "speed", "60")
+	code, out, _ = cli(t, addr, "time", "speed", "60")
 	require.Equal(t, 0, code)
 	assert.Equal(t, "speed 60x: tw-time is 1970-01-01 00:00:10.03 UTC (tick 1003)\n", out)
 
@@ -108,10 +108,10 @@ func TestCommands(t *testing.T) {
 	assert.Contains(t, out, "fired       3 (dropped 0)\n")
 	assert.Contains(t, out, "speed 60x, frozen true")
 
-	code, out, _ = cli(t, addr, "resume")
+	code, out, _ = cli(t, addr, "time", "resume")
 	require.Equal(t, 0, code)
 	assert.Contains(t, out, "following the clock again: tw-time is ")
-	code, out, _ = cli(t, addr, "freeze")
+	code, out, _ = cli(t, addr, "time", "freeze")
 	require.Equal(t, 0, code)
 	assert.Contains(t, out, "frozen: tw-time is ")
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // commandOrder is the order of the commands in the usage.
-var commandOrder = []string{"add", "cancel", "get", "list", "watch", "ff", "freeze", "resume", "speed", "stats", "ping", "cluster"}
+var commandOrder = []string{"add", "cancel", "pause", "resume", "get", "list", "watch", "time ff", "time freeze", "time resume", "time speed", "stats", "ping", "cluster"}
 
 // printUsage writes the usage of tickwheel: how to run it, the commands
 // one line each, and the flags they share. The server's flags follow it in

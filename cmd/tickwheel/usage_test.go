@@ -74,8 +74,9 @@ func TestNegativeArgs(t *testing.T) {
 		{[]string{"add", "1", "2", "-5"}, "tickwheel add: AFTER must be a tick count or a duration (0: at the next tick), got -5\n"},
 		{[]string{"add", "1", "2", "-5s"}, "tickwheel add: AFTER must be a tick count or a duration (0: at the next tick), got -5s\n"},
 		{[]string{"add", "-1", "2", "5"}, "tickwheel add: RECEIVER must be a non-negative integer, got -1\n"},
-		{[]string{"speed", "-1"}, "tickwheel speed: X must be a positive number, got -1\n"},
-		{[]string{"ff", "-5"}, "tickwheel ff: TICKS|DURATION must be a positive tick count or duration, got -5\n"},
+		{[]string{"time", "speed", "-1"}, "tickwheel time speed: X must be a positive number, got -1\n"},
+		{[]string{"time", "ff", "-5"}, "tickwheel time ff: TICKS|DURATION must be a positive tick count or duration, got -5\n"},
+		{[]string{"cancel", "-1", "2"}, "tickwheel cancel: RECEIVER must be a non-negative integer, got -1\n"},
 		{[]string{"watch", "1", "-2"}, "tickwheel watch: RECEIVER must be a non-negative integer, got -2\n"},
 	} {
 		code, out, errOut := cli(t, "127.0.0.1:1", tc.args...)

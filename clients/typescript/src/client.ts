@@ -7,7 +7,7 @@ import { ClosedError, DisconnectedError, TickwheelError } from "./errors.js";
 import { EventQueue, type Event } from "./events.js";
 import type { AddOptions, BindOptions, BindResult, CallOptions, ConnectOptions } from "./options.js";
 import {
-  Missed, NOT_LEADER, Op, PROTOCOL_VERSION, decodeHello, decodeListPage, decodeStats, decodeTimer, decodeUints,
+  Missed, NOT_LEADER, Op, PROTOCOL_VERSION, decodeHello, decodeListGroupPage, decodeListPage, decodeStats, decodeTimer, decodeUints,
   MAX_U64, toU64, type Hello, type Limits, type Message, type OpName, type Request, type Stats, type Timer, type U64,
 } from "./protocol.js";
 
@@ -526,7 +526,7 @@ export class Client extends EventEmitter {
     return {
       receiver: toU64(receiver, "receiver"), tid: toU64(tid, "tid"), every: toU64(o.every ?? 0, "every"), repeat, data,
       replace: o.replace ?? false, afterNs: toU64(o.afterNs ?? 0, "afterNs"), schedule: o.schedule ?? "",
-      zone: o.zone ?? "", missed: BigInt(missed),
+      zone: o.zone ?? "", missed: BigInt(missed), group: toU64(o.group ?? 0, "group"),
     };
   }
 
@@ -623,6 +623,66 @@ export class Client extends EventEmitter {
   async cancelAll(receiver: U64, o?: CallOptions): Promise<bigint> {
     const res = await this.call("cancel_all", { receiver: toU64(receiver, "receiver") }, o);
     return decodeUints(res, 1, "cancel_all result")[0];
+  }
+
+  private async bulk(op: "cancel_group" | "pause_all" | "resume_all", receiver: bigint, group: bigint, o?: CallOptions): Promise<bigint> {
+    return decodeUints(await this.call(op, { receiver, group }, o), 1, `${op} result`)[0];
+  }
+
+  private static group(group: U64): bigint {
+    const g = toU64(group, "group");
+    if (g === 0n) throw new RangeError("tickwheel: group 0 is no group: name one");
+    return g;
+  }
+
+  /**
+   * cancelGroup cancels every timer of the group and returns how many. Like the other bulk calls,
+   * the server does a large one in chunks between its other work and answers once it is complete;
+   * it covers the timers there when it began, and a timer due before the server reaches it fires first.
+   */
+  async cancelGroup(group: U64, o?: CallOptions): Promise<bigint> {
+    return this.bulk("cancel_group", 0n, Client.group(group), o);
+  }
+
+  /** pauseAll pauses every running timer of the receiver, each keeping the ticks it had left; timers added to it start paused until resumeAll. */
+  async pauseAll(receiver: U64, o?: CallOptions): Promise<bigint> {
+    return this.bulk("pause_all", toU64(receiver, "receiver"), 0n, o);
+  }
+
+  /** resumeAll resumes every paused timer of the receiver with the ticks it had left, and returns how many. */
+  async resumeAll(receiver: U64, o?: CallOptions): Promise<bigint> {
+    return this.bulk("resume_all", toU64(receiver, "receiver"), 0n, o);
+  }
+
+  /** pauseGroup pauses every running timer of the group, each keeping the ticks it had left; timers added to it start paused until resumeGroup. */
+  async pauseGroup(group: U64, o?: CallOptions): Promise<bigint> {
+    return this.bulk("pause_all", 0n, Client.group(group), o);
+  }
+
+  /** resumeGroup resumes every paused timer of the group with the ticks it had left, and returns how many. */
+  async resumeGroup(group: U64, o?: CallOptions): Promise<bigint> {
+    return this.bulk("resume_all", 0n, Client.group(group), o);
+  }
+
+  /** listGroupPage returns the group's timers from (fromReceiver, fromTid) on, in (receiver, tid) order, and the next page's cursor ((0n, 0n): no more). */
+  async listGroupPage(group: U64, fromReceiver: U64 = 0n, fromTid: U64 = 0n, limit: U64 = 0n, o?: CallOptions): Promise<{ timers: Timer[]; nextReceiver: bigint; nextTid: bigint }> {
+    const res = await this.call("list_group", {
+      group: toU64(group, "group"), fromReceiver: toU64(fromReceiver, "fromReceiver"), fromTid: toU64(fromTid, "fromTid"), limit: toU64(limit, "limit"),
+    }, o);
+    return decodeListGroupPage(res);
+  }
+
+  /** listGroup returns all of the group's timers in (receiver, tid) order, a page at a time (not a snapshot). */
+  async listGroup(group: U64, o?: CallOptions): Promise<Timer[]> {
+    const out: Timer[] = [];
+    let r = 0n, t = 0n;
+    do {
+      const page = await this.listGroupPage(group, r, t, 0n, o);
+      out.push(...page.timers);
+      r = page.nextReceiver;
+      t = page.nextTid;
+    } while (r !== 0n || t !== 0n);
+    return out;
   }
 
   /** pause freezes the ticks left until the timer's next firing ("bad_state" if paused). */

@@ -6,7 +6,7 @@ export type { AckMode } from "./acks.js";
 export type { DroppedEvent, Event, FireEvent, TakeoverEvent } from "./events.js";
 export { ClosedError, ConnectError, DisconnectedError, TickwheelError } from "./errors.js";
 export {
-  ErrorCodes, Kind, Missed, NOT_LEADER, Op, PROTOCOL_VERSION, codeName, decodeHello, decodeListPage, decodeMessage,
+  ErrorCodes, Kind, Missed, NOT_LEADER, Op, PROTOCOL_VERSION, codeName, decodeHello, decodeListGroupPage, decodeListPage, decodeMessage,
   camelCase, decodeCluster, decodeStats, decodeTimer, decodeUints, encodeRequest, FrameSplitter,
 } from "./protocol.js";
 export type { ClusterState, ErrorCodeName, Hello, Limits, Message, Repeat, Request, Stats, Timer, U64 } from "./protocol.js";

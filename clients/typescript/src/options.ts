@@ -77,6 +77,11 @@ export interface AddOptions extends CallOptions {
   zone?: string;
   /** What a repeating timer does with firings missed while the server was down. */
   missed?: keyof typeof Missed;
+  /**
+   * Puts the timer in a group (a match id, say; 0, the default: none), for cancelGroup,
+   * pauseGroup, resumeGroup and listGroup. Added to a paused group or receiver, it starts paused.
+   */
+  group?: U64;
 }
 
 /** Optional parts of a bind. */

@@ -28,6 +28,10 @@ export const Op = {
   resume: 10,
   ping: 11,
   ack: 12,
+  pause_all: 13,
+  resume_all: 14,
+  list_group: 15,
+  cancel_group: 16,
   fast_forward: 20,
   freeze: 21,
   resume_sync: 22,
@@ -109,6 +113,10 @@ export interface Request {
   schedule?: string;
   zone?: string;
   missed?: bigint;
+  /** add: the timer's group (0: none); pause_all, resume_all: the group acted on (receiver 0); cancel_group, list_group: the group */
+  group?: bigint;
+  /** list_group's cursor, with fromTid */
+  fromReceiver?: bigint;
   ephemeral?: boolean;
   ack?: boolean;
   fromTid?: bigint;
@@ -132,12 +140,16 @@ const opArgs: Record<number, Arg[]> = {
   [Op.unbind]: [["receiver", "u"]],
   [Op.add]: [
     ["receiver", "u"], ["tid", "u"], ["after", "u"], ["at", "u"], ["every", "u"], ["repeat", "u"],
-    ["data", "d"], ["replace", "b"], ["afterNs", "u"], ["schedule", "s"], ["zone", "s"], ["missed", "u"],
+    ["data", "d"], ["replace", "b"], ["afterNs", "u"], ["schedule", "s"], ["zone", "s"], ["missed", "u"], ["group", "u"],
   ],
   [Op.cancel]: [["receiver", "u"], ["tid", "u"]],
   [Op.get]: [["receiver", "u"], ["tid", "u"]],
   [Op.list]: [["receiver", "u"], ["fromTid", "u"], ["limit", "u"]],
   [Op.cancel_all]: [["receiver", "u"]],
+  [Op.cancel_group]: [["group", "u"]],
+  [Op.pause_all]: [["receiver", "u"], ["group", "u"]],
+  [Op.resume_all]: [["receiver", "u"], ["group", "u"]],
+  [Op.list_group]: [["group", "u"], ["fromReceiver", "u"], ["fromTid", "u"], ["limit", "u"]],
   [Op.pause]: [["receiver", "u"], ["tid", "u"]],
   [Op.resume]: [["receiver", "u"], ["tid", "u"]],
   [Op.ping]: [],
@@ -420,6 +432,8 @@ export interface Timer {
   zone: string;
   /** The missed-firing policy: "all", "once" or "skip". */
   missed: keyof typeof Missed;
+  /** The timer's group, 0n for none. */
+  group: bigint;
 }
 
 /** Server limits from the hello reply: bigints keyed by the protocol's names; missing keys are off. */
@@ -590,6 +604,7 @@ export function decodeTimer(v: unknown): Timer {
     // Three more elements when the timer has a schedule, zone or policy.
     schedule: a.length > 9 ? str(a[9], "schedule") : "", zone: a.length > 10 ? str(a[10], "zone") : "",
     missed: missedName(a.length > 11 ? u64(a[11], "missed") : 0n),
+    group: a.length > 12 ? u64(a[12], "group") : 0n, // a 13th for a timer in a group
   };
 }
 
@@ -603,6 +618,13 @@ export function decodeListPage(result: unknown[]): { timers: Timer[]; next: bigi
   arr(result, 1, "list result");
   const timers = arr(result[0], 0, "timers").map(decodeTimer);
   return { timers, next: u64(result[1], "next") };
+}
+
+/** decodeListGroupPage reads a list_group result: the page and the next page's cursor ((0, 0): no more). */
+export function decodeListGroupPage(result: unknown[]): { timers: Timer[]; nextReceiver: bigint; nextTid: bigint } {
+  arr(result, 3, "list_group result");
+  const timers = arr(result[0], 0, "timers").map(decodeTimer);
+  return { timers, nextReceiver: u64(result[1], "next_receiver"), nextTid: u64(result[2], "next_tid") };
 }
 
 /** The result of the admin cluster op: the leader's raft state and the members. */

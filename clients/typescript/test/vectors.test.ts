@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { test } from "node:test";
 
 import {
-  FrameSplitter, codeName as codeNameOf, decodeHello, decodeListPage, decodeMessage, decodeCluster, decodeStats, decodeTimer, decodeUints,
+  FrameSplitter, codeName as codeNameOf, decodeHello, decodeListGroupPage, decodeListPage, decodeMessage, decodeCluster, decodeStats, decodeTimer, decodeUints,
   Missed, NOT_LEADER, encodeRequest, type Request, type Timer,
 } from "../src/index.js";
 
@@ -36,6 +36,7 @@ const argNames: Record<string, keyof Request> = {
   every: "every", repeat: "repeat", data: "data", replace: "replace", after_ns: "afterNs", schedule: "schedule",
   zone: "zone", missed: "missed", ephemeral: "ephemeral", ack: "ack", from_tid: "fromTid", limit: "limit",
   seq: "seq", ticks: "ticks", speed: "speed", command: "command", node: "node", addr: "addr",
+  group: "group", from_receiver: "fromReceiver",
 };
 
 function requestOf(m: Record<string, any>): Request {
@@ -55,14 +56,14 @@ function timerMeaning(t: Timer): Record<string, unknown> {
   return {
     receiver: j(t.receiver), tid: j(t.tid), due: j(t.due), remaining: j(t.remaining), every: j(t.every),
     fired: j(t.fired), repeat: jrepeat(t.repeat), paused: t.paused, data: jdata(t.data),
-    schedule: t.schedule, zone: t.zone, missed: j(BigInt(Missed[t.missed])),
+    schedule: t.schedule, zone: t.zone, missed: j(BigInt(Missed[t.missed])), group: j(t.group),
   };
 }
 
 const uintResults: Record<string, string[]> = {
   bind: ["delivered", "dropped", "first_seq"], unbind: [], add: ["due"], cancel: [], cancel_all: ["count"],
   pause: [], resume: [], ping: ["now"], ack: [], fast_forward: ["now", "fired"], freeze: ["now"],
-  resume_sync: ["now"], set_speed: ["now"],
+  resume_sync: ["now"], set_speed: ["now"], pause_all: ["count"], resume_all: ["count"], cancel_group: ["count"],
 };
 
 function resultMeaning(op: string, result: unknown[]): Record<string, unknown> {
@@ -78,6 +79,10 @@ function resultMeaning(op: string, result: unknown[]): Record<string, unknown> {
     case "list": {
       const p = decodeListPage(result);
       return { timers: p.timers.map(timerMeaning), next: j(p.next) };
+    }
+    case "list_group": {
+      const p = decodeListGroupPage(result);
+      return { timers: p.timers.map(timerMeaning), next_receiver: j(p.nextReceiver), next_tid: j(p.nextTid) };
     }
     case "stats": {
       const s = decodeStats(result);

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickwheel/tickwheel/servertest"
+)
+
+// TestBulkCommands: add -group, list -group, and cancel, pause and resume
+// of a timer, of -receiver R and of -group G, against a server; one of
+// RECEIVER TID, -receiver or -group must be given.
+func TestBulkCommands(t *testing.T) {
+	addr := localServer(t, servertest.WithStartTick(1000)).Addr()
+	ok := func(want string, args ...string) {
+		t.Helper()
+		code, out, errOut := cli(t, addr, args...)
+		require.Equal(t, 0, code, "%v: %s", args, errOut)
+		assert.Equal(t, want, out, args)
+	}
+	for _, k := range [][3]string{{"1", "1", "5"}, {"2", "1", "5"}, {"1", "2", "5"}, {"1", "9", ""}} {
+		args := []string{"add", k[0], k[1], "10"}
+		if k[2] != "" {
+			args = append(args, "-group", k[2])
+		}
+		code, _, errOut := cli(t, addr, args...)
+		require.Equal(t, 0, code, errOut)
+	}
+	ok("1/1  due 1970-01-01 00:00:10.1 UTC (in 100ms)  fired 0/1  group 5\n"+
+		"1/2  due 1970-01-01 00:00:10.1 UTC (in 100ms)  fired 0/1  group 5\n"+
+		"2/1  due 1970-01-01 00:00:10.1 UTC (in 100ms)  fired 0/1  group 5\n", "list", "-group", "5")
+	ok("group 6 has no timers\n", "list", "-group", "6")
+	ok("paused 3 timers of group 5; timers added to it start paused until `tickwheel resume -group 5`\n", "pause", "-group", "5")
+	ok("2/1  paused with 100ms left  fired 0/1  group 5\n", "get", "2", "1")
+	ok("resumed 3 timers of group 5\n", "resume", "-group", "5")
+	ok("paused 1/9\n", "pause", "1", "9")
+	ok("resumed 1/9\n", "resume", "1", "9")
+	ok("paused 3 timers of receiver 1; timers added to it start paused until `tickwheel resume -receiver 1`\n", "pause", "-receiver", "1")
+	ok("resumed 3 timers of receiver 1\n", "resume", "-receiver", "1")
+	ok("cancelled 3 timers of group 5\n", "cancel", "-group", "5")
+	ok("cancelled 1 timer of receiver 1\n", "cancel", "-receiver", "1")
+	ok("receiver 1 has no timers\n", "list", "1")
+
+	for _, bad := range [][]string{{"cancel"}, {"cancel", "1", "2", "-group", "5"}, {"pause", "1"}, {"resume", "-group", "0"},
+		{"list", "1", "-group", "5"}, {"cancel", "-receiver", "x"}} {
+		code, _, errOut := cli(t, addr, bad...)
+		assert.Equal(t, 2, code, "%v: %s", bad, errOut)
+	}
+}
+
+// TestTimeCommands: the tw-time commands are `time freeze|resume|speed|ff`;
+// the old names still work for a release, saying so on stderr; resume
+// without a timer, -receiver or -group is the old `resume`.
+func TestTimeCommands(t *testing.T) {
+	addr := localServer(t, servertest.WithStartTick(1000)).Addr()
+	code, out, errOut := cli(t, addr, "time", "ff", "2")
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, "fast-forwarded 20ms to 1970-01-01 00:00:10.02 UTC: 0 timers fired\n", out)
+	assert.Empty(t, errOut)
+	for _, old := range []string{"ff", "freeze", "resume", "speed"} {
+		args := []string{old}
+		if old == "ff" || old == "speed" {
+			args = append(args, "2")
+		}
+		code, _, errOut := cli(t, addr, args...)
+		assert.Equal(t, 0, code, "%s: %s", old, errOut)
+		assert.Equal(t, "tickwheel "+old+": now `tickwheel time "+old+"`; the old name goes in the next release\n", errOut)
+	}
+	code, _, errOut = cli(t, addr, "time", "warp")
+	assert.Equal(t, 2, code)
+	assert.Equal(t, "tickwheel time: want freeze, resume, speed or ff, got \"warp\"\n", errOut)
+}
