@@ -15,15 +15,15 @@ import (
 type snapshotRun struct {
 	snap  *session.Snapshot
 	done  chan struct{}
-	index uint64        // the last log record it covers
+	index uint64 // the last log record it covers
 	// records and firings are persist's counts it covers, given back
 	// if it fails.
 	records int
 	firings uint64
-	began time.Time     // when it was taken
-	pause time.Duration // how long taking the copy stopped the loop
-	bytes int64
-	err   error
+	began   time.Time     // when it was taken
+	pause   time.Duration // how long taking the copy stopped the loop
+	bytes   int64
+	err     error
 }
 
 // A snapshot is encoded snapshotPiece bytes at a time, and written to its
