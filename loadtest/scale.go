@@ -70,6 +70,12 @@ func Scale(ctx context.Context, p ScaleParams) (*ScaleReport, error) {
 	defer os.Remove(conf)
 	args := append([]string{"-data-dir", p.Dir, "-fsync", "everysec", "-config", conf}, p.Args...)
 	lb := &logBuffer{out: p.Log}
+	var live *Spawned // killed on the way out
+	defer func() {
+		if live != nil {
+			live.Kill()
+		}
+	}()
 	spawn := func(what string) (*Spawned, error) {
 		s, err := SpawnWith(ctx, SpawnOptions{Path: p.Bin, CPUs: p.ServerCPUs, Args: args, Log: lb,
 			Env: []string{"TICKWHEEL_ADMIN_TOKEN=" + p.Token}})
@@ -78,13 +84,13 @@ func Scale(ctx context.Context, p ScaleParams) (*ScaleReport, error) {
 		}
 		s.StopWait = 10 * time.Minute
 		p.Logf("scale: %s: pid %d on %s, accepting after %v", what, s.PID(), s.Addr, s.Ready.Sub(s.Started).Round(time.Millisecond))
+		live = s
 		return s, nil
 	}
 	s, err := spawn("first start (empty)")
 	if err != nil {
 		return nil, err
 	}
-	defer func() { s.Kill() }()
 	if st, err := ReadProc(s.PID()); err == nil {
 		rep.RSSEmptyMiB = kib2mib(st.RSSKiB)
 	}
@@ -98,20 +104,8 @@ func Scale(ctx context.Context, p ScaleParams) (*ScaleReport, error) {
 		rep.RSSAddedMiB = kib2mib(st.RSSKiB)
 	}
 
-	rep.FireBegan = time.Now()
-	tg := &TickwheelTarget{Addr: s.Addr, Token: p.Token, Pid: s.PID()}
-	lp := DefaultParams()
-	lp.Rate, lp.Duration, lp.Lead, lp.Conns = p.Rate, p.Duration, p.Lead, min(p.Conns, 8)
-	if rep.Firing, err = Lateness(ctx, tg, lp); err != nil {
-		return rep, fmt.Errorf("scale: the firing plan: %w", err)
-	}
-	rep.FireEnded = time.Now()
-	if st, err := ReadProc(s.PID()); err == nil {
-		rep.RSSFiredMiB, rep.HWMMiB = kib2mib(st.RSSKiB), kib2mib(st.HWMKiB)
-	}
-	p.Logf("scale: fired %d of %d at %d/s; waiting for a snapshot of all %d timers", rep.Firing.Delivered, rep.Firing.Expected, p.Rate, p.N)
-	if err := waitFullSnapshot(ctx, lb, p.N, rep); err != nil {
-		rep.Problems = append(rep.Problems, err.Error())
+	if err := p.fire(ctx, s, lb, rep); err != nil {
+		return rep, err
 	}
 
 	s.Kill()
@@ -143,6 +137,28 @@ func Scale(ctx context.Context, p ScaleParams) (*ScaleReport, error) {
 		}
 	}
 	return rep, nil
+}
+
+// fire runs the firing plan (the lateness scenario) over the held
+// timers, then waits for a snapshot of all N.
+func (p *ScaleParams) fire(ctx context.Context, s *Spawned, lb *logBuffer, rep *ScaleReport) error {
+	rep.FireBegan = time.Now()
+	tg := &TickwheelTarget{Addr: s.Addr, Token: p.Token, Pid: s.PID()}
+	lp := DefaultParams()
+	lp.Rate, lp.Duration, lp.Lead, lp.Conns = p.Rate, p.Duration, p.Lead, min(p.Conns, 8)
+	var err error
+	if rep.Firing, err = Lateness(ctx, tg, lp); err != nil {
+		return fmt.Errorf("scale: the firing plan: %w", err)
+	}
+	rep.FireEnded = time.Now()
+	if st, err := ReadProc(s.PID()); err == nil {
+		rep.RSSFiredMiB, rep.HWMMiB = kib2mib(st.RSSKiB), kib2mib(st.HWMKiB)
+	}
+	p.Logf("scale: fired %d of %d at %d/s; waiting for a snapshot of all %d timers", rep.Firing.Delivered, rep.Firing.Expected, p.Rate, p.N)
+	if err := waitFullSnapshot(ctx, lb, p.N, rep); err != nil {
+		rep.Problems = append(rep.Problems, err.Error())
+	}
+	return nil
 }
 
 // writeConfig writes the server's config file: limits that hold N timers
