@@ -170,8 +170,8 @@ type SnapshotPolicy struct {
 	// of that turn, MinInterval or not (one at a time); and a start-up that
 	// replayed this many takes one before it serves. Which records count is
 	// deterministic; when the snapshot is done is the disk's. Default
-	// 10,000,000 (about 0.7 s of replay on the machine of
-	// docs/BENCHMARKS.md).
+	// 10,000,000 (about 1 s of replay on the machine of docs/BENCHMARKS.md,
+	// 8–14M firings a second).
 	EveryFirings int64 `yaml:"every_firings"`
 	// MinInterval is the least time from the start of one snapshot to the
 	// next (besides the one at a graceful stop): encoding competes with the
