@@ -90,6 +90,11 @@ func (l *logBuffer) Write(p []byte) (int, error) {
 
 // lines returns the log lines holding msg, as key=value maps.
 func (l *logBuffer) lines(msg string) []map[string]string {
+	return l.linesWith(`msg="` + msg)
+}
+
+// linesWith returns the log lines holding sub, as key=value maps.
+func (l *logBuffer) linesWith(sub string) []map[string]string {
 	l.mu.Lock()
 	data := append([]byte(nil), l.buf.Bytes()...)
 	l.mu.Unlock()
@@ -97,7 +102,7 @@ func (l *logBuffer) lines(msg string) []map[string]string {
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		if strings.Contains(sc.Text(), `msg="`+msg) {
+		if strings.Contains(sc.Text(), sub) {
 			out = append(out, parseLogLine(sc.Text()))
 		}
 	}

@@ -169,10 +169,20 @@ type Limits = session.Limits
 // SnapshotPolicy sets when snapshots are taken (besides at a graceful stop):
 // after EveryRecords log records (event-loop turns that changed state) or
 // EveryBytes bytes of log, whichever comes first, but not within
-// MinInterval of the last one.
+// MinInterval of the last one; and after EveryFirings firings, at once.
 type SnapshotPolicy struct {
 	EveryRecords int   `yaml:"every_records"` // Default 1000000.
 	EveryBytes   int64 `yaml:"every_bytes"`   // Default 256 MiB.
+	// EveryFirings bounds a restart's replay by its cost: once the log
+	// records since the last snapshot began fired this many timers
+	// (session.RecordFirings: what replaying them fires again, one turn's
+	// fast-forward or catch-up included), a snapshot is started at the end
+	// of that turn, MinInterval or not (one at a time); and a start-up that
+	// replayed this many takes one before it serves. Which records count is
+	// deterministic; when the snapshot is done is the disk's. Default
+	// 10,000,000 (about 1 s of replay on the machine of docs/BENCHMARKS.md,
+	// 8–14M firings a second).
+	EveryFirings int64 `yaml:"every_firings"`
 	// MinInterval is the least time from the start of one snapshot to the
 	// next (besides the one at a graceful stop): encoding competes with the
 	// event loop for CPU, so a busy log must not make snapshots back to

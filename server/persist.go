@@ -61,10 +61,14 @@ type persist struct {
 	// failing is the write error that made the core read-only, or nil.
 	failing error
 	retryAt int64 // ns since origin: when to try the log again
-	// records counts the records since the last snapshot began.
+	// records counts the records since the last snapshot began, and
+	// firings the timers they fired (session.RecordFirings): what a
+	// restart would replay (snapshot.every_firings).
 	records     int
+	firings     uint64
 	snap        *snapshotRun // the snapshot being written, or nil
 	snapRetryAt int64        // ns since origin: no snapshot is started before it
+	snapFailAt  int64        // ns since origin: after a failure, none before it (snapshot.every_firings' too)
 	syncQueued  bool         // a syncPass is queued on the loop
 	// snapshots counts those completed since start; snapDone is when the
 	// last one completed and snapTook how long it took.
@@ -77,12 +81,15 @@ type persist struct {
 	gap bool
 	// tailFailing: the last Checkpoint failed (logged once until one works).
 	tailFailing bool
+	// replayed is the firings start-up replayed (recovered.firings).
+	replayed uint64
 }
 
 // recovered is what start-up found on disk.
 type recovered struct {
 	snapshotIndex uint64
 	records       int
+	firings       uint64 // what replaying the records fired again
 	timers        int
 	took          time.Duration
 }
@@ -138,7 +145,8 @@ func (s *Server) openState(start uint64) (restored bool, err error) {
 	rec.took = time.Since(began)
 	s.log.Info("persistence on: state recovered", "dir", dir, "fsync", policy, "timers", s.core.Wheel().Len(),
 		"receivers", len(s.core.Receivers()), "snapshot_index", rec.snapshotIndex, "records_replayed", rec.records,
-		"took", rec.took.Round(time.Millisecond))
+		"firings_replayed", rec.firings, "took", rec.took.Round(time.Millisecond))
+	s.persist.replayed = rec.firings
 	return true, nil
 }
 
@@ -168,16 +176,41 @@ func (s *Server) recoverCore(j *journal.Journal) (recovered, error) {
 	if s.core == nil && j.LastIndex() > 0 {
 		return rec, fmt.Errorf("the log holds records up to index %d but no snapshot: the state they start from is gone", j.LastIndex())
 	}
-	prog := newProgress(s.log, "recovery: replaying the log", "records", j.LastIndex()-rec.snapshotIndex, progressEvery, clock)
-	err := j.Replay(func(index uint64, r []byte) error {
-		rec.records++
-		prog.update(uint64(rec.records))
+	cost, err := s.replayCost(j, rec.snapshotIndex, clock)
+	if err != nil {
+		return rec, err
+	}
+	meter := newReplayMeter(s.log, cost, progressEvery, clock)
+	err = j.Replay(func(index uint64, r []byte) error {
+		firings := session.RecordFirings(r)
 		if err := s.core.Replay(r); err != nil {
 			return fmt.Errorf("record %d: %w", index, err)
 		}
+		rec.records++
+		rec.firings += firings
+		meter.replayed(firings)
 		return nil
 	})
 	return rec, err
+}
+
+// replayCost reads the log after the snapshot once without replaying it,
+// for what replaying it will cost (replayMeter's units: a record, and a
+// firing it redoes, count one each), so that the progress line's ETA
+// follows the firings to redo, not the records or bytes: a week's
+// fast-forward is a few thousand records of millions of firings each.
+// Reading costs little beside replaying (Open has read it already: it is
+// in the page cache).
+func (s *Server) replayCost(j *journal.Journal, snapshotIndex uint64, clock func() time.Duration) (uint64, error) {
+	prog := newProgress(s.log, "recovery: measuring the log", "records", j.LastIndex()-snapshotIndex, progressEvery, clock)
+	var records, cost uint64
+	err := j.Replay(func(_ uint64, r []byte) error {
+		records++
+		cost += 1 + session.RecordFirings(r)
+		prog.update(records)
+		return nil
+	})
+	return cost, err
 }
 
 // resumeTick is tw-time after a restart: where the state stopped, moved on
@@ -227,6 +260,14 @@ func (s *Server) startLog(restored bool) error {
 		return fmt.Errorf("persistence: %w", err)
 	}
 	s.checkpoint()
+	if p.replayed >= uint64(s.cfg.Snapshot.EveryFirings) {
+		// The next crash would replay them all again: a snapshot first
+		// (snapshot.every_firings). One that fails is logged, and the
+		// server serves anyway: the log still holds the state.
+		s.log.Info("persistence: the recovery replayed many firings; a snapshot before serving",
+			"firings_replayed", p.replayed, "every_firings", s.cfg.Snapshot.EveryFirings)
+		_ = s.snapshotNow()
+	}
 	return nil
 }
 
@@ -250,6 +291,7 @@ func (p *persist) commit(rec []byte, replies, second bool) {
 		var index uint64
 		index, err = p.j.Append(rec)
 		p.records++
+		p.firings += session.RecordFirings(rec)
 		if index == 0 && err != nil { // refused: the log misses this turn
 			s.log.Error("persistence: a record was refused; a snapshot must cover the state before more is logged",
 				"err", err, "bytes", len(rec))
@@ -283,8 +325,13 @@ func (p *persist) commit(rec []byte, replies, second bool) {
 		s.checkpoint()
 	}
 	s.pollSnapshot()
-	if p.failing == nil && p.snap == nil && s.snapshotDue(second) {
-		s.startSnapshot()
+	if p.failing == nil && p.snap == nil {
+		if s.replayCostly() {
+			p.snapRetryAt = 0 // (MinInterval does not hold it back)
+		}
+		if s.snapshotDue(second) {
+			s.startSnapshot()
+		}
 	}
 }
 
@@ -409,11 +456,20 @@ func (s *Server) ReadOnly() string {
 }
 
 // snapshotDue reports whether enough log has been written since the last
-// snapshot for another: records are counted every turn, the log's bytes
-// looked at once a second (second).
+// snapshot for another: records and their firings are counted every turn,
+// the log's bytes looked at once a second (second).
 func (s *Server) snapshotDue(second bool) bool {
 	p := s.persist
-	return p.records >= s.cfg.Snapshot.EveryRecords || second && p.j.Stats().LogSinceSnapshot >= s.cfg.Snapshot.EveryBytes
+	return p.records >= s.cfg.Snapshot.EveryRecords || s.replayCostly() ||
+		second && p.j.Stats().LogSinceSnapshot >= s.cfg.Snapshot.EveryBytes
+}
+
+// replayCostly reports whether the records since the last snapshot began
+// fired snapshot.every_firings timers, and no failed snapshot asks to
+// wait: a restart would fire them all again, so a snapshot is due at once.
+func (s *Server) replayCostly() bool {
+	p := s.persist
+	return p.firings >= uint64(s.cfg.Snapshot.EveryFirings) && s.nowNs() >= p.snapFailAt
 }
 
 // drain is the journal's committer.drain: the replies held for the poll

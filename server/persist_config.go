@@ -49,6 +49,9 @@ func (c *Config) persistenceDefaults() error {
 	if p.EveryBytes == 0 {
 		p.EveryBytes = 256 << 20
 	}
+	if p.EveryFirings == 0 {
+		p.EveryFirings = 10_000_000
+	}
 	switch {
 	case p.MinInterval == 0:
 		p.MinInterval = 10 * time.Second
@@ -60,6 +63,9 @@ func (c *Config) persistenceDefaults() error {
 	}
 	if p.EveryBytes < 0 {
 		return keyErr("snapshot.every_bytes", "%d: must be positive", p.EveryBytes)
+	}
+	if p.EveryFirings < 0 {
+		return keyErr("snapshot.every_firings", "%d: must be positive", p.EveryFirings)
 	}
 	return nil
 }

@@ -15,11 +15,15 @@ import (
 type snapshotRun struct {
 	snap  *session.Snapshot
 	done  chan struct{}
-	index uint64        // the last log record it covers
-	began time.Time     // when it was taken
-	pause time.Duration // how long taking the copy stopped the loop
-	bytes int64
-	err   error
+	index uint64 // the last log record it covers
+	// records and firings are persist's counts it covers, given back
+	// if it fails.
+	records int
+	firings uint64
+	began   time.Time     // when it was taken
+	pause   time.Duration // how long taking the copy stopped the loop
+	bytes   int64
+	err     error
 }
 
 // A snapshot is encoded snapshotPiece bytes at a time, and written to its
@@ -52,9 +56,10 @@ func (s *Server) startSnapshot() error {
 	}
 	p.snapRetryAt = s.nowNs() + int64(s.cfg.Snapshot.MinInterval)
 	began := time.Now()
-	run := &snapshotRun{snap: s.core.Snapshot(), done: make(chan struct{}), index: index, began: began}
+	run := &snapshotRun{snap: s.core.Snapshot(), done: make(chan struct{}), index: index, began: began,
+		records: p.records, firings: p.firings}
 	run.pause = time.Since(began)
-	p.snap, p.records = run, 0
+	p.snap, p.records, p.firings = run, 0, 0
 	go func() {
 		defer close(run.done)
 		run.bytes, run.err = writeSnapshot(w, run.snap)
@@ -116,6 +121,8 @@ func (s *Server) pollSnapshot() {
 	p.snap = nil
 	run.snap.Release()
 	if run.err != nil {
+		p.records += run.records // still to be covered
+		p.firings += run.firings
 		s.snapshotFailed(run.err)
 		return
 	}
@@ -142,6 +149,7 @@ func (s *Server) waitSnapshot() error {
 // still hold everything, and another is tried after snapshotRetry.
 func (s *Server) snapshotFailed(err error) {
 	s.persist.snapRetryAt = s.nowNs() + int64(snapshotRetry)
+	s.persist.snapFailAt = s.persist.snapRetryAt
 	if errors.Is(err, journal.ErrClosed) {
 		return
 	}

@@ -39,6 +39,7 @@ const (
 	inLimitsN      = 18 // the number of limits, then the limits in field order
 	inInstant      = 19 // tick, sub: where tw-time was inside the tick, for the add (after_ns) that follows
 	inNextSession  = 33 // the last session id handed out (see Core.noteSessions)
+	inFired        = 34 // firings: first in the record of a turn that fired, how many it fired (see RecordFirings)
 	inSync         = 32 // (not 21: left for kinds added elsewhere) sid, flags, auth failures, name; with syncStream: written, out length, buffered, the dropped notice (see quiet.go)
 )
 
@@ -61,6 +62,11 @@ type recorder struct {
 	padAt, padEnd int
 	padSid        uint64
 	padN          int
+	// firedAt is Core.firedTotal when the last record was taken (or
+	// recording turned on): the firings since are the next record's
+	// (inFired), which pre holds in front of buf.
+	firedAt uint64
+	pre     []byte
 }
 
 // begin reports whether recording is on and, when it is, first records the
@@ -286,12 +292,34 @@ func readLimits(d *decoder, l *Limits, n int) {
 }
 
 // Record turns recording of inputs on or off (it is off in a new Core).
-func (c *Core) Record(on bool) { c.rec.on = on }
+// The firings before it is turned on (a replay's) are no record's.
+func (c *Core) Record(on bool) {
+	c.rec.on = on
+	c.rec.firedAt = c.firedTotal
+}
+
+// RecordFirings returns how many timers the turn whose record rec is fired
+// (0 for a record without inFired: a turn that fired nothing, or one
+// written before it was recorded). Replaying rec fires them again: the
+// server counts them as the record's replay cost (snapshot.every_firings,
+// the recovery's ETA) without replaying it.
+func RecordFirings(rec []byte) uint64 {
+	if len(rec) < 2 || rec[0] != inFired {
+		return 0
+	}
+	n, k := binary.Uvarint(rec[1:])
+	if k <= 0 {
+		return 0
+	}
+	return n
+}
 
 // TakeRecord returns the inputs recorded since the last call, or nil when
 // there were none, and whether any of them was a client's request with a
 // reply (with fsync always, the server makes the record durable before
-// that reply leaves). The slice is valid until the next input. The
+// that reply leaves). A record of inputs that fired timers begins with
+// how many (inFired, RecordFirings). The slice is valid until the next
+// input. The
 // sessions with such replies stay noted until HoldReplied or the next
 // TakeRecord.
 func (c *Core) TakeRecord() (rec []byte, replies bool) {
@@ -303,11 +331,18 @@ func (c *Core) TakeRecord() (rec []byte, replies bool) {
 	if len(c.rec.buf) > 0 {
 		c.noteSessions()
 	}
+	fired := c.firedTotal - c.rec.firedAt
+	c.rec.firedAt = c.firedTotal
 	if len(c.rec.buf) == 0 {
 		return nil, replies
 	}
 	b := c.rec.buf
 	c.rec.buf, c.rec.padEnd = c.rec.buf[:0], 0
+	if fired > 0 { // (a firing is always under a recorded advance: b is not empty)
+		c.rec.pre = binary.AppendUvarint(append(c.rec.pre[:0], inFired), fired)
+		c.rec.pre = append(c.rec.pre, b...)
+		b = c.rec.pre
+	}
 	return b, replies
 }
 
@@ -520,6 +555,8 @@ func (c *Core) replayOne(kind byte, d *decoder) error {
 		}
 	case inInstant:
 		c.instTick, c.instSub = d.uv(), d.uv()
+	case inFired:
+		d.uv() // what the inputs after it fire again; for the server's accounting only
 	case inSync:
 		return c.replaySync(d) // quiet.go
 	case inNextSession:

@@ -1,0 +1,65 @@
+package loadtest
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// The scale scenario sorts the server's loop_pause= lines by the phase
+// their work began in (the line's time less its took: a snapshot is
+// logged once written, its pause was at its start), and reads the
+// restart's "state recovered" line.
+func TestScaleLogParsing(t *testing.T) {
+	at := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	rep := &ScaleReport{N: 3,
+		AddBegan: at("2026-11-26T10:00:00Z"), AddEnded: at("2026-11-26T10:00:10Z"),
+		FireBegan: at("2026-11-26T10:00:11Z"), FireEnded: at("2026-11-26T10:00:20Z")}
+	lb := &logBuffer{}
+	for _, l := range []string{
+		`time=2026-11-26T10:00:05.000Z level=INFO msg="snapshot written" index=9 bytes=51 timers=2 took=1s loop_pause=4ms`,
+		`time=2026-11-26T10:00:09.000Z level=INFO msg="snapshot written" index=12 bytes=54 timers=3 took=1s loop_pause=8ms`,
+		// written while firing, begun while adding
+		`time=2026-11-26T10:00:12.000Z level=INFO msg="snapshot written" index=20 bytes=54 timers=3 took=3s loop_pause=6ms`,
+		`time=2026-11-26T10:00:15.000Z level=INFO msg="snapshot written" index=30 bytes=60 timers=3 took=2s loop_pause=1.5ms`,
+		`time=2026-11-26T10:00:30.000Z level=INFO msg=paused loop_pause=20µs`,
+		`time=2026-11-26T10:00:31.000Z level=INFO msg="persistence on: state recovered" dir=/x fsync=everysec timers=3 receivers=1 snapshot_index=30 records_replayed=7 firings_replayed=11 took=250ms`,
+	} {
+		lb.Write([]byte(l + "\n"))
+	}
+	ps := loopPauses(lb, rep)
+	want := map[string]PauseSummary{
+		"adding": {Count: 3, P50: 6 * time.Millisecond, Max: 8 * time.Millisecond},
+		"firing": {Count: 1, P50: 1500 * time.Microsecond, Max: 1500 * time.Microsecond},
+		"other":  {Count: 1, P50: 20 * time.Microsecond, Max: 20 * time.Microsecond},
+	}
+	for ph, w := range want {
+		if ps[ph] != w {
+			t.Errorf("%s: %+v, want %+v", ph, ps[ph], w)
+		}
+	}
+	if err := waitFullSnapshot(t.Context(), lb, 3, rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.SnapshotBytes != 60 { // the first of all 3 timers begun after the adds
+		t.Errorf("snapshot bytes %d, want 60", rep.SnapshotBytes)
+	}
+	rep.readRecovered(lb)
+	if rep.TimersRecovered != 3 || rep.RecordsReplayed != 7 || rep.FiringsReplayed != 11 || rep.RecoveredTook != 250*time.Millisecond {
+		t.Errorf("recovered: %+v", rep)
+	}
+	var out strings.Builder
+	rep.Pauses = ps
+	rep.Print(&out)
+	for _, s := range []string{"60 bytes of 3 timers: 20.0 bytes per timer", "3, median 6ms, max 8ms"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("report without %q:\n%s", s, out.String())
+		}
+	}
+}

@@ -1,0 +1,125 @@
+package server
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickwheel/tickwheel/protocol"
+)
+
+// Recovery is bounded by the state, not by its history (issue 26): a
+// fast-forward of 50 timers firing every tick, then kill -9. A server
+// that took no snapshot after it (every_firings too high, as before it
+// existed) leaves a log whose replay redoes every firing; the restart that
+// replays it takes a snapshot before it serves, so a second kill -9 and
+// restart replays none. And a fast-forward whose turn fired every_firings
+// triggers a snapshot once it is done: a kill -9 after it replays none.
+// What was replayed is read from the "state recovered" line, not timed.
+func TestFastForwardReplayedOnce(t *testing.T) {
+	const timers, ticks = 50, 100_000 // 5,000,000 firings
+	const firings = timers * ticks
+	dir := t.TempDir()
+	config := func(everyFirings int64) string {
+		path := filepath.Join(t.TempDir(), "tickwheel.yaml")
+		// One turn does the whole fast-forward (its replay cost is one
+		// record's); min_interval does not hold back a costly turn's snapshot.
+		body := "max_fires_per_turn: 100000000\nsnapshot:\n  min_interval: 1h\n  every_firings: " +
+			strconv.FormatInt(everyFirings, 10) + "\n"
+		require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
+		return path
+	}
+	args := func(conf string) []string {
+		return []string{"-config", conf, "-data-dir", dir, "-fsync", "always", "-frozen", "-start-tick", "1000"}
+	}
+	bounded := config(1_000_000)
+
+	// A server that takes no snapshot for firings.
+	p := startProc(t, args(config(1<<50))...)
+	w, err := dialWire(p.addr, "ff", procToken)
+	require.NoError(t, err)
+	for tid := uint64(1); tid <= timers; tid++ {
+		_, err := w.uints(protocol.Request{Op: protocol.OpAdd, Receiver: 1, Tid: tid, After: 1, Every: 1})
+		require.NoError(t, err)
+	}
+	fastForward(t, w, ticks, firings)
+	w.close()
+	p.kill()
+
+	// Its log replays every firing once, and a snapshot is taken before serving...
+	p, took := startTimed(t, args(bounded))
+	require.Equal(t, uint64(firings), replayedFirings(t, p), "the first restart redoes the fast-forward")
+	p.logged(t, "a snapshot before serving")
+	t.Logf("restart replaying %d firings: %v (exec to listening)", firings, took)
+	p.kill()
+
+	// ...so a second kill -9 replays none of them.
+	p, took = startTimed(t, args(bounded))
+	require.Zero(t, replayedFirings(t, p), "the second restart replayed the fast-forward again")
+	t.Logf("second restart: %v", took)
+
+	// A fast-forward of every_firings or more triggers a snapshot when its turn is done.
+	w, err = dialWire(p.addr, "ff", procToken)
+	require.NoError(t, err)
+	written := strings.Count(p.stderr.String(), "snapshot written")
+	fastForward(t, w, ticks, firings)
+	require.Eventually(t, func() bool { return strings.Count(p.stderr.String(), "snapshot written") > written },
+		20*time.Second, time.Millisecond, "no snapshot after the fast-forward:\n%s", p.stderr)
+	w.close()
+	p.kill()
+	p, _ = startTimed(t, args(bounded))
+	require.Zero(t, replayedFirings(t, p), "the restart after a snapshotted fast-forward replayed it")
+	s, err := dialAndStats(p)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1000+2*ticks), s.Now, "tw-time after both fast-forwards")
+	require.Equal(t, uint64(timers), s.Timers)
+	p.term()
+}
+
+// fastForward moves tw-time on by ticks and checks the firings the reply reports.
+func fastForward(t *testing.T, w *wire, ticks, firings uint64) {
+	t.Helper()
+	w.timeout = 2 * time.Minute
+	r, err := w.uints(protocol.Request{Op: protocol.OpFastForward, Ticks: ticks})
+	require.NoError(t, err)
+	require.Len(t, r, 2)
+	require.Equal(t, firings, r[1], "firings the fast-forward reports")
+}
+
+// startTimed starts the server and returns it with the time from exec to
+// listening (logged, not asserted).
+func startTimed(t *testing.T, args []string) (*proc, time.Duration) {
+	t.Helper()
+	began := time.Now()
+	p := startProc(t, args...)
+	return p, time.Since(began)
+}
+
+var firingsReplayed = regexp.MustCompile(`state recovered.* firings_replayed=(\d+)`)
+
+// replayedFirings reads the firings the start-up replayed from its log.
+func replayedFirings(t *testing.T, p *proc) uint64 {
+	t.Helper()
+	p.logged(t, "state recovered")
+	m := firingsReplayed.FindStringSubmatch(p.stderr.String())
+	require.NotNil(t, m, p.stderr.String())
+	n, err := strconv.ParseUint(m[1], 10, 64)
+	require.NoError(t, err)
+	return n
+}
+
+// dialAndStats returns the stats of the server p.
+func dialAndStats(p *proc) (protocol.Stats, error) {
+	w, err := dialWire(p.addr, "stats", procToken)
+	if err != nil {
+		return protocol.Stats{}, err
+	}
+	defer w.close()
+	return w.stats()
+}
