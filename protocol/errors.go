@@ -38,6 +38,7 @@ const (
 	fCommand
 	fNode
 	fAddr
+	fClient
 	numFields
 )
 
@@ -71,6 +72,7 @@ var fieldNames = [numFields]string{
 	fCommand:   "command",
 	fNode:      "node",
 	fAddr:      "addr",
+	fClient:    "client",
 }
 
 // The want* texts say what a field of each kind accepts, for wrong-type

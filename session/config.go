@@ -69,6 +69,17 @@ type Limits struct {
 	// output are not counted here (their outboxes are). Replies are
 	// bounded per connection by max_outbound only. Default 512 MiB.
 	MaxOutboundTotal int `yaml:"max_outbound_total"`
+	// MaxRequestIDs bounds the changes with a request id (a client id)
+	// the server remembers, so that a client's retry after a failover or a
+	// lost connection gets the first reply instead of applying the change
+	// twice (requestid.go): past it the oldest is forgotten. Each costs
+	// about 112 bytes plus its reply (stats request_id_bytes).
+	// Default 100000.
+	MaxRequestIDs int `yaml:"max_request_ids"`
+	// RequestIDTicks is how long, in ticks of tw-time, a remembered change
+	// answers retries; an older one is forgotten. Default 30000 (5 minutes
+	// at a 10 ms tick).
+	RequestIDTicks int `yaml:"request_id_ticks"`
 }
 
 // WithDefaults returns l with every zero field set to its default, except
@@ -100,6 +111,8 @@ func (l Limits) WithDefaults() Limits {
 	def(&l.MaxListPage, 1000)
 	def(&l.MaxReceivers, 1_000_000)
 	def(&l.AckRetentionTicks, 360_000)
+	def(&l.MaxRequestIDs, 100_000)
+	def(&l.RequestIDTicks, 30_000)
 	def(&l.MaxListBytes, max(min(1<<20, l.MaxOutbound/2), l.MaxData+256))
 	return l
 }

@@ -131,6 +131,8 @@ type Core struct {
 	sched scheduler   // calendar schedules and missed-firing policies (schedule.go)
 	m     coreMetrics // operator counters (metrics.go)
 
+	reqIDs requestIDs // recent changes with a request id, for retries (requestid.go)
+
 	rec recorder // this turn's record of inputs (record.go)
 	// replied lists the sessions with a reply to a recorded input this
 	// turn: their output must not leave before the turn's record is

@@ -266,7 +266,7 @@ func limitFields(l *Limits) []*int {
 		&l.MaxReceiversPerSession, &l.MaxBacklog, &l.MaxBacklogBytes, &l.MaxBacklogTotal, &l.MaxBacklogBytesTotal,
 		&l.MaxOutbound, &l.MaxInbound, &l.MaxConnections, &l.MaxName, &l.MaxListPage, &l.MaxListBytes,
 		&l.MaxOutbox, &l.MaxOutboxBytes, &l.MaxOutboxTotal, &l.MaxOutboxBytesTotal, &l.MaxReceivers, &l.AckRetentionTicks,
-		&l.MaxOutboundTotal}
+		&l.MaxOutboundTotal, &l.MaxRequestIDs, &l.RequestIDTicks}
 }
 
 // legacyLimits is the number of limits in inLimits records and version 1

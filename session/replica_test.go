@@ -209,6 +209,12 @@ func dumpState(c *Core, receivers []uint64, live bool) string {
 		retained = append(retained, fmt.Sprintf("%d@%d", r.id, r.idleAt))
 	}
 	p("retained %d %v forgotSeq %d", c.idleN, retained, c.forgotSeq)
+	p("requestIDs %d bytes %d", len(c.reqIDs.byKey), c.reqIDs.bytes)
+	for _, e := range c.reqIDs.fifo[c.reqIDs.head:] {
+		if !e.dead {
+			p("  request %d/%d tick %d sum %x reply %x", e.key.client, e.key.id, e.tick, e.sum, e.reply)
+		}
+	}
 	for _, w := range c.waiters {
 		p("waiter session %d id %d done %v target %d fired %d", idOf(w.s), w.id, w.done != nil, w.target, w.fired)
 	}

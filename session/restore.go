@@ -85,6 +85,9 @@ func (c *Core) restoreCore(b []byte) ([]byte, error) {
 		if d.version >= 8 {
 			c.forgotSeq = d.uv()
 		}
+		if d.version >= 9 {
+			c.restoreRequestIDs(d)
+		}
 	} else {
 		c.legacyIdle = true // listed once the wheel is restored (see Restore)
 	}

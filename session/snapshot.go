@@ -61,9 +61,13 @@ import (
 // Version 8 added, after the retained receivers, the highest seq of a
 // receiver in acknowledged mode that retention forgot (Core.forgotSeq,
 // see renumber). Older versions read as 0: nothing forgotten.
+//
+// Version 9 added, after it, the changes remembered for retries with a
+// request id (requestid.go: appendRequestIDs). Older versions remember
+// none.
 const (
 	snapMagic   = "TWCS"
-	snapVersion = 8
+	snapVersion = 9
 )
 
 // ErrTickChanged is returned (wrapped) by Restore when the snapshot was
@@ -153,6 +157,7 @@ func (c *Core) appendCore(e *encoder) {
 	e.uv(c.cfg.TickNs)
 	c.appendIdle(e)
 	e.uv(c.forgotSeq)
+	c.appendRequestIDs(e)
 }
 
 func appendSession(e *encoder, s *Session) {
