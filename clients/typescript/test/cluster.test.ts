@@ -15,8 +15,10 @@ import { ConnectError, TickwheelError, connect, type Client, type FireEvent } fr
 import { ADMIN_TOKEN, Reader, startServer, type RunningServer } from "../testkit/server.js";
 
 const vectors = JSON.parse(readFileSync(new URL("../../../../protocol/testdata/vectors.json", import.meta.url), "utf8"));
-/** A hello reply with id 1: a Conn's first request is its hello, id 1. */
+/** A hello reply with id 1: a Conn's first request is its hello, id 1. Its limits say the server remembers request ids. */
 const helloOK = Buffer.from(vectors.replies.find((v: { name: string }) => v.name === "ok-hello").hex, "hex");
+/** The hello reply of a server that predates request ids: no request_id_ticks in its limits. */
+const helloOKNoIDs = frame([0, 1, [5, 1000, 10_000_000, "0.1.0", { max_frame: 65536 }]]);
 
 let srv: RunningServer;
 const clients: Client[] = [];
@@ -47,7 +49,7 @@ interface Fake {
   refused: number;
 }
 
-async function fakeNode(leader: (n: number) => string, helloOKs = 0, port = 0): Promise<Fake> {
+async function fakeNode(leader: (n: number) => string, helloOKs = 0, port = 0, hello: Uint8Array = helloOK): Promise<Fake> {
   const f: Fake = { addr: "", refused: 0 };
   const server = createServer((s: Socket) => {
     s.on("error", () => {});
@@ -60,7 +62,7 @@ async function fakeNode(leader: (n: number) => string, helloOKs = 0, port = 0): 
         buf = buf.subarray(4 + n);
         if (req[0] === 1 && helloOKs > 0) {
           helloOKs--;
-          s.write(helloOK);
+          s.write(hello);
           continue;
         }
         s.end(frame([1, req[1], 14, "this node is a follower", leader(f.refused++)]));
@@ -140,14 +142,26 @@ test("connect tries again while no node knows a leader", async () => {
   assert.ok(none.refused > 2, "tried again");
 });
 
-test("a node that steps down: reads go again to the leader, changes reject with not_leader", async () => {
+test("a node that steps down: reads go again to the leader, and changes, with a request id", async () => {
   const a = await fakeNode(() => srv.addr, 1);
   const c = await dial(a.addr, { reconnect: { minMs: 5, maxMs: 5 } });
   assert.equal(c.addr, a.addr);
   await assert.rejects(c.get(1, 1), (err: unknown) => err instanceof TickwheelError && err.code === "not_found");
   assert.equal(c.addr, srv.addr, "answered by the real server");
 
-  const b = await fakeNode(() => srv.addr, 1);
+  // A node that remembers request ids (its hello says so): the add goes to
+  // the leader with the same request id, and the caller sees its reply.
+  const now = await c.ping();
+  const e = await fakeNode(() => srv.addr, 1);
+  const g = await dial(e.addr, { reconnect: { minMs: 5, maxMs: 5 } });
+  assert.equal(await g.add(1, 2, 100), now + 100n, "sent again to the leader");
+  assert.equal(g.addr, srv.addr);
+  assert.equal(e.refused, 1);
+  await g.cancel(1, 2);
+
+  // A node that does not: the add rejects with not_leader (it may have
+  // been applied; the caller decides).
+  const b = await fakeNode(() => srv.addr, 1, 0, helloOKNoIDs);
   const d = await dial(b.addr, { reconnect: { minMs: 5, maxMs: 5 } });
   const err = await rejectsNotLeader(d.add(1, 1, 100), new RegExp(`\\(leader ${srv.addr}\\)`));
   assert.equal(err.op, "add");
