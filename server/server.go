@@ -297,6 +297,9 @@ func (s *Server) Stop(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 	}
+	if s.replica != nil && s.accepting.Load() {
+		s.replica.handOver() // before the loop stops: it serves until this node steps down
+	}
 	if l := s.loop.Load(); l != nil {
 		flushed := make(chan struct{})
 		if (*l).Execute(ctx, gnet.RunnableFunc(func(context.Context) error {
