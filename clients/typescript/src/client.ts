@@ -8,8 +8,8 @@ import { ClosedError, DisconnectedError, TickwheelError } from "./errors.js";
 import { EventQueue, type Event } from "./events.js";
 import type { AddOptions, BindOptions, BindResult, CallOptions, ConnectOptions } from "./options.js";
 import {
-  Missed, NOT_LEADER, Op, PROTOCOL_VERSION, decodeHello, decodeListPage, decodeStats, decodeTimer, decodeUints,
-  MAX_U64, toU64, type Hello, type Limits, type Message, type OpName, type Request, type Stats, type Timer, type U64,
+  Missed, NOT_LEADER, Op, PROTOCOL_VERSION, decodeCluster, decodeHello, decodeListPage, decodeStats, decodeTimer, decodeUints,
+  MAX_U64, toU64, type ClusterState, type Hello, type Limits, type Message, type OpName, type Request, type Stats, type Timer, type U64,
 } from "./protocol.js";
 
 interface Bound {
@@ -20,8 +20,12 @@ interface Bound {
 const ACK_DELAY_MS = 2;
 const ACK_BATCH = 256;
 
-/** Ops a node that answers not_leader (as it steps down) may be asked again on the next leader: the reads. */
-const SAFE_TO_RETRY = new Set<string>(["get", "list", "ping", "stats"]);
+/**
+ * Ops a node that answers not_leader (as it steps down) may be asked again
+ * on the next leader: the reads, and the cluster op (its status changes
+ * nothing; adding or removing a member again leaves the same members).
+ */
+const SAFE_TO_RETRY = new Set<string>(["get", "list", "ping", "stats", "cluster"]);
 
 /** The changes: sent with a request id, and again after not_leader or a lost connection, on a server that remembers request ids. */
 const CHANGES = new Set<string>(["add", "cancel", "cancel_all", "pause", "resume"]);
@@ -695,6 +699,37 @@ export class Client extends EventEmitter {
   async stats(o?: CallOptions): Promise<Stats> {
     return decodeStats(await this.call("stats", {}, o));
   }
+  /**
+   * clusterStatus (admin) returns the cluster's state as its leader sees
+   * it: role, leader, term, commit and applied index, and the members. A
+   * single server (no cluster.id) rejects with "bad_state".
+   */
+  async clusterStatus(o?: CallOptions): Promise<ClusterState> {
+    return decodeCluster(await this.call("cluster", { command: "status" }, o));
+  }
+
+  /**
+   * clusterAdd (admin) adds node id, whose raft traffic listens at raftAddr
+   * ("host:port"), to the cluster as a voter, and resolves to the cluster's
+   * state once the change is committed. The node must run already, started
+   * without peers (waiting to be added, or with cluster.join) with the
+   * cluster's id and token. Adding a member again at the same address
+   * changes nothing.
+   */
+  async clusterAdd(id: string, raftAddr: string, o?: CallOptions): Promise<ClusterState> {
+    return decodeCluster(await this.call("cluster", { command: "add", node: id, addr: raftAddr }, o));
+  }
+
+  /**
+   * clusterRemove (admin) removes node id from the cluster and resolves to
+   * the cluster's state once the change is committed. Removing the leader
+   * makes it step down: the connection may close before the reply (it is
+   * asked again on the next leader, where the member is already gone).
+   */
+  async clusterRemove(id: string, o?: CallOptions): Promise<ClusterState> {
+    return decodeCluster(await this.call("cluster", { command: "remove", node: id }, o));
+  }
+
 
   /**
    * close sends the acks due, closes the connection and ends the event

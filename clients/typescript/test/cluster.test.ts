@@ -223,3 +223,35 @@ test("failover: re-bound on the new leader, unacknowledged events come from ther
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("cluster status, add and remove against real cluster nodes; a single server answers bad_state", { timeout: 60000 }, async () => {
+  await assert.rejects((await dial(srv.addr)).clusterStatus(), (err: unknown) => err instanceof TickwheelError && err.code === "bad_state");
+
+  const dirs = [mkdtempSync(join(tmpdir(), "tickwheel-ts-n1-")), mkdtempSync(join(tmpdir(), "tickwheel-ts-n2-"))];
+  const [c1, r1, c2, r2] = [await freePort(), await freePort(), await freePort(), await freePort()].map((p) => `127.0.0.1:${p}`);
+  const node = (id: string, client: string, dir: string, more: string[]): string[] =>
+    ["-addr", client, "-data-dir", dir, "-cluster-id", "ts", "-node-id", id, ...more];
+  const n1 = await startServer(node("n1", c1, dirs[0], ["-peers", `n1=${r1}=${c1}`]));
+  let n2: RunningServer | undefined;
+  try {
+    const c = await dial(c1, { signal: AbortSignal.timeout(20000) }); // until n1 has elected itself
+    const st = await c.clusterStatus();
+    assert.equal(st.role, "leader");
+    assert.equal(st.leader, "n1");
+    assert.ok(st.term > 0n && st.commitIndex > 0n && st.appliedIndex > 0n, JSON.stringify(st, (_, v) => typeof v === "bigint" ? String(v) : v));
+    assert.deepEqual(st.members, [{ id: "n1", raftAddr: r1, voter: true }]);
+
+    n2 = await startServer(node("n2", c2, dirs[1], ["-raft-addr", r2])); // no peers: it waits to be added
+    const added = await c.clusterAdd("n2", r2, { signal: AbortSignal.timeout(20000) });
+    assert.deepEqual(added.members.map((m) => [m.id, m.raftAddr, m.voter]), [["n1", r1, true], ["n2", r2, true]]);
+    assert.deepEqual((await c.clusterAdd("n2", r2)).members.length, 2, "adding it again changes nothing");
+    const removed = await c.clusterRemove("n2", { signal: AbortSignal.timeout(20000) });
+    assert.deepEqual(removed.members, [{ id: "n1", raftAddr: r1, voter: true }]);
+    assert.deepEqual((await c.clusterStatus()).members.map((m) => m.id), ["n1"]);
+  } finally {
+    for (const cl of clients.splice(0)) await cl.close();
+    await n2?.stop();
+    await n1.stop();
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  }
+});
