@@ -131,8 +131,6 @@ type Core struct {
 	sched scheduler   // calendar schedules and missed-firing policies (schedule.go)
 	m     coreMetrics // operator counters (metrics.go)
 
-	reqIDs requestIDs // recent changes with a request id, for retries (requestid.go)
-
 	rec recorder // this turn's record of inputs (record.go)
 	// replied lists the sessions with a reply to a recorded input this
 	// turn: their output must not leave before the turn's record is
@@ -150,6 +148,10 @@ type Core struct {
 	// readsWait: replies that show the state are noted like a change's
 	// (SetReadsWait).
 	readsWait bool
+
+	// reqIDs remembers recent changes with a request id, for retries
+	// (requestid.go). Last, so that it moves none of the fields above.
+	reqIDs requestIDs
 }
 
 // Session is one client connection's session.
