@@ -95,11 +95,12 @@ func (c *Core) reqExpired(e *reqEntry) bool {
 // rememberReply remembers the reply of the change req that was just
 // applied, found at s.out[at:], then forgets entries past the window.
 func (c *Core) rememberReply(s *Session, req *protocol.Request, payload []byte, at int) {
-	if at+protocol.HeaderSize > len(s.out) {
-		return // no reply (cannot happen: every change is answered)
+	frame := replyFrame(s.out[at:])
+	if frame == nil {
+		c.log.Error("session: a change's reply was not found to remember for retries", "op", req.Op, "id", req.ID)
+		return // (cannot happen: every change is answered)
 	}
-	n := protocol.HeaderSize + int(binary.BigEndian.Uint32(s.out[at:]))
-	reply := append([]byte(nil), s.out[at:min(at+n, len(s.out))]...)
+	reply := append([]byte(nil), frame...)
 	r := &c.reqIDs
 	if r.byKey == nil {
 		r.byKey = make(map[reqKey]*reqEntry)
@@ -113,6 +114,25 @@ func (c *Core) rememberReply(s *Session, req *protocol.Request, payload []byte, 
 	r.fifo = append(r.fifo, e)
 	r.bytes += reqEntryOverhead + uint64(len(reply))
 	c.trimRequestIDs()
+}
+
+// replyFrame returns the first reply frame (header included; kind ok or
+// error) in out, a run of whole frames, or nil: a change's reply is the
+// only reply its dispatch appends, and comes before anything else it
+// appends today, but the scan does not count on the latter.
+func replyFrame(out []byte) []byte {
+	for len(out) >= protocol.HeaderSize {
+		n := protocol.HeaderSize + int(binary.BigEndian.Uint32(out))
+		if n > len(out) {
+			return nil
+		}
+		// [kind, id, ...]: a fixarray header, then the kind (a positive fixint).
+		if n > protocol.HeaderSize+1 && (out[protocol.HeaderSize+1] == byte(protocol.KindOK) || out[protocol.HeaderSize+1] == byte(protocol.KindError)) {
+			return out[:n]
+		}
+		out = out[n:]
+	}
+	return nil
 }
 
 // drop forgets live entry e (it stays in fifo, dead, until it reaches the

@@ -198,3 +198,17 @@ func TestRequestIDsSurviveSnapshotAndReplay(t *testing.T) {
 	}
 	assert.Equal(t, 2, restored.Wheel().Len())
 }
+
+// TestReplyFrame: the reply remembered for a change is its reply frame,
+// even after another frame (an event) in the session's output, and none
+// is found in output without one or cut short.
+func TestReplyFrame(t *testing.T) {
+	ev := protocol.AppendFire(nil, &protocol.Fire{Receiver: 1, Tid: 2, Tick: 3, Fired: 1, Seq: 1})
+	ok := protocol.AppendOK(nil, 7, 1050)
+	fail := protocol.AppendError(nil, 8, protocol.CodeNotFound, "timer not found")
+	assert.Equal(t, ok, replyFrame(append(append([]byte(nil), ev...), ok...)))
+	assert.Equal(t, fail, replyFrame(append(append([]byte(nil), fail...), ev...)))
+	assert.Nil(t, replyFrame(ev))
+	assert.Nil(t, replyFrame(ok[:len(ok)-1]))
+	assert.Nil(t, replyFrame(nil))
+}
