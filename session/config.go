@@ -73,7 +73,8 @@ type Limits struct {
 	// the server remembers, so that a client's retry after a failover or a
 	// lost connection gets the first reply instead of applying the change
 	// twice (requestid.go): past it the oldest is forgotten. Each costs
-	// about 112 bytes plus its reply (stats request_id_bytes).
+	// about 128 bytes (a reply longer than 30 bytes adds its length; stats
+	// request_id_bytes).
 	// Default 100000.
 	MaxRequestIDs int `yaml:"max_request_ids"`
 	// RequestIDTicks is how long, in ticks of tw-time, a remembered change

@@ -210,9 +210,9 @@ func dumpState(c *Core, receivers []uint64, live bool) string {
 	}
 	p("retained %d %v forgotSeq %d", c.idleN, retained, c.forgotSeq)
 	p("requestIDs %d bytes %d", len(c.reqIDs.byKey), c.reqIDs.bytes)
-	for _, e := range c.reqIDs.fifo[c.reqIDs.head:] {
-		if !e.dead {
-			p("  request %d/%d tick %d sum %x reply %x", e.key.client, e.key.id, e.tick, e.sum, e.reply)
+	for pos := c.reqIDs.first; pos < c.reqIDs.next; pos++ {
+		if e := c.reqIDs.at(pos); !e.dead {
+			p("  request %d/%d tick %d sum %x reply %x", e.key.client, e.key.id, e.tick, e.sum, e.reply())
 		}
 	}
 	for _, w := range c.waiters {

@@ -31,30 +31,80 @@ import (
 type reqKey struct{ client, id uint64 }
 
 // reqEntry is a remembered change: when it was applied, a fingerprint of
-// its payload, and its reply frame as first sent (header included).
+// its payload, and its reply frame as first sent (header included), in
+// small when it fits (an add's, a cancel_all's, any ok []), else in big.
 // Owned by the event loop, like the Core.
 type reqEntry struct {
 	key   reqKey
 	tick  uint64
 	sum   uint64
-	reply []byte
-	dead  bool // superseded by a later entry of the same key (an expired one applied again)
+	big   []byte
+	n     uint8 // the reply's length in small
+	dead  bool  // forgotten, or superseded by a later entry of the same key (an expired one applied again)
+	small [replyInline]byte
 }
 
-// reqEntryOverhead is the bytes an entry costs besides its reply: the entry,
-// its map slot and its place in the queue (an estimate, for stats).
-const reqEntryOverhead = 112
+// replyInline is the longest reply an entry holds without an allocation:
+// an add's [due] with the largest id and due (25 bytes) fits.
+const replyInline = 30
 
-// requestIDs is the Core's memory of recent identified changes. Owned by
-// the event loop.
+// reqEntryBytes is the bytes an entry costs apart from a reply that does
+// not fit in it: the entry in the ring and its map slot (an estimate, for
+// stats).
+const reqEntryBytes = 128
+
+func (e *reqEntry) reply() []byte {
+	if e.big != nil {
+		return e.big
+	}
+	return e.small[:e.n]
+}
+
+func (e *reqEntry) setReply(reply []byte) {
+	if len(reply) <= len(e.small) {
+		e.n, e.big = uint8(copy(e.small[:], reply)), nil
+		return
+	}
+	e.n, e.big = 0, append([]byte(nil), reply...)
+}
+
+// size is what the entry counts in the stats' request_id_bytes.
+func (e *reqEntry) size() uint64 { return reqEntryBytes + uint64(len(e.big)) }
+
+// requestIDs is the Core's memory of recent identified changes: a ring of
+// entries in the order they were applied, and a map from key to position.
+// Positions count from 0 for the Core's life; positions first to next-1
+// are in the ring, dead ones included until they reach its front. Owned
+// by the event loop.
 type requestIDs struct {
-	byKey map[reqKey]*reqEntry
-	// fifo holds the entries in the order they were applied (dead ones
-	// included until they reach its front); head is its first live index.
-	fifo  []*reqEntry
-	head  int
-	bytes uint64 // of the live entries: reqEntryOverhead + len(reply) each
-	hits  uint64 // retries answered from memory (not state: a counter)
+	byKey       map[reqKey]uint64
+	ring        []reqEntry // its length is 0 or a power of two
+	first, next uint64
+	bytes       uint64 // of the live entries (reqEntry.size)
+	hits        uint64 // retries answered from memory (not state: a counter)
+}
+
+// at returns the entry at position pos (first <= pos < next).
+func (r *requestIDs) at(pos uint64) *reqEntry { return &r.ring[pos&uint64(len(r.ring)-1)] }
+
+// push appends a zeroed entry at position next, growing the ring (by
+// doubling: no allocation in the steady state) when it is full.
+func (r *requestIDs) push(k reqKey) *reqEntry {
+	if r.byKey == nil {
+		r.byKey = make(map[reqKey]uint64)
+	}
+	if r.next-r.first == uint64(len(r.ring)) {
+		ring := make([]reqEntry, max(64, 2*len(r.ring)))
+		for p := r.first; p < r.next; p++ {
+			ring[p&uint64(len(ring)-1)] = *r.at(p)
+		}
+		r.ring = ring
+	}
+	e := r.at(r.next)
+	*e = reqEntry{key: k}
+	r.byKey[k] = r.next
+	r.next++
+	return e
 }
 
 // payloadSum is the FNV-1a hash of a request's payload.
@@ -72,8 +122,12 @@ func payloadSum(b []byte) uint64 {
 // A known key with another payload is answered request_id_reused (true).
 // It returns false when req must be applied. Neither answer changes state.
 func (c *Core) retried(s *Session, req *protocol.Request, payload []byte) bool {
-	e := c.reqIDs.byKey[reqKey{req.Client, req.ID}]
-	if e == nil || c.reqExpired(e) {
+	pos, ok := c.reqIDs.byKey[reqKey{req.Client, req.ID}]
+	if !ok {
+		return false
+	}
+	e := c.reqIDs.at(pos)
+	if c.reqExpired(e) {
 		return false
 	}
 	if e.sum != payloadSum(payload) {
@@ -82,7 +136,7 @@ func (c *Core) retried(s *Session, req *protocol.Request, payload []byte) bool {
 		return true
 	}
 	c.reqIDs.hits++
-	s.out = append(s.out, e.reply...)
+	s.out = append(s.out, e.reply()...)
 	c.refused = true // nothing changed: recorded as its reply's length
 	return true
 }
@@ -100,19 +154,15 @@ func (c *Core) rememberReply(s *Session, req *protocol.Request, payload []byte, 
 		c.log.Error("session: a change's reply was not found to remember for retries", "op", req.Op, "id", req.ID)
 		return // (cannot happen: every change is answered)
 	}
-	reply := append([]byte(nil), frame...)
 	r := &c.reqIDs
-	if r.byKey == nil {
-		r.byKey = make(map[reqKey]*reqEntry)
-	}
 	k := reqKey{req.Client, req.ID}
-	if old := r.byKey[k]; old != nil { // expired, applied again
-		r.drop(old)
+	if old, ok := r.byKey[k]; ok { // expired, applied again
+		r.drop(r.at(old))
 	}
-	e := &reqEntry{key: k, tick: c.Now(), sum: payloadSum(payload), reply: reply}
-	r.byKey[k] = e
-	r.fifo = append(r.fifo, e)
-	r.bytes += reqEntryOverhead + uint64(len(reply))
+	e := r.push(k)
+	e.tick, e.sum = c.Now(), payloadSum(payload)
+	e.setReply(frame)
+	r.bytes += e.size()
 	c.trimRequestIDs()
 }
 
@@ -135,47 +185,36 @@ func replyFrame(out []byte) []byte {
 	return nil
 }
 
-// drop forgets live entry e (it stays in fifo, dead, until it reaches the
-// front).
+// drop forgets live entry e (it stays in the ring, dead, until it
+// reaches the front).
 func (r *requestIDs) drop(e *reqEntry) {
 	delete(r.byKey, e.key)
-	r.bytes -= reqEntryOverhead + uint64(len(e.reply))
-	e.dead, e.reply = true, nil
+	r.bytes -= e.size()
+	e.dead, e.big = true, nil
 }
 
 // trimRequestIDs forgets the oldest entries while there are more than
 // max_request_ids or they are older than request_id_ticks, and dead ones
-// at the front.
+// at the front. Ticks never decrease along the ring, so it stops at the
+// first entry it keeps.
 func (c *Core) trimRequestIDs() {
 	r := &c.reqIDs
-	for r.head < len(r.fifo) {
-		e := r.fifo[r.head]
+	for ; r.first < r.next; r.first++ {
+		e := r.at(r.first)
 		switch {
 		case e.dead:
 		case len(r.byKey) > c.limits.MaxRequestIDs || c.reqExpired(e):
 			r.drop(e)
 		default:
-			r.compact()
 			return
 		}
-		r.fifo[r.head] = nil
-		r.head++
-	}
-	r.compact()
-}
-
-// compact moves the live part of fifo to its front once the dead part is
-// at least half of it.
-func (r *requestIDs) compact() {
-	if r.head > 0 && r.head >= len(r.fifo)/2 {
-		n := copy(r.fifo, r.fifo[r.head:])
-		clear(r.fifo[n:])
-		r.fifo, r.head = r.fifo[:n], 0
+		*e = reqEntry{}
 	}
 }
 
 // RequestIDs returns how many changes the Core remembers for retries and
-// their bytes (reqEntryOverhead plus the reply, each).
+// their bytes (about reqEntryBytes each, plus a reply too long to fit in
+// the entry).
 func (c *Core) RequestIDs() (n int, bytes uint64) {
 	return len(c.reqIDs.byKey), c.reqIDs.bytes
 }
@@ -185,7 +224,8 @@ func (c *Core) RequestIDs() (n int, bytes uint64) {
 func (c *Core) appendRequestIDs(e *encoder) {
 	r := &c.reqIDs
 	e.int(len(r.byKey))
-	for _, en := range r.fifo[r.head:] {
+	for p := r.first; p < r.next; p++ {
+		en := r.at(p)
 		if en.dead {
 			continue
 		}
@@ -193,7 +233,7 @@ func (c *Core) appendRequestIDs(e *encoder) {
 		e.uv(en.key.id)
 		e.uv(en.tick)
 		e.b = binary.LittleEndian.AppendUint64(e.b, en.sum)
-		e.bytes(en.reply)
+		e.bytes(en.reply())
 	}
 }
 
@@ -201,21 +241,19 @@ func (c *Core) appendRequestIDs(e *encoder) {
 func (c *Core) restoreRequestIDs(d *decoder) {
 	r := &c.reqIDs
 	*r = requestIDs{}
-	n := d.count()
-	if n > 0 {
-		r.byKey = make(map[reqKey]*reqEntry, n)
-	}
-	for range n {
-		en := &reqEntry{key: reqKey{d.uv(), d.uv()}, tick: d.uv(), sum: d.u64(), reply: append([]byte(nil), d.bytes()...)}
+	for range d.count() {
+		k := reqKey{d.uv(), d.uv()}
+		tick, sum, reply := d.uv(), d.u64(), d.bytes()
 		if d.err != nil {
 			return
 		}
-		if r.byKey[en.key] != nil {
-			d.fail(fmt.Errorf("request id %d of client %d listed twice", en.key.id, en.key.client))
+		if _, ok := r.byKey[k]; ok {
+			d.fail(fmt.Errorf("request id %d of client %d listed twice", k.id, k.client))
 			return
 		}
-		r.byKey[en.key] = en
-		r.fifo = append(r.fifo, en)
-		r.bytes += reqEntryOverhead + uint64(len(en.reply))
+		en := r.push(k)
+		en.tick, en.sum = tick, sum
+		en.setReply(reply)
+		r.bytes += en.size()
 	}
 }

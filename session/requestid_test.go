@@ -1,6 +1,7 @@
 package session
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -74,7 +75,7 @@ func TestRetryGetsTheFirstReply(t *testing.T) {
 	st := h.c.Stats()
 	assert.Equal(t, uint64(5), st.RequestIDs)
 	assert.Equal(t, bytes, st.RequestIDBytes)
-	assert.Greater(t, bytes, uint64(5*reqEntryOverhead))
+	assert.Equal(t, uint64(5*reqEntryBytes), bytes, "every reply fits in its entry")
 }
 
 // TestRetryOtherClientOrIDApplies: the memory is per client and id: the
@@ -141,7 +142,7 @@ func TestRetryPastTheWindow(t *testing.T) {
 		okUints(t, protocol.OpAdd, h.do(s, protocol.Request{Op: protocol.OpAdd, ID: 10 + i, Receiver: 2, Tid: i, After: 100, Client: testClient})[0])
 		n, bytes := h.c.RequestIDs()
 		assert.LessOrEqual(t, n, 3)
-		assert.Equal(t, uint64(n)*reqEntryOverhead+uint64(n)*uint64(len(protocol.AppendOK(nil, 10+i, start+112))), bytes+0*i)
+		assert.Equal(t, uint64(n)*reqEntryBytes, bytes)
 	}
 	m := h.do(s, protocol.Request{Op: protocol.OpAdd, ID: 10, Receiver: 2, Tid: 0, After: 100, Client: testClient})[0]
 	assert.Equal(t, protocol.CodeExists, m.Code, "the oldest of 4 went past max_request_ids 3")
@@ -211,4 +212,54 @@ func TestReplyFrame(t *testing.T) {
 	assert.Nil(t, replyFrame(ev))
 	assert.Nil(t, replyFrame(ok[:len(ok)-1]))
 	assert.Nil(t, replyFrame(nil))
+}
+
+// TestRequestIDsRing: the memory is a ring that wraps around and grows: with
+// max_request_ids 100 and 1,000 adds, the last 100 are remembered (their
+// retries get the first reply), the ones before are not, and a snapshot
+// restores exactly those, in order. A reply too long for an entry is kept
+// whole and counted.
+func TestRequestIDsRing(t *testing.T) {
+	h := newHarness(t, func(_ *Config, l *Limits) { l.MaxRequestIDs = 100 })
+	s := h.session()
+	add := func(i uint64) protocol.Request {
+		return protocol.Request{Op: protocol.OpAdd, ID: 1000 + i, Receiver: 3, Tid: i, After: 100 + i, Client: testClient}
+	}
+	for i := range uint64(1000) {
+		okUints(t, protocol.OpAdd, h.do(s, add(i))[0])
+	}
+	n, bytes := h.c.RequestIDs()
+	require.Equal(t, 100, n)
+	assert.Equal(t, uint64(100*reqEntryBytes), bytes)
+	assert.LessOrEqual(t, len(h.c.reqIDs.ring), 256, "the ring grew to hold 100, not 1,000")
+	for i := uint64(900); i < 1000; i++ {
+		assert.Equal(t, []uint64{start + 100 + i}, okUints(t, protocol.OpAdd, h.do(s, add(i))[0]), "retry of add %d", i)
+	}
+	assert.Equal(t, protocol.CodeExists, h.do(s, add(899))[0].Code, "forgotten: applied again")
+
+	snap := h.c.Snapshot()
+	data, _ := snap.AppendNext(nil, 0)
+	snap.Release()
+	r, err := Restore(h.c.cfg, data, nil, nil)
+	require.NoError(t, err)
+	var a, b []string
+	for p := h.c.reqIDs.first; p < h.c.reqIDs.next; p++ {
+		if e := h.c.reqIDs.at(p); !e.dead {
+			a = append(a, fmt.Sprintf("%v %d %x %x", e.key, e.tick, e.sum, e.reply()))
+		}
+	}
+	for p := r.reqIDs.first; p < r.reqIDs.next; p++ {
+		e := r.reqIDs.at(p)
+		b = append(b, fmt.Sprintf("%v %d %x %x", e.key, e.tick, e.sum, e.reply()))
+	}
+	assert.Equal(t, a, b)
+
+	var e reqEntry
+	long := make([]byte, 100)
+	e.setReply(long)
+	assert.Equal(t, long, e.reply())
+	assert.Equal(t, uint64(reqEntryBytes+100), e.size())
+	e.setReply([]byte{1, 2, 3})
+	assert.Equal(t, []byte{1, 2, 3}, e.reply())
+	assert.Equal(t, uint64(reqEntryBytes), e.size())
 }
