@@ -25,6 +25,12 @@ type Client struct {
 	done   chan struct{} // closed by Close
 	wg     sync.WaitGroup
 	nextID atomic.Uint64
+	// clientID names this Client in the request ids of its changes
+	// (protocol.Request.Client): random, non-zero, fixed at Dial. With
+	// nextID, which never repeats, it identifies each change across
+	// reconnections, so that a server that remembers request ids answers
+	// a retry with the first reply (see do).
+	clientID uint64
 
 	// evq carries events to the consumer: it is the Events channel, or the
 	// handler's queue. Readers send to it; it is closed once no reader can.
@@ -88,12 +94,13 @@ type Client struct {
 // answer that they know no leader.
 func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	c := &Client{
-		o:     defaultOptions(),
-		addr:  addr,
-		done:  make(chan struct{}),
-		ready: make(chan struct{}),
-		bound: make(map[uint64]BindOptions),
-		seqs:  make(map[uint64]uint64),
+		clientID: newClientID(),
+		o:        defaultOptions(),
+		addr:     addr,
+		done:     make(chan struct{}),
+		ready:    make(chan struct{}),
+		bound:    make(map[uint64]BindOptions),
+		seqs:     make(map[uint64]uint64),
 
 		dispatched: make(chan struct{}),
 	}
@@ -249,6 +256,7 @@ func (c *Client) queueRebinds(cn *conn, h *protocol.Hello) []rebind {
 	if h.Limits.MaxFrame > 0 && h.Limits.MaxFrame < uint64(maxServerFrame) {
 		cn.maxFrame = int(h.Limits.MaxFrame)
 	}
+	cn.requestIDs = h.Limits.RequestIDTicks > 0
 	cn.mu.Unlock()
 	cn.setIdleTimeout(h.Limits.IdleTimeoutMs)
 	for i := range rebinds {
@@ -477,21 +485,49 @@ func (c *Client) waitConn(ctx context.Context) (*conn, error) {
 // do sends req on the current connection (waiting for one if need be) and
 // returns the ok result, a private copy. onOK, if set, runs on the reader
 // goroutine when the ok reply arrives, before any later message is handled.
+//
+// Reads are sent again on the next connection when a node answers
+// not_leader. So is a change (add, cancel, cancel_all, pause, resume)
+// when the server remembers request ids (its hello's request_id_ticks):
+// it carries the Client's id and one request id on every attempt, and is
+// sent again, with the same ids, after not_leader or after its connection
+// was lost before the reply, as long as the next connection's server
+// remembers request ids too; the server applies it at most once and
+// answers a retry of one it applied with the first reply. Otherwise the
+// change's ErrNotLeader or ErrDisconnected goes to the caller, who cannot
+// know whether it was applied.
 func (c *Client) do(ctx context.Context, req *protocol.Request, onOK okHook) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	req.ID = c.nextID.Add(1) // one id for every attempt
+	change := isChange(req.Op)
 	for {
 		cn, err := c.waitConn(ctx)
 		if err != nil {
 			return nil, err
 		}
-		res, err := c.roundTrip(ctx, cn, req, onOK)
-		if errors.Is(err, errConnDead) {
-			continue // not sent: try the next connection
+		retry := safeToRetry(req.Op)
+		if change {
+			cn.mu.Lock()
+			ids := cn.requestIDs
+			cn.mu.Unlock()
+			if req.Client != 0 && !ids {
+				// Sent with an id before, to a server that remembered
+				// ids; this one would apply it again.
+				return nil, fmt.Errorf("%w: the change may have been applied, and %s does not deduplicate a retry", ErrDisconnected, cn.addr)
+			}
+			if ids {
+				req.Client, retry = c.clientID, true
+			}
 		}
-		if safeToRetry(req.Op) && errors.Is(err, ErrNotLeader) {
-			// The node stepped down and closes cn: ask the next leader.
+		res, err := c.roundTrip(ctx, cn, req, onOK)
+		switch {
+		case errors.Is(err, errConnDead):
+			continue // not sent: try the next connection
+		case retry && (errors.Is(err, ErrNotLeader) || change && errors.Is(err, ErrDisconnected)):
+			// The node stepped down or the connection died: ask the next
+			// leader (a lost connection is already closed).
 			select {
 			case <-cn.quit:
 				continue
@@ -507,7 +543,9 @@ func (c *Client) do(ctx context.Context, req *protocol.Request, onOK okHook) ([]
 
 // roundTrip sends req on cn and waits for its reply or ctx.
 func (c *Client) roundTrip(ctx context.Context, cn *conn, req *protocol.Request, onOK okHook) ([]byte, error) {
-	req.ID = c.nextID.Add(1)
+	if req.ID == 0 {
+		req.ID = c.nextID.Add(1)
+	}
 	cl := &call{op: req.Op, ch: make(chan reply, 1), onOK: onOK}
 	if err := cn.send(req, cl); err != nil {
 		return nil, err

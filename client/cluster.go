@@ -251,11 +251,31 @@ func leaderHint(err error) string {
 	return ""
 }
 
+// isChange reports whether op changes timers: the ops a request id makes
+// safe to send again (see Client.do).
+func isChange(op protocol.Op) bool {
+	switch op {
+	case protocol.OpAdd, protocol.OpCancel, protocol.OpCancelAll, protocol.OpPause, protocol.OpResume:
+		return true
+	}
+	return false
+}
+
+// newClientID returns a random non-zero client id.
+func newClientID() uint64 {
+	for {
+		if id := rand.Uint64(); id != 0 {
+			return id
+		}
+	}
+}
+
 // safeToRetry reports whether a request of op that a node refused with
 // not_leader may be sent again on the next connection without asking the
 // caller: the reads, which change nothing. A change (add, cancel, ...)
 // answered not_leader by a node that was the leader may still be
-// committed by the next one, so the caller gets ErrNotLeader and decides.
+// committed by the next one: it is sent again only with a request id
+// (Client.do), else the caller gets ErrNotLeader and decides.
 // A cluster op is retried too: its status changes nothing, and adding or
 // removing a member again leaves the same configuration.
 func safeToRetry(op protocol.Op) bool {

@@ -46,6 +46,10 @@ type conn struct {
 	scratch   [2]uint64
 	dead      bool // the reader exited: nothing more is sent or answered
 	maxFrame  int  // largest request payload the server accepts
+	// requestIDs: the server remembers request ids (its hello's
+	// request_id_ticks is not 0), so a change may be sent again. Set
+	// once after hello.
+	requestIDs bool
 	// pingEvery is how long the writer may send nothing before it sends a
 	// ping: a third of the server's idle timeout, 0 (no pings) when the
 	// server has none. Set once after hello, with a ring of the bell.

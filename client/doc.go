@@ -159,13 +159,22 @@
 //	c, err := client.Dial(ctx, "10.0.0.1:7420,10.0.0.2:7420,10.0.0.3:7420")
 //
 // Reads (Get, List, Ping, Stats) that a node answers with not_leader, as it
-// steps down, are sent again to the next leader. Changes (Add, Cancel,
-// Pause, ...) are not: they return an error wrapping ErrNotLeader (an
-// *Error whose Leader names the leader), or ErrDisconnected when the
-// connection dropped with the call in flight, because the change may
-// still be committed by the next leader and the server does not yet
-// recognise a retried request: retrying may apply it twice (an add with
-// Replace, a cancel that tolerates ErrNotFound, are safe to retry).
+// steps down, are sent again to the next leader. So are changes (Add,
+// Cancel, CancelAll, Pause, Resume), and also when the connection dropped
+// with the call in flight, on a server that remembers request ids (its
+// hello reports request_id_ticks): each
+// change carries the Client's random id and a request id that stays the
+// same on every attempt, and the server applies it at most once, answering
+// a retry of one it applied with the first reply (docs/PROTOCOL.md,
+// "Retrying changes"). The caller sees one answer, as if nothing had
+// happened, provided the retry reaches a server within its
+// request_id_ticks (5 minutes by default) and the call's context allows.
+// On a server that does not remember request ids, a change returns an
+// error wrapping ErrNotLeader (an *Error whose Leader names the leader) or
+// ErrDisconnected instead: it may have been applied, and a retry could
+// apply it twice (an add with Replace, a cancel that tolerates
+// ErrNotFound, are safe to retry). Pipeline's commands are not retried:
+// they report ErrNotLeader or ErrDisconnected in any case.
 // DefaultLeaderHops says in which order the addresses are tried.
 //
 // Close stops everything: pending calls get ErrClosed, and every goroutine

@@ -32,6 +32,9 @@ var (
 	dRecords    = desc("receiver_records", "Receivers the server keeps a record of: bound, with queued events, or in acknowledged mode.")
 	dRecordB    = desc("receiver_record_bytes", "Estimated memory of the receiver records, apart from their events (about 264 bytes a record on amd64).")
 	dRetained   = desc("receivers_retained", "Of receiver_records, idle receivers in acknowledged mode kept for limits.ack_retention_ticks.")
+	dReqIDs     = desc("request_ids", "Changes with a request id remembered for retries (limits.max_request_ids, limits.request_id_ticks).")
+	dReqIDBytes = desc("request_id_bytes", "Estimated memory of the remembered changes (about 128 bytes each; a reply longer than 30 bytes adds its length).")
+	dRetries    = desc("request_retries_total", "Retried changes answered with their first reply instead of being applied again, since start.")
 	dSessions   = desc("sessions", "Connections that have said hello.")
 	dConns      = desc("connections", "Open client connections.")
 	dRequests   = desc("requests_total", "Requests decoded, by op.", "op")
@@ -81,7 +84,7 @@ var (
 	dHTTPRefuse = desc("http_connections_refused_total", "Connections to the operator HTTP listener answered 503 because http.max_connections were open.")
 	dHTTPBadTok = desc("http_bad_tokens_total", "Requests to the operator HTTP listener refused for a missing or wrong bearer token, or while their address was throttled for too many.")
 	dScrapeFail = desc("scrape_errors_total", "Scrapes that could not read the server's counters (the event loop did not answer in time).")
-	allDescs    = []*prometheus.Desc{dReady, dTimers, dReceivers, dRecords, dRecordB, dRetained, dSessions, dConns, dRequests, dErrors, dFires,
+	allDescs    = []*prometheus.Desc{dReady, dTimers, dReceivers, dRecords, dRecordB, dRetained, dReqIDs, dReqIDBytes, dRetries, dSessions, dConns, dRequests, dErrors, dFires,
 		dLateness, dLag, dTwTime, dTick, dSpeed, dFrozen, dBacklog, dBacklogB, dOutbox, dWaiting, dBacklogR, dOldest,
 		dDropped, dLost, dSampled, dStalled, dSlowClose, dRefused, dTLSFailed, dTurns, dBytesIn, dBytesOut, dPersist, dLogBytes, dFsync,
 		dReadOnly, dFsyncFail, dSnapAge, dSnapDur, dSnapshots, dRaftOn, dRaftLeader, dRaftKnown, dRaftState, dRaftTerm, dRaftCommit, dRaftApply, dRaftLast, dRaftAuth,
@@ -131,6 +134,9 @@ func collectMetrics(ch chan<- prometheus.Metric, m *server.Metrics) {
 	gauge(dRecords, float64(st.Receivers))
 	gauge(dRecordB, float64(m.Counters.ReceiverBytes))
 	gauge(dRetained, float64(m.Counters.RetainedReceivers))
+	gauge(dReqIDs, float64(st.RequestIDs))
+	gauge(dReqIDBytes, float64(st.RequestIDBytes))
+	counter(dRetries, m.Counters.Retries)
 	gauge(dSessions, float64(st.Sessions))
 	gauge(dConns, float64(m.Connections))
 	for op, n := range m.Requests {

@@ -439,6 +439,10 @@ func DecodeStats(result []byte, s *Stats) error {
 			p = &s.ReceiverBytes
 		case "retained_receivers":
 			p = &s.RetainedReceivers
+		case "request_ids":
+			p = &s.RequestIDs
+		case "request_id_bytes":
+			p = &s.RequestIDBytes
 		case "tick_ns":
 			p = &s.TickNs
 		case "speed":

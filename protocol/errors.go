@@ -40,6 +40,7 @@ const (
 	fAddr
 	fGroup
 	fFromReceiver
+	fClient
 	numFields
 )
 
@@ -75,6 +76,7 @@ var fieldNames = [numFields]string{
 	fAddr:         "addr",
 	fGroup:        "group",
 	fFromReceiver: "from_receiver",
+	fClient:       "client",
 }
 
 // The want* texts say what a field of each kind accepts, for wrong-type

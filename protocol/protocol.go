@@ -152,6 +152,11 @@ const (
 	// connection after it. Nothing was changed: the client should connect
 	// to the leader.
 	CodeNotLeader Code = 14
+	// CodeRequestIDReused answers a change request whose client and id
+	// (Request.Client, Request.ID) the server remembers from a different
+	// request: a client reused a request id within the deduplication
+	// window. Nothing was changed.
+	CodeRequestIDReused Code = 17
 )
 
 var codeNames = [...]string{
@@ -169,6 +174,7 @@ var codeNames = [...]string{
 	CodeTimeout:            "timeout",
 	CodeUnavailable:        "unavailable",
 	CodeNotLeader:          "not_leader",
+	CodeRequestIDReused:    "request_id_reused",
 }
 
 // String returns the code's protocol name ("not_found", ...), or "code(N)"

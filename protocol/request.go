@@ -82,6 +82,16 @@ type Request struct {
 	// ClusterRemove), as sent: the server validates it. Node is the node id
 	// add and remove name, Addr the raft address add gives it.
 	Command, Node, Addr string
+
+	// Client, when non-zero, makes a change request (add, cancel,
+	// cancel_all, pause, resume) idempotent: it names the client, and with
+	// ID identifies the request, so that the server, which remembers the
+	// outcome of recent identified changes, answers a retry of one it
+	// applied with the first reply instead of applying it again (see
+	// PROTOCOL.md, "Retrying changes"). A client that sets it must not use
+	// one ID for two different change requests. It is the op's last
+	// argument; 0 (the default) is left out on the wire.
+	Client uint64
 }
 
 // opArgs lists each op's arguments, in wire order after op and id.
@@ -89,17 +99,17 @@ var opArgs = [len(opNames)][]field{
 	OpHello:       {fVersion, fName, fToken},
 	OpBind:        {fReceiver, fEphemeral, fAck},
 	OpUnbind:      {fReceiver},
-	OpAdd:         {fReceiver, fTid, fAfter, fAt, fEvery, fRepeat, fData, fReplace, fAfterNs, fSchedule, fZone, fMissed, fGroup},
-	OpCancel:      {fReceiver, fTid},
+	OpAdd:         {fReceiver, fTid, fAfter, fAt, fEvery, fRepeat, fData, fReplace, fAfterNs, fSchedule, fZone, fMissed, fGroup, fClient},
+	OpCancel:      {fReceiver, fTid, fClient},
 	OpGet:         {fReceiver, fTid},
 	OpList:        {fReceiver, fFromTid, fLimit},
-	OpCancelAll:   {fReceiver},
+	OpCancelAll:   {fReceiver, fClient},
 	OpCancelGroup: {fGroup},
 	OpPauseAll:    {fReceiver, fGroup},
 	OpResumeAll:   {fReceiver, fGroup},
 	OpListGroup:   {fGroup, fFromReceiver, fFromTid, fLimit},
-	OpPause:       {fReceiver, fTid},
-	OpResume:      {fReceiver, fTid},
+	OpPause:       {fReceiver, fTid, fClient},
+	OpResume:      {fReceiver, fTid, fClient},
 	OpAck:         {fReceiver, fSeq},
 	OpFastForward: {fTicks},
 	OpSetSpeed:    {fSpeed},
@@ -112,7 +122,11 @@ var opArgs = [len(opNames)][]field{
 // later ones are encoded only up to the last that is not at its default,
 // so a request that uses none of them has the bytes it always had.
 var baseArgs = [len(opNames)]int{
-	OpAdd: 8,
+	OpAdd:       8,
+	OpCancel:    2,
+	OpCancelAll: 1,
+	OpPause:     2,
+	OpResume:    2,
 }
 
 // Missed-firing policies of an add (Request.Missed): what a repeating
@@ -156,6 +170,8 @@ func (r *Request) uintField(f field) *uint64 {
 		return &r.Group
 	case fFromReceiver:
 		return &r.FromReceiver
+	case fClient:
+		return &r.Client
 	}
 	return nil
 }

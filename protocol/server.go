@@ -34,10 +34,18 @@ type Limits struct {
 	MaxOutboxBytes         uint64 // bytes of them per receiver
 	MaxOutboxTotal         uint64 // events in all outboxes together
 	MaxOutboxBytesTotal    uint64 // bytes in all outboxes together
+	// MaxRequestIDs and RequestIDTicks bound the server's memory of
+	// changes sent with a request id (Request.Client): how many it
+	// remembers and for how many ticks. A server that sends them
+	// deduplicates retried changes; one that does not (0) predates
+	// request ids and ignores them, so a client must not retry a change
+	// on it without asking its caller.
+	MaxRequestIDs  uint64
+	RequestIDTicks uint64
 }
 
 // numLimits is the number of keys in the limits map.
-const numLimits = 23
+const numLimits = 25
 
 // limitField is one key of the limits map and the field it fills.
 type limitField struct {
@@ -60,6 +68,7 @@ func (l *Limits) fields() [numLimits]limitField {
 		{"frame_timeout_ms", &l.FrameTimeoutMs},
 		{"max_outbox", &l.MaxOutbox}, {"max_outbox_bytes", &l.MaxOutboxBytes},
 		{"max_outbox_total", &l.MaxOutboxTotal}, {"max_outbox_bytes_total", &l.MaxOutboxBytesTotal},
+		{"max_request_ids", &l.MaxRequestIDs}, {"request_id_ticks", &l.RequestIDTicks},
 	}
 }
 
@@ -121,6 +130,11 @@ type Stats struct {
 	// node id ("" unknown).
 	Role, Leader                    string
 	Term, CommitIndex, AppliedIndex uint64
+	// RequestIDs is how many changes with a request id the server
+	// remembers for retries, RequestIDBytes their bytes (keys request_ids,
+	// request_id_bytes; absent while it remembers none, and from older
+	// servers).
+	RequestIDs, RequestIDBytes uint64
 }
 
 // Fire is a fire event: [2, receiver, tid, tick, fired, repeat, last, data, seq, late].
@@ -283,6 +297,9 @@ func AppendStatsOK(b []byte, id uint64, s *Stats) []byte {
 	if s.Role != "" {
 		n += 5
 	}
+	if s.RequestIDs != 0 {
+		n += 2
+	}
 	b = appendMap(append(b, 0x91), n)
 	b = appendUint(appendStr(b, "now"), s.Now)
 	b = appendUint(appendStr(b, "target"), s.Target)
@@ -307,6 +324,10 @@ func AppendStatsOK(b []byte, id uint64, s *Stats) []byte {
 		b = appendUint(appendStr(b, "term"), s.Term)
 		b = appendUint(appendStr(b, "commit_index"), s.CommitIndex)
 		b = appendUint(appendStr(b, "applied_index"), s.AppliedIndex)
+	}
+	if s.RequestIDs != 0 {
+		b = appendUint(appendStr(b, "request_ids"), s.RequestIDs)
+		b = appendUint(appendStr(b, "request_id_bytes"), s.RequestIDBytes)
 	}
 	return endFrame(b, start)
 }

@@ -26,3 +26,24 @@ func TestStatsClusterKeys(t *testing.T) {
 		t.Fatalf("single server's stats map header % x, want 17 keys", r[1:4])
 	}
 }
+
+// A server that remembers changes with a request id reports how many and
+// their bytes, which decode back; with none remembered the keys are absent.
+func TestStatsRequestIDKeys(t *testing.T) {
+	in := Stats{Now: 5, Speed: 1, RequestIDs: 3, RequestIDBytes: 372}
+	var m Message
+	frame := AppendStatsOK(nil, 7, &in)
+	if err := DecodeMessage(frame[HeaderSize:], &m); err != nil {
+		t.Fatal(err)
+	}
+	if r := m.Result; r[3] != 19 {
+		t.Fatalf("stats map header % x, want 19 keys", r[1:4])
+	}
+	var out Stats
+	if err := DecodeStats(m.Result, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out != in {
+		t.Fatalf("decoded %+v, want %+v", out, in)
+	}
+}

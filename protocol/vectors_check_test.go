@@ -183,6 +183,9 @@ func TestVectorsCoverage(t *testing.T) {
 		codes[v.Meaning["code_name"]] = true
 	}
 	for c := Code(1); int(c) < len(codeNames); c++ {
+		if codeNames[c] == "" {
+			continue
+		}
 		assert.True(t, codes[c.String()], "no error vector for %s", c)
 	}
 	kinds := map[any]bool{}

@@ -163,7 +163,8 @@ var defaultLimitsForDocs = Limits{MaxFrame: 64 << 10, MaxData: 4096, MaxTimersPe
 	MaxDataTotal: 1 << 30, MaxInbound: 4 << 20, MaxConnections: 100_000,
 	MaxName: 256, MaxListPage: 1000, MaxListBytes: 1 << 20,
 	HandshakeTimeoutMs: 10_000, IdleTimeoutMs: 120_000, FrameTimeoutMs: 10_000,
-	MaxOutbox: 100_000, MaxOutboxBytes: 16 << 20, MaxOutboxTotal: 10_000_000, MaxOutboxBytesTotal: 512 << 20}
+	MaxOutbox: 100_000, MaxOutboxBytes: 16 << 20, MaxOutboxTotal: 10_000_000, MaxOutboxBytesTotal: 512 << 20,
+	MaxRequestIDs: 100_000, RequestIDTicks: 30_000}
 
 var vecTimer = Timer{Receiver: 42, Tid: 7, Due: 1030, Remaining: 30, Every: 30, Fired: 0, Repeat: 3, Data: []byte("hi")}
 var vecTimerCron = Timer{Receiver: 42, Tid: 11, Due: 177760800000, Remaining: 86400000, Fired: 1, Repeat: 0,
@@ -192,6 +193,9 @@ func requestVectors() []reqVector {
 		{"add-group", "group is the add's last argument: sent only when set, the ones before it as their defaults", Request{Op: OpAdd, ID: 22, Receiver: 42, Tid: 11, After: 50, Group: 77}},
 		{"add-uint64", "ids and receivers are uint64: the largest", Request{Op: OpAdd, ID: big, Receiver: big, Tid: big - 1, After: 1, Data: make([]byte, 300)}},
 		{"cancel", "", Request{Op: OpCancel, ID: 6, Receiver: 42, Tid: 7}},
+		{"add-client", "a request id for retries: client is add's last argument, the ones before it at their defaults", Request{Op: OpAdd, ID: 24, Receiver: 42, Tid: 11, After: 30, Client: 0x5eed5eed5eed5eed}},
+		{"cancel-client", "a request id for retries: client after tid", Request{Op: OpCancel, ID: 25, Receiver: 42, Tid: 7, Client: 0x5eed5eed5eed5eed}},
+		{"cancel_all-client", "", Request{Op: OpCancelAll, ID: 26, Receiver: 42, Client: 7}},
 		{"get", "", Request{Op: OpGet, ID: 7, Receiver: 42, Tid: 7}},
 		{"list", "", Request{Op: OpList, ID: 8, Receiver: 42, FromTid: 0, Limit: 1}},
 		{"list-from", "", Request{Op: OpList, ID: 8, Receiver: 42, FromTid: 8}},
@@ -293,6 +297,7 @@ var errorTexts = map[Code]string{
 	CodeTimeout:            "no request for 2m0s (timeouts.idle): a client pings while it has nothing else to send",
 	CodeUnavailable:        "the server cannot write its log (write: no space left on device): changes are refused until it can; retry later",
 	CodeNotLeader:          "this node is a follower: connect to the leader",
+	CodeRequestIDReused:    "request id 25 of client 7 was used for another request 3 ticks ago: a client numbers each change it sends apart",
 }
 
 // vecLeader is the leader address of the not_leader vector.
@@ -300,7 +305,10 @@ const vecLeader = "10.0.0.2:7420"
 
 func errorVectors() []msgVector {
 	var out []msgVector
-	for c := CodeMalformed; c <= CodeNotLeader; c++ {
+	for c := CodeMalformed; int(c) < len(codeNames); c++ {
+		if codeNames[c] == "" {
+			continue // a code of another version
+		}
 		id := uint64(6)
 		if c == CodeTimeout {
 			id = 0

@@ -284,7 +284,15 @@ func TestClusterLeaderWithoutQuorum(t *testing.T) {
 		t.Skip("three processes, elections: long")
 	}
 	c := newClusterProcs(t)
+	defer func() {
+		if t.Failed() {
+			for _, p := range c.procs {
+				p.logTail()
+			}
+		}
+	}()
 	lead, w := c.leader(-1)
+	t.Logf("leader n%d at %s; peers %s", lead+1, c.clients[lead], c.peers)
 	m, err := w.call(protocol.Request{Op: protocol.OpAdd, Receiver: 1, Tid: 1, After: 360_000})
 	require.NoError(t, err)
 	require.Equal(t, protocol.KindOK, m.Kind)

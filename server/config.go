@@ -410,7 +410,7 @@ func checkLimits(l *Limits) error {
 		{"max_outbox_bytes_total", l.MaxOutboxBytesTotal}, {"max_connections", l.MaxConnections},
 		{"max_name", l.MaxName}, {"max_list_page", l.MaxListPage}, {"max_receivers", l.MaxReceivers},
 		{"ack_retention_ticks", l.AckRetentionTicks}, {"max_outbound_total", l.MaxOutboundTotal},
-		{"max_bulk_per_turn", l.MaxBulkPerTurn}} {
+		{"max_bulk_per_turn", l.MaxBulkPerTurn}, {"max_request_ids", l.MaxRequestIDs}, {"request_id_ticks", l.RequestIDTicks}} {
 		if f.v < 0 {
 			return keyErr("limits."+f.key, "%d: limits must not be negative", f.v)
 		}
@@ -453,5 +453,6 @@ func (c *Config) wireLimits() protocol.Limits {
 		FrameTimeoutMs: uint64(t.Frame.Milliseconds()),
 		MaxOutbox:      uint64(l.MaxOutbox), MaxOutboxBytes: uint64(l.MaxOutboxBytes),
 		MaxOutboxTotal: uint64(l.MaxOutboxTotal), MaxOutboxBytesTotal: uint64(l.MaxOutboxBytesTotal),
+		MaxRequestIDs: uint64(l.MaxRequestIDs), RequestIDTicks: uint64(l.RequestIDTicks),
 	}
 }

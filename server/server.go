@@ -315,6 +315,9 @@ func (s *Server) Stop(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 	}
+	if s.replica != nil && s.accepting.Load() {
+		s.replica.handOver() // before the loop stops: it serves until this node steps down
+	}
 	s.tlsLive.closeAll() // handshakes in progress and copies end; the loop's ends close with the loop
 	if l := s.loop.Load(); l != nil {
 		flushed := make(chan struct{})

@@ -217,6 +217,7 @@ func (c *Core) Stats() protocol.Stats {
 		FiredTotal: c.firedTotal, DroppedTotal: c.droppedTotal,
 		ReceiverBytes: c.ReceiverBytes(), RetainedReceivers: uint64(c.idleN),
 		TickNs: c.cfg.TickNs, Speed: c.speed, Frozen: c.frozen,
+		RequestIDs: uint64(len(c.reqIDs.byKey)), RequestIDBytes: c.reqIDs.bytes,
 	}
 }
 
@@ -230,6 +231,9 @@ type Counters struct {
 	// of all the records, apart from their events (see Core.ReceiverBytes).
 	RetainedReceivers int
 	ReceiverBytes     uint64
+	// Retries counts retried changes answered from the memory of request
+	// ids (requestid.go) since the Core was made: not state.
+	Retries uint64
 }
 
 // Counters returns the Core's totals.
@@ -237,7 +241,7 @@ func (c *Core) Counters() Counters {
 	return Counters{Fired: c.firedTotal, Dropped: c.droppedTotal, Lost: c.lostTotal,
 		BacklogEvents: c.backlogEvents, BacklogBytes: c.backlogBytes, Parked: c.parkedTotal,
 		Sessions: len(c.sessions), Receivers: len(c.receivers), Timers: c.wheel.Len(),
-		RetainedReceivers: c.idleN, ReceiverBytes: c.ReceiverBytes()}
+		RetainedReceivers: c.idleN, ReceiverBytes: c.ReceiverBytes(), Retries: c.reqIDs.hits}
 }
 
 func timerOf(in *wheel.Info) protocol.Timer {

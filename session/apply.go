@@ -89,9 +89,17 @@ func (c *Core) applyRecorded(s *Session, req *protocol.Request, payload []byte) 
 	}
 	c.refused = false
 	at := len(s.out) // where this request's reply begins (noteReplied)
+	// A retry of a change with a request id (requestid.go):
+	if req.Client != 0 && changesTimers(req.Op) && c.retried(s, req, payload) {
+		c.noteReplied(s, at) // behind the first one's record, if it is in flight
+		return
+	}
 	c.dispatch(s, req)
 	if c.refused {
 		return
+	}
+	if req.Client != 0 && changesTimers(req.Op) {
+		c.rememberReply(s, req, payload, at)
 	}
 	c.logOpen(s)
 	if sync != nil {

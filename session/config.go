@@ -76,6 +76,18 @@ type Limits struct {
 	// share stays well under a millisecond (TestBulkFigures: 1M timers
 	// cancelled in 0.74 s at 1,000 a turn, 0.96 s at 5,000).
 	MaxBulkPerTurn int `yaml:"max_bulk_per_turn"`
+	// MaxRequestIDs bounds the changes with a request id (a client id)
+	// the server remembers, so that a client's retry after a failover or a
+	// lost connection gets the first reply instead of applying the change
+	// twice (requestid.go): past it the oldest is forgotten. Each costs
+	// about 128 bytes (a reply longer than 30 bytes adds its length; stats
+	// request_id_bytes).
+	// Default 100000.
+	MaxRequestIDs int `yaml:"max_request_ids"`
+	// RequestIDTicks is how long, in ticks of tw-time, a remembered change
+	// answers retries; an older one is forgotten. Default 30000 (5 minutes
+	// at a 10 ms tick).
+	RequestIDTicks int `yaml:"request_id_ticks"`
 }
 
 // WithDefaults returns l with every zero field set to its default, except
@@ -108,6 +120,8 @@ func (l Limits) WithDefaults() Limits {
 	def(&l.MaxReceivers, 1_000_000)
 	def(&l.AckRetentionTicks, 360_000)
 	def(&l.MaxBulkPerTurn, 1_000)
+	def(&l.MaxRequestIDs, 100_000)
+	def(&l.RequestIDTicks, 30_000)
 	def(&l.MaxListBytes, max(min(1<<20, l.MaxOutbound/2), l.MaxData+256))
 	return l
 }

@@ -154,6 +154,10 @@ type Core struct {
 	// readsWait: replies that show the state are noted like a change's
 	// (SetReadsWait).
 	readsWait bool
+
+	// reqIDs remembers recent changes with a request id, for retries
+	// (requestid.go). Last, so that it moves none of the fields above.
+	reqIDs requestIDs
 }
 
 // Session is one client connection's session.

@@ -265,6 +265,9 @@ func (d *detCore) request(rng *rand.Rand, slot int) []byte {
 		payload := protocol.AppendRequest(nil, &protocol.Request{Op: protocol.OpPing, ID: req.ID})[protocol.HeaderSize:]
 		return payload[:len(payload)-1] // cut short: malformed
 	}
+	if changesTimers(req.Op) && rng.IntN(4) == 0 { // a request id: small ids, so retries and reuses come up
+		req.Client, req.ID = uint64(1+rng.IntN(2)), uint64(rng.IntN(16))
+	}
 	return protocol.AppendRequest(nil, &req)[protocol.HeaderSize:]
 }
 

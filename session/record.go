@@ -272,7 +272,7 @@ func limitFields(l *Limits) []*int {
 		&l.MaxReceiversPerSession, &l.MaxBacklog, &l.MaxBacklogBytes, &l.MaxBacklogTotal, &l.MaxBacklogBytesTotal,
 		&l.MaxOutbound, &l.MaxInbound, &l.MaxConnections, &l.MaxName, &l.MaxListPage, &l.MaxListBytes,
 		&l.MaxOutbox, &l.MaxOutboxBytes, &l.MaxOutboxTotal, &l.MaxOutboxBytesTotal, &l.MaxReceivers, &l.AckRetentionTicks,
-		&l.MaxOutboundTotal, &l.MaxBulkPerTurn}
+		&l.MaxOutboundTotal, &l.MaxBulkPerTurn, &l.MaxRequestIDs, &l.RequestIDTicks}
 }
 
 // legacyLimits is the number of limits in inLimits records and version 1

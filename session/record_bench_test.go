@@ -109,3 +109,52 @@ func BenchmarkRecordAddTurn64(b *testing.B) {
 	}
 	b.ReportMetric(float64(recBytes), "record-bytes/turn")
 }
+
+// BenchmarkRecordAddRequestID is BenchmarkRecordAdd (data=0) with a
+// request id on every add and cancel (a client id, as the Go and
+// TypeScript clients send): each change's reply is remembered for retries
+// (requestid.go), with max_request_ids at its default, so that in steady
+// state every change also forgets the oldest.
+func BenchmarkRecordAddRequestID(b *testing.B) {
+	c, s := recordCore(b)
+	add := protocol.Request{Op: protocol.OpAdd, Receiver: 7, After: 100_000, Repeat: 1, Client: 0x5eed}
+	cancel := protocol.Request{Op: protocol.OpCancel, Receiver: 7, Client: 0x5eed}
+	var frame []byte
+	const live = 1000
+	turn := func(req *protocol.Request) {
+		frame = protocol.AppendRequest(frame[:0], req)
+		c.Apply(s, frame[4:])
+		c.TakeRecord()
+		c.Flush(discard, nil)
+	}
+	var id uint64
+	for i := range uint64(live) {
+		id++
+		add.ID, add.Tid = id, i
+		turn(&add)
+	}
+	max := session.Limits{}.WithDefaults().MaxRequestIDs
+	for j := uint64(0); ; j++ { // fill the memory: the steady state forgets one per change
+		if n, _ := c.RequestIDs(); n >= max {
+			break
+		}
+		id++
+		fill := protocol.Request{Op: protocol.OpAdd, ID: id, Receiver: 8, Tid: j, After: 100_000, Client: 0x5eed}
+		turn(&fill)
+		id++
+		fill = protocol.Request{Op: protocol.OpCancel, ID: id, Receiver: 8, Tid: j, Client: 0x5eed}
+		turn(&fill)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	i := uint64(live)
+	for b.Loop() {
+		id++
+		add.ID, add.Tid = id, i
+		turn(&add)
+		id++
+		cancel.ID, cancel.Tid = id, i-live
+		turn(&cancel)
+		i++
+	}
+}

@@ -212,6 +212,12 @@ func dumpState(c *Core, receivers []uint64, live bool) string {
 	groups := encoder{}
 	c.appendGroups(&groups) // the groups, paused marks and bulk operations, canonical
 	p("groups %x", groups.b)
+	p("requestIDs %d bytes %d", len(c.reqIDs.byKey), c.reqIDs.bytes)
+	for pos := c.reqIDs.first; pos < c.reqIDs.next; pos++ {
+		if e := c.reqIDs.at(pos); !e.dead {
+			p("  request %d/%d tick %d sum %x reply %x", e.key.client, e.key.id, e.tick, e.sum, e.reply())
+		}
+	}
 	for _, w := range c.waiters {
 		p("waiter session %d id %d done %v target %d fired %d", idOf(w.s), w.id, w.done != nil, w.target, w.fired)
 	}

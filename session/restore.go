@@ -88,6 +88,9 @@ func (c *Core) restoreCore(b []byte) ([]byte, error) {
 		if d.version >= 10 {
 			c.restoreGroups(d)
 		}
+		if d.version >= 11 {
+			c.restoreRequestIDs(d)
+		}
 	} else {
 		c.legacyIdle = true // listed once the wheel is restored (see Restore)
 	}

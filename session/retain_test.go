@@ -143,7 +143,7 @@ func TestRetainLegacySnapshot(t *testing.T) {
 	h.c.unlinkIdle(h.c.receivers[1]) // as a version 4 Core held it
 	e := encoder{}
 	h.c.appendCore(&e)
-	require.Equal(t, []byte{0, 0, 0, 0, 0}, e.b[len(e.b)-5:], "the core section ends with an empty retained list, forgotSeq 0 (version 8) and no groups, paused receivers or bulk operations (version 9)")
+	require.Equal(t, []byte{0, 0, 0, 0, 0, 0}, e.b[len(e.b)-6:], "the core section ends with an empty retained list, forgotSeq 0 (version 8), no groups, paused receivers or bulk operations (version 10) and no request ids (version 11)")
 	snap := h.c.Snapshot()
 	data, _ := snap.AppendNext(nil, 0)
 	snap.Release()
@@ -158,7 +158,7 @@ func TestRetainLegacySnapshot(t *testing.T) {
 	pre.uv(sid(r.queuedIn))
 	at := len(e.b) + 1 + len(pre.b)
 	require.Equal(t, []byte{0, 0}, data[at:at+2])
-	v4 := append(append(append([]byte(nil), data[:len(e.b)-5]...), data[len(e.b):at]...), data[at+2:]...)
+	v4 := append(append(append([]byte(nil), data[:len(e.b)-6]...), data[len(e.b):at]...), data[at+2:]...)
 	v4[len(snapMagic)] = 4
 	c2, err := Restore(h.c.cfg, v4, testLogger(), nil)
 	require.NoError(t, err)

@@ -70,9 +70,13 @@ import (
 // Version 10 added, last, the groups section (issue 27, see appendGroups):
 // the timers' groups, the paused receivers and groups, and the bulk
 // operations in progress. Older versions have none.
+//
+// Version 11 added, after it, the changes remembered for retries with a
+// request id (requestid.go: appendRequestIDs). Older versions remember
+// none.
 const (
 	snapMagic   = "TWCS"
-	snapVersion = 10
+	snapVersion = 11
 )
 
 // ErrTickChanged is returned (wrapped) by Restore when the snapshot was
@@ -163,6 +167,7 @@ func (c *Core) appendCore(e *encoder) {
 	c.appendIdle(e)
 	e.uv(c.forgotSeq)
 	c.appendGroups(e)
+	c.appendRequestIDs(e)
 }
 
 func appendSession(e *encoder, s *Session) {

@@ -275,3 +275,31 @@ func TestCommittedRebuild(t *testing.T) {
 		}
 	}
 }
+
+// TestTransferLeadership: a leader asked to hand over (before a graceful
+// stop) makes another node the leader while it is still running, and
+// reports it no longer leads; the new leader takes proposals. On a node
+// that does not lead it does nothing.
+func TestTransferLeadership(t *testing.T) {
+	tc := newCluster(t, 3, nil)
+	old := tc.leader()
+	led, to, err := tc.nodes[old].n.TransferLeadership()
+	require.NoError(t, err)
+	require.True(t, led)
+	l := tc.leader(old) // without the transfer the old leader would go on leading
+	require.NotEqual(t, old, l)
+	if to != "" {
+		require.Equal(t, tc.nodes[l].id, to, "the node it named leads")
+	}
+	require.Eventually(t, func() bool {
+		ev, ok := tc.nodes[old].lastEvent()
+		return ok && !ev.Leader
+	}, 10*time.Second, 10*time.Millisecond, "the old leader reported it no longer leads")
+	rs := collect(t, tc.proposeAll(l, names("after", 5)...), 5)
+	for _, r := range rs {
+		require.NoError(t, r.err, "the new leader takes proposals")
+	}
+	led, _, err = tc.nodes[old].n.TransferLeadership()
+	require.NoError(t, err)
+	require.False(t, led, "a follower has nothing to hand over")
+}

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
 
 import { AckState, type AckMode } from "./acks.js";
@@ -7,8 +8,8 @@ import { ClosedError, DisconnectedError, TickwheelError } from "./errors.js";
 import { EventQueue, type Event } from "./events.js";
 import type { AddOptions, BindOptions, BindResult, CallOptions, ConnectOptions } from "./options.js";
 import {
-  Missed, NOT_LEADER, Op, PROTOCOL_VERSION, decodeHello, decodeListGroupPage, decodeListPage, decodeStats, decodeTimer, decodeUints,
-  MAX_U64, toU64, type Hello, type Limits, type Message, type OpName, type Request, type Stats, type Timer, type U64,
+  Missed, NOT_LEADER, Op, PROTOCOL_VERSION, decodeCluster, decodeHello, decodeListGroupPage, decodeListPage, decodeStats, decodeTimer, decodeUints,
+  MAX_U64, toU64, type ClusterState, type Hello, type Limits, type Message, type OpName, type Request, type Stats, type Timer, type U64,
 } from "./protocol.js";
 
 interface Bound {
@@ -19,8 +20,28 @@ interface Bound {
 const ACK_DELAY_MS = 2;
 const ACK_BATCH = 256;
 
-/** Ops a node that answers not_leader (as it steps down) may be asked again on the next leader: the reads. */
-const SAFE_TO_RETRY = new Set<string>(["get", "list", "ping", "stats"]);
+/**
+ * Ops a node that answers not_leader (as it steps down) may be asked again
+ * on the next leader: the reads, and the cluster op (its status changes
+ * nothing; adding or removing a member again leaves the same members).
+ */
+const SAFE_TO_RETRY = new Set<string>(["get", "list", "ping", "stats", "cluster"]);
+
+/** The changes: sent with a request id, and again after not_leader or a lost connection, on a server that remembers request ids. */
+const CHANGES = new Set<string>(["add", "cancel", "cancel_all", "pause", "resume"]);
+
+/** A change's request id, fixed at its first attempt on a server that remembers request ids. */
+interface Attempt {
+  id?: bigint;
+}
+
+/** newClientId returns a random non-zero 64-bit client id. */
+function newClientId(): bigint {
+  for (;;) {
+    const id = randomBytes(8).readBigUInt64BE();
+    if (id !== 0n) return id;
+  }
+}
 
 /** isNotLeader: err is a not_leader reply, or a loss of the connection caused by one. */
 function isNotLeader(err: unknown): boolean {
@@ -70,6 +91,10 @@ export class Client extends EventEmitter {
   private reconnecting = false;
   private waiters: { resolve: (c: Conn) => void; reject: (e: Error) => void }[] = [];
   private readonly bound = new Map<bigint, Bound>();
+  /** This client's id in its changes' request ids (random, fixed for its life; docs/PROTOCOL.md, "Retrying changes"). */
+  private readonly clientId = newClientId();
+  /** The next change's request id: never reused, across reconnections. */
+  private nextChangeId = 1n;
   private readonly lastSeq = new Map<bigint, bigint>();
   private readonly acks = new Map<bigint, AckState>();
   private readonly ackDirty = new Set<bigint>();
@@ -299,25 +324,46 @@ export class Client extends EventEmitter {
   /**
    * call sends one request and returns its OK result; onOK runs as the
    * reply is read. A read answered not_leader (the node steps down) is
-   * asked again on the next connection; a change is not (see README).
+   * asked again on the next connection. So is a change (add, cancel,
+   * cancel_all, pause, resume), and also after its connection dropped with
+   * it in flight, when the server remembers request ids (its hello's
+   * request_id_ticks): it carries this client's id and one request id on
+   * every attempt, and the server applies it at most once, answering a
+   * retry of one it applied with the first reply. Elsewhere a change's
+   * not_leader or DisconnectedError goes to the caller: it may have been
+   * applied.
    */
   private async call(op: OpName, req: Omit<Request, "id" | "op">, o?: CallOptions, onOK?: (res: unknown[]) => void): Promise<unknown[]> {
+    const att: Attempt | undefined = CHANGES.has(op) ? {} : undefined;
     for (;;) {
       try {
-        return await this.callOnce(op, req, o, onOK);
+        return await this.callOnce(op, req, o, onOK, att);
       } catch (err) {
-        if (!SAFE_TO_RETRY.has(op) || !isNotLeader(err) || this.opts.reconnect === false) throw err;
+        const retry = att?.id !== undefined ? isNotLeader(err) || err instanceof DisconnectedError
+          : SAFE_TO_RETRY.has(op) && isNotLeader(err);
+        if (!retry || this.opts.reconnect === false || this.closing) throw err;
       }
     }
   }
 
-  private async callOnce(op: OpName, req: Omit<Request, "id" | "op">, o?: CallOptions, onOK?: (res: unknown[]) => void): Promise<unknown[]> {
+  private async callOnce(op: OpName, req: Omit<Request, "id" | "op">, o?: CallOptions, onOK?: (res: unknown[]) => void,
+    att?: Attempt): Promise<unknown[]> {
     const signal = o?.signal;
     signal?.throwIfAborted();
     const cn = await this.waitConn(signal);
     signal?.throwIfAborted();
     (req as Omit<Request, "id">).op = Op[op]; // req is the caller's fresh object
-    const p = cn.send(req as Omit<Request, "id">, op, onOK);
+    if (att) {
+      const ids = (this.hello.limits.request_id_ticks ?? 0n) > 0n; // the hello of cn
+      if (att.id !== undefined && !ids) {
+        throw new DisconnectedError(`tickwheel: ${op}: the change may have been applied, and ${this.addr} does not deduplicate a retry`);
+      }
+      if (ids) {
+        att.id ??= this.nextChangeId++;
+        req.client = this.clientId;
+      }
+    }
+    const p = cn.send(req as Omit<Request, "id">, op, onOK, att?.id);
     if (!signal) return p;
     return new Promise((resolve, reject) => {
       const onAbort = (): void => reject(signal.reason as Error);
@@ -725,6 +771,37 @@ export class Client extends EventEmitter {
   async stats(o?: CallOptions): Promise<Stats> {
     return decodeStats(await this.call("stats", {}, o));
   }
+  /**
+   * clusterStatus (admin) returns the cluster's state as its leader sees
+   * it: role, leader, term, commit and applied index, and the members. A
+   * single server (no cluster.id) rejects with "bad_state".
+   */
+  async clusterStatus(o?: CallOptions): Promise<ClusterState> {
+    return decodeCluster(await this.call("cluster", { command: "status" }, o));
+  }
+
+  /**
+   * clusterAdd (admin) adds node id, whose raft traffic listens at raftAddr
+   * ("host:port"), to the cluster as a voter, and resolves to the cluster's
+   * state once the change is committed. The node must run already, started
+   * without peers (waiting to be added, or with cluster.join) with the
+   * cluster's id and token. Adding a member again at the same address
+   * changes nothing.
+   */
+  async clusterAdd(id: string, raftAddr: string, o?: CallOptions): Promise<ClusterState> {
+    return decodeCluster(await this.call("cluster", { command: "add", node: id, addr: raftAddr }, o));
+  }
+
+  /**
+   * clusterRemove (admin) removes node id from the cluster and resolves to
+   * the cluster's state once the change is committed. Removing the leader
+   * makes it step down: the connection may close before the reply (it is
+   * asked again on the next leader, where the member is already gone).
+   */
+  async clusterRemove(id: string, o?: CallOptions): Promise<ClusterState> {
+    return decodeCluster(await this.call("cluster", { command: "remove", node: id }, o));
+  }
+
 
   /**
    * close sends the acks due, closes the connection and ends the event

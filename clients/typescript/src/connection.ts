@@ -86,10 +86,14 @@ export class Conn {
     return this.pending.length - this.head;
   }
 
-  /** send writes req with a fresh id and returns the pending call (resolved by its reply). */
-  send(req: Omit<Request, "id">, op: string, onOK?: (result: unknown[]) => void): Promise<unknown[]> {
+  /**
+   * send writes req with a fresh id (or reqId, a change's request id, the
+   * same on every attempt) and returns the pending call (resolved by its
+   * reply).
+   */
+  send(req: Omit<Request, "id">, op: string, onOK?: (result: unknown[]) => void, reqId?: bigint): Promise<unknown[]> {
     if (this.closed) return Promise.reject(new DisconnectedError("tickwheel: not connected"));
-    const id = this.nextId++;
+    const id = reqId ?? this.nextId++;
     const frame = encodeRequest(req, id);
     return new Promise<unknown[]>((resolve, reject) => {
       this.pending.push({ id, op, resolve, reject, onOK });

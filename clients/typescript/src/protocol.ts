@@ -60,6 +60,7 @@ export const ErrorCodes = {
   12: "timeout",
   13: "unavailable",
   14: "not_leader",
+  17: "request_id_reused",
 } as const;
 
 /** The not_leader code: a cluster follower's answer to every request, naming the leader's address. */
@@ -128,6 +129,12 @@ export interface Request {
   command?: string;
   node?: string;
   addr?: string;
+  /**
+   * add, cancel, cancel_all, pause, resume: the client's id, which with the
+   * request's id makes a change the server applies at most once (its last
+   * argument; docs/PROTOCOL.md, "Retrying changes"). 0 or absent: none.
+   */
+  client?: bigint;
 }
 
 type ArgKind = "u" | "s" | "d" | "b" | "f";
@@ -141,17 +148,18 @@ const opArgs: Record<number, Arg[]> = {
   [Op.add]: [
     ["receiver", "u"], ["tid", "u"], ["after", "u"], ["at", "u"], ["every", "u"], ["repeat", "u"],
     ["data", "d"], ["replace", "b"], ["afterNs", "u"], ["schedule", "s"], ["zone", "s"], ["missed", "u"], ["group", "u"],
+    ["client", "u"],
   ],
-  [Op.cancel]: [["receiver", "u"], ["tid", "u"]],
+  [Op.cancel]: [["receiver", "u"], ["tid", "u"], ["client", "u"]],
   [Op.get]: [["receiver", "u"], ["tid", "u"]],
   [Op.list]: [["receiver", "u"], ["fromTid", "u"], ["limit", "u"]],
-  [Op.cancel_all]: [["receiver", "u"]],
+  [Op.cancel_all]: [["receiver", "u"], ["client", "u"]],
   [Op.cancel_group]: [["group", "u"]],
   [Op.pause_all]: [["receiver", "u"], ["group", "u"]],
   [Op.resume_all]: [["receiver", "u"], ["group", "u"]],
   [Op.list_group]: [["group", "u"], ["fromReceiver", "u"], ["fromTid", "u"], ["limit", "u"]],
-  [Op.pause]: [["receiver", "u"], ["tid", "u"]],
-  [Op.resume]: [["receiver", "u"], ["tid", "u"]],
+  [Op.pause]: [["receiver", "u"], ["tid", "u"], ["client", "u"]],
+  [Op.resume]: [["receiver", "u"], ["tid", "u"], ["client", "u"]],
   [Op.ping]: [],
   [Op.ack]: [["receiver", "u"], ["seq", "u"]],
   [Op.fast_forward]: [["ticks", "u"]],
@@ -168,7 +176,7 @@ const opArgs: Record<number, Arg[]> = {
  * to the last that is set, so an add that uses none of them has the bytes
  * it always had.
  */
-const baseArgs: Record<number, number> = { [Op.add]: 8 };
+const baseArgs: Record<number, number> = { [Op.add]: 8, [Op.cancel]: 2, [Op.cancel_all]: 1, [Op.pause]: 2, [Op.resume]: 2 };
 
 function isDefault(r: Omit<Request, "id">, name: keyof Request): boolean {
   const v = (r as Request)[name];
@@ -442,7 +450,8 @@ export type Limits = Partial<Record<
   | "max_receivers_per_session" | "max_backlog" | "max_backlog_bytes" | "max_backlog_total"
   | "max_backlog_bytes_total" | "max_outbox" | "max_outbox_bytes" | "max_outbox_total"
   | "max_outbox_bytes_total" | "max_outbound" | "max_inbound" | "max_connections" | "max_name"
-  | "max_list_page" | "max_list_bytes" | "handshake_timeout_ms" | "idle_timeout_ms" | "frame_timeout_ms",
+  | "max_list_page" | "max_list_bytes" | "handshake_timeout_ms" | "idle_timeout_ms" | "frame_timeout_ms"
+  | "max_request_ids" | "request_id_ticks",
   bigint>> & Record<string, bigint>;
 
 /** The hello result. */

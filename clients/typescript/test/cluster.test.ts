@@ -15,8 +15,10 @@ import { ConnectError, TickwheelError, connect, type Client, type FireEvent } fr
 import { ADMIN_TOKEN, Reader, startServer, type RunningServer } from "../testkit/server.js";
 
 const vectors = JSON.parse(readFileSync(new URL("../../../../protocol/testdata/vectors.json", import.meta.url), "utf8"));
-/** A hello reply with id 1: a Conn's first request is its hello, id 1. */
+/** A hello reply with id 1: a Conn's first request is its hello, id 1. Its limits say the server remembers request ids. */
 const helloOK = Buffer.from(vectors.replies.find((v: { name: string }) => v.name === "ok-hello").hex, "hex");
+/** The hello reply of a server that predates request ids: no request_id_ticks in its limits. */
+const helloOKNoIDs = frame([0, 1, [5, 1000, 10_000_000, "0.1.0", { max_frame: 65536 }]]);
 
 let srv: RunningServer;
 const clients: Client[] = [];
@@ -47,7 +49,7 @@ interface Fake {
   refused: number;
 }
 
-async function fakeNode(leader: (n: number) => string, helloOKs = 0, port = 0): Promise<Fake> {
+async function fakeNode(leader: (n: number) => string, helloOKs = 0, port = 0, hello: Uint8Array = helloOK): Promise<Fake> {
   const f: Fake = { addr: "", refused: 0 };
   const server = createServer((s: Socket) => {
     s.on("error", () => {});
@@ -60,7 +62,7 @@ async function fakeNode(leader: (n: number) => string, helloOKs = 0, port = 0): 
         buf = buf.subarray(4 + n);
         if (req[0] === 1 && helloOKs > 0) {
           helloOKs--;
-          s.write(helloOK);
+          s.write(hello);
           continue;
         }
         s.end(frame([1, req[1], 14, "this node is a follower", leader(f.refused++)]));
@@ -140,14 +142,26 @@ test("connect tries again while no node knows a leader", async () => {
   assert.ok(none.refused > 2, "tried again");
 });
 
-test("a node that steps down: reads go again to the leader, changes reject with not_leader", async () => {
+test("a node that steps down: reads go again to the leader, and changes, with a request id", async () => {
   const a = await fakeNode(() => srv.addr, 1);
   const c = await dial(a.addr, { reconnect: { minMs: 5, maxMs: 5 } });
   assert.equal(c.addr, a.addr);
   await assert.rejects(c.get(1, 1), (err: unknown) => err instanceof TickwheelError && err.code === "not_found");
   assert.equal(c.addr, srv.addr, "answered by the real server");
 
-  const b = await fakeNode(() => srv.addr, 1);
+  // A node that remembers request ids (its hello says so): the add goes to
+  // the leader with the same request id, and the caller sees its reply.
+  const now = await c.ping();
+  const e = await fakeNode(() => srv.addr, 1);
+  const g = await dial(e.addr, { reconnect: { minMs: 5, maxMs: 5 } });
+  assert.equal(await g.add(1, 2, 100), now + 100n, "sent again to the leader");
+  assert.equal(g.addr, srv.addr);
+  assert.equal(e.refused, 1);
+  await g.cancel(1, 2);
+
+  // A node that does not: the add rejects with not_leader (it may have
+  // been applied; the caller decides).
+  const b = await fakeNode(() => srv.addr, 1, 0, helloOKNoIDs);
   const d = await dial(b.addr, { reconnect: { minMs: 5, maxMs: 5 } });
   const err = await rejectsNotLeader(d.add(1, 1, 100), new RegExp(`\\(leader ${srv.addr}\\)`));
   assert.equal(err.op, "add");
@@ -207,5 +221,37 @@ test("failover: re-bound on the new leader, unacknowledged events come from ther
     await srvA.stop();
     await srvB?.stop();
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("cluster status, add and remove against real cluster nodes; a single server answers bad_state", { timeout: 60000 }, async () => {
+  await assert.rejects((await dial(srv.addr)).clusterStatus(), (err: unknown) => err instanceof TickwheelError && err.code === "bad_state");
+
+  const dirs = [mkdtempSync(join(tmpdir(), "tickwheel-ts-n1-")), mkdtempSync(join(tmpdir(), "tickwheel-ts-n2-"))];
+  const [c1, r1, c2, r2] = [await freePort(), await freePort(), await freePort(), await freePort()].map((p) => `127.0.0.1:${p}`);
+  const node = (id: string, client: string, dir: string, more: string[]): string[] =>
+    ["-addr", client, "-data-dir", dir, "-cluster-id", "ts", "-node-id", id, ...more];
+  const n1 = await startServer(node("n1", c1, dirs[0], ["-peers", `n1=${r1}=${c1}`]));
+  let n2: RunningServer | undefined;
+  try {
+    const c = await dial(c1, { signal: AbortSignal.timeout(20000) }); // until n1 has elected itself
+    const st = await c.clusterStatus();
+    assert.equal(st.role, "leader");
+    assert.equal(st.leader, "n1");
+    assert.ok(st.term > 0n && st.commitIndex > 0n && st.appliedIndex > 0n, JSON.stringify(st, (_, v) => typeof v === "bigint" ? String(v) : v));
+    assert.deepEqual(st.members, [{ id: "n1", raftAddr: r1, voter: true }]);
+
+    n2 = await startServer(node("n2", c2, dirs[1], ["-raft-addr", r2])); // no peers: it waits to be added
+    const added = await c.clusterAdd("n2", r2, { signal: AbortSignal.timeout(20000) });
+    assert.deepEqual(added.members.map((m) => [m.id, m.raftAddr, m.voter]), [["n1", r1, true], ["n2", r2, true]]);
+    assert.deepEqual((await c.clusterAdd("n2", r2)).members.length, 2, "adding it again changes nothing");
+    const removed = await c.clusterRemove("n2", { signal: AbortSignal.timeout(20000) });
+    assert.deepEqual(removed.members, [{ id: "n1", raftAddr: r1, voter: true }]);
+    assert.deepEqual((await c.clusterStatus()).members.map((m) => m.id), ["n1"]);
+  } finally {
+    for (const cl of clients.splice(0)) await cl.close();
+    await n2?.stop();
+    await n1.stop();
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
   }
 });

@@ -259,6 +259,33 @@ test("reconnect: calls wait, receivers are bound again, acknowledged events surv
   }
 });
 
+test("a change whose reply the connection lost is sent again with its request id and applied once", async () => {
+  const relay = await Relay.start(srv.addr);
+  try {
+    const admin = await dial("admin-retry");
+    const c = await dial("retry", ADMIN_TOKEN, relay.addr, { reconnect: { minMs: 10, maxMs: 50 } });
+    assert.ok((c.limits.request_id_ticks ?? 0n) > 0n, "the server remembers request ids");
+    const lostReply = async <T>(call: () => Promise<T>, applied: () => Promise<boolean>): Promise<T> => {
+      relay.holdReplies(true);
+      const p = call();
+      while (!(await applied())) await new Promise((r) => setTimeout(r, 5));
+      relay.holdReplies(false);
+      assert.equal(relay.cut(), 1); // the server applied it; the client never saw the reply
+      return p;
+    };
+    const now = await admin.ping(); // (frozen)
+    const due = await lostReply(() => c.add(4400, 1, 50), async () => (await admin.list(4400)).length === 1);
+    assert.equal(due, now + 50n, "the first add's reply, not exists");
+    await admin.add(4400, 2, 60);
+    const n = await lostReply(() => c.cancelAll(4400), async () => (await admin.list(4400)).length === 0);
+    assert.equal(n, 2n, "the first cancel_all's count, not 0");
+    assert.deepEqual(await admin.list(4400), []);
+  } finally {
+    await relay.stop();
+    await (await dial("admin-retry-cleanup")).cancelAll(4400);
+  }
+});
+
 test("acknowledged mode, manual: unacked events come again to the next binder", async () => {
   const admin = await dial("admin-ack");
   const a = await dial("ack-a", "");

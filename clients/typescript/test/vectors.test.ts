@@ -33,7 +33,7 @@ const jdata = (d: Uint8Array | null): string | null => (d && d.length > 0 ? hex(
 
 const argNames: Record<string, keyof Request> = {
   version: "version", name: "name", token: "token", receiver: "receiver", tid: "tid", after: "after", at: "at",
-  every: "every", repeat: "repeat", data: "data", replace: "replace", after_ns: "afterNs", schedule: "schedule",
+  every: "every", repeat: "repeat", data: "data", replace: "replace", after_ns: "afterNs", schedule: "schedule", client: "client",
   zone: "zone", missed: "missed", ephemeral: "ephemeral", ack: "ack", from_tid: "fromTid", limit: "limit",
   seq: "seq", ticks: "ticks", speed: "speed", command: "command", node: "node", addr: "addr",
   group: "group", from_receiver: "fromReceiver",

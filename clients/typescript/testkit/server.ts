@@ -74,10 +74,14 @@ export function startServer(args: string[] = ["-frozen", "-start-tick", "1000"])
   });
 }
 
-/** Relay forwards TCP connections to a target; cut() resets every connection through it. */
+/**
+ * Relay forwards TCP connections to a target; cut() resets every connection
+ * through it; while holding (holdReplies), what the server sends is dropped.
+ */
 export class Relay {
   private readonly server: Server;
   private readonly pairs = new Set<[Socket, Socket]>();
+  private holding = false;
   addr = "";
 
   private constructor(private readonly target: string) {
@@ -94,8 +98,15 @@ export class Relay {
       down.on("error", drop).on("close", drop);
       up.on("error", drop).on("close", drop);
       down.pipe(up);
-      up.pipe(down);
+      up.on("data", (chunk: Buffer) => {
+        if (!this.holding) down.write(chunk);
+      });
     });
+  }
+
+  /** holdReplies drops (on) or forwards again (off) what the server sends: a reply "lost" with a connection then cut. */
+  holdReplies(on: boolean): void {
+    this.holding = on;
   }
 
   static async start(target: string): Promise<Relay> {

@@ -4,7 +4,9 @@
 // runs both in one run):
 //
 //   - adds/s: n adds from -callers goroutines sharing one Client, each
-//     with one add in flight (pipelined on one connection);
+//     with one add in flight (pipelined on one connection), and each
+//     add's round trip (the Add call: request written, reply read) as
+//     p50, p99, p99.9 and max in ms;
 //   - fires/s: n one-shot timers over 64 receivers, all due on one tick
 //     (added beforehand, not timed), fast-forwarded over, every event
 //     read from Events.
@@ -20,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,7 +59,7 @@ func run(addr, token string, n, callers int, ackName string) error {
 	}
 	defer c.Close()
 	base := uint64(2_000_000_000) + uint64(os.Getpid())*10_000
-	adds, err := measureAdds(ctx, c, base, n, callers)
+	adds, rtt, err := measureAdds(ctx, c, base, n, callers)
 	if err != nil {
 		return err
 	}
@@ -65,12 +68,13 @@ func run(addr, token string, n, callers int, ackName string) error {
 		return err
 	}
 	return json.NewEncoder(os.Stdout).Encode(map[string]any{"client": "go", "n": n, "callers": callers, "ack": ackName,
-		"adds_per_s": int(adds), "fires_per_s": int(fires)})
+		"adds_per_s": int(adds), "fires_per_s": int(fires), "add_rtt_ms": rtt})
 }
 
 // addMany adds n one-shot timers (receiver base + i%spread, tid i+1, due
-// after ticks) from callers goroutines.
-func addMany(ctx context.Context, c *client.Client, base uint64, spread, n, callers int, after uint64) error {
+// after ticks) from callers goroutines; lat, when not nil (n long), gets
+// each add's round trip.
+func addMany(ctx context.Context, c *client.Client, base uint64, spread, n, callers int, after uint64, lat []time.Duration) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, callers)
@@ -79,9 +83,13 @@ func addMany(ctx context.Context, c *client.Client, base uint64, spread, n, call
 		go func() {
 			defer wg.Done()
 			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
+				t0 := time.Now()
 				if _, err := c.Add(ctx, base+uint64(i)%uint64(spread), uint64(i)+1, after, nil); err != nil {
 					errs <- err
 					return
+				}
+				if lat != nil {
+					lat[i] = time.Since(t0)
 				}
 			}
 		}()
@@ -91,18 +99,22 @@ func addMany(ctx context.Context, c *client.Client, base uint64, spread, n, call
 	return <-errs
 }
 
-func measureAdds(ctx context.Context, c *client.Client, base uint64, n, callers int) (float64, error) {
+// measureAdds returns adds/s and the adds' round trips (quantiles in ms).
+func measureAdds(ctx context.Context, c *client.Client, base uint64, n, callers int) (float64, map[string]float64, error) {
+	lat := make([]time.Duration, n)
 	t0 := time.Now()
-	if err := addMany(ctx, c, base, 1024, n, callers, 1_000_000); err != nil {
-		return 0, err
+	if err := addMany(ctx, c, base, 1024, n, callers, 1_000_000, lat); err != nil {
+		return 0, nil, err
 	}
 	s := time.Since(t0).Seconds()
 	for r := range uint64(1024) {
 		if _, err := c.CancelAll(ctx, base+r); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 	}
-	return float64(n) / s, nil
+	slices.Sort(lat)
+	q := func(p float64) float64 { return float64(lat[int(p*float64(n-1))].Microseconds()) / 1000 }
+	return float64(n) / s, map[string]float64{"p50": q(0.5), "p99": q(0.99), "p999": q(0.999), "max": q(1)}, nil
 }
 
 func measureFires(ctx context.Context, c *client.Client, base uint64, n, callers int, mode client.AckMode) (float64, error) {
@@ -111,7 +123,7 @@ func measureFires(ctx context.Context, c *client.Client, base uint64, n, callers
 			return 0, err
 		}
 	}
-	if err := addMany(ctx, c, base, receivers, n, callers, 1); err != nil {
+	if err := addMany(ctx, c, base, receivers, n, callers, 1, nil); err != nil {
 		return 0, err
 	}
 	t0 := time.Now()

@@ -1,0 +1,265 @@
+package session
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickwheel/tickwheel/protocol"
+	"github.com/tickwheel/tickwheel/wheel"
+)
+
+const testClient = 0x5eed
+
+// frame is req's payload as a client sends it.
+func frame(req protocol.Request) []byte {
+	return protocol.AppendRequest(nil, &req)[protocol.HeaderSize:]
+}
+
+// rawReplies applies payload from s and returns the bytes s was sent.
+func (h *harness) rawReplies(s *Session, payload []byte) []byte {
+	h.apply(s, payload)
+	h.flush()
+	out := h.outs[s]
+	delete(h.outs, s)
+	return out
+}
+
+// TestRetryGetsTheFirstReply: a change with a request id that is sent
+// again — on another connection, as after a failover — gets the first
+// reply byte for byte and changes nothing: the add is not applied twice
+// (without ids the retry is exists), a retried cancel is not not_found, a
+// retried cancel_all reports the count it cancelled. The harness's replica
+// replays the record and must hold the same memory.
+func TestRetryGetsTheFirstReply(t *testing.T) {
+	h := newHarness(t, nil)
+	first, again := h.session(), h.session()
+	add := frame(protocol.Request{Op: protocol.OpAdd, ID: 5, Receiver: 1, Tid: 1, After: 50, Client: testClient})
+	reply := h.rawReplies(first, add)
+	h.c.Close(first, 0)
+	h.c.Advance(h.c.Now()+3, 100)
+	assert.Equal(t, reply, h.rawReplies(again, add), "the retry's reply")
+	assert.Equal(t, 1, h.c.Wheel().Len())
+	in, err := h.c.Wheel().Get(wheel.Key{Receiver: 1, Tid: 1})
+	require.NoError(t, err)
+	assert.Equal(t, uint64(start+50), in.Due, "the first add's timer, not one added 3 ticks later")
+
+	for _, req := range []protocol.Request{
+		{Op: protocol.OpPause, ID: 6, Receiver: 1, Tid: 1, Client: testClient},
+		{Op: protocol.OpResume, ID: 7, Receiver: 1, Tid: 1, Client: testClient},
+		{Op: protocol.OpCancel, ID: 8, Receiver: 1, Tid: 1, Client: testClient},
+	} {
+		p := frame(req)
+		r := h.rawReplies(again, p)
+		assert.Equal(t, r, h.rawReplies(again, p), "%s retried", req.Op)
+	}
+	assert.Equal(t, 0, h.c.Wheel().Len())
+
+	h.do(again, protocol.Request{Op: protocol.OpAdd, ID: 9, Receiver: 2, Tid: 1, After: 5})
+	h.do(again, protocol.Request{Op: protocol.OpAdd, ID: 10, Receiver: 2, Tid: 2, After: 5})
+	all := frame(protocol.Request{Op: protocol.OpCancelAll, ID: 11, Receiver: 2, Client: testClient})
+	ms := h.do(again, protocol.Request{Op: protocol.OpCancelAll, ID: 11, Receiver: 2, Client: testClient})
+	require.Len(t, ms, 1)
+	assert.Equal(t, []uint64{2}, okUints(t, protocol.OpCancelAll, ms[0]))
+	ms = h.take(again)
+	require.Empty(t, ms)
+	h.apply(again, all)
+	ms = h.take(again)
+	require.Len(t, ms, 1)
+	assert.Equal(t, []uint64{2}, okUints(t, protocol.OpCancelAll, ms[0]), "the retry reports the first count, not 0")
+
+	n, bytes := h.c.RequestIDs()
+	assert.Equal(t, 5, n)
+	st := h.c.Stats()
+	assert.Equal(t, uint64(5), st.RequestIDs)
+	assert.Equal(t, bytes, st.RequestIDBytes)
+	assert.Equal(t, uint64(5*reqEntryBytes), bytes, "every reply fits in its entry")
+}
+
+// TestRetryOtherClientOrIDApplies: the memory is per client and id: the
+// same id from another client, or an add without a client id, is a new
+// request.
+func TestRetryOtherClientOrIDApplies(t *testing.T) {
+	h := newHarness(t, nil)
+	s := h.session()
+	okUints(t, protocol.OpAdd, h.do(s, protocol.Request{Op: protocol.OpAdd, ID: 1, Receiver: 1, Tid: 1, After: 5, Client: 1})[0])
+	m := h.do(s, protocol.Request{Op: protocol.OpAdd, ID: 1, Receiver: 1, Tid: 1, After: 5, Client: 2})[0]
+	assert.Equal(t, protocol.CodeExists, m.Code, "another client's request 1")
+	m = h.do(s, protocol.Request{Op: protocol.OpAdd, ID: 1, Receiver: 1, Tid: 1, After: 5})[0]
+	assert.Equal(t, protocol.CodeExists, m.Code, "no client id: no memory")
+}
+
+// TestRequestIDReused: a remembered client and id sent with another
+// request is request_id_reused, and nothing is applied.
+func TestRequestIDReused(t *testing.T) {
+	h := newHarness(t, nil)
+	s := h.session()
+	okUints(t, protocol.OpAdd, h.do(s, protocol.Request{Op: protocol.OpAdd, ID: 3, Receiver: 1, Tid: 1, After: 5, Client: testClient})[0])
+	m := h.do(s, protocol.Request{Op: protocol.OpAdd, ID: 3, Receiver: 1, Tid: 2, After: 5, Client: testClient})[0]
+	assert.Equal(t, protocol.CodeRequestIDReused, m.Code, m.Text)
+	assert.Equal(t, uint64(3), m.ID)
+	assert.Equal(t, 1, h.c.Wheel().Len(), "the second add was not applied")
+	m = h.do(s, protocol.Request{Op: protocol.OpCancel, ID: 3, Receiver: 1, Tid: 1, Client: testClient})[0]
+	assert.Equal(t, protocol.CodeRequestIDReused, m.Code, "another op under the same id")
+	assert.Equal(t, 1, h.c.Wheel().Len())
+}
+
+// TestRefusedChangeIsNotRemembered: a change that was refused changed
+// nothing and is not remembered, so its retry is judged afresh (and may
+// now apply, once).
+func TestRefusedChangeIsNotRemembered(t *testing.T) {
+	h := newHarness(t, nil)
+	s := h.session()
+	h.do(s, protocol.Request{Op: protocol.OpAdd, ID: 1, Receiver: 1, Tid: 1, After: 5})
+	add := protocol.Request{Op: protocol.OpAdd, ID: 2, Receiver: 1, Tid: 1, After: 9, Client: testClient}
+	assert.Equal(t, protocol.CodeExists, h.do(s, add)[0].Code)
+	n, _ := h.c.RequestIDs()
+	assert.Zero(t, n)
+	h.do(s, protocol.Request{Op: protocol.OpCancel, ID: 3, Receiver: 1, Tid: 1})
+	due := okUints(t, protocol.OpAdd, h.do(s, add)[0])
+	assert.Equal(t, []uint64{start + 9}, due, "the retry applies now")
+	assert.Equal(t, []uint64{start + 9}, okUints(t, protocol.OpAdd, h.do(s, add)[0]), "and once")
+	assert.Equal(t, 1, h.c.Wheel().Len())
+}
+
+// TestRetryPastTheWindow: past request_id_ticks, or once max_request_ids
+// newer changes are remembered, a retry is a new request (as documented in
+// PROTOCOL.md): the add is applied again and gets exists, the cancel
+// not_found. The memory never holds more than max_request_ids.
+func TestRetryPastTheWindow(t *testing.T) {
+	h := newHarness(t, func(_ *Config, l *Limits) { l.RequestIDTicks, l.MaxRequestIDs = 10, 3 })
+	s := h.session()
+	add := protocol.Request{Op: protocol.OpAdd, ID: 1, Receiver: 1, Tid: 1, After: 100, Client: testClient}
+	okUints(t, protocol.OpAdd, h.do(s, add)[0])
+	h.c.Advance(h.c.Now()+10, 100)
+	okUints(t, protocol.OpAdd, h.do(s, add)[0]) // 10 ticks on: still remembered
+	h.c.Advance(h.c.Now()+1, 100)
+	assert.Equal(t, protocol.CodeExists, h.do(s, add)[0].Code, "11 ticks on: forgotten, applied again")
+
+	for i := range uint64(4) {
+		okUints(t, protocol.OpAdd, h.do(s, protocol.Request{Op: protocol.OpAdd, ID: 10 + i, Receiver: 2, Tid: i, After: 100, Client: testClient})[0])
+		n, bytes := h.c.RequestIDs()
+		assert.LessOrEqual(t, n, 3)
+		assert.Equal(t, uint64(n)*reqEntryBytes, bytes)
+	}
+	m := h.do(s, protocol.Request{Op: protocol.OpAdd, ID: 10, Receiver: 2, Tid: 0, After: 100, Client: testClient})[0]
+	assert.Equal(t, protocol.CodeExists, m.Code, "the oldest of 4 went past max_request_ids 3")
+	okUints(t, protocol.OpAdd, h.do(s, protocol.Request{Op: protocol.OpAdd, ID: 13, Receiver: 2, Tid: 3, After: 100, Client: testClient})[0])
+}
+
+// TestRequestIDsSurviveSnapshotAndReplay: the memory is in the snapshot:
+// a Core restored from it (a restart, or a follower installing it) and
+// replaying the records after it answers a retry with the first reply,
+// for changes from before the snapshot and after it, and writes the same
+// snapshot bytes as the live Core.
+func TestRequestIDsSurviveSnapshotAndReplay(t *testing.T) {
+	cfg := Config{AdminToken: testAdminToken, TickNs: 10_000_000, MaxFiresPerTurn: 10_000}
+	w, err := wheel.New(start, wheel.Config{})
+	require.NoError(t, err)
+	live := New(cfg, Limits{}, w, nil, nil)
+	live.Record(true)
+	s := live.Open()
+	live.Apply(s, frame(protocol.Request{Op: protocol.OpHello, Version: protocol.Version, Name: "a", Token: testAdminToken}))
+	before := frame(protocol.Request{Op: protocol.OpAdd, ID: 1, Receiver: 5, Tid: 1, After: 100, Client: testClient})
+	live.Apply(s, before)
+	live.Flush(discardOut, nil)
+	live.TakeRecord()
+	snap := live.Snapshot()
+	base, _ := snap.AppendNext(nil, 0)
+	snap.Release()
+	after := frame(protocol.Request{Op: protocol.OpAdd, ID: 2, Receiver: 5, Tid: 2, After: 100, Client: testClient})
+	live.Apply(s, after)
+	live.Flush(discardOut, nil)
+	live.Close(s, 0) // (a session's stream is compared elsewhere)
+	rec, _ := live.TakeRecord()
+
+	restored, err := Restore(cfg, base, nil, nil)
+	require.NoError(t, err)
+	require.NoError(t, restored.Replay(rec))
+	n, bytes := restored.RequestIDs()
+	wn, wbytes := live.RequestIDs()
+	assert.Equal(t, wn, n)
+	assert.Equal(t, wbytes, bytes)
+	a, _ := live.Snapshot().AppendNext(nil, 0)
+	b, _ := restored.Snapshot().AppendNext(nil, 0)
+	assert.Equal(t, a, b, "the same snapshot bytes")
+
+	r := restored.Open()
+	restored.Apply(r, frame(protocol.Request{Op: protocol.OpHello, Version: protocol.Version, Name: "b", Token: testAdminToken}))
+	for _, p := range [][]byte{before, after} {
+		out := len(r.out)
+		restored.Apply(r, p)
+		var m protocol.Message
+		payload, _, err := protocol.SplitFrame(r.out[out:], 1<<20)
+		require.NoError(t, err)
+		require.NoError(t, protocol.DecodeMessage(payload, &m))
+		assert.Equal(t, protocol.KindOK, m.Kind, "%s %s", m.Code, m.Text)
+	}
+	assert.Equal(t, 2, restored.Wheel().Len())
+}
+
+// TestReplyFrame: the reply remembered for a change is its reply frame,
+// even after another frame (an event) in the session's output, and none
+// is found in output without one or cut short.
+func TestReplyFrame(t *testing.T) {
+	ev := protocol.AppendFire(nil, &protocol.Fire{Receiver: 1, Tid: 2, Tick: 3, Fired: 1, Seq: 1})
+	ok := protocol.AppendOK(nil, 7, 1050)
+	fail := protocol.AppendError(nil, 8, protocol.CodeNotFound, "timer not found")
+	assert.Equal(t, ok, replyFrame(append(append([]byte(nil), ev...), ok...)))
+	assert.Equal(t, fail, replyFrame(append(append([]byte(nil), fail...), ev...)))
+	assert.Nil(t, replyFrame(ev))
+	assert.Nil(t, replyFrame(ok[:len(ok)-1]))
+	assert.Nil(t, replyFrame(nil))
+}
+
+// TestRequestIDsRing: the memory is a ring that wraps around and grows: with
+// max_request_ids 100 and 1,000 adds, the last 100 are remembered (their
+// retries get the first reply), the ones before are not, and a snapshot
+// restores exactly those, in order. A reply too long for an entry is kept
+// whole and counted.
+func TestRequestIDsRing(t *testing.T) {
+	h := newHarness(t, func(_ *Config, l *Limits) { l.MaxRequestIDs = 100 })
+	s := h.session()
+	add := func(i uint64) protocol.Request {
+		return protocol.Request{Op: protocol.OpAdd, ID: 1000 + i, Receiver: 3, Tid: i, After: 100 + i, Client: testClient}
+	}
+	for i := range uint64(1000) {
+		okUints(t, protocol.OpAdd, h.do(s, add(i))[0])
+	}
+	n, bytes := h.c.RequestIDs()
+	require.Equal(t, 100, n)
+	assert.Equal(t, uint64(100*reqEntryBytes), bytes)
+	assert.LessOrEqual(t, len(h.c.reqIDs.ring), 256, "the ring grew to hold 100, not 1,000")
+	for i := uint64(900); i < 1000; i++ {
+		assert.Equal(t, []uint64{start + 100 + i}, okUints(t, protocol.OpAdd, h.do(s, add(i))[0]), "retry of add %d", i)
+	}
+	assert.Equal(t, protocol.CodeExists, h.do(s, add(899))[0].Code, "forgotten: applied again")
+
+	snap := h.c.Snapshot()
+	data, _ := snap.AppendNext(nil, 0)
+	snap.Release()
+	r, err := Restore(h.c.cfg, data, nil, nil)
+	require.NoError(t, err)
+	var a, b []string
+	for p := h.c.reqIDs.first; p < h.c.reqIDs.next; p++ {
+		if e := h.c.reqIDs.at(p); !e.dead {
+			a = append(a, fmt.Sprintf("%v %d %x %x", e.key, e.tick, e.sum, e.reply()))
+		}
+	}
+	for p := r.reqIDs.first; p < r.reqIDs.next; p++ {
+		e := r.reqIDs.at(p)
+		b = append(b, fmt.Sprintf("%v %d %x %x", e.key, e.tick, e.sum, e.reply()))
+	}
+	assert.Equal(t, a, b)
+
+	var e reqEntry
+	long := make([]byte, 100)
+	e.setReply(long)
+	assert.Equal(t, long, e.reply())
+	assert.Equal(t, uint64(reqEntryBytes+100), e.size())
+	e.setReply([]byte{1, 2, 3})
+	assert.Equal(t, []byte{1, 2, 3}, e.reply())
+	assert.Equal(t, uint64(reqEntryBytes), e.size())
+}
