@@ -95,7 +95,7 @@ func (x *index) lookupHash(k Key, h uint64) (pos uint64, i uint32) {
 		if e&^idxMask != t {
 			continue
 		}
-		if n := x.nodes.at(e & idxMask); n.receiver == k.Receiver && n.tid == k.Tid {
+		if n := x.nodes.get(e & idxMask); n.receiver == k.Receiver && n.tid == k.Tid {
 			return p, e & idxMask
 		}
 	}
@@ -140,7 +140,7 @@ func (x *index) resize(size int) {
 	s := x.nodes
 	if used := s.n - s.nsent; used <= 2*x.count {
 		for i := s.nsent; i < s.n; i++ {
-			if n := s.at(i); n.wprev != markFree {
+			if n := s.get(i); n.wprev != markFree {
 				x.put(n, i)
 			}
 		}
@@ -148,7 +148,7 @@ func (x *index) resize(size int) {
 	}
 	for _, e := range old {
 		if e != 0 && e != tomb {
-			x.put(s.at(e&idxMask), e&idxMask)
+			x.put(s.get(e&idxMask), e&idxMask)
 		}
 	}
 }
@@ -189,7 +189,7 @@ func (x *index) build() bool {
 	const ahead = 16
 	var hs [ahead]uint64 // hashes of the nodes ahead, by index mod ahead
 	keyHash := func(i uint32) uint64 {
-		n := s.at(i)
+		n := s.get(i)
 		h := hash(Key{n.receiver, n.tid})
 		prefetch(unsafe.Pointer(&x.table[h&x.mask]))
 		return h
@@ -202,11 +202,11 @@ func (x *index) build() bool {
 		if j := i + ahead; j < s.n {
 			hs[j%ahead] = keyHash(j)
 		}
-		n, t := s.at(i), tag(h)
+		n, t := s.get(i), tag(h)
 		p := h & x.mask
 		for e := x.table[p]; e != 0; e = x.table[p] {
 			if e&^idxMask == t {
-				if m := s.at(e & idxMask); m.receiver == n.receiver && m.tid == n.tid {
+				if m := s.get(e & idxMask); m.receiver == n.receiver && m.tid == n.tid {
 					return false
 				}
 			}
