@@ -6,7 +6,7 @@ import (
 )
 
 // cowArray is the storage of the slab's nodes and of the extras: items
-// addressed by uint32 index, in pages of pageLen items, pageRefs to the
+// addressed by uint32 index, in pages of pageLen items, references to the
 // pages in blocks of blockPages. Growing appends a block (all its pages
 // allocated at once) and never moves an item, so a wheel of millions of
 // timers grows without copying them.
@@ -20,7 +20,7 @@ import (
 // at, which first copies the page (and the block holding its reference)
 // into the current epoch when it is older; a page is copied at most once
 // per snapshot, on its first write after freeze, so the loop pays for the
-// pages it writes while a snapshot is being encoded, a page (3.5 KiB of
+// pages it writes while a snapshot is being encoded, a page (4 KiB of
 // nodes) at a time, instead of a copy of the whole wheel in one turn.
 // Reads (get) never copy.
 //
@@ -43,14 +43,18 @@ type cowArray[T any] struct {
 	pins *atomic.Int32
 }
 
+// A page is 73 items: 73 nodes of 56 bytes are 4088 bytes, which the Go
+// allocator serves from its 4096-byte size class (64 nodes, 3584 bytes,
+// would take 4096 too: 8 bytes per node lost); 73 extras take 2688. The
+// division by the constant compiles to a multiplication.
 const (
-	pageShift  = 6
-	pageLen    = 1 << pageShift
-	blockShift = 12 // items per block
-	blockPages = 1 << (blockShift - pageShift)
+	pageLen    = 73
+	blockShift = 6 // pages per block: 64
+	blockPages = 1 << blockShift
+	blockLen   = blockPages * pageLen
 )
 
-// cowPage is pageLen items: 3.5 KiB of nodes, 2 KiB of extras.
+// cowPage is pageLen items.
 type cowPage[T any] [pageLen]T
 
 // pageRef is a page and the epoch it was made in (copied, or allocated).
@@ -70,7 +74,14 @@ type cowBlock[T any] struct {
 }
 
 // len returns the number of items the array has room for.
-func (a *cowArray[T]) len() uint32 { return uint32(len(a.blocks)) << blockShift }
+func (a *cowArray[T]) len() uint32 { return uint32(len(a.blocks)) * blockLen }
+
+// locate returns the block, the page in it and the item in that page of
+// item i.
+func locate(i uint32) (block, page, item uint32) {
+	p := i / pageLen
+	return p >> blockShift, p & (blockPages - 1), i - p*pageLen
+}
 
 // grow appends a block: room for blockPages*pageLen more items, zeroed.
 func (a *cowArray[T]) grow() {
@@ -84,25 +95,26 @@ func (a *cowArray[T]) grow() {
 // get returns item i for reading only: writing through it would change
 // what a reader sees. i must be below len.
 func (a *cowArray[T]) get(i uint32) *T {
-	return &a.blocks[i>>blockShift].pages[i>>pageShift&(blockPages-1)].p[i&(pageLen-1)]
+	b, p, j := locate(i)
+	return &a.blocks[b].pages[p].p[j]
 }
 
 // at returns item i for reading and writing, copying its page first if a
 // reader may read it. The pointer is valid until the next freeze. i must be
 // below len.
 func (a *cowArray[T]) at(i uint32) *T {
-	r := &a.blocks[i>>blockShift].pages[i>>pageShift&(blockPages-1)]
+	bi, pi, j := locate(i)
+	r := &a.blocks[bi].pages[pi]
 	if r.epoch != a.epoch {
-		r = a.own(i)
+		r = a.own(bi, pi)
 	}
-	return &r.p[i&(pageLen-1)]
+	return &r.p[j]
 }
 
-// own makes the page of item i the owner's to write, and returns its ref:
+// own makes page pi of block bi the owner's to write, and returns its ref:
 // with no reader, the page as it is, adopted into the current epoch;
 // otherwise a copy of it (and of its block, when that is older too).
-func (a *cowArray[T]) own(i uint32) *pageRef[T] {
-	bi, pi := i>>blockShift, i>>pageShift&(blockPages-1)
+func (a *cowArray[T]) own(bi, pi uint32) *pageRef[T] {
 	b := a.blocks[bi]
 	if a.pins == nil || a.pins.Load() == 0 {
 		b.epoch, b.pages[pi].epoch = a.epoch, a.epoch
@@ -133,14 +145,14 @@ func (a *cowArray[T]) freeze(keep uint32) []*cowBlock[T] {
 	if keep == 0 || len(out) == 0 {
 		return out
 	}
-	if keep > 1<<blockShift {
-		panic("wheel: freeze keeps more than a block")
+	if keep%pageLen != 0 || keep > blockLen {
+		panic("wheel: freeze keeps no whole pages of the first block")
 	}
 	own := a.blocks[0]
 	b0 := *own // the reader's block 0: the same pages, its own refs
 	out[0] = &b0
 	own.epoch = a.epoch
-	for p := range keep >> pageShift {
+	for p := range keep / pageLen {
 		own.pages[p].epoch = a.epoch
 	}
 	return out
@@ -148,5 +160,6 @@ func (a *cowArray[T]) freeze(keep uint32) []*cowBlock[T] {
 
 // frozenGet returns item i of the blocks a freeze returned.
 func frozenGet[T any](blocks []*cowBlock[T], i uint32) *T {
-	return &blocks[i>>blockShift].pages[i>>pageShift&(blockPages-1)].p[i&(pageLen-1)]
+	b, p, j := locate(i)
+	return &blocks[b].pages[p].p[j]
 }

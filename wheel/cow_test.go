@@ -131,7 +131,7 @@ func TestFreezeInterleaved(t *testing.T) {
 			}
 			w := newWheel(t, rng.Uint64N(1000), cfg)
 			r := &cowRun{t: t, rng: rng, w: w}
-			for range rng.IntN(3 * blockPages * pageLen) {
+			for range rng.IntN(3 * blockLen) {
 				r.add()
 			}
 			for range rng.IntN(200) {
@@ -183,7 +183,7 @@ func TestFreezeInterleaved(t *testing.T) {
 // it lands in, once, and leaves every other page shared.
 func TestFreezeCopiesOnlyWrittenPages(t *testing.T) {
 	w := newWheel(t, 0, Config{})
-	for i := range uint64(3 * blockPages * pageLen) {
+	for i := range uint64(3 * blockLen) {
 		require.NoError(t, w.Add(Key{1, i}, Spec{After: 1_000_000 + i}))
 	}
 	f := w.Freeze()
@@ -208,7 +208,7 @@ func TestFreezeCopiesOnlyWrittenPages(t *testing.T) {
 			copied++
 		}
 	}
-	require.NotSame(t, shared[i>>pageShift], now[i>>pageShift], "the written page is copied")
+	require.NotSame(t, shared[i/pageLen], now[i/pageLen], "the written page is copied")
 	require.LessOrEqual(t, copied, 6, "pages copied: the timers', their neighbours' in their slots, their receiver's")
 	require.Equal(t, snapshotOf(t, w, 0), snapshotOf(t, w, 0))
 }
