@@ -64,7 +64,7 @@ type slab struct {
 // page so that no page holds both sentinels and timers: freeze leaves the
 // sentinels' pages out of the copy on write.
 func (s *slab) init(nsent uint32) {
-	nsent = (nsent + pageLen - 1) / pageLen * pageLen
+	nsent = (nsent + pageLen - 1) &^ (pageLen - 1)
 	s.nsent = nsent
 	s.n = nsent
 	for i := uint32(0); i < nsent; i++ {

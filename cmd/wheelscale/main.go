@@ -40,8 +40,9 @@ func main() {
 	grow := flag.Int("grow", 10_000, "timers added per turn while the wheel grows")
 	turns := flag.Int("turns", 200, "turns measured without a snapshot, per phase")
 	tick := flag.Duration("tick", 10*time.Millisecond, "wall time per turn")
+	phases := flag.String("phases", "steady,growing", "the phases to measure, in order")
 	flag.Parse()
-	if err := run(*n, *receivers, *fires, *grow, *turns, *tick); err != nil {
+	if err := run(*n, *receivers, *fires, *grow, *turns, *tick, strings.Split(*phases, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, "wheelscale:", err)
 		os.Exit(1)
 	}
@@ -84,7 +85,7 @@ func (d *driver) growTurn(k int) error {
 	return nil
 }
 
-func run(n, receivers, fires, grow, turns int, tick time.Duration) error {
+func run(n, receivers, fires, grow, turns int, tick time.Duration, phases []string) error {
 	w, err := wheel.New(0, wheel.Config{})
 	if err != nil {
 		return err
@@ -113,7 +114,7 @@ func run(n, receivers, fires, grow, turns int, tick time.Duration) error {
 		n, receivers, float64(n)/addAll.Seconds(), float64(min(n, 1_000_000))/first1M.Seconds(), float64(min(n, 1_000_000))/last1M.Seconds(),
 		float64(rss)/(1<<20), float64(rss)/float64(n), float64(ms.HeapInuse)/float64(n), os.Getenv("GOGC"), limitString())
 
-	for _, phase := range []string{"steady", "growing"} {
+	for _, phase := range phases {
 		turn := d.steadyTurn
 		if phase == "growing" {
 			turn = func() error { return d.growTurn(grow) }
@@ -133,10 +134,10 @@ func run(n, receivers, fires, grow, turns int, tick time.Duration) error {
 			return err
 		}
 		f.Release()
-		p99, worst := stats(base)
-		sp99, sworst := stats(during)
-		fmt.Printf("phase=%s timers=%d freeze_ms=%.3f turns_without=%d p99_ms=%.2f max_ms=%.2f turns_during_snapshot=%d p99_ms=%.2f max_ms=%.2f snapshot_bytes=%d B_per_timer=%.2f encode_s=%.1f rss_B_per_timer=%.1f\n",
-			phase, f.Len(), ms2(pause), len(base), p99, worst, len(during), sp99, sworst,
+		p50, p99, worst := stats(base)
+		sp50, sp99, sworst := stats(during)
+		fmt.Printf("phase=%s timers=%d freeze_ms=%.3f turns_without=%d p50_ms=%.2f p99_ms=%.2f max_ms=%.2f turns_during_snapshot=%d p50_ms=%.2f p99_ms=%.2f max_ms=%.2f snapshot_bytes=%d B_per_timer=%.2f encode_s=%.1f rss_B_per_timer=%.1f\n",
+			phase, f.Len(), ms2(pause), len(base), p50, p99, worst, len(during), sp50, sp99, sworst,
 			enc.bytes, float64(enc.bytes)/float64(f.Len()), enc.took.Seconds(), float64(rssBytes())/float64(w.Len()))
 	}
 	return nil
@@ -204,13 +205,13 @@ func turnsFor(k int, tick time.Duration, turn func() error, stop <-chan struct{}
 	return out, nil
 }
 
-func stats(d []time.Duration) (p99, worst float64) {
+func stats(d []time.Duration) (p50, p99, worst float64) {
 	if len(d) == 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
 	s := slices.Clone(d)
 	slices.Sort(s)
-	return ms2(s[len(s)*99/100]), ms2(s[len(s)-1])
+	return ms2(s[len(s)/2]), ms2(s[len(s)*99/100]), ms2(s[len(s)-1])
 }
 
 func ms2(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
