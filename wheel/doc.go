@@ -24,9 +24,9 @@
 // Costs: Add, Cancel, Pause and Resume are O(1); a firing is O(1) plus at
 // most one move per level as the timer comes down the wheel; an Advance
 // across empty time costs a few bitmap scans however many ticks it crosses;
-// a timer without data takes 56 bytes plus about 7 of index, and one with
-// data (or an interval past 2^32) 32 more, its payload inside them up to 16
-// bytes. Nothing is allocated per timer in steady state: timers live in
+// a timer without data takes 56 bytes plus 5.3-10.7 of index and 1 of page
+// reference, and one with data (or an interval past 2^32) 32 more, its
+// payload inside them up to 16 bytes. Nothing is allocated per timer in steady state: timers live in
 // slabs addressed by uint32 index, hold no pointers for the garbage
 // collector to scan, and freed ones are reused lowest index first, so timers
 // added together stay together in memory.
