@@ -300,7 +300,8 @@ type Snapshot struct {
 
 // Snapshot takes a copy of the state for encoding. Its cost on the loop is
 // the sessions' and receivers' records (backlog frames are shared, not
-// copied) and the wheel's Freeze: a copy of its node memory.
+// copied) and the wheel's Freeze, which shares the timers' pages (the wheel
+// copies a page before it next writes it, until Release).
 func (c *Core) Snapshot() *Snapshot {
 	e := encoder{}
 	c.appendCore(&e)

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"sync/atomic"
-	"unsafe"
 )
 
 // extra holds what most timers do not need, so that they do not pay for it:
@@ -26,14 +25,6 @@ type extra struct {
 
 const inlineData = 16
 
-// Extras live in fixed chunks, like nodes: growing never copies them.
-const (
-	extraChunkShift = 11 // 2048 extras, 64 KiB
-	extraChunkSize  = 1 << extraChunkShift
-)
-
-type extraChunk [extraChunkSize]extra
-
 // Payload buffers of the big ones are recycled by power-of-two size class,
 // up to 64 KiB, with at most poolDepth buffers kept per class.
 const (
@@ -42,10 +33,13 @@ const (
 	poolDepth     = 1024
 )
 
+// extras stores the extras by index in a cowArray, like the slab's nodes
+// (growing never copies them; at copies a page before writing it while a
+// Frozen may read it).
 type extras struct {
-	chunks []*extraChunk
-	n      uint32 // extras handed out so far (high-water mark)
-	free   freeSet
+	arr  cowArray[extra]
+	n    uint32 // extras handed out so far (high-water mark)
+	free freeSet
 
 	big     [][]byte // payloads longer than inlineData, by index
 	bigFree []uint32 // free indices of big
@@ -66,10 +60,11 @@ type extras struct {
 	pins *atomic.Int32
 }
 
-// at returns extra j for reading or update.
-func (e *extras) at(j uint32) *extra {
-	return &e.chunks[j>>extraChunkShift][j&(extraChunkSize-1)]
-}
+// at returns extra j for reading or update (see cowArray.at).
+func (e *extras) at(j uint32) *extra { return e.arr.at(j) }
+
+// get returns extra j only to read (see cowArray.get).
+func (e *extras) get(j uint32) *extra { return e.arr.get(j) }
 
 // alloc stores a new extra with interval every and a copy of data, and
 // returns its index.
@@ -77,9 +72,9 @@ func (e *extras) alloc(every uint64, data []byte) uint32 {
 	j, ok := e.free.take()
 	if !ok {
 		j = e.n
-		if int(j>>extraChunkShift) == len(e.chunks) {
-			e.chunks = append(e.chunks, new(extraChunk))
-			e.free.grow(uint32(len(e.chunks)) << extraChunkShift)
+		if j == e.arr.len() {
+			e.arr.grow()
+			e.free.grow(e.arr.len())
 		}
 		e.n++
 	}
@@ -118,21 +113,6 @@ func payloadOf(x *extra, big [][]byte) []byte {
 	default:
 		return big[binary.LittleEndian.Uint32(x.data[:4])]
 	}
-}
-
-// copyTo copies the extras handed out so far into dst, reused when it is
-// large enough, and returns it.
-func (e *extras) copyTo(dst []extra) []extra {
-	n := int(e.n)
-	if cap(dst) < n {
-		dst = make([]extra, n, n+n/8)
-	}
-	dst = dst[:n]
-	for c := 0; c<<extraChunkShift < n; c++ {
-		k := min(n-c<<extraChunkShift, extraChunkSize)
-		copyMem(unsafe.Pointer(&dst[c<<extraChunkShift]), unsafe.Pointer(&e.chunks[c][0]), uintptr(k)*unsafe.Sizeof(extra{}))
-	}
-	return dst
 }
 
 // drop frees extra j, at once or, while holding, when the callback returns.

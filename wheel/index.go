@@ -5,14 +5,17 @@ import "unsafe"
 // index maps a Key to its node with open addressing and linear probing. Each
 // entry is the node index (below 2^28) with 4 bits of the key's hash on top,
 // so a probe reads the node only on a likely match; 0 is empty (no timer has
-// index 0, a sentinel does). The key itself lives in the node. At most 5/8
-// full, the index costs 6.4–12.8 bytes per timer, against ~40 for a Go map.
+// index 0, a sentinel does). The key itself lives in the node. At most 3/4
+// full, the index costs 5.3–10.7 bytes per timer, against ~40 for a Go map
+// (5/8 took 6.4–12.8: 10.7 at 100M timers, past a budget of 64 bytes per
+// timer with the 56-byte node; a miss then probes about 8 entries, half a
+// cache line, where 5/8 probed 4).
 //
 // A deletion leaves a tombstone, unless it ends its probe run, so it reads
 // nothing but its own entry: a backward-shift deletion would read the node of
 // every later entry of the run to find its home, a cache miss each in a big
 // index (firing a burst of 1M one-shot timers spent a fifth of its time
-// there). Tombstones count toward the 5/8 and are reused by insertions; when
+// there). Tombstones count toward the 3/4 and are reused by insertions; when
 // they fill it, the table is rebuilt without them, at the same size unless
 // the live entries need more.
 type index struct {
@@ -55,13 +58,13 @@ func hash(k Key) uint64 {
 
 // reserve makes room for one more entry, so that a position returned by
 // lookup stays valid for insertAt: live entries and tombstones together stay
-// at most 5/8 of the table, so every probe run ends at an empty entry.
+// at most 3/4 of the table, so every probe run ends at an empty entry.
 func (x *index) reserve() {
 	size := uint64(len(x.table))
-	if uint64(x.count+x.tombs+1)*8 <= size*5 {
+	if uint64(x.count+x.tombs+1)*4 <= size*3 {
 		return
 	}
-	if uint64(x.count+1)*16 > size*5 { // live entries above half the limit: grow
+	if uint64(x.count+1)*8 > size*3 { // live entries above half the limit: grow
 		size *= 2
 	}
 	x.resize(int(size))
@@ -95,7 +98,7 @@ func (x *index) lookupHash(k Key, h uint64) (pos uint64, i uint32) {
 		if e&^idxMask != t {
 			continue
 		}
-		if n := x.nodes.at(e & idxMask); n.receiver == k.Receiver && n.tid == k.Tid {
+		if n := x.nodes.get(e & idxMask); n.receiver == k.Receiver && n.tid == k.Tid {
 			return p, e & idxMask
 		}
 	}
@@ -140,7 +143,7 @@ func (x *index) resize(size int) {
 	s := x.nodes
 	if used := s.n - s.nsent; used <= 2*x.count {
 		for i := s.nsent; i < s.n; i++ {
-			if n := s.at(i); n.wprev != markFree {
+			if n := s.get(i); n.wprev != markFree {
 				x.put(n, i)
 			}
 		}
@@ -148,7 +151,7 @@ func (x *index) resize(size int) {
 	}
 	for _, e := range old {
 		if e != 0 && e != tomb {
-			x.put(s.at(e&idxMask), e&idxMask)
+			x.put(s.get(e&idxMask), e&idxMask)
 		}
 	}
 }
@@ -171,8 +174,8 @@ func (x *index) find(k Key) uint32 {
 }
 
 // build indexes the nodes nsent..n-1 of the slab, all live timers without
-// an index entry (a wheel being restored), in a table of at most 5/16 load,
-// where a wheel that grew to that many timers has between 5/16 and 5/8:
+// an index entry (a wheel being restored), in a table of at most 3/8 load,
+// where a wheel that grew to that many timers has between 3/8 and 3/4:
 // the wheel can then double before it resizes its index. It reports false
 // when two of the timers have the same key. The entries are read in slab
 // order and each one's table entry is prefetched some nodes ahead, so that
@@ -181,7 +184,7 @@ func (x *index) build() bool {
 	s := x.nodes
 	count := s.n - s.nsent
 	size := uint64(minIndexSize)
-	for uint64(count)*16 > size*5 {
+	for uint64(count)*8 > size*3 {
 		size *= 2
 	}
 	x.table, x.mask = make([]uint32, size), size-1
@@ -189,7 +192,7 @@ func (x *index) build() bool {
 	const ahead = 16
 	var hs [ahead]uint64 // hashes of the nodes ahead, by index mod ahead
 	keyHash := func(i uint32) uint64 {
-		n := s.at(i)
+		n := s.get(i)
 		h := hash(Key{n.receiver, n.tid})
 		prefetch(unsafe.Pointer(&x.table[h&x.mask]))
 		return h
@@ -202,11 +205,11 @@ func (x *index) build() bool {
 		if j := i + ahead; j < s.n {
 			hs[j%ahead] = keyHash(j)
 		}
-		n, t := s.at(i), tag(h)
+		n, t := s.get(i), tag(h)
 		p := h & x.mask
 		for e := x.table[p]; e != 0; e = x.table[p] {
 			if e&^idxMask == t {
-				if m := s.at(e & idxMask); m.receiver == n.receiver && m.tid == n.tid {
+				if m := s.get(e & idxMask); m.receiver == n.receiver && m.tid == n.tid {
 					return false
 				}
 			}

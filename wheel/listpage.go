@@ -68,7 +68,7 @@ func (w *Wheel) walkPage(l recvList, from uint64, n int, dst []Info) []Info {
 	}
 	bound, bounded := uint64(0), false
 	for i := l.head; i != nilIdx; {
-		nd := w.nodes.at(i)
+		nd := w.nodes.get(i)
 		if t := nd.tid; t >= from && (!bounded || t < bound) {
 			if len(buf) == 2*n {
 				selectSmallest(buf, n)
@@ -118,7 +118,7 @@ type pageIndex struct {
 // fresh reports whether receiver r, whose list is l, had no timer added
 // since p noted it.
 func (p *pageIndex) fresh(w *Wheel, r uint64, l recvList) bool {
-	return p.r == r && w.nodes.at(l.head).order() < p.seqAt
+	return p.r == r && w.nodes.get(l.head).order() < p.seqAt
 }
 
 // valid reports whether p's sorted tids serve a page of r: no timer was
@@ -148,7 +148,7 @@ func (p *pageIndex) note(w *Wheel, r uint64, l recvList) {
 func (p *pageIndex) build(w *Wheel, r uint64, l recvList) {
 	tids := p.tids[:0]
 	for i := l.head; i != nilIdx; {
-		nd := w.nodes.at(i)
+		nd := w.nodes.get(i)
 		tids = append(tids, nd.tid)
 		i = nd.rnext
 	}

@@ -14,7 +14,7 @@ package wheel
 // the Advance running (when called from its callback) or the next one.
 func (w *Wheel) Reschedule(k Key, due uint64) error {
 	i := w.firing // the timer firing now: no look-up (see Wheel.firing)
-	if i == 0 || w.nodes.at(i).receiver != k.Receiver || w.nodes.at(i).tid != k.Tid {
+	if i == 0 || w.nodes.get(i).receiver != k.Receiver || w.nodes.get(i).tid != k.Tid {
 		if _, i = w.index.lookup(k); i == 0 {
 			return ErrNotFound
 		}

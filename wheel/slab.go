@@ -1,7 +1,5 @@
 package wheel
 
-import "unsafe"
-
 // nilIdx marks the end of a receiver list.
 const nilIdx = ^uint32(0)
 
@@ -34,22 +32,9 @@ type node struct {
 	rnext, rprev uint32
 }
 
-const (
-	chunkShift = 12
-	chunkSize  = 1 << chunkShift
-	chunkMask  = chunkSize - 1
-	// maxNodes bounds the slab at 2^28 nodes (about 15 GiB of timers), so the
-	// chunk table is a fixed array of 64Ki pointers and at() needs no bounds check.
-	maxChunks = 1 << 16
-	maxNodes  = maxChunks * chunkSize
-)
-
-// chunk is a fixed block of nodes. Growing the slab appends a chunk and never
-// copies existing nodes, so a wheel of millions of timers grows without pauses
-// and without slack beyond one chunk.
-type chunk struct {
-	nodes [chunkSize]node
-}
+// maxNodes bounds the slab at 2^28 nodes (about 15 GiB of timers): node
+// indices fit in the index's 28 bits.
+const maxNodes = 1 << 28
 
 // The top bit of node.seq says the node has an entry in the extras table; the
 // other 31 bits are the add sequence number.
@@ -64,16 +49,22 @@ func (n *node) hasExtra() bool { return n.seq&flagExtra != 0 }
 func (n *node) order() uint32 { return n.seq & seqMask }
 
 // slab stores nodes by uint32 index, reusing freed ones lowest first (see
-// freeSet). Indices below nsent are the sentinels of the wheel's lists and
-// are never handed out.
+// freeSet). Indices below nsent are the sentinels of the wheel's lists (and
+// unused ones up to a page boundary) and are never handed out. The nodes
+// live in a cowArray: at copies a node's page before writing it while a
+// Frozen may read it; get reads without copying.
 type slab struct {
-	chunks [maxChunks]*chunk // inline: one load less per node access
-	n      uint32            // indices handed out so far (high-water mark)
-	free   freeSet
-	nsent  uint32
+	arr   cowArray[node]
+	n     uint32 // indices handed out so far (high-water mark)
+	free  freeSet
+	nsent uint32
 }
 
+// init makes sentinels of the first nsent indices, rounded up to a whole
+// page so that no page holds both sentinels and timers: freeze leaves the
+// sentinels' pages out of the copy on write.
 func (s *slab) init(nsent uint32) {
+	nsent = (nsent + pageLen - 1) &^ (pageLen - 1)
 	s.nsent = nsent
 	s.n = nsent
 	for i := uint32(0); i < nsent; i++ {
@@ -84,16 +75,17 @@ func (s *slab) init(nsent uint32) {
 }
 
 func (s *slab) grow(i uint32) {
-	if s.chunks[i>>chunkShift&(maxChunks-1)] == nil {
-		s.chunks[i>>chunkShift&(maxChunks-1)] = new(chunk)
-		s.free.grow((i>>chunkShift + 1) << chunkShift)
+	for i >= s.arr.len() {
+		s.arr.grow()
+		s.free.grow(s.arr.len())
 	}
 }
 
-// at returns the node at index i.
-func (s *slab) at(i uint32) *node {
-	return &s.chunks[i>>chunkShift&(maxChunks-1)].nodes[i&chunkMask]
-}
+// at returns the node at index i, to read or write (see cowArray.at).
+func (s *slab) at(i uint32) *node { return s.arr.at(i) }
+
+// get returns the node at index i, only to read (see cowArray.get).
+func (s *slab) get(i uint32) *node { return s.arr.get(i) }
 
 // alloc returns the index of an unused node, whose fields the caller must
 // all set, or false when the slab is full.
@@ -114,19 +106,4 @@ func (s *slab) alloc() (uint32, bool) {
 func (s *slab) release(i uint32) {
 	s.at(i).wprev = markFree
 	s.free.add(i)
-}
-
-// copyTo copies the nodes handed out so far (sentinels and free ones
-// included) into dst, reused when it is large enough, and returns it.
-func (s *slab) copyTo(dst []node) []node {
-	n := int(s.n)
-	if cap(dst) < n {
-		dst = make([]node, n, n+n/8)
-	}
-	dst = dst[:n]
-	for c := 0; c<<chunkShift < n; c++ {
-		k := min(n-c<<chunkShift, chunkSize)
-		copyMem(unsafe.Pointer(&dst[c<<chunkShift]), unsafe.Pointer(&s.chunks[c].nodes[0]), uintptr(k)*unsafe.Sizeof(node{}))
-	}
-	return dst
 }

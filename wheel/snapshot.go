@@ -67,28 +67,49 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// Frozen is an immutable copy of a wheel's timers taken by Freeze, which
+// Frozen is the state of a wheel at the instant of a Freeze, which
 // encodes into a snapshot (see SnapshotVersion for the format) on any
 // goroutine while the wheel goes on.
 //
-// Concurrency: a Frozen shares no mutable memory with its wheel. After
-// Freeze returns, the wheel's owner may use the wheel as usual while one
-// other goroutine (or the owner) calls the Frozen's methods; the methods of
-// one Frozen must not be called concurrently with each other.
+// It shares the wheel's node and extra pages rather than copying them:
+// after Freeze, the wheel copies a page before its first write to it (a
+// cowArray, versioned per snapshot), so the pages the Frozen reads are
+// never written again. Freeze itself costs a copy of the page lists (8
+// bytes per 4096 timers), and the wheel pays for the pages it writes while
+// a Frozen is not released: at most one copy of each page of 64 nodes (3.5
+// KiB) per Freeze.
 //
-// A Frozen holds about 56 bytes per node of the wheel's slab (its high-water
-// mark of timers) and 32 per extra. Release hands that memory back to the
-// wheel, which reuses it for its next Freeze instead of allocating (so a
-// wheel that has been frozen keeps a spare copy of that size), and lets the
-// wheel recycle data buffers again. A Frozen that becomes unreachable
-// without Release is released when the garbage collector finds it so (a
-// runtime cleanup), its memory freed rather than reused.
+// Concurrency: after Freeze returns, the wheel's owner may use the wheel as
+// usual while one other goroutine (or the owner) calls the Frozen's
+// methods; the methods of one Frozen must not be called concurrently with
+// each other. The pages pass from the owner to the Frozen's goroutine by
+// whatever hands that goroutine the Frozen (a go statement, a channel),
+// and back when Release (or the garbage collector, for a Frozen that
+// becomes unreachable without Release: a runtime cleanup) decrements the
+// wheel's count of pins, an atomic: the wheel then writes its pages in
+// place again.
+//
+// Memory: the pages the wheel copied while the Frozen lived, and while
+// encoding the list of the timers in add order (8 bytes per timer, 16 when
+// the slab is not in add order), which Release (or the end of the
+// encoding) lets the garbage collector have.
 type Frozen struct {
 	now   uint64
-	count int // live timers
-	nsent uint32
-	b     *frozenBufs // nil once released
-	st    *frozenState
+	count int    // live timers
+	nsent uint32 // the first node that may be a timer
+	n     uint32 // the slab's high-water mark: nodes below it may be timers
+
+	nodes  []*cowBlock[node] // the wheel's pages at the Freeze; nil once released
+	extras []*cowBlock[extra]
+	big    [][]byte // the long payloads, by index, as extras.big
+	order  []uint64 // the live timers as order<<32|node index, sorted
+	due    []uint32 // the due order section (prepareDue)
+	st     *frozenState
+
+	// dueFirst is the first node of the due list at the Freeze, dueSent
+	// the list's sentinel: a list head, which is not in the frozen pages,
+	// while the due timers' own links are.
+	dueFirst, dueSent uint32
 
 	// yield, when set, is called every yieldEvery timers of the work
 	// before the first record (SetYield).
@@ -96,29 +117,16 @@ type Frozen struct {
 
 	// The encoder's position.
 	stage    uint8
-	next     int // index in b.order of the next record
-	nextDue  int // index in b.due of the next due order varint
+	next     int // index in order of the next record
+	nextDue  int // index in due of the next due order varint
 	prevRecv uint64
 	crc      uint32
-}
-
-// frozenBufs are a Frozen's copies of the wheel's memory, plus the
-// encoder's scratch; a released Frozen's go back to the wheel for reuse.
-type frozenBufs struct {
-	nodes  []node
-	extras []extra
-	big    [][]byte // the long payloads, by index, as extras.big
-	order  []uint64 // the live timers as order<<32|node index, sorted
-	tmp    []uint64 // scratch for sorting order
-	due    []uint32 // the due order section (prepareDue)
-	dueTmp []uint64 // scratch for it
 }
 
 // freezeShared is the state a wheel shares with its Frozen copies, the only
 // state touched from more than one goroutine.
 type freezeShared struct {
-	pins  atomic.Int32               // Frozen copies not yet released
-	spare atomic.Pointer[frozenBufs] // a released Frozen's buffers, for the next Freeze
+	pins atomic.Int32 // Frozen copies not yet released
 }
 
 // frozenState is what releasing a Frozen needs: it is also the argument of
@@ -138,11 +146,12 @@ const (
 	stageDone
 )
 
-// Freeze returns an immutable copy of the wheel's timers, to be encoded
-// into a snapshot. It copies the slab's nodes and the extras by value (a
-// memcpy of about 56 bytes per node plus 32 per extra, into the buffers of
-// the last released Frozen when there is one) and the index of the long
-// data payloads; those payloads themselves are shared, and the wheel stops
+// Freeze returns the state of the wheel at the call, to be encoded into a
+// snapshot. It copies nothing but the lists of the wheel's pages and the
+// index of the long data payloads (see Frozen): the loop pauses for tens
+// of microseconds at 100M timers (BenchmarkFreeze), and from then on copies
+// a page of 64 nodes before its first write to it while the Frozen is not
+// released. The long payloads are shared too, and the wheel stops
 // recycling freed ones (letting the garbage collector have them) until
 // every Frozen is released, so none is overwritten while a Frozen may read
 // it. Nothing is sorted or encoded here: that is the Frozen's work, on
@@ -150,25 +159,29 @@ const (
 //
 // The Frozen holds the state at the call: Now, and each live timer with
 // its add order as it stands (the wheel may renumber its internal add
-// sequence later; the copy keeps the numbers it had, which order the timers
-// the same way). Freeze may be called from an Advance callback: the copy
-// then shows the firing timer re-armed or removed, and the timers due at
-// Now() not fired yet as due now (delay 0), to fire first after a restore.
+// sequence later; the Frozen keeps the numbers it had, which order the
+// timers the same way). Freeze may be called from an Advance callback: the
+// Frozen then shows the firing timer re-armed or removed, and the timers
+// due at Now() not fired yet as due now (delay 0), to fire first after a
+// restore.
 func (w *Wheel) Freeze() *Frozen {
 	if w.frz == nil {
 		w.frz = new(freezeShared)
 		w.extra.pins = &w.frz.pins
+		w.nodes.arr.pins = &w.frz.pins
+		w.extra.arr.pins = &w.frz.pins
 	}
-	b := w.frz.spare.Swap(nil)
-	if b == nil {
-		b = new(frozenBufs)
-	}
-	b.nodes = w.nodes.copyTo(b.nodes)
-	b.extras = w.extra.copyTo(b.extras)
-	b.big = append(b.big[:0], w.extra.big...)
-	w.frz.pins.Add(1)
+	w.frz.pins.Add(1) // before the next write: the pages are shared from here
 	st := &frozenState{shared: w.frz}
-	f := &Frozen{now: w.now, count: int(w.index.count), nsent: w.nodes.nsent, b: b, st: st}
+	f := &Frozen{
+		now: w.now, count: int(w.index.count), nsent: w.nodes.nsent, n: w.nodes.n,
+		nodes:  w.nodes.arr.freeze(w.nodes.nsent),
+		extras: w.extra.arr.freeze(0),
+		big:    slices.Clone(w.extra.big),
+		st:     st,
+
+		dueFirst: w.nodes.get(w.due).wnext, dueSent: w.due,
+	}
 	runtime.AddCleanup(f, (*frozenState).unpin, st)
 	return f
 }
@@ -179,20 +192,18 @@ func (f *Frozen) Now() uint64 { return f.now }
 // Len returns the number of timers in the Frozen, paused ones included.
 func (f *Frozen) Len() int { return f.count }
 
-// Release ends the Frozen's use: its memory goes back to the wheel for the
-// next Freeze, and once every Frozen of the wheel is released the wheel
-// recycles data buffers again. It may be called from any goroutine (not
+// Release ends the Frozen's use: the wheel writes its pages in place again
+// once every Frozen of it is released, and recycles data buffers again;
+// the pages it copied meanwhile, and the Frozen's list of timers, are left
+// to the garbage collector. It may be called from any goroutine (not
 // concurrently with the Frozen's other methods); a second call does
-// nothing. The Frozen cannot encode afterwards: AppendNext and Encode panic.
+// nothing. The Frozen cannot encode afterwards: AppendNext and Encode
+// panic.
 func (f *Frozen) Release() {
-	b := f.b
-	if b == nil {
+	if f.nodes == nil {
 		return
 	}
-	f.b = nil
-	clear(b.big) // let the garbage collector have the payloads
-	b.big = b.big[:0]
-	f.st.shared.spare.Store(b)
+	f.nodes, f.extras, f.big, f.order, f.due = nil, nil, nil, nil, nil
 	f.st.unpin()
 }
 
@@ -218,7 +229,7 @@ func (st *frozenState) unpin() {
 // timers; BenchmarkSortOrder). Encoding runs at about 500-650 MB/s
 // (BenchmarkEncode).
 func (f *Frozen) AppendNext(dst []byte, max int) (out []byte, done bool) {
-	if f.b == nil {
+	if f.nodes == nil {
 		panic("wheel: Frozen used after Release")
 	}
 	mark := len(dst)    // dst[mark:] is not in the checksum yet
@@ -258,18 +269,19 @@ func (f *Frozen) Encode(dst []byte) []byte {
 // appendRecords appends records until len(dst) reaches stop or the last
 // is appended, after which the stage is stageDue.
 func (f *Frozen) appendRecords(dst []byte, stop int) []byte {
-	order, nodes := f.b.order, f.b.nodes
+	order, nodes := f.order, f.nodes
 	const ahead = 8 // prefetch distance: order need not follow the slab
 	for f.next < len(order) {
 		if len(dst) >= stop {
 			return dst
 		}
 		if j := f.next + ahead; j < len(order) {
-			prefetch(unsafe.Pointer(&nodes[uint32(order[j])]))
+			prefetch(unsafe.Pointer(frozenGet(nodes, uint32(order[j]))))
 		}
-		dst = f.appendRecord(dst, &nodes[uint32(order[f.next])])
+		dst = f.appendRecord(dst, frozenGet(nodes, uint32(order[f.next])))
 		f.next++
 	}
+	f.order = nil // the garbage collector's: 8 bytes per timer
 	f.stage = stageDue
 	return dst
 }
@@ -279,10 +291,10 @@ func (f *Frozen) appendRecord(dst []byte, n *node) []byte {
 	every, fired := uint64(n.every), uint64(n.fired)
 	var data []byte
 	if n.hasExtra() {
-		x := &f.b.extras[n.every]
+		x := frozenGet(f.extras, n.every)
 		every = x.every
 		fired |= uint64(x.firedHi) << 32
-		data = payloadOf(x, f.b.big)
+		data = payloadOf(x, f.big)
 	}
 	var flags byte
 	delay := n.due - f.now
@@ -339,23 +351,19 @@ const yieldEvery = 1 << 16
 
 // prepare lists the live timers in add order.
 func (f *Frozen) prepare() {
-	b := f.b
-	a := b.order[:0]
-	if cap(a) < f.count {
-		a = make([]uint64, 0, f.count)
-	}
-	for i := f.nsent; i < uint32(len(b.nodes)); i++ {
+	a := make([]uint64, 0, f.count)
+	for i := f.nsent; i < f.n; i++ {
 		if f.yield != nil && i%yieldEvery == 0 {
 			f.yield()
 		}
-		if n := &b.nodes[i]; n.wprev != markFree {
+		if n := frozenGet(f.nodes, i); n.wprev != markFree {
 			a = append(a, uint64(n.order())<<32|uint64(i))
 		}
 	}
 	if len(a) != f.count {
-		panic("wheel: Freeze copied an inconsistent wheel")
+		panic("wheel: Freeze shared an inconsistent wheel")
 	}
-	b.order, b.tmp = sortOrder(a, b.tmp, f.yield)
+	f.order, _ = sortOrder(a, nil, f.yield)
 	f.prepareDue()
 }
 

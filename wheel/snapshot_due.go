@@ -15,30 +15,31 @@ import (
 // section: its due timers fire in add order.
 
 // prepareDue lists, for the frozen due list in firing order, each timer's
-// position among the due timers in add order (frozenBufs.due).
+// position among the due timers in add order (Frozen.due). The list is
+// walked from dueFirst through the frozen nodes' links to its sentinel.
 func (f *Frozen) prepareDue() {
-	b := f.b
-	sent := f.nsent - 1 // the due list's sentinel (see New)
-	a := b.dueTmp[:0]
-	for i, k := b.nodes[sent].wnext, uint64(0); i != sent; i, k = b.nodes[i].wnext, k+1 {
-		a = append(a, uint64(b.nodes[i].order())<<32|k)
+	var a []uint64
+	for i, k := f.dueFirst, uint64(0); i != f.dueSent; k++ {
+		n := frozenGet(f.nodes, i)
+		a = append(a, uint64(n.order())<<32|k)
+		i = n.wnext
 	}
 	slices.Sort(a) // by add order; the low half is the firing position
-	ord := slices.Grow(b.due[:0], len(a))[:len(a)]
+	ord := make([]uint32, len(a))
 	for j, e := range a {
 		ord[uint32(e)] = uint32(j)
 	}
-	b.due, b.dueTmp = ord, a[:0]
+	f.due = ord
 }
 
 // appendDue appends the due order section's varints until len(dst) reaches
 // stop or the last is appended, after which the stage is stageTrailer.
 func (f *Frozen) appendDueOrder(dst []byte, stop int) []byte {
-	for f.nextDue < len(f.b.due) {
+	for f.nextDue < len(f.due) {
 		if len(dst) >= stop {
 			return dst
 		}
-		dst = binary.AppendUvarint(dst, uint64(f.b.due[f.nextDue]))
+		dst = binary.AppendUvarint(dst, uint64(f.due[f.nextDue]))
 		f.nextDue++
 	}
 	f.stage = stageTrailer

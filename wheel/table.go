@@ -120,7 +120,7 @@ func (w *Wheel) List(r uint64, dst []Info) []Info {
 		return dst
 	}
 	from := len(dst)
-	for i := l.head; i != nilIdx; i = w.nodes.at(i).rnext {
+	for i := l.head; i != nilIdx; i = w.nodes.get(i).rnext {
 		dst = append(dst, w.info(i))
 	}
 	slices.Reverse(dst[from:]) // the list is newest first
@@ -172,7 +172,7 @@ func (w *Wheel) Resume(k Key) error {
 }
 
 func (w *Wheel) info(i uint32) Info {
-	n := w.nodes.at(i)
+	n := w.nodes.get(i)
 	in := Info{
 		Key:    Key{n.receiver, n.tid},
 		Due:    n.due,
@@ -188,7 +188,7 @@ func (w *Wheel) info(i uint32) Info {
 		in.Remaining = n.due - w.now
 	}
 	if n.hasExtra() {
-		x := w.extra.at(n.every)
+		x := w.extra.get(n.every)
 		in.Every = x.every
 		in.Fired |= uint64(x.firedHi) << 32
 		in.Data = w.extra.payload(x)

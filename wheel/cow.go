@@ -1,0 +1,167 @@
+package wheel
+
+import (
+	"slices"
+	"sync/atomic"
+)
+
+// cowArray is the storage of the slab's nodes and of the extras: items
+// addressed by uint32 index, in pages of pageLen items, references to the
+// pages in blocks of blockPages. Growing appends a block (all its pages
+// allocated at once) and never moves an item, so a wheel of millions of
+// timers grows without copying them.
+//
+// # Copy on write, versioned per snapshot
+//
+// freeze hands a reader (a Frozen, on another goroutine) the blocks as
+// they stand, and bumps the array's epoch. From then on, while pins is
+// non-zero, the pages and blocks made in an earlier epoch belong to the
+// readers: they are never written again. The owner writes only through
+// at, which first copies the page (and the block holding its reference)
+// into the current epoch when it is older; a page is copied at most once
+// per snapshot, on its first write after freeze, so the loop pays for the
+// pages it writes while a snapshot is being encoded, a page (16 nodes)
+// at a time, instead of a copy of the whole wheel in one turn.
+// Reads (get) never copy.
+//
+// Ownership: the owner goroutine calls every method; a reader holds the
+// block list freeze returned and reads the pages through it, which the
+// owner no longer writes. The handoff of that list happens before the
+// reader starts (the goroutine that encodes is started, or the Frozen
+// otherwise passed, after freeze returns), and pins (atomic) says when
+// the last reader is done: the owner then writes pages in place again,
+// whatever their epoch, and adopts them into the current one.
+//
+// The items must hold no pointers (the pages are copied by value and
+// reused by readers on other goroutines).
+type cowArray[T any] struct {
+	blocks []*cowBlock[T]
+	epoch  uint32
+	// pins counts the readers not done yet: the Frozen copies not
+	// released (shared with the wheel's freezeShared). nil before the first
+	// freeze: nothing is shared.
+	pins *atomic.Int32
+}
+
+// A page is 16 items: 16 nodes (896 bytes) or 16 extras (512 bytes), each
+// exactly one of the Go allocator's size classes, and small, because a
+// turn that writes to many random timers during a snapshot (a level-1 slot
+// of 50k timers coming down the wheel) copies a page per timer: 45 MB for
+// 50k at 896 bytes, against 200 MB at 4 KiB. A block holds 128 references
+// (2 KiB).
+const (
+	pageShift  = 4
+	pageLen    = 1 << pageShift
+	blockShift = 7 // pages per block
+	blockPages = 1 << blockShift
+	blockLen   = blockPages * pageLen
+)
+
+// cowPage is pageLen items.
+type cowPage[T any] [pageLen]T
+
+// pageRef is a page and the epoch it was made in (copied, or allocated).
+// Side by side, so that at reads one cache line for both.
+type pageRef[T any] struct {
+	p     *cowPage[T]
+	epoch uint32
+}
+
+// cowBlock holds blockPages pages. Its epoch is the one it was made in:
+// a block of an older epoch may be in a reader's list, so at copies it
+// before changing one of its refs. Invariant: a ref of the current epoch
+// is in a block of the current epoch.
+type cowBlock[T any] struct {
+	pages [blockPages]pageRef[T]
+	epoch uint32
+}
+
+// len returns the number of items the array has room for.
+func (a *cowArray[T]) len() uint32 { return uint32(len(a.blocks)) * blockLen }
+
+// locate returns the block, the page in it and the item in that page of
+// item i.
+func locate(i uint32) (block, page, item uint32) {
+	p := i >> pageShift
+	return p >> blockShift, p & (blockPages - 1), i & (pageLen - 1)
+}
+
+// grow appends a block: room for blockPages*pageLen more items, zeroed.
+func (a *cowArray[T]) grow() {
+	b := &cowBlock[T]{epoch: a.epoch}
+	for p := range b.pages {
+		b.pages[p] = pageRef[T]{p: new(cowPage[T]), epoch: a.epoch}
+	}
+	a.blocks = append(a.blocks, b)
+}
+
+// get returns item i for reading only: writing through it would change
+// what a reader sees. i must be below len.
+func (a *cowArray[T]) get(i uint32) *T {
+	b, p, j := locate(i)
+	return &a.blocks[b].pages[p].p[j]
+}
+
+// at returns item i for reading and writing, copying its page first if a
+// reader may read it. The pointer is valid until the next freeze. i must be
+// below len.
+func (a *cowArray[T]) at(i uint32) *T {
+	bi, pi, j := locate(i)
+	r := &a.blocks[bi].pages[pi]
+	if r.epoch != a.epoch {
+		r = a.own(bi, pi)
+	}
+	return &r.p[j]
+}
+
+// own makes page pi of block bi the owner's to write, and returns its ref:
+// with no reader, the page as it is, adopted into the current epoch;
+// otherwise a copy of it (and of its block, when that is older too).
+func (a *cowArray[T]) own(bi, pi uint32) *pageRef[T] {
+	b := a.blocks[bi]
+	if a.pins == nil || a.pins.Load() == 0 {
+		b.epoch, b.pages[pi].epoch = a.epoch, a.epoch
+		return &b.pages[pi]
+	}
+	if b.epoch != a.epoch {
+		nb := new(cowBlock[T])
+		*nb = *b
+		nb.epoch = a.epoch
+		a.blocks[bi], b = nb, nb
+	}
+	np := new(cowPage[T])
+	*np = *b.pages[pi].p
+	b.pages[pi] = pageRef[T]{p: np, epoch: a.epoch}
+	return &b.pages[pi]
+}
+
+// freeze returns the blocks as they stand for a reader, which must count
+// in pins before the owner's next write, and starts a new epoch: every
+// page is copied before its next write while pins is non-zero. The first
+// keep items (a multiple of pageLen) are left out of the copy: the owner
+// goes on writing them in place, so the reader must not read them (the
+// slab's list heads, written by almost every change). Its cost is a copy
+// of the block list: 8 bytes per 2048 items.
+func (a *cowArray[T]) freeze(keep uint32) []*cowBlock[T] {
+	if keep%pageLen != 0 || keep > a.len() {
+		panic("wheel: freeze keeps no whole pages")
+	}
+	a.epoch++
+	out := slices.Clone(a.blocks)
+	for bi := range (keep + blockLen - 1) / blockLen {
+		own := a.blocks[bi]
+		b := *own // the reader's block: the same pages, its own refs
+		out[bi] = &b
+		own.epoch = a.epoch
+		for p := range min(blockPages, keep/pageLen-bi*blockPages) {
+			own.pages[p].epoch = a.epoch
+		}
+	}
+	return out
+}
+
+// frozenGet returns item i of the blocks a freeze returned.
+func frozenGet[T any](blocks []*cowBlock[T], i uint32) *T {
+	b, p, j := locate(i)
+	return &blocks[b].pages[p].p[j]
+}

@@ -1,0 +1,214 @@
+package wheel
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// cowRun drives a wheel with random operations while Frozen copies of it
+// are encoded, for TestFreezeInterleaved.
+type cowRun struct {
+	t    *testing.T
+	rng  *rand.Rand
+	w    *Wheel
+	keep []*Frozen // Frozen copies taken meanwhile, released at the end
+	tid  uint64
+}
+
+func (r *cowRun) data() []byte {
+	switch r.rng.IntN(4) {
+	case 0:
+		return bytes.Repeat([]byte{byte(r.rng.Uint32())}, 1+r.rng.IntN(16)) // inline
+	case 1:
+		return bytes.Repeat([]byte{byte(r.rng.Uint32())}, 17+r.rng.IntN(80)) // a buffer
+	}
+	return nil
+}
+
+func (r *cowRun) spec() Spec {
+	s := Spec{After: 1 + r.rng.Uint64N(200), Data: r.data(), Replace: r.rng.IntN(4) == 0}
+	switch r.rng.IntN(8) {
+	case 0, 1:
+		s.Repeat = uint32(1 + r.rng.IntN(3))
+	case 2:
+		s.Every = 1 + r.rng.Uint64N(50) // forever: fast-forwards fire it many times
+	case 3:
+		s.Every = 1 << 33 // an interval in the extras
+	}
+	return s
+}
+
+// key returns the key of a timer likely to exist.
+func (r *cowRun) key() Key {
+	return Key{r.rng.Uint64N(40), r.rng.Uint64N(r.tid + 1)}
+}
+
+func (r *cowRun) add() {
+	r.tid++
+	_ = r.w.Add(Key{r.rng.Uint64N(40), r.tid}, r.spec())
+}
+
+// op applies one random operation: adds, cancels, pauses, resumes,
+// reschedules, firings and fast-forwards (bounded Advances across many
+// ticks), with callbacks that add, cancel and freeze.
+func (r *cowRun) op() {
+	w := r.w
+	switch r.rng.IntN(12) {
+	case 0, 1, 2:
+		r.add()
+	case 3, 4:
+		_ = w.Cancel(r.key())
+	case 5:
+		_ = w.Pause(r.key())
+	case 6:
+		_ = w.Resume(r.key())
+	case 7:
+		if r.rng.IntN(20) == 0 {
+			w.CancelAll(r.rng.Uint64N(40))
+		}
+	case 8, 9:
+		w.Advance(w.Now()+r.rng.Uint64N(10), 0, r.callback)
+	case 10: // a fast-forward, bounded as a server's turn is
+		w.Advance(w.Now()+r.rng.Uint64N(100_000), 1+r.rng.IntN(500), r.callback)
+	default:
+		f := w.Freeze() // another snapshot, kept for a while or dropped at once
+		if r.rng.IntN(2) == 0 {
+			r.hold(f)
+		} else {
+			f.Release()
+		}
+	}
+}
+
+func (r *cowRun) callback(f *Fire) {
+	w := r.w
+	switch r.rng.IntN(100) {
+	case 0:
+		r.add()
+	case 1:
+		_ = w.Cancel(r.key())
+	case 2:
+		_ = w.Reschedule(f.Key, w.Now()+1+r.rng.Uint64N(30))
+	case 3: // a snapshot taken in a callback: the firing goes on afterwards
+		r.hold(w.Freeze())
+	}
+}
+
+// hold keeps f unreleased, with at most 3 others (each pins the pages the
+// wheel copies meanwhile).
+func (r *cowRun) hold(f *Frozen) {
+	if len(r.keep) == 4 {
+		r.keep[0].Release()
+		r.keep = r.keep[1:]
+	}
+	r.keep = append(r.keep, f)
+}
+
+// TestFreezeInterleaved: a Frozen encoded in random pieces while adds,
+// cancels, pauses, firings, fast-forwards, renumbering and other Freezes
+// (some from Advance callbacks) run between the pieces gives exactly the
+// bytes of the stopped-world snapshot of the instant it was taken (a
+// Frozen encoded before anything changed), and they restore to a wheel
+// that freezes to the same bytes. The wheels span several blocks of the
+// page storage, with either geometry; some runs encode on another
+// goroutine while the wheel changes (run it with -race).
+func TestFreezeInterleaved(t *testing.T) {
+	seeds := 24
+	if testing.Short() {
+		seeds = 6
+	}
+	for seed := range uint64(seeds) {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 77))
+			cfg := Config{}
+			if seed%3 == 1 {
+				cfg = Config{Levels: 3, Slots: 4} // overflow list, renumbering below
+			}
+			w := newWheel(t, rng.Uint64N(1000), cfg)
+			r := &cowRun{t: t, rng: rng, w: w}
+			for range rng.IntN(3 * blockLen) {
+				r.add()
+			}
+			for range rng.IntN(200) {
+				r.op()
+			}
+			want := snapshotOf(t, w, 0) // the stopped world
+			if seed%4 == 2 {
+				w.seqMax = w.seq + 300 // renumbers while the Frozen is read
+			}
+			f := w.Freeze()
+			var got []byte
+			if seed%5 == 4 {
+				var wg sync.WaitGroup
+				wg.Go(func() {
+					for done := false; !done; {
+						got, done = f.AppendNext(got, 1+rng2(len(got)))
+					}
+				})
+				for range 300 {
+					r.op()
+				}
+				wg.Wait()
+			} else {
+				for done := false; !done; {
+					got, done = f.AppendNext(got, 1+rng.IntN(4000))
+					for range rng.IntN(20) {
+						r.op()
+					}
+				}
+			}
+			f.Release()
+			w.seqMax = seqMask
+			require.True(t, bytes.Equal(want, got), "the snapshot is not the state at its instant (%d bytes, want %d)", len(got), len(want))
+			require.True(t, bytes.Equal(want, snapshotOf(t, restoreOf(t, cfg, got, rng), 0)), "the restored wheel freezes to other bytes")
+			for _, k := range r.keep {
+				k.Release()
+			}
+			require.Zero(t, w.frz.pins.Load())
+			// Released: the wheel writes its pages in place again.
+			before := w.nodes.arr.blocks[len(w.nodes.arr.blocks)-1].pages[blockPages-1].p
+			w.nodes.at(w.nodes.arr.len()-1).due++
+			w.nodes.at(w.nodes.arr.len()-1).due--
+			require.Same(t, before, w.nodes.arr.blocks[len(w.nodes.arr.blocks)-1].pages[blockPages-1].p)
+		})
+	}
+}
+
+// TestFreezeCopiesOnlyWrittenPages: after Freeze, a write copies the page
+// it lands in, once, and leaves every other page shared.
+func TestFreezeCopiesOnlyWrittenPages(t *testing.T) {
+	w := newWheel(t, 0, Config{})
+	for i := range uint64(3 * blockLen) {
+		require.NoError(t, w.Add(Key{1, i}, Spec{After: 1_000_000 + i}))
+	}
+	f := w.Freeze()
+	defer f.Release()
+	pages := func(bl []*cowBlock[node]) []*cowPage[node] {
+		var out []*cowPage[node]
+		for _, b := range bl {
+			for _, r := range b.pages {
+				out = append(out, r.p)
+			}
+		}
+		return out
+	}
+	shared := pages(f.nodes)
+	i := w.index.find(Key{1, 5000})
+	require.NoError(t, w.Pause(Key{1, 5000})) // unlinks it: its slot's neighbours too
+	require.NoError(t, w.Pause(Key{1, 5001})) // the same page: copied already
+	now := pages(w.nodes.arr.blocks)
+	copied := 0
+	for p := range now {
+		if now[p] != shared[p] {
+			copied++
+		}
+	}
+	require.NotSame(t, shared[i/pageLen], now[i/pageLen], "the written page is copied")
+	require.LessOrEqual(t, copied, 6, "pages copied: the timers', their neighbours' in their slots, their receiver's")
+	require.Equal(t, snapshotOf(t, w, 0), snapshotOf(t, w, 0))
+}
