@@ -22,7 +22,9 @@ const orderBlock = 512
 // with a neighbour when both fit in 3/4 of a block.
 //
 // Costs, for m keys: an insert or a removal O(log m + orderBlock) (two
-// binary searches and a move of at most one block's keys), plus O(m /
+// binary searches and a move of at most one block's keys; a removal moves
+// the keys on the shorter side, so removals from either end of a block, as
+// a group's cancel in key order makes, move none), plus O(m /
 // orderBlock) for the block list on a split or a merge, which happens once
 // per orderBlock/4 or more changes; a page O(log m + its keys). Memory: 16
 // to 64 bytes a key (a block's 8 KiB over its 128 to 512 keys; keys added
@@ -79,7 +81,7 @@ func (o *groupOrder) insert(k wheel.Key) {
 	if len(b) == orderBlock {
 		if at == len(b) && bi+1 < len(o.blocks) && len(o.blocks[bi+1]) < orderBlock {
 			// Past the block's end: first in the next one.
-			o.blocks[bi+1] = slices.Insert(o.blocks[bi+1], 0, k)
+			o.blocks[bi+1] = slices.Insert(room(o.blocks[bi+1]), 0, k)
 			o.mins[bi+1] = k
 			return
 		}
@@ -102,8 +104,20 @@ func (o *groupOrder) insert(k wheel.Key) {
 			bi, b, at = bi+1, nb, at-half
 		}
 	}
-	o.blocks[bi] = slices.Insert(b, at, k)
+	o.blocks[bi] = slices.Insert(room(b), at, k)
 	o.mins[bi] = o.blocks[bi][0]
+}
+
+// room returns block b, of fewer than orderBlock keys, with room for one
+// more: in a new array of orderBlock when b's is used up (removals from a
+// block's front move its start up its array).
+func room(b []wheel.Key) []wheel.Key {
+	if len(b) < cap(b) {
+		return b
+	}
+	nb := make([]wheel.Key, len(b), orderBlock)
+	copy(nb, b)
+	return nb
 }
 
 // remove takes key k out of o and reports whether it was there.
@@ -118,7 +132,12 @@ func (o *groupOrder) remove(k wheel.Key) bool {
 		return false
 	}
 	o.count--
-	b = slices.Delete(b, at, at+1)
+	if at < len(b)/2 { // move the keys before it up: the block starts one later
+		copy(b[1:at+1], b[:at])
+		b = b[1:]
+	} else {
+		b = slices.Delete(b, at, at+1)
+	}
 	o.blocks[bi] = b
 	switch {
 	case len(b) == 0:
@@ -144,7 +163,10 @@ func (o *groupOrder) mergeSmall(bi int) {
 		if len(a)+len(b) > orderBlock*3/4 {
 			continue
 		}
-		o.blocks[left] = append(a, b...) // within a's capacity of orderBlock
+		if cap(a) < len(a)+len(b) {
+			a = append(make([]wheel.Key, 0, orderBlock), a...)
+		}
+		o.blocks[left] = append(a, b...)
 		o.blocks = slices.Delete(o.blocks, left+1, left+2)
 		o.mins = slices.Delete(o.mins, left+1, left+2)
 		return

@@ -15,7 +15,9 @@ import (
 // It lives apart from the wheel, which knows nothing of groups: a timer
 // without a group costs it nothing, a grouped one a member node (32 bytes),
 // an index slot (8 bytes at a load of 3/8 to 3/4: 10.7 to 21.3 bytes;
-// groupindex.go) and, once it left, 4 bytes of free list: about 48 bytes.
+// groupindex.go) and, once it left, 4 bytes of free list: about 48 bytes;
+// in a group of groupOrderMin members or more, 16 to 64 bytes more for its
+// keys in order (group.ord, grouporder.go), which list_group pages from.
 // Members are nodes of one slab, linked per group, so that a bulk
 // operation walks a group in a deterministic order from a cursor that a
 // removal moves on (see Core.groupRemoved); freed nodes are reused.
@@ -181,7 +183,7 @@ func (t *groupTable) leave(i uint32) {
 	if gr.ord != nil {
 		before := gr.ord.bytes()
 		gr.ord.remove(m.key)
-		if gr.count < t.minOrdered()/4 {
+		if gr.count == 0 || gr.count < t.minOrdered()/4 {
 			gr.ord = nil
 		}
 		t.ordBytes -= before - gr.ord.bytes()
