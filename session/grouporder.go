@@ -59,7 +59,7 @@ func newGroupOrder(keys []wheel.Key) *groupOrder {
 // blockOf returns the block where key k is or would go: the last whose
 // least key is at most k, or 0 when k is below all of them.
 func (o *groupOrder) blockOf(k wheel.Key) int {
-	i, _ := slices.BinarySearchFunc(o.mins, k, keyCmp) // the first min >= k
+	i, _ := searchKeys(o.mins, k) // the first min >= k
 	if i < len(o.mins) && o.mins[i] == k {
 		return i
 	}
@@ -77,7 +77,7 @@ func (o *groupOrder) insert(k wheel.Key) {
 	}
 	bi := o.blockOf(k)
 	b := o.blocks[bi]
-	at, _ := slices.BinarySearchFunc(b, k, keyCmp)
+	at, _ := searchKeys(b, k)
 	if len(b) == orderBlock {
 		if at == len(b) && bi+1 < len(o.blocks) && len(o.blocks[bi+1]) < orderBlock {
 			// Past the block's end: first in the next one.
@@ -127,7 +127,7 @@ func (o *groupOrder) remove(k wheel.Key) bool {
 	}
 	bi := o.blockOf(k)
 	b := o.blocks[bi]
-	at, found := slices.BinarySearchFunc(b, k, keyCmp)
+	at, found := searchKeys(b, k)
 	if !found {
 		return false
 	}
@@ -181,7 +181,7 @@ func (o *groupOrder) from(k wheel.Key, n int, dst []wheel.Key) ([]wheel.Key, int
 		return dst, 1
 	}
 	bi := o.blockOf(k)
-	at, _ := slices.BinarySearchFunc(o.blocks[bi], k, keyCmp)
+	at, _ := searchKeys(o.blocks[bi], k)
 	work := 1 + bits.Len(uint(len(o.blocks))) + bits.Len(orderBlock)
 	for ; bi < len(o.blocks) && n > 0; bi, at = bi+1, 0 {
 		b := o.blocks[bi][at:]
@@ -199,4 +199,20 @@ func (o *groupOrder) bytes() uint64 {
 		return 0
 	}
 	return uint64(len(o.blocks))*(orderBlock*16+24+16) + 64
+}
+
+// searchKeys returns where key k is in sorted keys a, or where it would go,
+// and whether it is there: slices.BinarySearchFunc with keyCmp, the
+// comparison inlined (a group's cancel makes two searches a timer).
+func searchKeys(a []wheel.Key, k wheel.Key) (int, bool) {
+	lo, hi := 0, len(a)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if e := a[m]; e.Receiver < k.Receiver || (e.Receiver == k.Receiver && e.Tid < k.Tid) {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(a) && a[lo] == k
 }
