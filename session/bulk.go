@@ -285,8 +285,9 @@ func (c *Core) finishBulk(op *bulkOp) {
 }
 
 // GroupBytes estimates the memory of the groups: about 48 bytes per
-// grouped timer (a member node and an index slot), nothing for the
-// others (see groupTable).
+// grouped timer (a member node and an index slot), 16 to 64 more in a
+// group large enough to keep its keys in order (groupOrder), nothing for
+// the others (see groupTable).
 func (c *Core) GroupBytes() uint64 { return c.groups.groupBytes() }
 
 // BulkInProgress returns the number of bulk operations not yet complete.
@@ -380,7 +381,8 @@ func (c *Core) describeGroup(t *protocol.Timer) {
 // means max_list_page) and no more than fit in max_list_bytes (at least
 // one when any is left). The reply's next pair is the key of the first
 // timer left out, (0, 0) when none is. A group without timers is an empty
-// page. Cost: one walk of the group's members per page, counted as work.
+// page. Cost, counted as work: O(log m + page) for a group of m members
+// with ordered keys (at least groupOrderMin), else a walk of the group.
 func (c *Core) listGroup(s *Session, req *protocol.Request) {
 	l := &c.limits
 	limit := l.MaxListPage
@@ -390,8 +392,9 @@ func (c *Core) listGroup(s *Session, req *protocol.Request) {
 	c.timerBuf = c.timerBuf[:0]
 	var next wheel.Key
 	if gr := c.groups.get(req.Group); gr != nil && gr.count > 0 {
-		c.keyBuf = c.groups.keysFrom(gr, wheel.Key{Receiver: req.FromReceiver, Tid: req.FromTid}, limit+1, c.keyBuf[:0])
-		c.work += gr.count
+		var work int
+		c.keyBuf, work = c.groups.keysFrom(gr, wheel.Key{Receiver: req.FromReceiver, Tid: req.FromTid}, limit+1, c.keyBuf[:0])
+		c.work += work
 		size := protocol.ListReplyOverhead + 9
 		for i, k := range c.keyBuf {
 			in, err := c.wheel.Get(k)

@@ -15,7 +15,9 @@ import (
 // It lives apart from the wheel, which knows nothing of groups: a timer
 // without a group costs it nothing, a grouped one a member node (32 bytes),
 // an index slot (8 bytes at a load of 3/8 to 3/4: 10.7 to 21.3 bytes;
-// groupindex.go) and, once it left, 4 bytes of free list: about 48 bytes.
+// groupindex.go) and, once it left, 4 bytes of free list: about 48 bytes;
+// in a group of groupOrderMin members or more, 16 to 64 bytes more for its
+// keys in order (group.ord, grouporder.go), which list_group pages from.
 // Members are nodes of one slab, linked per group, so that a bulk
 // operation walks a group in a deterministic order from a cursor that a
 // removal moves on (see Core.groupRemoved); freed nodes are reused.
@@ -34,7 +36,19 @@ type groupTable struct {
 	// (Core.roomForMark).
 	pausedRecv   map[uint64]struct{}
 	pausedGroups int
+	// orderMin is the fewest members a group must have to get its keys in
+	// order (group.ord): 0 means groupOrderMin. Tests lower it.
+	orderMin int
+	// ordBytes is the memory of the groups' ordered keys (groupOrder.bytes
+	// summed), kept as they change.
+	ordBytes uint64
 }
+
+// groupOrderMin is the fewest members for which a group keeps its keys in
+// (receiver, tid) order for list_group (group.ord); it drops them when
+// fewer than a quarter of that are left. A smaller group's page walks its
+// members: at most about a thousand, a few microseconds.
+const groupOrderMin = 1024
 
 // groupMember is a grouped timer: its key, its group and its neighbours
 // in the group's list (0: none).
@@ -54,6 +68,9 @@ type group struct {
 	// recv counts the group's timers per receiver: who a bulk operation
 	// on the group touches (see Core.mayTouchGroup).
 	recv map[uint64]int
+	// ord is the members' keys in (receiver, tid) order while the group
+	// is large (see groupOrderMin), else nil: what list_group pages from.
+	ord *groupOrder
 }
 
 // grouped reports whether any timer is in a group.
@@ -119,7 +136,27 @@ func (t *groupTable) join(k wheel.Key, g uint64) uint32 {
 	gr.count++
 	gr.recv[k.Receiver]++
 	t.of.insert(t.nodes, i)
+	before := gr.ord.bytes()
+	switch {
+	case gr.ord != nil:
+		gr.ord.insert(k)
+	case gr.count >= t.minOrdered():
+		keys := make([]wheel.Key, 0, gr.count)
+		for j := gr.head; j != 0; j = t.nodes[j].next {
+			keys = append(keys, t.nodes[j].key)
+		}
+		gr.ord = newGroupOrder(keys)
+	}
+	t.ordBytes += gr.ord.bytes() - before
 	return i
+}
+
+// minOrdered is the fewest members for which a group keeps group.ord.
+func (t *groupTable) minOrdered() int {
+	if t.orderMin > 0 {
+		return t.orderMin
+	}
+	return groupOrderMin
 }
 
 // leave takes member node i out of its group and frees it. The group's
@@ -143,6 +180,14 @@ func (t *groupTable) leave(i uint32) {
 	}
 	pos, _ := t.of.find(t.nodes, m.key)
 	t.of.deleteAt(t.nodes, pos)
+	if gr.ord != nil {
+		before := gr.ord.bytes()
+		gr.ord.remove(m.key)
+		if gr.count == 0 || gr.count < t.minOrdered()/4 {
+			gr.ord = nil
+		}
+		t.ordBytes -= before - gr.ord.bytes()
+	}
 	if gr.count == 0 && !gr.paused {
 		delete(t.groups, m.group)
 	}
@@ -196,8 +241,13 @@ func (t *groupTable) startsPaused(r, g uint64) bool {
 
 // keysFrom appends to dst the keys of group gr's members that are at least
 // from in (receiver, tid) order, the n smallest of them (all when fewer),
-// sorted. It walks the whole group: O(members + n log n).
-func (t *groupTable) keysFrom(gr *group, from wheel.Key, n int, dst []wheel.Key) []wheel.Key {
+// sorted, and returns dst and the work it did (the keys it looked at). A
+// large group's page comes from its ordered keys: O(log m + n) for m
+// members. A small one's (gr.ord nil) walks the group: O(m + n log n).
+func (t *groupTable) keysFrom(gr *group, from wheel.Key, n int, dst []wheel.Key) ([]wheel.Key, int) {
+	if gr.ord != nil {
+		return gr.ord.from(from, n, dst)
+	}
 	start := len(dst)
 	for i := gr.head; i != 0; i = t.nodes[i].next {
 		k := t.nodes[i].key
@@ -214,7 +264,7 @@ func (t *groupTable) keysFrom(gr *group, from wheel.Key, n int, dst []wheel.Key)
 	if len(dst)-start > n {
 		dst = dst[:start+n]
 	}
-	return dst
+	return dst, gr.count
 }
 
 // keyCmp orders keys by receiver, then tid.
@@ -226,7 +276,7 @@ func keyCmp(a, b wheel.Key) int {
 }
 
 // groupBytes estimates the table's memory: its member nodes, its free
-// list, its index and its group records.
+// list, its index, its group records and the large groups' ordered keys.
 func (t *groupTable) groupBytes() uint64 {
-	return uint64(cap(t.nodes))*32 + uint64(cap(t.free))*4 + uint64(len(t.of.table))*8 + uint64(len(t.groups))*96 + uint64(len(t.pausedRecv))*16
+	return uint64(cap(t.nodes))*32 + uint64(cap(t.free))*4 + uint64(len(t.of.table))*8 + uint64(len(t.groups))*96 + uint64(len(t.pausedRecv))*16 + t.ordBytes
 }
