@@ -5,6 +5,15 @@ import java.io.InputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.security.GeneralSecurityException;
+import java.security.KeyFactory;
+import java.security.PrivateKey;
+import java.security.spec.PKCS8EncodedKeySpec;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.List;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import javax.net.ssl.KeyManagerFactory;
 import java.security.KeyStore;
 import java.security.cert.Certificate;
 import java.security.cert.CertificateFactory;
@@ -42,6 +51,46 @@ public record TlsConfig(SSLContext context, String serverName, boolean verifyHos
    * @throws GeneralSecurityException when it holds no certificate
    */
   public static TlsConfig trusting(Path caPem) throws IOException, GeneralSecurityException {
+    return pem(caPem, null, null);
+  }
+
+  /**
+   * mutual makes a context for mTLS: it trusts the CA certificates in caPem and presents
+   * the client certificate chain in certPem with its PKCS#8 key ("BEGIN PRIVATE KEY",
+   * EC or RSA; the server's {@code tickwheel certs} makes such files).
+   *
+   * @param caPem the CA certificates, PEM
+   * @param certPem the client's certificate chain, PEM
+   * @param keyPem the client's private key, PKCS#8 PEM
+   * @return the config
+   * @throws IOException when a file cannot be read
+   * @throws GeneralSecurityException when a file holds no usable certificate or key
+   */
+  public static TlsConfig mutual(Path caPem, Path certPem, Path keyPem) throws IOException, GeneralSecurityException {
+    return pem(caPem, certPem, keyPem);
+  }
+
+  private static TlsConfig pem(Path caPem, Path certPem, Path keyPem) throws IOException, GeneralSecurityException {
+    KeyManagerFactory kmf = null;
+    if (certPem != null) {
+      List<Certificate> chain = new ArrayList<>();
+      try (InputStream in = Files.newInputStream(certPem)) {
+        chain.addAll(CertificateFactory.getInstance("X.509").generateCertificates(in));
+      }
+      if (chain.isEmpty()) throw new GeneralSecurityException("no certificate in " + certPem);
+      String text = Files.readString(keyPem);
+      Matcher m = Pattern.compile("-----BEGIN PRIVATE KEY-----([^-]+)-----END PRIVATE KEY-----").matcher(text);
+      if (!m.find()) throw new GeneralSecurityException(keyPem + ": want a PKCS#8 PEM key (BEGIN PRIVATE KEY)");
+      PKCS8EncodedKeySpec spec = new PKCS8EncodedKeySpec(Base64.getMimeDecoder().decode(m.group(1)));
+      String alg = chain.get(0).getPublicKey().getAlgorithm();
+      PrivateKey key = KeyFactory.getInstance(alg).generatePrivate(spec);
+      KeyStore ks = KeyStore.getInstance(KeyStore.getDefaultType());
+      ks.load(null, null);
+      char[] none = new char[0];
+      ks.setKeyEntry("client", key, none, chain.toArray(new Certificate[0]));
+      kmf = KeyManagerFactory.getInstance(KeyManagerFactory.getDefaultAlgorithm());
+      kmf.init(ks, none);
+    }
     KeyStore ks = KeyStore.getInstance(KeyStore.getDefaultType());
     ks.load(null, null);
     try (InputStream in = Files.newInputStream(caPem)) {
@@ -54,7 +103,7 @@ public record TlsConfig(SSLContext context, String serverName, boolean verifyHos
     TrustManagerFactory tmf = TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());
     tmf.init(ks);
     SSLContext ctx = SSLContext.getInstance("TLS");
-    ctx.init(null, tmf.getTrustManagers(), null);
+    ctx.init(kmf == null ? null : kmf.getKeyManagers(), tmf.getTrustManagers(), null);
     return of(ctx);
   }
 
