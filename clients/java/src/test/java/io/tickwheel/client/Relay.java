@@ -16,6 +16,10 @@ final class Relay implements AutoCloseable {
   private final int port;
   private final List<Socket> sockets = new CopyOnWriteArrayList<>();
   final String addr;
+  /** While held, nothing is forwarded (bytes wait in the relay): a server that does not answer. */
+  volatile boolean held;
+  /** While refusing, new connections are closed at once: a server that is down. */
+  volatile boolean refusing;
 
   Relay(String target) throws IOException {
     int i = target.lastIndexOf(':');
@@ -32,6 +36,10 @@ final class Relay implements AutoCloseable {
     while (!server.isClosed()) {
       try {
         Socket down = server.accept();
+        if (refusing) {
+          close(down);
+          continue;
+        }
         Socket up = new Socket(host, port);
         sockets.add(down);
         sockets.add(up);
@@ -48,8 +56,11 @@ final class Relay implements AutoCloseable {
       byte[] b = new byte[64 * 1024];
       try (InputStream in = from.getInputStream(); OutputStream out = to.getOutputStream()) {
         int n;
-        while ((n = in.read(b)) >= 0) out.write(b, 0, n);
-      } catch (IOException ignored) {
+        while ((n = in.read(b)) >= 0) {
+          while (held) Thread.sleep(5);
+          out.write(b, 0, n);
+        }
+      } catch (IOException | InterruptedException ignored) {
         // cut
       } finally {
         close(from);
