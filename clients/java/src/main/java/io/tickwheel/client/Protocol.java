@@ -55,6 +55,15 @@ final class Protocol {
     return out;
   }
 
+  private static final ThreadLocal<MessageBufferPacker> PACKER =
+      ThreadLocal.withInitial(() -> MessagePack.newDefaultBufferPacker());
+
+  private static final Map<Integer, List<Arg>> OP_ARGS = new java.util.HashMap<>();
+
+  static {
+    for (int op = 1; op <= CLUSTER; op++) if (opName(op) != null) OP_ARGS.put(op, List.copyOf(opArgs(op)));
+  }
+
   /** The arguments of each op, in wire order. */
   static List<Arg> opArgs(int op) {
     return switch (op) {
@@ -97,11 +106,13 @@ final class Protocol {
    * byte[] for data, Boolean, Double); a missing one is its default. Empty data is nil.
    */
   static byte[] encode(int op, long id, Map<String, ?> args) {
-    List<Arg> spec = opArgs(op);
+    List<Arg> spec = OP_ARGS.getOrDefault(op, List.of());
     int n = spec.size();
     int base = baseArgs(op);
     while (n > base && isDefault(args.get(spec.get(n - 1).name()))) n--;
-    try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+    MessageBufferPacker p = PACKER.get(); // per thread, reused: no 8 KiB buffer per request
+    p.clear();
+    try {
       p.packArrayHeader(2 + n);
       packUint(p, op);
       packUint(p, id);
