@@ -75,6 +75,12 @@ public final class TickwheelClient implements AutoCloseable {
   private ScheduledFuture<?> idlePing; // guarded by lock
   private final AtomicLong droppedTotal = new AtomicLong();
   private final AtomicLong redeliveredTotal = new AtomicLong();
+  private volatile int queuedHighWater; // the most events that waited for the event thread at once
+
+  /** queuedHighWater: the most events that waited for the listener at once (tests check the bound). */
+  int queuedHighWater() {
+    return queuedHighWater;
+  }
 
   private TickwheelClient(ClientOptions o) {
     this.o = o;
@@ -369,6 +375,8 @@ public final class TickwheelClient implements AutoCloseable {
 
   private void enqueue(Event e) {
     queue.add(e);
+    int n = queue.size();
+    if (n > queuedHighWater) queuedHighWater = n; // written by the I/O thread only
     if (queue.size() >= o.eventBuffer && !readPaused) {
       synchronized (lock) {
         readPaused = true;

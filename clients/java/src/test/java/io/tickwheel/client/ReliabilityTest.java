@@ -168,6 +168,9 @@ class ReliabilityTest {
       for (int i = 0; i < n; i++) assertEquals(i + 1, fs.get(i).seq());
       assertEquals(0, c.dropped());
       assertEquals(0L, admin.stats().join().get("dropped_total"));
+      // The client stopped reading while 16 events waited: what it held is that plus at most
+      // one read buffer's worth (64 KiB, ~32 such events), not the ~3 MB the server sent.
+      assertTrue(c.queuedHighWater() <= 16 + 64, "events held at once: " + c.queuedHighWater());
     }
   }
 
