@@ -197,6 +197,9 @@ public final class TickwheelClient implements AutoCloseable {
         c.close(new TickwheelException.Closed("connect"));
         return;
       }
+      if (c.isClosed()) { // it closed before it got ready: onClose ignored it, so open() goes on
+        throw new TickwheelException.Disconnected("connect", null);
+      }
       conn = c;
       ws = new ArrayList<>(waiters);
       waiters.clear();
