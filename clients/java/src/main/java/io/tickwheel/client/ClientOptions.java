@@ -36,19 +36,28 @@ public final class ClientOptions {
     if (this.addresses.isEmpty()) throw new IllegalArgumentException("tickwheel: no address");
   }
 
-  /** @param n the name in the server's logs and stats @return this */
+  /**
+   * @param n the name in the server's logs and stats
+   * @return this
+   */
   public ClientOptions name(String n) {
     name = n;
     return this;
   }
 
-  /** @param t the admin or client token ("" for none) @return this */
+  /**
+   * @param t the admin or client token ("" for none)
+   * @return this
+   */
   public ClientOptions token(String t) {
     token = t == null ? "" : t;
     return this;
   }
 
-  /** @param t TLS settings, or null for plain TCP @return this */
+  /**
+   * @param t TLS settings, or null for plain TCP
+   * @return this
+   */
   public ClientOptions tls(TlsConfig t) {
     tls = t;
     return this;
@@ -64,32 +73,48 @@ public final class ClientOptions {
     return this;
   }
 
-  /** @param d how long a call waits for its reply (null or zero: forever) @return this */
+  /**
+   * @param d how long a call waits for its reply (null or zero: forever)
+   * @return this
+   */
   public ClientOptions requestTimeout(Duration d) {
     requestTimeout = d;
     return this;
   }
 
-  /** @param d how long one TCP connect (and TLS handshake) may take @return this */
+  /**
+   * @param d how long one TCP connect (and TLS handshake) may take
+   * @return this
+   */
   public ClientOptions connectTimeout(Duration d) {
     connectTimeout = d;
     return this;
   }
 
-  /** @param on whether to reconnect (and re-bind) after the connection drops @return this */
+  /**
+   * @param on whether to reconnect (and re-bind) after the connection drops
+   * @return this
+   */
   public ClientOptions reconnect(boolean on) {
     reconnect = on;
     return this;
   }
 
-  /** @param min first backoff @param max largest backoff @return this */
+  /**
+   * @param min first backoff
+   * @param max largest backoff
+   * @return this
+   */
   public ClientOptions reconnectBackoff(Duration min, Duration max) {
     reconnectMin = min;
     reconnectMax = max;
     return this;
   }
 
-  /** @param n events held for the listener before the client stops reading the socket @return this */
+  /**
+   * @param n events held for the listener before the client stops reading the socket
+   * @return this
+   */
   public ClientOptions eventBuffer(int n) {
     if (n < 1) throw new IllegalArgumentException("tickwheel: eventBuffer " + n);
     eventBuffer = n;

@@ -6,7 +6,11 @@ package io.tickwheel.client;
  * order. All uint64 fields are {@code long}s read as unsigned.
  */
 public sealed interface Event permits Event.Fire, Event.Takeover, Event.Dropped {
-  /** The receiver the event is for. */
+  /**
+   * The receiver the event is for.
+   *
+   * @return the receiver
+   */
   long receiver();
 
   /**

@@ -510,22 +510,30 @@ public final class TickwheelClient implements AutoCloseable {
 
   // ---- state ----
 
-  /** @return the server's reply to the latest hello */
+  /**
+   * @return the server's reply to the latest hello
+   */
   public HelloInfo hello() {
     return hello;
   }
 
-  /** @return events the server gave up on or that were lost, over the client's life */
+  /**
+   * @return events the server gave up on or that were lost, over the client's life
+   */
   public long dropped() {
     return droppedTotal.get();
   }
 
-  /** @return events delivered again in acknowledged mode that the client filtered out */
+  /**
+   * @return events delivered again in acknowledged mode that the client filtered out
+   */
   public long redelivered() {
     return redeliveredTotal.get();
   }
 
-  /** @return the address of the current connection, or null while disconnected */
+  /**
+   * @return the address of the current connection, or null while disconnected
+   */
   public String address() {
     synchronized (lock) {
       return conn == null ? null : conn.address();
@@ -857,12 +865,18 @@ public final class TickwheelClient implements AutoCloseable {
     });
   }
 
-  /** freeze (admin) stops tw-time following the clock. @return tw-time */
+  /**
+   * freeze (admin) stops tw-time following the clock.
+   * @return tw-time
+   */
   public CompletableFuture<Long> freeze() {
     return map(call(Protocol.FREEZE, Map.of(), null), r -> Protocol.uints(r, 1, "freeze")[0]);
   }
 
-  /** resumeSync (admin) lets tw-time follow the clock again, from where it is. @return tw-time */
+  /**
+   * resumeSync (admin) lets tw-time follow the clock again, from where it is.
+   * @return tw-time
+   */
   public CompletableFuture<Long> resumeSync() {
     return map(call(Protocol.RESUME_SYNC, Map.of(), null), r -> Protocol.uints(r, 1, "resume_sync")[0]);
   }
@@ -901,7 +915,10 @@ public final class TickwheelClient implements AutoCloseable {
         TickwheelClient::clusterStatus);
   }
 
-  /** clusterStatus asks cluster "status". @return the cluster's state */
+  /**
+   * clusterStatus asks cluster "status".
+   * @return the cluster's state
+   */
   public CompletableFuture<ClusterStatus> clusterStatus() {
     return cluster("status", "", "");
   }

@@ -197,8 +197,15 @@ class OpsTest {
   void pipelinesManyRequests() {
     try (TickwheelClient c = TickwheelClient.connect(srv.admin())) {
       List<CompletableFuture<Long>> fs = new ArrayList<>();
-      for (long tid = 1; tid <= 2000; tid++) fs.add(c.add(105, tid, 100_000));
+      byte[] data = new byte[200];
+      for (long tid = 1; tid <= 2000; tid++) fs.add(c.add(105, tid, 100_000, AddOptions.defaults().data(data)));
       for (CompletableFuture<Long> f : fs) f.join();
+      // A page of 1000 timers with data is a reply frame of over 200 KiB: more than the
+      // client's first read buffer.
+      ListPage p = c.list(105, 0, 0).join();
+      assertEquals(1000, p.timers().size());
+      assertEquals(1001, p.next());
+      assertEquals(2000, c.listAll(105).join().size());
       assertEquals(2000, c.cancelAll(105).join());
     }
   }
