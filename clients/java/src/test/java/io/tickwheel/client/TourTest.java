@@ -23,6 +23,24 @@ class TourTest {
   }
 
   @Test
+  void theReadmesOtherSnippetsAreCompiled() throws Exception {
+    String readme = Files.readString(Path.of("README.md"));
+    java.util.Set<String> compiled = new java.util.HashSet<>();
+    for (String l : Files.readAllLines(Path.of("examples/io/tickwheel/examples/More.java"))) compiled.add(l.strip());
+    String tour = Files.readString(Path.of("examples/io/tickwheel/examples/Tour.java"));
+    int blocks = 0;
+    for (String block : readme.split("```java\n")) {
+      if (blocks++ == 0) continue; // the text before the first block
+      String code = block.substring(0, block.indexOf("```"));
+      if (tour.equals(code)) continue;
+      for (String l : code.split("\n")) {
+        if (!l.isBlank()) assertTrue(compiled.contains(l.strip()), "README line not in More.java: " + l);
+      }
+    }
+    assertEquals(4, blocks, "java blocks in the README, plus one");
+  }
+
+  @Test
   void theTourRuns() throws Exception {
     try (TestServer srv = TestServer.start(); TickwheelClient admin = TickwheelClient.connect(srv.admin())) {
       List<String> log = new CopyOnWriteArrayList<>();
