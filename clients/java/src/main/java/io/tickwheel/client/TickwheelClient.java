@@ -435,7 +435,13 @@ public final class TickwheelClient implements AutoCloseable {
     synchronized (lock) {
       p = publisher;
     }
-    if (p != null && !p.isClosed()) p.submit(e); // blocks while a subscriber's buffer is full: backpressure
+    if (p != null && !p.isClosed()) {
+      try {
+        p.submit(e); // blocks while a subscriber's buffer is full: backpressure
+      } catch (IllegalStateException closed) {
+        // close() closed the publisher meanwhile: the event goes to no subscriber
+      }
+    }
   }
 
   /**

@@ -31,6 +31,22 @@ class ApiTest {
   }
 
   @Test
+  void anIdleClientPingsAndKeepsItsSession() throws Exception {
+    java.nio.file.Path cfg = java.nio.file.Files.createTempFile("tw-java", ".yaml");
+    java.nio.file.Files.writeString(cfg, "timeouts:\n  idle: 300ms\n");
+    try (TestServer srv = TestServer.start("-config", cfg.toString());
+        TickwheelClient c = TickwheelClient.connect(srv.plain())) {
+      assertEquals(300L, c.hello().limits().get("idle_timeout_ms"));
+      long session = c.hello().session();
+      Thread.sleep(1200); // four idle timeouts with nothing sent by the caller
+      assertTrue(c.ping().join() >= 1000);
+      assertEquals(session, c.hello().session(), "the client reconnected: its idle pings did not keep the session");
+    } finally {
+      java.nio.file.Files.deleteIfExists(cfg);
+    }
+  }
+
+  @Test
   void eventsThroughAFlowPublisher() throws Exception {
     try (TestServer srv = TestServer.start(); TickwheelClient c = TickwheelClient.connect(srv.admin())) {
       List<Event> got = new CopyOnWriteArrayList<>();
