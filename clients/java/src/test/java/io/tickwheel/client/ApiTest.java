@@ -47,6 +47,21 @@ class ApiTest {
   }
 
   @Test
+  void resumeSyncLetsTwTimeFollowTheClockAndFreezeStopsIt() throws Exception {
+    try (TestServer srv = TestServer.start(); TickwheelClient c = TickwheelClient.connect(srv.admin())) {
+      long start = c.resumeSync().join();
+      assertEquals(1000, start);
+      long end = System.nanoTime() + 10_000_000_000L;
+      while (c.ping().join() < start + 5 && System.nanoTime() < end) Thread.sleep(10);
+      long frozen = c.freeze().join();
+      assertTrue(frozen >= start + 5, "tw-time did not follow the clock: " + frozen);
+      Thread.sleep(50);
+      assertEquals(frozen, c.ping().join());
+      assertEquals(Boolean.TRUE, c.stats().join().get("frozen"));
+    }
+  }
+
+  @Test
   void eventsThroughAFlowPublisher() throws Exception {
     try (TestServer srv = TestServer.start(); TickwheelClient c = TickwheelClient.connect(srv.admin())) {
       List<Event> got = new CopyOnWriteArrayList<>();
