@@ -211,6 +211,36 @@ class OpsTest {
   }
 
   @Test
+  void callsFromManyThreadsAtOnce() throws Exception {
+    try (TickwheelClient c = TickwheelClient.connect(srv.admin())) {
+      List<Thread> ts = new ArrayList<>();
+      java.util.concurrent.ConcurrentLinkedQueue<Throwable> errs = new java.util.concurrent.ConcurrentLinkedQueue<>();
+      for (int k = 0; k < 8; k++) {
+        long from = k * 500L + 1;
+        Thread t = new Thread(() -> {
+          try {
+            List<CompletableFuture<Long>> fs = new ArrayList<>();
+            for (long tid = from; tid < from + 500; tid++) fs.add(c.add(106, tid, 50_000 + tid));
+            for (int i = 0; i < fs.size(); i++) {
+              if (fs.get(i).join() != c.get(106, from + i).join().due()) throw new AssertionError("due of " + (from + i));
+            }
+          } catch (Throwable e) {
+            errs.add(e);
+          }
+        });
+        ts.add(t);
+        t.start();
+      }
+      for (Thread t : ts) t.join();
+      assertTrue(errs.isEmpty(), "errors: " + errs);
+      List<Timer> all = c.listAll(106).join();
+      assertEquals(4000, all.size());
+      for (int i = 0; i < all.size(); i++) assertEquals(i + 1, all.get(i).tid());
+      assertEquals(4000, c.cancelAll(106).join());
+    }
+  }
+
+  @Test
   void closedClientFailsCalls() {
     TickwheelClient c = TickwheelClient.connect(srv.admin());
     c.close();
