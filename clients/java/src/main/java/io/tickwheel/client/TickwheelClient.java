@@ -8,13 +8,10 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Flow;
-import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
-import java.util.concurrent.SubmissionPublisher;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import org.msgpack.value.Value;
@@ -47,15 +44,11 @@ public final class TickwheelClient implements AutoCloseable {
   private static final System.Logger LOG = System.getLogger("io.tickwheel.client");
   private static final Set<Integer> SAFE_TO_RETRY = Set.of(Protocol.GET, Protocol.LIST, Protocol.PING,
       Protocol.STATS, Protocol.CLUSTER);
-  private static final int ACK_BATCH = 64;
-
-  /** A bound receiver: how to bind it again. */
-  private record Bound(boolean ephemeral, AckMode mode) {}
 
   private final ClientOptions o;
   private final ScheduledExecutorService timer;
   private final Thread eventThread;
-  private final LinkedBlockingQueue<Event> queue = new LinkedBlockingQueue<>();
+  private final Delivery delivery; // the receivers bound here and their events
   private final Object lock = new Object();
   private final List<CompletableFuture<Connection>> waiters = new ArrayList<>(); // guarded by lock
   private Connection conn; // the ready connection; guarded by lock
@@ -63,32 +56,29 @@ public final class TickwheelClient implements AutoCloseable {
   private String hint = ""; // a leader named by not_leader; guarded by lock
   private volatile boolean closing;
   private volatile HelloInfo hello;
-  private volatile boolean readPaused;
-  private SubmissionPublisher<Event> publisher; // guarded by lock
   private final AtomicLong ids = new AtomicLong();
-  private final Map<Long, Bound> bound = new ConcurrentHashMap<>();
-  private final Map<Long, Long> lastSeq = new ConcurrentHashMap<>(); // touched on the I/O thread
-  private final Map<Long, AckState> acks = new ConcurrentHashMap<>();
-  private final Set<Long> ackDirty = ConcurrentHashMap.newKeySet();
-  private final AtomicLong ackCount = new AtomicLong();
-  private ScheduledFuture<?> ackFlush; // guarded by lock
   private ScheduledFuture<?> idlePing; // guarded by lock
-  private final AtomicLong droppedTotal = new AtomicLong();
-  private final AtomicLong redeliveredTotal = new AtomicLong();
-  private volatile int queuedHighWater; // the most events that waited for the event thread at once
 
   /** queuedHighWater: the most events that waited for the listener at once (tests check the bound). */
   int queuedHighWater() {
-    return queuedHighWater;
+    return delivery.queuedHighWater();
   }
 
   private TickwheelClient(ClientOptions o) {
     this.o = o;
     this.timer = Executors.newSingleThreadScheduledExecutor(r -> daemon(r, "tickwheel-timer"));
-    this.eventThread = daemon(this::eventLoop, "tickwheel-events");
+    this.delivery = new Delivery(o, timer, this::current, (c, r, seq, onOk) ->
+        sendOn(c, Protocol.ACK, Map.of("receiver", r, "seq", seq), res -> onOk.run()).exceptionally(e -> warn("ack", e)));
+    this.eventThread = daemon(delivery::eventLoop, "tickwheel-events");
   }
 
-  private static Thread daemon(Runnable r, String name) {
+  private Connection current() {
+    synchronized (lock) {
+      return conn;
+    }
+  }
+
+  static Thread daemon(Runnable r, String name) {
     Thread t = new Thread(r, name);
     t.setDaemon(true);
     return t;
@@ -163,7 +153,7 @@ public final class TickwheelClient implements AutoCloseable {
     Connection c;
     int timeoutMs = (int) Math.max(1, o.connectTimeout.toMillis());
     try {
-      c = Connection.open(addr, timeoutMs, o.tls, o.maxFrame, this::onPush, e -> onClose(holder[0], e));
+      c = Connection.open(addr, timeoutMs, o.tls, o.maxFrame, delivery::onPush, e -> onClose(holder[0], e));
     } catch (Exception e) {
       throw new TickwheelException.ConnectFailed("connect " + addr + ": " + e, e);
     }
@@ -181,10 +171,10 @@ public final class TickwheelClient implements AutoCloseable {
       if (cause instanceof TickwheelException te && te.code() != 0) throw te;
       throw new TickwheelException.ConnectFailed("hello " + addr + ": " + cause, cause);
     }
-    for (Map.Entry<Long, Bound> b : bound.entrySet()) {
+    for (Map.Entry<Long, Delivery.Bound> b : delivery.bound.entrySet()) {
       long r = b.getKey();
-      Bound bd = b.getValue();
-      sendOn(c, Protocol.BIND, bindArgs(r, bd), res -> bindReplied(r, bd, res))
+      Delivery.Bound bd = b.getValue();
+      sendOn(c, Protocol.BIND, bindArgs(r, bd), res -> delivery.bindReplied(r, bd, res))
           .exceptionally(e -> warn("bind again", e));
     }
     return c;
@@ -203,7 +193,7 @@ public final class TickwheelClient implements AutoCloseable {
       conn = c;
       ws = new ArrayList<>(waiters);
       waiters.clear();
-      if (readPaused) c.pauseReading();
+      if (delivery.readPaused()) c.pauseReading();
       long idle = hello.limits().getOrDefault("idle_timeout_ms", 0L);
       if (idlePing != null) idlePing.cancel(false);
       if (idle > 0) {
@@ -212,7 +202,7 @@ public final class TickwheelClient implements AutoCloseable {
       }
     }
     for (CompletableFuture<Connection> w : ws) w.complete(c);
-    flushAcks(); // acks wanted while disconnected
+    delivery.flushAcks(); // acks wanted while disconnected
   }
 
   private void pingIfIdle(Connection c, long idleMs) {
@@ -339,110 +329,7 @@ public final class TickwheelClient implements AutoCloseable {
     return null;
   }
 
-  // ---- events ----
-
-  private void onPush(Protocol.Message m) {
-    Event e = ((Protocol.Push) m).event();
-    if (e instanceof Event.Fire f) {
-      long r = f.receiver();
-      Long last = lastSeq.get(r);
-      AckState st = acks.get(r);
-      boolean dup = st != null && st.fire(f.seq());
-      if (!dup && last != null && Long.compareUnsigned(f.seq(), last + 1) > 0 && f.seq() != 1) {
-        lost(r, f.seq() - last - 1, last + 1, f.seq() - 1);
-      }
-      if (last == null || Long.compareUnsigned(f.seq(), last) > 0 || f.seq() == 1) lastSeq.put(r, f.seq());
-      if (dup) {
-        redeliveredTotal.incrementAndGet();
-        if (st.waiting()) scheduleAck(r, false); // an ack that waited for this redelivery
-        return;
-      }
-      enqueue(f);
-    } else if (e instanceof Event.Takeover t) {
-      forget(t.receiver());
-      enqueue(t);
-    } else if (e instanceof Event.Dropped d) {
-      Long last = lastSeq.get(d.receiver());
-      if (last == null || Long.compareUnsigned(d.lastSeq(), last) > 0) lastSeq.put(d.receiver(), d.lastSeq());
-      if (d.count() > 0) {
-        droppedTotal.addAndGet(d.count());
-        enqueue(d);
-      }
-    }
-  }
-
-  private void lost(long receiver, long count, long first, long last) {
-    droppedTotal.addAndGet(count);
-    enqueue(new Event.Dropped(receiver, count, first, last));
-  }
-
-  private void enqueue(Event e) {
-    queue.add(e);
-    int n = queue.size();
-    if (n > queuedHighWater) queuedHighWater = n; // written by the I/O thread only
-    if (queue.size() >= o.eventBuffer && !readPaused) {
-      synchronized (lock) {
-        readPaused = true;
-        if (conn != null) conn.pauseReading();
-      }
-    }
-  }
-
-  private void forget(long receiver) {
-    bound.remove(receiver);
-    lastSeq.remove(receiver);
-    acks.remove(receiver);
-  }
-
-  private void eventLoop() {
-    while (!closing || !queue.isEmpty()) {
-      Event e;
-      try {
-        e = queue.poll(100, TimeUnit.MILLISECONDS);
-      } catch (InterruptedException ie) {
-        if (closing) return;
-        continue;
-      }
-      if (e == null) continue;
-      if (readPaused && queue.size() <= o.eventBuffer / 2) {
-        synchronized (lock) {
-          readPaused = false;
-          if (conn != null) conn.resumeReading();
-        }
-      }
-      deliver(e);
-      if (e instanceof Event.Fire f) {
-        AckState st = acks.get(f.receiver());
-        if (st != null && st.mode == AckMode.AUTO) {
-          st.done(f.seq());
-          scheduleAck(f.receiver(), true);
-        }
-      }
-      if (queue.isEmpty()) flushAcks();
-    }
-  }
-
-  private void deliver(Event e) {
-    EventListener l = o.listener;
-    if (l != null) {
-      try {
-        l.onEvent(e);
-      } catch (RuntimeException ex) {
-        LOG.log(System.Logger.Level.WARNING, "tickwheel: event listener threw", ex);
-      }
-    }
-    SubmissionPublisher<Event> p;
-    synchronized (lock) {
-      p = publisher;
-    }
-    if (p != null && !p.isClosed()) {
-      try {
-        p.submit(e); // blocks while a subscriber's buffer is full: backpressure
-      } catch (IllegalStateException closed) {
-        // close() closed the publisher meanwhile: the event goes to no subscriber
-      }
-    }
-  }
+  // ---- events and acks ----
 
   /**
    * events returns a publisher of every event from now on, in order. Subscribers get them
@@ -454,47 +341,7 @@ public final class TickwheelClient implements AutoCloseable {
    * @return the publisher (the same one on every call)
    */
   public Flow.Publisher<Event> events() {
-    synchronized (lock) {
-      if (publisher == null) {
-        publisher = new SubmissionPublisher<>(Executors.newCachedThreadPool(r -> daemon(r, "tickwheel-subscriber")),
-            o.eventBuffer);
-      }
-      return publisher;
-    }
-  }
-
-  // ---- acks ----
-
-  private void scheduleAck(long receiver, boolean counted) {
-    ackDirty.add(receiver);
-    if (counted && ackCount.incrementAndGet() >= ACK_BATCH) {
-      flushAcks();
-      return;
-    }
-    synchronized (lock) {
-      if (ackFlush == null && !closing) ackFlush = timer.schedule(this::flushAcks, 5, TimeUnit.MILLISECONDS);
-    }
-  }
-
-  /** flushAcks sends the acks due now, one per receiver. */
-  private void flushAcks() {
-    Connection c;
-    synchronized (lock) {
-      if (ackFlush != null) ackFlush.cancel(false);
-      ackFlush = null;
-      c = conn;
-    }
-    ackCount.set(0);
-    if (c == null) return;
-    for (Long r : List.copyOf(ackDirty)) {
-      ackDirty.remove(r);
-      AckState st = acks.get(r);
-      if (st == null) continue;
-      long seq = st.takeDue();
-      if (seq == 0) continue;
-      Map<String, Object> a = Map.of("receiver", r, "seq", seq);
-      sendOn(c, Protocol.ACK, a, res -> st.confirmed(seq)).exceptionally(e -> warn("ack", e));
-    }
+    return delivery.events();
   }
 
   /**
@@ -507,11 +354,7 @@ public final class TickwheelClient implements AutoCloseable {
    * @throws IllegalStateException when the receiver is not bound here in acknowledged mode
    */
   public void ack(long receiver, long seq) {
-    AckState st = acks.get(receiver);
-    if (st == null) throw new IllegalStateException("tickwheel: ack: receiver " + Long.toUnsignedString(receiver)
-        + " is not bound here in acknowledged mode");
-    st.done(seq);
-    scheduleAck(receiver, true);
+    delivery.ack(receiver, seq);
   }
 
   // ---- state ----
@@ -527,14 +370,14 @@ public final class TickwheelClient implements AutoCloseable {
    * @return events the server gave up on or that were lost, over the client's life
    */
   public long dropped() {
-    return droppedTotal.get();
+    return delivery.droppedTotal.get();
   }
 
   /**
    * @return events delivered again in acknowledged mode that the client filtered out
    */
   public long redelivered() {
-    return redeliveredTotal.get();
+    return delivery.redeliveredTotal.get();
   }
 
   /**
@@ -553,7 +396,7 @@ public final class TickwheelClient implements AutoCloseable {
   @Override
   public void close() {
     if (closing) return;
-    flushAcks();
+    delivery.flushAcks();
     Connection c;
     synchronized (lock) {
       c = conn;
@@ -571,25 +414,23 @@ public final class TickwheelClient implements AutoCloseable {
   private void shutdown() {
     List<CompletableFuture<Connection>> ws;
     Connection c;
-    SubmissionPublisher<Event> p;
     synchronized (lock) {
       closing = true;
       c = conn;
       conn = null;
       ws = new ArrayList<>(waiters);
       waiters.clear();
-      p = publisher;
     }
     for (CompletableFuture<Connection> w : ws) w.completeExceptionally(new TickwheelException.Closed("call"));
     if (c != null) c.close(new TickwheelException.Closed("close"));
+    delivery.close();
     timer.shutdownNow();
     eventThread.interrupt();
-    if (p != null) p.close();
   }
 
   // ---- ops ----
 
-  private static Map<String, Object> bindArgs(long receiver, Bound b) {
+  private static Map<String, Object> bindArgs(long receiver, Delivery.Bound b) {
     Map<String, Object> a = new HashMap<>();
     a.put("receiver", receiver);
     a.put("ephemeral", b.ephemeral());
@@ -619,31 +460,11 @@ public final class TickwheelClient implements AutoCloseable {
    * @return the bind's reply (its dropped count also arrives as an {@link Event.Dropped})
    */
   public CompletableFuture<BindResult> bind(long receiver, AckMode mode, boolean ephemeral) {
-    Bound b = new Bound(ephemeral, mode);
-    return map(call(Protocol.BIND, bindArgs(receiver, b), res -> bindReplied(receiver, b, res)), r -> {
+    Delivery.Bound b = new Delivery.Bound(ephemeral, mode);
+    return map(call(Protocol.BIND, bindArgs(receiver, b), res -> delivery.bindReplied(receiver, b, res)), r -> {
       long[] u = Protocol.uints(r, 3, "bind result");
       return new BindResult(u[0], u[1], u[2]);
     });
-  }
-
-  private void bindReplied(long r, Bound b, List<Value> res) {
-    long[] u;
-    try {
-      u = Protocol.uints(res, 3, "bind result");
-    } catch (Protocol.DecodeException e) {
-      throw new CompletionException(e);
-    }
-    bound.put(r, b);
-    if (b.mode() != AckMode.NONE) {
-      AckState st = acks.computeIfAbsent(r, k -> new AckState(b.mode()));
-      st.mode = b.mode();
-      st.bound(u[2]);
-    } else {
-      acks.remove(r);
-    }
-    if (u[2] > 0) lastSeq.put(r, u[2] - 1);
-    else lastSeq.remove(r);
-    if (u[1] > 0) lost(r, u[1], 0, 0);
   }
 
   /**
@@ -653,8 +474,8 @@ public final class TickwheelClient implements AutoCloseable {
    * @return done; fails with NotFound when it is not bound here
    */
   public CompletableFuture<Void> unbind(long receiver) {
-    flushAcks();
-    return call(Protocol.UNBIND, Map.of("receiver", receiver), r -> forget(receiver)).thenApply(r -> null);
+    delivery.flushAcks();
+    return call(Protocol.UNBIND, Map.of("receiver", receiver), r -> delivery.forget(receiver)).thenApply(r -> null);
   }
 
   private CompletableFuture<Long> addWith(Map<String, Object> a) {
