@@ -72,6 +72,12 @@ final class Delivery {
     return queuedHighWater;
   }
 
+  /** acked: the highest seq of the receiver the server confirmed acknowledged (0: none, or not in acknowledged mode). */
+  long acked(long receiver) {
+    AckState st = acks.get(receiver);
+    return st == null ? 0 : st.acked();
+  }
+
   /** close: the event loop ends once the queue is empty; the publisher completes. */
   void close() {
     closing = true;

@@ -64,6 +64,11 @@ public final class TickwheelClient implements AutoCloseable {
     return delivery.queuedHighWater();
   }
 
+  /** acked: the highest seq of the receiver the server confirmed acknowledged (tests wait for it). */
+  long acked(long receiver) {
+    return delivery.acked(receiver);
+  }
+
   private TickwheelClient(ClientOptions o) {
     this.o = o;
     this.timer = Executors.newSingleThreadScheduledExecutor(r -> daemon(r, "tickwheel-timer"));

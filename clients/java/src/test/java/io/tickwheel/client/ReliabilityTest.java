@@ -51,9 +51,7 @@ class ReliabilityTest {
       List<Event.Fire> fs = ev.fires(3);
       assertEquals(List.of(s0, s0 + 1, s0 + 2), fs.stream().map(Event.Fire::seq).toList());
       c.ack(201, s0); // the first handled; two are not acknowledged
-      c.ping().join();
-      Thread.sleep(50);
-      c.ping().join();
+      waitFor("the ack confirmed", () -> c.acked(201) == s0);
 
       assertTrue(relay.cut() > 0);
       waitFor("reconnect and redelivery", () -> c.redelivered() == 2);
@@ -83,9 +81,7 @@ class ReliabilityTest {
       c.fastForward(2).join();
       List<Event> got = ev.take(3);
       long s3 = got.stream().filter(e -> e.receiver() == 203).map(e -> ((Event.Fire) e).seq()).findFirst().orElseThrow();
-      c.ping().join();
-      Thread.sleep(50);
-      c.ping().join(); // the auto acks of 202 are in
+      waitFor("the auto acks of 202", () -> c.acked(202) == s0 + 1);
 
       srv.kill(); // kill -9: the outbox of 203 (not acked) is on disk
       srv = TestServer.startAt(srv.addr, dir.toString(), base);
