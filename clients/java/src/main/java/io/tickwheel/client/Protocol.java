@@ -1,0 +1,346 @@
+package io.tickwheel.client;
+
+import java.io.IOException;
+import java.math.BigInteger;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.msgpack.core.MessageBufferPacker;
+import org.msgpack.core.MessagePack;
+import org.msgpack.core.MessageUnpacker;
+import org.msgpack.value.ArrayValue;
+import org.msgpack.value.IntegerValue;
+import org.msgpack.value.Value;
+import org.msgpack.value.ValueType;
+
+/**
+ * Protocol is wire version 1 of docs/PROTOCOL.md as pure functions over bytes: requests
+ * encoded to whole frames, server messages decoded from frame payloads. It holds no state
+ * and does no I/O. Every uint64 of the wire is a Java {@code long} read as unsigned
+ * ({@link Long#toUnsignedString(long)} shows it).
+ */
+final class Protocol {
+  private Protocol() {}
+
+  /** The wire version this client speaks. */
+  static final int VERSION = 1;
+  /** Bytes of a frame's length header. */
+  static final int HEADER = 4;
+
+  static final int HELLO = 1, BIND = 2, UNBIND = 3, ADD = 4, CANCEL = 5, GET = 6, LIST = 7,
+      CANCEL_ALL = 8, PAUSE = 9, RESUME = 10, PING = 11, ACK = 12, FAST_FORWARD = 20,
+      FREEZE = 21, RESUME_SYNC = 22, SET_SPEED = 23, STATS = 24, CLUSTER = 25;
+
+  /** The protocol's name of each op, by code (null where none). */
+  static String opName(int op) {
+    return switch (op) {
+      case HELLO -> "hello"; case BIND -> "bind"; case UNBIND -> "unbind"; case ADD -> "add";
+      case CANCEL -> "cancel"; case GET -> "get"; case LIST -> "list"; case CANCEL_ALL -> "cancel_all";
+      case PAUSE -> "pause"; case RESUME -> "resume"; case PING -> "ping"; case ACK -> "ack";
+      case FAST_FORWARD -> "fast_forward"; case FREEZE -> "freeze"; case RESUME_SYNC -> "resume_sync";
+      case SET_SPEED -> "set_speed"; case STATS -> "stats"; case CLUSTER -> "cluster";
+      default -> null;
+    };
+  }
+
+  /** One argument of a request: its wire name and kind (u uint, s str, d data, b bool, f float). */
+  record Arg(String name, char kind) {}
+
+  private static List<Arg> args(String spec) {
+    List<Arg> out = new ArrayList<>();
+    if (spec.isEmpty()) return out;
+    for (String a : spec.split(",")) out.add(new Arg(a.substring(2), a.charAt(0)));
+    return out;
+  }
+
+  private static final ThreadLocal<MessageBufferPacker> PACKER =
+      ThreadLocal.withInitial(() -> MessagePack.newDefaultBufferPacker());
+
+  private static final Map<Integer, List<Arg>> OP_ARGS = new java.util.HashMap<>();
+
+  static {
+    for (int op = 1; op <= CLUSTER; op++) if (opName(op) != null) OP_ARGS.put(op, List.copyOf(opArgs(op)));
+  }
+
+  /** The arguments of each op, in wire order. */
+  static List<Arg> opArgs(int op) {
+    return switch (op) {
+      case HELLO -> args("u:version,s:name,s:token");
+      case BIND -> args("u:receiver,b:ephemeral,b:ack");
+      case UNBIND, CANCEL_ALL -> args("u:receiver");
+      case ADD -> args("u:receiver,u:tid,u:after,u:at,u:every,u:repeat,d:data,b:replace,"
+          + "u:after_ns,s:schedule,s:zone,u:missed");
+      case CANCEL, GET, PAUSE, RESUME -> args("u:receiver,u:tid");
+      case LIST -> args("u:receiver,u:from_tid,u:limit");
+      case ACK -> args("u:receiver,u:seq");
+      case FAST_FORWARD -> args("u:ticks");
+      case SET_SPEED -> args("f:speed");
+      case CLUSTER -> args("s:command,s:node,s:addr");
+      default -> args("");
+    };
+  }
+
+  /**
+   * How many of an op's arguments are always sent: add's later four (after_ns, schedule,
+   * zone, missed) only up to the last one set, so a plain add has the bytes it always had.
+   */
+  private static int baseArgs(int op) {
+    return op == ADD ? 8 : Integer.MAX_VALUE;
+  }
+
+  private static boolean isDefault(Object v) {
+    if (v == null) return true;
+    if (v instanceof Long l) return l == 0;
+    if (v instanceof Integer i) return i == 0;
+    if (v instanceof String s) return s.isEmpty();
+    if (v instanceof Boolean b) return !b;
+    if (v instanceof byte[] b) return b.length == 0;
+    return false;
+  }
+
+  /**
+   * encode returns the request {@code [op, id, args...]} as one whole frame (header
+   * included). {@code args} holds values by wire name (Long or Integer for uints, String,
+   * byte[] for data, Boolean, Double); a missing one is its default. Empty data is nil.
+   */
+  static byte[] encode(int op, long id, Map<String, ?> args) {
+    List<Arg> spec = OP_ARGS.getOrDefault(op, List.of());
+    int n = spec.size();
+    int base = baseArgs(op);
+    while (n > base && isDefault(args.get(spec.get(n - 1).name()))) n--;
+    MessageBufferPacker p = PACKER.get(); // per thread, reused: no 8 KiB buffer per request
+    p.clear();
+    try {
+      p.packArrayHeader(2 + n);
+      packUint(p, op);
+      packUint(p, id);
+      for (int i = 0; i < n; i++) {
+        Arg a = spec.get(i);
+        Object v = args.get(a.name());
+        switch (a.kind()) {
+          case 'u' -> packUint(p, v == null ? 0 : ((Number) v).longValue());
+          case 's' -> p.packString(v == null ? "" : (String) v);
+          case 'b' -> p.packBoolean(v != null && (Boolean) v);
+          case 'f' -> p.packDouble(v == null ? 0 : ((Number) v).doubleValue());
+          case 'd' -> {
+            byte[] d = (byte[]) v;
+            if (d == null || d.length == 0) {
+              p.packNil();
+            } else {
+              p.packBinaryHeader(d.length);
+              p.writePayload(d);
+            }
+          }
+          default -> throw new IllegalStateException("arg kind " + a.kind());
+        }
+      }
+      byte[] body = p.toByteArray();
+      byte[] frame = new byte[HEADER + body.length];
+      frame[0] = (byte) (body.length >>> 24);
+      frame[1] = (byte) (body.length >>> 16);
+      frame[2] = (byte) (body.length >>> 8);
+      frame[3] = (byte) body.length;
+      System.arraycopy(body, 0, frame, HEADER, body.length);
+      return frame;
+    } catch (IOException e) {
+      throw new IllegalStateException("msgpack: " + e.getMessage(), e); // a buffer packer does no I/O
+    }
+  }
+
+  /** packUint packs v read as unsigned, in its smallest unsigned encoding. */
+  private static void packUint(MessageBufferPacker p, long v) throws IOException {
+    if (v >= 0) p.packLong(v);
+    else p.packBigInteger(new BigInteger(Long.toUnsignedString(v)));
+  }
+
+  // ---- decoding ----
+
+  /** A decoded server message: one of the records below. */
+  sealed interface Message permits Ok, Err, Push, Unknown {}
+
+  /** An OK reply: {@code [0, id, result]}. */
+  record Ok(long id, List<Value> result) implements Message {}
+
+  /** An error reply: {@code [1, id, code, message, leader?]}; leader is "" unless code is 14. */
+  record Err(long id, int code, String message, String leader) implements Message {}
+
+  /** A push: a fire, takeover or dropped notice. */
+  record Push(Event event) implements Message {}
+
+  /** A message of a kind this client does not know: ignored. */
+  record Unknown(long kind) implements Message {}
+
+  /** DecodeException is a server message this client cannot read. */
+  static final class DecodeException extends IOException {
+    private static final long serialVersionUID = 1L;
+
+    DecodeException(String msg) {
+      super("tickwheel: bad message from the server: " + msg);
+    }
+  }
+
+  /** decode reads one frame payload. */
+  static Message decode(byte[] payload, int off, int len) throws DecodeException {
+    Value v;
+    try (MessageUnpacker u = MessagePack.newDefaultUnpacker(payload, off, len)) {
+      v = u.unpackValue();
+    } catch (IOException | RuntimeException e) {
+      throw new DecodeException(e.toString());
+    }
+    if (!v.isArrayValue() || v.asArrayValue().size() < 1) throw new DecodeException("not an array");
+    List<Value> a = v.asArrayValue().list();
+    long kind = uint(a.get(0), "kind");
+    switch ((int) Math.min(kind, 100)) {
+      case 0 -> {
+        need(a, 3, "ok reply");
+        return new Ok(uint(a.get(1), "id"), array(a.get(2), "result"));
+      }
+      case 1 -> {
+        need(a, 4, "error reply");
+        int code = (int) uint(a.get(2), "code");
+        String leader = code == TickwheelException.NOT_LEADER && a.size() > 4 ? str(a.get(4), "leader") : "";
+        return new Err(uint(a.get(1), "id"), code, str(a.get(3), "message"), leader);
+      }
+      case 2 -> {
+        need(a, 9, "fire event");
+        return new Push(new Event.Fire(uint(a.get(1), "receiver"), uint(a.get(2), "tid"),
+            uint(a.get(3), "tick"), uint(a.get(4), "fired"), uint(a.get(5), "repeat"),
+            bool(a.get(6), "last"), data(a.get(7), "data"), uint(a.get(8), "seq"),
+            a.size() > 9 ? uint(a.get(9), "late") : 0));
+      }
+      case 3 -> {
+        need(a, 3, "takeover");
+        return new Push(new Event.Takeover(uint(a.get(1), "receiver"), uint(a.get(2), "session")));
+      }
+      case 4 -> {
+        need(a, 4, "dropped notice");
+        long first = uint(a.get(2), "first_seq"), last = uint(a.get(3), "last_seq");
+        long count = Long.compareUnsigned(last, first) >= 0 ? last - first + 1 : 0;
+        return new Push(new Event.Dropped(uint(a.get(1), "receiver"), count, first, last));
+      }
+      default -> {
+        return new Unknown(kind);
+      }
+    }
+  }
+
+  private static void need(List<Value> a, int n, String what) throws DecodeException {
+    if (a.size() < n) throw new DecodeException(what + " of " + a.size() + " elements, want " + n);
+  }
+
+  /** uint reads a msgpack integer >= 0 (nil is 0) as an unsigned long. */
+  static long uint(Value v, String what) throws DecodeException {
+    if (v.isNilValue()) return 0;
+    if (!v.isIntegerValue()) throw new DecodeException(what + ": " + v.getValueType() + ", want a uint");
+    IntegerValue i = v.asIntegerValue();
+    if (i.isInLongRange()) {
+      long l = i.toLong();
+      if (l < 0) throw new DecodeException(what + ": negative");
+      return l;
+    }
+    BigInteger b = i.toBigInteger();
+    if (b.signum() < 0) throw new DecodeException(what + ": negative");
+    return b.longValue(); // above 2^63-1: the same 64 bits, read as unsigned
+  }
+
+  static String str(Value v, String what) throws DecodeException {
+    if (v.isNilValue()) return "";
+    if (v.isStringValue() || v.isBinaryValue()) {
+      return new String(v.asRawValue().asByteArray(), StandardCharsets.UTF_8);
+    }
+    throw new DecodeException(what + ": " + v.getValueType() + ", want a str");
+  }
+
+  static boolean bool(Value v, String what) throws DecodeException {
+    if (v.isNilValue()) return false;
+    if (!v.isBooleanValue()) throw new DecodeException(what + ": " + v.getValueType() + ", want a bool");
+    return v.asBooleanValue().getBoolean();
+  }
+
+  /** data reads bin, str or nil; empty is null (no data). */
+  static byte[] data(Value v, String what) throws DecodeException {
+    if (v.isNilValue()) return null;
+    if (v.isStringValue() || v.isBinaryValue()) {
+      byte[] b = v.asRawValue().asByteArray();
+      return b.length == 0 ? null : b;
+    }
+    throw new DecodeException(what + ": " + v.getValueType() + ", want bin, str or nil");
+  }
+
+  static List<Value> array(Value v, String what) throws DecodeException {
+    if (v.isNilValue()) return List.of();
+    if (!v.isArrayValue()) throw new DecodeException(what + ": " + v.getValueType() + ", want an array");
+    return v.asArrayValue().list();
+  }
+
+  /** uints reads the first n elements of a result as uints; missing ones are 0. */
+  static long[] uints(List<Value> r, int n, String what) throws DecodeException {
+    long[] out = new long[n];
+    for (int i = 0; i < n && i < r.size(); i++) out[i] = uint(r.get(i), what);
+    return out;
+  }
+
+  static Timer timer(Value v) throws DecodeException {
+    List<Value> t = array(v, "timer");
+    need(t, 9, "timer");
+    long missed = t.size() > 11 ? uint(t.get(11), "missed") : 0;
+    return new Timer(uint(t.get(0), "receiver"), uint(t.get(1), "tid"), uint(t.get(2), "due"),
+        uint(t.get(3), "remaining"), uint(t.get(4), "every"), uint(t.get(5), "fired"),
+        uint(t.get(6), "repeat"), bool(t.get(7), "paused"), data(t.get(8), "data"),
+        t.size() > 9 ? str(t.get(9), "schedule") : "", t.size() > 10 ? str(t.get(10), "zone") : "",
+        Missed.of(missed));
+  }
+
+  static ListPage listPage(List<Value> r) throws DecodeException {
+    List<Timer> ts = new ArrayList<>();
+    if (!r.isEmpty()) for (Value v : array(r.get(0), "timers")) ts.add(timer(v));
+    long next = r.size() > 1 ? uint(r.get(1), "next") : 0;
+    return new ListPage(List.copyOf(ts), next);
+  }
+
+  static HelloInfo hello(List<Value> r) throws DecodeException {
+    need(r, 5, "hello result");
+    Map<String, Long> limits = new LinkedHashMap<>();
+    if (!r.get(4).isNilValue()) {
+      if (!r.get(4).isMapValue()) throw new DecodeException("hello limits: want a map");
+      for (Map.Entry<Value, Value> e : r.get(4).asMapValue().entrySet()) {
+        if (e.getValue().isIntegerValue()) limits.put(str(e.getKey(), "limit key"), uint(e.getValue(), "limit"));
+      }
+    }
+    return new HelloInfo(uint(r.get(0), "session"), uint(r.get(1), "now"), uint(r.get(2), "tick_ns"),
+        str(r.get(3), "server_version"), Map.copyOf(limits));
+  }
+
+  /** plain converts a msgpack value to plain Java: Long (unsigned), Double, Boolean, String, List, Map. */
+  static Object plain(Value v) throws DecodeException {
+    ValueType t = v.getValueType();
+    switch (t) {
+      case NIL: return null;
+      case BOOLEAN: return v.asBooleanValue().getBoolean();
+      case INTEGER: return uint(v, "value");
+      case FLOAT: return v.asFloatValue().toDouble();
+      case STRING: case BINARY: return str(v, "value");
+      case ARRAY: {
+        List<Object> out = new ArrayList<>();
+        for (Value e : ((ArrayValue) v).list()) out.add(plain(e));
+        return out;
+      }
+      case MAP: {
+        Map<String, Object> out = new LinkedHashMap<>();
+        for (Map.Entry<Value, Value> e : v.asMapValue().entrySet()) out.put(str(e.getKey(), "key"), plain(e.getValue()));
+        return out;
+      }
+      default: throw new DecodeException("value of type " + t);
+    }
+  }
+
+  /** statsOf reads stats' (or cluster's) map result. */
+  static Map<String, Object> map(List<Value> r, String what) throws DecodeException {
+    if (r.isEmpty() || !r.get(0).isMapValue()) throw new DecodeException(what + ": want a map");
+    @SuppressWarnings("unchecked")
+    Map<String, Object> m = (Map<String, Object>) plain(r.get(0));
+    return m;
+  }
+}
