@@ -1,6 +1,7 @@
 // The public methods of Client: each builds a Request, and decodes its
 // reply into the call's Result, delivered to a future and, when given, to a
 // Callback that poll() runs.
+#include <algorithm>
 #include <cmath>
 
 #include "client_impl.hpp"
@@ -307,11 +308,28 @@ std::size_t Client::poll(const std::function<void(const Event&)>& fn, std::size_
       }
     }
   }
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    for (auto& [rcv, rs] : impl_->receivers) {
+      if (rs.reack == 0) continue;
+      acks[rcv] = std::max(acks[rcv], rs.reack);
+      rs.reack = 0;
+    }
+  }
+  Impl* im = impl_.get();
   for (auto& [rcv, seq] : acks) {
     Request r = req(Op::ack);
     r.receiver = rcv;
     r.seq = seq;
-    impl_->submit(std::move(r), [](Result<Message>) {});  // a failed ack: the events come again, and are removed
+    // An ack lost with the connection is sent again by the next poll (after
+    // the re-bind): the events it covered come again and are removed as
+    // duplicates, so no later handler run would ack them.
+    impl_->submit(std::move(r), [im, rcv = rcv, seq = seq](Result<Message> m) {
+      if (m || m.code() != errc::disconnected) return;
+      std::lock_guard<std::mutex> lk(im->mu);
+      auto it = im->receivers.find(rcv);
+      if (it != im->receivers.end()) it->second.reack = std::max(it->second.reack, seq);
+    });
   }
   return n;
 }

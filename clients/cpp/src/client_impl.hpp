@@ -40,6 +40,7 @@ struct Client::Impl {
     std::uint64_t max_delivered = 0;  ///< highest seq queued for poll (duplicates at or below are removed in ack mode)
     std::uint64_t handled = 0;        ///< highest seq poll() ran the handler for (automatic acks)
     std::uint64_t acked = 0;          ///< highest seq acked automatically
+    std::uint64_t reack = 0;          ///< an automatic ack lost with a connection: poll() sends it again
   };
 
   explicit Impl(Options o);

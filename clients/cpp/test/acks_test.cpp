@@ -128,3 +128,33 @@ TEST(Acks, AutomaticAcksAfterPoll) {
   ASSERT_TRUE(c->ping().get());
   EXPECT_EQ(c->redelivered(), 0u);  // acked events are not delivered again
 }
+
+// An automatic ack that dies with the connection is sent again: the events it
+// covered come back after the re-bind, are removed as duplicates, and would
+// otherwise stay in the server's outbox until some later event's ack.
+TEST(Acks, AutomaticAckLostWithTheConnectionIsSentAgain) {
+  auto srv = testkit::Server::start();
+  ASSERT_TRUE(srv);
+  testkit::Relay relay(srv->addr());
+  auto c = testkit::connect(relay.addr());
+  ASSERT_TRUE(c);
+  auto admin = testkit::connect(srv->addr());
+  ASSERT_TRUE(admin);
+  BindOptions bo;
+  bo.ack = true;
+  ASSERT_TRUE(c->bind(4, bo).get());
+  for (std::uint64_t tid = 1; tid <= 2; tid++) ASSERT_TRUE(c->add(4, tid, 1).get());
+  ASSERT_TRUE(c->fast_forward(1).get());
+  relay.blackhole();  // the ack poll sends next never reaches the server
+  ASSERT_EQ(take(*c, 2).size(), 2u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(admin->stats().get().value().get("outbox_events"), 2u);
+  relay.cut();
+  ASSERT_EQ(take(*c, 1, 5000, EventKind::reconnected).size(), 1u);
+  for (int i = 0; i < 200 && admin->stats().get().value().get("outbox_events") != 0; i++) {
+    c->poll(nullptr);  // the game loop goes on polling
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(admin->stats().get().value().get("outbox_events"), 0u);
+  EXPECT_EQ(c->redelivered(), 2u);
+}

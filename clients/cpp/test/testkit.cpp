@@ -213,6 +213,7 @@ void Relay::loop() {
     }
     if (cut_) {
       cut_count_ = drop_all();
+      blackhole_ = false;
       cut_ = false;
       continue;
     }
@@ -234,6 +235,7 @@ void Relay::loop() {
         char buf[65536];
         ssize_t n = read(from, buf, sizeof buf);
         bool ok = n > 0;
+        if (side == 0 && blackhole_) continue;  // the client's bytes go nowhere
         for (ssize_t off = 0; ok && off < n;) {
           ssize_t w = send(to, buf + off, static_cast<std::size_t>(n - off), MSG_NOSIGNAL);
           ok = w > 0;

@@ -59,13 +59,16 @@ class Relay {
   const std::string& addr() const { return addr_; }
   /// cut closes every connection through the relay; returns how many.
   int cut();
+  /// blackhole makes the relay discard what clients send (until cut) while
+  /// still passing what servers send: requests then die in flight.
+  void blackhole() { blackhole_ = true; }
 
  private:
   void loop();
   std::string target_, addr_;
   int lfd_ = -1;
   int wake_[2] = {-1, -1};
-  std::atomic<bool> stop_{false}, cut_{false};
+  std::atomic<bool> stop_{false}, cut_{false}, blackhole_{false};
   std::atomic<int> cut_count_{0};
   std::thread th_;
 };
