@@ -1,0 +1,169 @@
+// Reconnect with re-bind, not_leader following over an address list, call
+// deadlines, and backpressure from a slow poller.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "testkit.hpp"
+
+using namespace tickwheel;
+using testkit::take;
+
+TEST(Reconnect, RebindsAfterADroppedConnection) {
+  auto srv = testkit::Server::start();
+  ASSERT_TRUE(srv);
+  testkit::Relay relay(srv->addr());
+  auto c = testkit::connect(relay.addr());
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(c->bind(11).get());
+  const auto session = c->hello_info().session;
+  ASSERT_EQ(relay.cut(), 1);
+  std::vector<Event> others;
+  ASSERT_EQ(take(*c, 1, 5000, EventKind::reconnected, &others).size(), 1u);
+  ASSERT_FALSE(others.empty());
+  EXPECT_EQ(others[0].kind, EventKind::disconnected);
+  EXPECT_EQ(c->reconnects(), 1u);
+  EXPECT_NE(c->hello_info().session, session);
+  // The receiver was bound again: its events come to the new session.
+  auto admin = testkit::connect(srv->addr());
+  ASSERT_TRUE(admin);
+  ASSERT_TRUE(admin->add(11, 1, 1).get());
+  ASSERT_TRUE(c->ping().get());  // the re-bind's reply came before this one
+  ASSERT_TRUE(admin->fast_forward(1).get());
+  auto ev = take(*c, 1);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].tid, 1u);
+}
+
+TEST(Reconnect, CallsMadeWhileDisconnectedWaitForTheConnection) {
+  auto srv = testkit::Server::start();
+  ASSERT_TRUE(srv);
+  const std::string addr = srv->addr();
+  auto c = testkit::connect(addr);
+  ASSERT_TRUE(c);
+  srv->stop();
+  ASSERT_EQ(take(*c, 1, 3000, EventKind::disconnected).size(), 1u);
+  auto f = c->ping();  // queued until the server is back
+  EXPECT_EQ(f.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  srv = testkit::Server::start({"-frozen", "-start-tick", "1000"}, "", addr);
+  ASSERT_TRUE(srv);
+  auto r = f.get();
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r.value(), 1000u);
+}
+
+namespace {
+// Follower is a listener that answers every connection's first frame with
+// not_leader naming leader, as a cluster follower does (PROTOCOL.md "Clusters").
+class Follower {
+ public:
+  explicit Follower(std::string leader) : leader_(std::move(leader)) {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+    listen(fd_, 4);
+    socklen_t len = sizeof sa;
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len);
+    addr_ = "127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
+    th_ = std::thread([this] {
+      int c = accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      char buf[1024];
+      [[maybe_unused]] ssize_t n = read(c, buf, sizeof buf);
+      // [1, 1, 14, "follower", leader]
+      std::string body = "\x95\x01\x01\x0e\xa8" "follower";
+      body += static_cast<char>(0xa0 | leader_.size());
+      body += leader_;
+      std::string frame = {0, 0, 0, static_cast<char>(body.size())};
+      frame += body;
+      [[maybe_unused]] ssize_t w = write(c, frame.data(), frame.size());
+      close(c);
+      served = true;
+    });
+  }
+  ~Follower() {
+    shutdown(fd_, SHUT_RDWR);
+    th_.join();
+    close(fd_);
+  }
+  const std::string& addr() const { return addr_; }
+  std::atomic<bool> served{false};
+
+ private:
+  std::string leader_, addr_;
+  int fd_;
+  std::thread th_;
+};
+}  // namespace
+
+TEST(Reconnect, FollowsNotLeaderOverTheAddressList) {
+  auto srv = testkit::Server::start();
+  ASSERT_TRUE(srv);
+  Follower f(srv->addr());
+  // The first address refuses connections; the second is a follower naming the leader.
+  auto o = testkit::options("127.0.0.1:1," + f.addr());
+  auto c = Client::connect(o);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_TRUE(f.served);
+  EXPECT_EQ(c.value()->address(), srv->addr());
+  EXPECT_TRUE(c.value()->ping().get());
+}
+
+TEST(Reconnect, NoNodeReachableFailsConnect) {
+  auto o = testkit::options("127.0.0.1:1");
+  o.connect_timeout = std::chrono::milliseconds(500);
+  auto c = Client::connect(o);
+  EXPECT_EQ(c.code(), errc::connect_failed);
+}
+
+TEST(Reconnect, RequestTimeout) {
+  auto srv = testkit::Server::start();
+  ASSERT_TRUE(srv);
+  auto o = testkit::options(srv->addr());
+  o.request_timeout = std::chrono::milliseconds(200);
+  o.event_buffer = 1;  // a full poll queue stops reading: replies wait too
+  auto c = Client::connect(o);
+  ASSERT_TRUE(c);
+  auto& cl = *c.value();
+  ASSERT_TRUE(cl.bind(6).get());
+  ASSERT_TRUE(cl.add(6, 1, 1).get());
+  ASSERT_TRUE(cl.add(6, 2, 1).get());
+  ASSERT_TRUE(cl.fast_forward(1).get());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto r = cl.ping().get();  // nobody polls: the reply is not read in time
+  EXPECT_EQ(r.code(), errc::request_timeout);
+  EXPECT_EQ(take(cl, 2).size(), 2u);  // polling frees the queue; reading goes on
+  EXPECT_TRUE(cl.ping().get());
+}
+
+TEST(Reconnect, SlowPollerLosesNothing) {
+  auto srv = testkit::Server::start();
+  ASSERT_TRUE(srv);
+  auto o = testkit::options(srv->addr());
+  o.event_buffer = 16;
+  auto c = Client::connect(o);
+  ASSERT_TRUE(c);
+  auto& cl = *c.value();
+  ASSERT_TRUE(cl.bind(7).get());
+  AddOptions ao;
+  ao.repeat = 500;
+  ao.every = 1;
+  ASSERT_TRUE(cl.add(7, 1, 1, ao).get());
+  auto ff = cl.fast_forward(500);  // its reply comes after the events: poll to get it
+  std::vector<Event> ev;
+  while (ev.size() < 500) {
+    auto got = take(cl, 10, 5000);
+    if (got.empty()) break;
+    ev.insert(ev.end(), got.begin(), got.end());
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // a slow game frame
+  }
+  ASSERT_EQ(ev.size(), 500u);
+  for (std::size_t i = 0; i < ev.size(); i++) EXPECT_EQ(ev[i].fired, i + 1);
+  EXPECT_EQ(ff.get().value().fired, 500u);
+  EXPECT_EQ(cl.dropped(), 0u);
+}
