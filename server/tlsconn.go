@@ -4,12 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"io"
 	"net"
-	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -219,20 +216,8 @@ func (s *Server) refuseTLS(nc net.Conn, why string) {
 // as a client connection with marker as its context, and returns the
 // other. On an error s.conns is given back.
 func (s *Server) enrollPair(marker clientMarker) (*net.UnixConn, error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	ours, theirs, err := unixPair()
 	if err != nil {
-		s.conns.Add(-1)
-		return nil, fmt.Errorf("socketpair: %w", err)
-	}
-	ours, err := fileConn(fds[0])
-	if err != nil {
-		syscall.Close(fds[1])
-		s.conns.Add(-1)
-		return nil, err
-	}
-	theirs, err := fileConn(fds[1])
-	if err != nil {
-		ours.Close()
 		s.conns.Add(-1)
 		return nil, err
 	}
@@ -256,18 +241,6 @@ func (s *Server) enrollPair(marker clientMarker) (*net.UnixConn, error) {
 		return nil, err
 	}
 	return ours, nil
-}
-
-// fileConn makes a *net.UnixConn of a socket descriptor, which it takes
-// over (closes).
-func fileConn(fd int) (*net.UnixConn, error) {
-	f := os.NewFile(uintptr(fd), "tls-pair")
-	c, err := net.FileConn(f)
-	f.Close()
-	if err != nil {
-		return nil, fmt.Errorf("socket pair: %w", err)
-	}
-	return c.(*net.UnixConn), nil
 }
 
 // pump copies tc's plaintext into the pair and the pair's bytes into tc

@@ -28,8 +28,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/tickwheel/tickwheel/wheel"
 )
 
@@ -166,17 +164,6 @@ func encode(f *wheel.Frozen) *encoding {
 		e.took = time.Since(t0)
 	}()
 	return e
-}
-
-// threadCPU returns the CPU time of the calling thread (the goroutine is
-// locked to it): a turn's own work, whatever other processes of a busy
-// machine take.
-func threadCPU() time.Duration {
-	var ts unix.Timespec
-	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
-		return 0
-	}
-	return time.Duration(ts.Nano())
 }
 
 // turnsFor runs a turn every tick, k of them, or (k == 0) until stop is

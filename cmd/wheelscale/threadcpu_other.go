@@ -1,0 +1,10 @@
+//go:build !linux
+
+package main
+
+import "time"
+
+// threadCPU: the thread's CPU clock is read on Linux only; elsewhere it
+// reports 0, so the turn times wheelscale prints mean something on Linux
+// only (the machine its figures in docs/BENCHMARKS.md come from).
+func threadCPU() time.Duration { return 0 }
