@@ -356,6 +356,17 @@ func DecodeTimer(result []byte, t *Timer) error {
 func DecodeListPage(result []byte, dst []Timer) (ts []Timer, next uint64, err error) {
 	d := dec{rd: reader{b: result}, what: "list result"}
 	n := d.array("result", 1)
+	dst = d.timers(dst)
+	if n >= 2 {
+		next = d.uint("next")
+		n--
+	}
+	d.skip(n-1, 0)
+	return dst, next, d.end()
+}
+
+// timers reads an array of timers, appending them to dst.
+func (d *dec) timers(dst []Timer) []Timer {
 	m := d.array("timers", 0)
 	for range m {
 		var t Timer
@@ -365,12 +376,7 @@ func DecodeListPage(result []byte, dst []Timer) (ts []Timer, next uint64, err er
 		}
 		dst = append(dst, t)
 	}
-	if n >= 2 {
-		next = d.uint("next")
-		n--
-	}
-	d.skip(n-1, 0)
-	return dst, next, d.end()
+	return dst
 }
 
 // DecodeListGroupPage decodes the result of a list_group, one page of a
@@ -380,15 +386,7 @@ func DecodeListPage(result []byte, dst []Timer) (ts []Timer, next uint64, err er
 func DecodeListGroupPage(result []byte, dst []Timer) (ts []Timer, nextReceiver, nextTid uint64, err error) {
 	d := dec{rd: reader{b: result}, what: "list_group result"}
 	n := d.array("result", 3)
-	m := d.array("timers", 0)
-	for range m {
-		var t Timer
-		d.timer(&t)
-		if d.err != nil {
-			break
-		}
-		dst = append(dst, t)
-	}
+	dst = d.timers(dst)
 	nextReceiver = d.uint("next_receiver")
 	nextTid = d.uint("next_tid")
 	d.skip(n-3, 0)
