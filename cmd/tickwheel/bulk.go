@@ -70,8 +70,8 @@ func timerResume(args []string) bool {
 		}
 		f := strings.TrimLeft(a, "-")
 		f, _, _ = strings.Cut(f, "=")
-		if f == "receiver" || f == "group" {
-			return true
+		if f == "receiver" || f == "group" || f == "h" || f == "help" {
+			return true // -h: the help of the command named resume, not of its old alias
 		}
 		if !strings.Contains(a, "=") && f != "json" && i+1 < len(args) {
 			i++ // a common flag's value

@@ -72,3 +72,17 @@ func TestTimeCommands(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Equal(t, "tickwheel time: want freeze, resume, speed or ff, got \"warp\"\n", errOut)
 }
+
+// TestResumeHelpIsTheTimerCommand: `resume -h` shows the help of the
+// command named resume (a timer, a receiver or a group), not of its old
+// alias `time resume`, while a bare `resume` is still that alias.
+func TestResumeHelpIsTheTimerCommand(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"-help"}, {"--help"}, {"-json", "-h"}} {
+		name, _, note := resolveCommand("resume", args)
+		assert.Equal(t, "resume", name, "%v", args)
+		assert.Empty(t, note)
+	}
+	name, _, note := resolveCommand("resume", nil)
+	assert.Equal(t, "time resume", name)
+	assert.NotEmpty(t, note)
+}
