@@ -675,6 +675,129 @@ public final class TickwheelClient implements AutoCloseable {
   }
 
   /**
+   * pauseAll pauses every running timer of the receiver, each keeping the ticks it had left
+   * (as {@link #pause} does), and marks the receiver paused: timers added to it later start
+   * paused until {@link #resumeAll}. The server does a large one in chunks between its other
+   * work; it covers the timers there when it began.
+   *
+   * @param receiver the receiver
+   * @return how many it paused; fails with Unauthorized under add_only_bound for a receiver
+   *     not bound here, UnknownOp from a server that predates bulk operations
+   */
+  public CompletableFuture<Long> pauseAll(long receiver) {
+    return bulk(Protocol.PAUSE_ALL, receiver, 0);
+  }
+
+  /**
+   * resumeAll resumes every paused timer of the receiver (however it was paused), each with
+   * the ticks it had left, and clears the receiver's paused mark.
+   *
+   * @param receiver the receiver
+   * @return how many it resumed
+   */
+  public CompletableFuture<Long> resumeAll(long receiver) {
+    return bulk(Protocol.RESUME_ALL, receiver, 0);
+  }
+
+  /**
+   * pauseGroup pauses every running timer of the group (whatever their receivers), each
+   * keeping the ticks it had left, and marks the group paused: timers added to it later start
+   * paused until {@link #resumeGroup}.
+   *
+   * @param group the group, not 0
+   * @return how many it paused; under add_only_bound fails with Unauthorized unless every
+   *     receiver with timers in the group is bound here
+   * @throws IllegalArgumentException for group 0 (on the wire it would mean receiver 0's timers)
+   */
+  public CompletableFuture<Long> pauseGroup(long group) {
+    return bulk(Protocol.PAUSE_ALL, 0, needGroup(group));
+  }
+
+  /**
+   * resumeGroup resumes every paused timer of the group, each with the ticks it had left,
+   * and clears the group's paused mark.
+   *
+   * @param group the group, not 0
+   * @return how many it resumed
+   * @throws IllegalArgumentException for group 0
+   */
+  public CompletableFuture<Long> resumeGroup(long group) {
+    return bulk(Protocol.RESUME_ALL, 0, needGroup(group));
+  }
+
+  /**
+   * cancelGroup removes every timer of the group, whatever their receivers.
+   *
+   * @param group the group, not 0
+   * @return how many it removed; UnknownOp from a server that predates groups
+   * @throws IllegalArgumentException for group 0
+   */
+  public CompletableFuture<Long> cancelGroup(long group) {
+    needGroup(group);
+    return map(call(Protocol.CANCEL_GROUP, Map.of("group", group), null), r -> Protocol.uints(r, 1, "cancel_group")[0]);
+  }
+
+  private CompletableFuture<Long> bulk(int op, long receiver, long group) {
+    return map(call(op, Map.of("receiver", receiver, "group", group), null),
+        r -> Protocol.uints(r, 1, Protocol.opName(op))[0]);
+  }
+
+  private static long needGroup(long group) {
+    if (group == 0) throw new IllegalArgumentException("tickwheel: group 0 is no group: name one");
+    return group;
+  }
+
+  /**
+   * listGroupPage returns one page of the group's live timers from (fromReceiver, fromTid)
+   * on, in (receiver, tid) order.
+   *
+   * @param group the group (an unknown one has no timers)
+   * @param fromReceiver the first receiver (0, then each page's nextReceiver)
+   * @param fromTid the first tid within it (0, then each page's nextTid)
+   * @param limit at most this many (0: the server's max_list_page)
+   * @return the page; fails with a DecodeException cause if the server's next cursor does
+   *     not move past the page (which would have {@link #listGroup} loop forever)
+   */
+  public CompletableFuture<GroupPage> listGroupPage(long group, long fromReceiver, long fromTid, long limit) {
+    Map<String, Object> a = Map.of("group", group, "from_receiver", fromReceiver, "from_tid", fromTid, "limit", limit);
+    return map(call(Protocol.LIST_GROUP, a, null), r -> {
+      GroupPage p = Protocol.groupPage(r);
+      Timer last = p.timers().isEmpty() ? null : p.timers().get(p.timers().size() - 1);
+      if (p.hasMore() && (!after(p.nextReceiver(), p.nextTid(), fromReceiver, fromTid)
+          || last != null && !after(p.nextReceiver(), p.nextTid(), last.receiver(), last.tid()))) {
+        throw new Protocol.DecodeException("list_group: next (" + Long.toUnsignedString(p.nextReceiver()) + ", "
+            + Long.toUnsignedString(p.nextTid()) + ") is not past the cursor and the page");
+      }
+      return p;
+    });
+  }
+
+  /** after: whether key (r1, t1) is past (r2, t2), as unsigned numbers. */
+  private static boolean after(long r1, long t1, long r2, long t2) {
+    int c = Long.compareUnsigned(r1, r2);
+    return c > 0 || c == 0 && Long.compareUnsigned(t1, t2) > 0;
+  }
+
+  /**
+   * listGroup pages through every live timer of the group (pages are not a snapshot: a
+   * timer living throughout is seen exactly once).
+   *
+   * @param group the group
+   * @return the timers in (receiver, tid) order
+   */
+  public CompletableFuture<List<Timer>> listGroup(long group) {
+    List<Timer> out = new ArrayList<>();
+    return listGroupFrom(group, 0, 0, out).thenApply(v -> out);
+  }
+
+  private CompletableFuture<Void> listGroupFrom(long group, long r, long t, List<Timer> out) {
+    return listGroupPage(group, r, t, 0).thenCompose(p -> {
+      out.addAll(p.timers());
+      return p.hasMore() ? listGroupFrom(group, p.nextReceiver(), p.nextTid(), out) : CompletableFuture.completedFuture(null);
+    });
+  }
+
+  /**
    * ping asks for tw-time.
    *
    * @return the current tick
