@@ -6,7 +6,7 @@ import java.util.Map;
 
 /**
  * AddOptions are the optional parts of an add: {@code every}, {@code repeat}, {@code data},
- * {@code replace}, {@code missed}. A fluent, mutable builder: make one per call
+ * {@code replace}, {@code missed}, {@code group}. A fluent, mutable builder: make one per call
  * ({@code AddOptions.repeat(4).every(3).data("poison")}). Without {@code repeat} a timer
  * fires once; {@link #forever()} repeats it until cancelled.
  */
@@ -16,6 +16,7 @@ public final class AddOptions {
   byte[] data;
   boolean replace;
   Missed missed = Missed.ALL;
+  long group;
 
   /** Makes the defaults: fire once, no data, no replace. */
   public AddOptions() {}
@@ -111,8 +112,23 @@ public final class AddOptions {
     return this;
   }
 
+  /**
+   * group puts the timer in a group (a uint64 the caller picks, whatever the receivers), which
+   * the group calls act on: {@link TickwheelClient#pauseGroup}, {@link TickwheelClient#resumeGroup},
+   * {@link TickwheelClient#cancelGroup}, {@link TickwheelClient#listGroup}. A server that
+   * predates groups ignores it.
+   *
+   * @param g the group; 0 (the default) is none
+   * @return this
+   */
+  public AddOptions group(long g) {
+    group = g;
+    return this;
+  }
+
   /** args puts these options' wire arguments into a. */
   void into(Map<String, Object> a) {
+    a.put("group", group);
     a.put("every", every);
     a.put("repeat", repeat);
     a.put("data", data);

@@ -30,7 +30,8 @@ final class Protocol {
   static final int HEADER = 4;
 
   static final int HELLO = 1, BIND = 2, UNBIND = 3, ADD = 4, CANCEL = 5, GET = 6, LIST = 7,
-      CANCEL_ALL = 8, PAUSE = 9, RESUME = 10, PING = 11, ACK = 12, FAST_FORWARD = 20,
+      CANCEL_ALL = 8, PAUSE = 9, RESUME = 10, PING = 11, ACK = 12, PAUSE_ALL = 13, RESUME_ALL = 14,
+      LIST_GROUP = 15, CANCEL_GROUP = 16, FAST_FORWARD = 20,
       FREEZE = 21, RESUME_SYNC = 22, SET_SPEED = 23, STATS = 24, CLUSTER = 25;
 
   /** The protocol's name of each op, by code (null where none). */
@@ -39,6 +40,8 @@ final class Protocol {
       case HELLO -> "hello"; case BIND -> "bind"; case UNBIND -> "unbind"; case ADD -> "add";
       case CANCEL -> "cancel"; case GET -> "get"; case LIST -> "list"; case CANCEL_ALL -> "cancel_all";
       case PAUSE -> "pause"; case RESUME -> "resume"; case PING -> "ping"; case ACK -> "ack";
+      case PAUSE_ALL -> "pause_all"; case RESUME_ALL -> "resume_all"; case LIST_GROUP -> "list_group";
+      case CANCEL_GROUP -> "cancel_group";
       case FAST_FORWARD -> "fast_forward"; case FREEZE -> "freeze"; case RESUME_SYNC -> "resume_sync";
       case SET_SPEED -> "set_speed"; case STATS -> "stats"; case CLUSTER -> "cluster";
       default -> null;
@@ -69,11 +72,16 @@ final class Protocol {
     return switch (op) {
       case HELLO -> args("u:version,s:name,s:token");
       case BIND -> args("u:receiver,b:ephemeral,b:ack");
-      case UNBIND, CANCEL_ALL -> args("u:receiver");
+      case UNBIND -> args("u:receiver");
+      case CANCEL_ALL -> args("u:receiver,u:client");
       case ADD -> args("u:receiver,u:tid,u:after,u:at,u:every,u:repeat,d:data,b:replace,"
-          + "u:after_ns,s:schedule,s:zone,u:missed");
-      case CANCEL, GET, PAUSE, RESUME -> args("u:receiver,u:tid");
+          + "u:after_ns,s:schedule,s:zone,u:missed,u:group,u:client");
+      case GET -> args("u:receiver,u:tid");
+      case CANCEL, PAUSE, RESUME -> args("u:receiver,u:tid,u:client");
       case LIST -> args("u:receiver,u:from_tid,u:limit");
+      case PAUSE_ALL, RESUME_ALL -> args("u:receiver,u:group");
+      case LIST_GROUP -> args("u:group,u:from_receiver,u:from_tid,u:limit");
+      case CANCEL_GROUP -> args("u:group");
       case ACK -> args("u:receiver,u:seq");
       case FAST_FORWARD -> args("u:ticks");
       case SET_SPEED -> args("f:speed");
@@ -83,11 +91,18 @@ final class Protocol {
   }
 
   /**
-   * How many of an op's arguments are always sent: add's later four (after_ns, schedule,
-   * zone, missed) only up to the last one set, so a plain add has the bytes it always had.
+   * How many of an op's arguments are always sent, for an op whose later arguments came
+   * after version 1 first shipped: those (add's after_ns, schedule, zone, missed, group,
+   * client; cancel's, cancel_all's, pause's and resume's client) only up to the last one
+   * set, so a request that uses none of them has the bytes it always had.
    */
   private static int baseArgs(int op) {
-    return op == ADD ? 8 : Integer.MAX_VALUE;
+    return switch (op) {
+      case ADD -> 8;
+      case CANCEL, PAUSE, RESUME -> 2;
+      case CANCEL_ALL -> 1;
+      default -> Integer.MAX_VALUE;
+    };
   }
 
   private static boolean isDefault(Object v) {
@@ -285,12 +300,12 @@ final class Protocol {
   static Timer timer(Value v) throws DecodeException {
     List<Value> t = array(v, "timer");
     need(t, 9, "timer");
-    long missed = t.size() > 11 ? uint(t.get(11), "missed") : 0;
+    long missed = t.size() > 11 ? uint(t.get(11), "missed") : 0; // 10-13 elements: older servers send fewer
     return new Timer(uint(t.get(0), "receiver"), uint(t.get(1), "tid"), uint(t.get(2), "due"),
         uint(t.get(3), "remaining"), uint(t.get(4), "every"), uint(t.get(5), "fired"),
         uint(t.get(6), "repeat"), bool(t.get(7), "paused"), data(t.get(8), "data"),
         t.size() > 9 ? str(t.get(9), "schedule") : "", t.size() > 10 ? str(t.get(10), "zone") : "",
-        Missed.of(missed));
+        Missed.of(missed), t.size() > 12 ? uint(t.get(12), "group") : 0);
   }
 
   static ListPage listPage(List<Value> r) throws DecodeException {
@@ -298,6 +313,14 @@ final class Protocol {
     if (!r.isEmpty()) for (Value v : array(r.get(0), "timers")) ts.add(timer(v));
     long next = r.size() > 1 ? uint(r.get(1), "next") : 0;
     return new ListPage(List.copyOf(ts), next);
+  }
+
+  /** groupPage reads a list_group result: {@code [[timer...], next_receiver, next_tid]}. */
+  static GroupPage groupPage(List<Value> r) throws DecodeException {
+    need(r, 3, "list_group result");
+    List<Timer> ts = new ArrayList<>();
+    for (Value v : array(r.get(0), "timers")) ts.add(timer(v));
+    return new GroupPage(List.copyOf(ts), uint(r.get(1), "next_receiver"), uint(r.get(2), "next_tid"));
   }
 
   static HelloInfo hello(List<Value> r) throws DecodeException {

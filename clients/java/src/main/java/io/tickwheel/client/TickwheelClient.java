@@ -33,7 +33,10 @@ import org.msgpack.value.Value;
  * events delivered again are filtered out (counted in {@link #redelivered()}). Calls in
  * flight when it dropped fail with {@link TickwheelException.Disconnected}: a change may or
  * may not have been applied. Reads answered not_leader are asked again on the next
- * connection; changes are not.
+ * connection. On a server that remembers request ids (hello's {@code request_id_ticks}) the
+ * changes (add, cancel, cancelAll, pause, resume) carry a random client id and a request id,
+ * and are sent again with the same ids after not_leader or a lost connection, within the
+ * request timeout: the server applies each at most once and the caller sees one reply.
  *
  * <p>uint64 values are {@code long}s read as unsigned. Close it with {@link #close()}.
  */
@@ -43,7 +46,10 @@ public final class TickwheelClient implements AutoCloseable {
 
   private static final System.Logger LOG = System.getLogger("io.tickwheel.client");
   private static final Set<Integer> SAFE_TO_RETRY = Set.of(Protocol.GET, Protocol.LIST, Protocol.PING,
-      Protocol.STATS, Protocol.CLUSTER);
+      Protocol.STATS, Protocol.CLUSTER, Protocol.LIST_GROUP);
+  /** The changes: sent with a request id, and again after not_leader or a lost connection, on a server that remembers request ids. */
+  private static final Set<Integer> CHANGES = Set.of(Protocol.ADD, Protocol.CANCEL, Protocol.CANCEL_ALL,
+      Protocol.PAUSE, Protocol.RESUME);
 
   private final ClientOptions o;
   private final ScheduledExecutorService timer;
@@ -56,7 +62,9 @@ public final class TickwheelClient implements AutoCloseable {
   private String hint = ""; // a leader named by not_leader; guarded by lock
   private volatile boolean closing;
   private volatile HelloInfo hello;
-  private final AtomicLong ids = new AtomicLong();
+  private final AtomicLong ids = new AtomicLong(); // request ids: never reused in the client's life
+  /** This client's id for request ids: random, non-zero, the same across reconnections. */
+  private final long clientId = newClientId();
   private ScheduledFuture<?> idlePing; // guarded by lock
 
   /** queuedHighWater: the most events that waited for the listener at once (tests check the bound). */
@@ -67,6 +75,14 @@ public final class TickwheelClient implements AutoCloseable {
   /** acked: the highest seq of the receiver the server confirmed acknowledged (tests wait for it). */
   long acked(long receiver) {
     return delivery.acked(receiver);
+  }
+
+  private static long newClientId() {
+    java.security.SecureRandom r = new java.security.SecureRandom();
+    for (;;) {
+      long id = r.nextLong();
+      if (id != 0) return id;
+    }
   }
 
   private TickwheelClient(ClientOptions o) {
@@ -254,10 +270,11 @@ public final class TickwheelClient implements AutoCloseable {
     }
   }
 
-  private CompletableFuture<Connection> waitConn() {
+  /** waitConn returns the ready connection, or waits for one other than dead (null: any). */
+  private CompletableFuture<Connection> waitConn(Connection dead) {
     synchronized (lock) {
       if (closing) return CompletableFuture.failedFuture(new TickwheelException.Closed("call"));
-      if (conn != null) return CompletableFuture.completedFuture(conn);
+      if (conn != null && conn != dead) return CompletableFuture.completedFuture(conn);
       if (!o.reconnect) return CompletableFuture.failedFuture(new TickwheelException.Disconnected("call", null));
       CompletableFuture<Connection> w = new CompletableFuture<>();
       waiters.add(w);
@@ -265,8 +282,9 @@ public final class TickwheelClient implements AutoCloseable {
     }
   }
 
-  /** sendOn sends one request on c; onOk runs on the I/O thread as the OK reply is read, before later messages. */
-  private CompletableFuture<List<Value>> sendOn(Connection c, int op, Map<String, ?> args, java.util.function.Consumer<List<Value>> onOk) {
+  /** sendOn sends one request on c with id; onOk runs on the I/O thread as the OK reply is read, before later messages. */
+  private CompletableFuture<List<Value>> sendOn(Connection c, int op, long id, Map<String, ?> args,
+      java.util.function.Consumer<List<Value>> onOk) {
     CompletableFuture<List<Value>> f = new CompletableFuture<>();
     CompletableFuture<List<Value>> out = f;
     if (onOk != null) {
@@ -275,34 +293,77 @@ public final class TickwheelClient implements AutoCloseable {
         return r;
       });
     }
-    c.send(Protocol.encode(op, ids.incrementAndGet(), args), new Connection.Pending(Protocol.opName(op), f));
+    c.send(Protocol.encode(op, id, args), new Connection.Pending(Protocol.opName(op), f));
     return out;
   }
 
-  /** call sends one request on the ready connection (waiting for one), with the request timeout. */
+  private CompletableFuture<List<Value>> sendOn(Connection c, int op, Map<String, ?> args,
+      java.util.function.Consumer<List<Value>> onOk) {
+    return sendOn(c, op, ids.incrementAndGet(), args, onOk);
+  }
+
+  /**
+   * call sends one request on the ready connection (waiting for one), with the request
+   * timeout. A read answered not_leader is asked again on the next connection. So is a
+   * change (add, cancel, cancel_all, pause, resume), and also after its connection dropped
+   * with it in flight, when the server remembers request ids (its hello's request_id_ticks):
+   * it then carries this client's id and the same request id on every attempt, and the
+   * server applies it at most once, answering a retry of one it applied with the first
+   * reply (docs/PROTOCOL.md "Retrying changes"). Elsewhere a change's NotLeader or
+   * Disconnected goes to the caller: it may have been applied.
+   */
   private CompletableFuture<List<Value>> call(int op, Map<String, ?> args, java.util.function.Consumer<List<Value>> onOk) {
     CompletableFuture<List<Value>> result = new CompletableFuture<>();
-    attempt(op, args, onOk, result);
+    attempt(op, args, onOk, result, CHANGES.contains(op) ? new long[1] : null, null);
     if (o.requestTimeout != null && !o.requestTimeout.isZero()) {
       result.orTimeout(o.requestTimeout.toMillis(), TimeUnit.MILLISECONDS);
     }
     return result;
   }
 
+  /**
+   * attempt sends the request once and retries as call says. change is null for a request
+   * that is no change, else holds its request id (0 until the first attempt on a server
+   * that remembers request ids fixes it); dead is the connection the last attempt failed
+   * on, which a retry does not use again.
+   */
   private void attempt(int op, Map<String, ?> args, java.util.function.Consumer<List<Value>> onOk,
-      CompletableFuture<List<Value>> result) {
-    waitConn().whenComplete((c, err) -> {
+      CompletableFuture<List<Value>> result, long[] change, Connection dead) {
+    waitConn(dead).whenComplete((c, err) -> {
       if (err != null) {
         result.completeExceptionally(err);
         return;
       }
-      sendOn(c, op, args, onOk).whenComplete((r, e) -> {
+      CompletableFuture<List<Value>> sent;
+      if (change == null) {
+        sent = sendOn(c, op, args, onOk);
+      } else {
+        HelloInfo h = hello; // the hello of c: a new one is said only once c is gone
+        boolean dedup = h != null && h.limits().getOrDefault("request_id_ticks", 0L) != 0;
+        if (change[0] != 0 && !dedup) {
+          result.completeExceptionally(new TickwheelException.Disconnected(Protocol.opName(op),
+              new java.io.IOException("the change may have been applied, and " + c.address()
+                  + " does not deduplicate a retry (no request_id_ticks)")));
+          return;
+        }
+        Map<String, Object> a = new HashMap<>(args);
+        if (dedup) {
+          if (change[0] == 0) change[0] = ids.incrementAndGet();
+          a.put("client", clientId);
+          sent = sendOn(c, op, change[0], a, onOk);
+        } else {
+          sent = sendOn(c, op, a, onOk);
+        }
+      }
+      sent.whenComplete((r, e) -> {
         Throwable cause = e instanceof CompletionException ? e.getCause() : e;
+        boolean retry = change != null && change[0] != 0
+            ? cause instanceof TickwheelException.NotLeader || cause instanceof TickwheelException.Disconnected
+            : cause instanceof TickwheelException.NotLeader && SAFE_TO_RETRY.contains(op);
         if (cause == null) {
           result.complete(r);
-        } else if (cause instanceof TickwheelException.NotLeader && SAFE_TO_RETRY.contains(op) && o.reconnect
-            && !result.isDone() && !closing) {
-          attempt(op, args, onOk, result);
+        } else if (retry && o.reconnect && !result.isDone() && !closing) {
+          attempt(op, args, onOk, result, change, c);
         } else {
           result.completeExceptionally(cause);
         }
@@ -671,6 +732,129 @@ public final class TickwheelClient implements AutoCloseable {
     return list(receiver, from, 0).thenCompose(p -> {
       out.addAll(p.timers());
       return p.next() == 0 ? CompletableFuture.completedFuture(null) : listFrom(receiver, p.next(), out);
+    });
+  }
+
+  /**
+   * pauseAll pauses every running timer of the receiver, each keeping the ticks it had left
+   * (as {@link #pause} does), and marks the receiver paused: timers added to it later start
+   * paused until {@link #resumeAll}. The server does a large one in chunks between its other
+   * work; it covers the timers there when it began.
+   *
+   * @param receiver the receiver
+   * @return how many it paused; fails with Unauthorized under add_only_bound for a receiver
+   *     not bound here, UnknownOp from a server that predates bulk operations
+   */
+  public CompletableFuture<Long> pauseAll(long receiver) {
+    return bulk(Protocol.PAUSE_ALL, receiver, 0);
+  }
+
+  /**
+   * resumeAll resumes every paused timer of the receiver (however it was paused), each with
+   * the ticks it had left, and clears the receiver's paused mark.
+   *
+   * @param receiver the receiver
+   * @return how many it resumed
+   */
+  public CompletableFuture<Long> resumeAll(long receiver) {
+    return bulk(Protocol.RESUME_ALL, receiver, 0);
+  }
+
+  /**
+   * pauseGroup pauses every running timer of the group (whatever their receivers), each
+   * keeping the ticks it had left, and marks the group paused: timers added to it later start
+   * paused until {@link #resumeGroup}.
+   *
+   * @param group the group, not 0
+   * @return how many it paused; under add_only_bound fails with Unauthorized unless every
+   *     receiver with timers in the group is bound here
+   * @throws IllegalArgumentException for group 0 (on the wire it would mean receiver 0's timers)
+   */
+  public CompletableFuture<Long> pauseGroup(long group) {
+    return bulk(Protocol.PAUSE_ALL, 0, needGroup(group));
+  }
+
+  /**
+   * resumeGroup resumes every paused timer of the group, each with the ticks it had left,
+   * and clears the group's paused mark.
+   *
+   * @param group the group, not 0
+   * @return how many it resumed
+   * @throws IllegalArgumentException for group 0
+   */
+  public CompletableFuture<Long> resumeGroup(long group) {
+    return bulk(Protocol.RESUME_ALL, 0, needGroup(group));
+  }
+
+  /**
+   * cancelGroup removes every timer of the group, whatever their receivers.
+   *
+   * @param group the group, not 0
+   * @return how many it removed; UnknownOp from a server that predates groups
+   * @throws IllegalArgumentException for group 0
+   */
+  public CompletableFuture<Long> cancelGroup(long group) {
+    needGroup(group);
+    return map(call(Protocol.CANCEL_GROUP, Map.of("group", group), null), r -> Protocol.uints(r, 1, "cancel_group")[0]);
+  }
+
+  private CompletableFuture<Long> bulk(int op, long receiver, long group) {
+    return map(call(op, Map.of("receiver", receiver, "group", group), null),
+        r -> Protocol.uints(r, 1, Protocol.opName(op))[0]);
+  }
+
+  private static long needGroup(long group) {
+    if (group == 0) throw new IllegalArgumentException("tickwheel: group 0 is no group: name one");
+    return group;
+  }
+
+  /**
+   * listGroupPage returns one page of the group's live timers from (fromReceiver, fromTid)
+   * on, in (receiver, tid) order.
+   *
+   * @param group the group (an unknown one has no timers)
+   * @param fromReceiver the first receiver (0, then each page's nextReceiver)
+   * @param fromTid the first tid within it (0, then each page's nextTid)
+   * @param limit at most this many (0: the server's max_list_page)
+   * @return the page; fails with a DecodeException cause if the server's next cursor does
+   *     not move past the page (which would have {@link #listGroup} loop forever)
+   */
+  public CompletableFuture<GroupPage> listGroupPage(long group, long fromReceiver, long fromTid, long limit) {
+    Map<String, Object> a = Map.of("group", group, "from_receiver", fromReceiver, "from_tid", fromTid, "limit", limit);
+    return map(call(Protocol.LIST_GROUP, a, null), r -> {
+      GroupPage p = Protocol.groupPage(r);
+      Timer last = p.timers().isEmpty() ? null : p.timers().get(p.timers().size() - 1);
+      if (p.hasMore() && (!after(p.nextReceiver(), p.nextTid(), fromReceiver, fromTid)
+          || last != null && !after(p.nextReceiver(), p.nextTid(), last.receiver(), last.tid()))) {
+        throw new Protocol.DecodeException("list_group: next (" + Long.toUnsignedString(p.nextReceiver()) + ", "
+            + Long.toUnsignedString(p.nextTid()) + ") is not past the cursor and the page");
+      }
+      return p;
+    });
+  }
+
+  /** after: whether key (r1, t1) is past (r2, t2), as unsigned numbers. */
+  private static boolean after(long r1, long t1, long r2, long t2) {
+    int c = Long.compareUnsigned(r1, r2);
+    return c > 0 || c == 0 && Long.compareUnsigned(t1, t2) > 0;
+  }
+
+  /**
+   * listGroup pages through every live timer of the group (pages are not a snapshot: a
+   * timer living throughout is seen exactly once).
+   *
+   * @param group the group
+   * @return the timers in (receiver, tid) order
+   */
+  public CompletableFuture<List<Timer>> listGroup(long group) {
+    List<Timer> out = new ArrayList<>();
+    return listGroupFrom(group, 0, 0, out).thenApply(v -> out);
+  }
+
+  private CompletableFuture<Void> listGroupFrom(long group, long r, long t, List<Timer> out) {
+    return listGroupPage(group, r, t, 0).thenCompose(p -> {
+      out.addAll(p.timers());
+      return p.hasMore() ? listGroupFrom(group, p.nextReceiver(), p.nextTid(), out) : CompletableFuture.completedFuture(null);
     });
   }
 

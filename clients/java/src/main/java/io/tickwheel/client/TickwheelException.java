@@ -12,6 +12,8 @@ public class TickwheelException extends RuntimeException {
 
   /** Error code of not_leader: the node is a cluster follower. */
   public static final int NOT_LEADER = 14;
+  /** Error code of request_id_reused: a request id reused for a different change. */
+  public static final int REQUEST_ID_REUSED = 17;
 
   private final int code;
   private final String op;
@@ -65,7 +67,7 @@ public class TickwheelException extends RuntimeException {
       case 4 -> "hello_required"; case 5 -> "not_found"; case 6 -> "exists";
       case 7 -> "invalid_argument"; case 8 -> "limit_exceeded"; case 9 -> "bad_state";
       case 10 -> "unsupported_version"; case 11 -> "internal"; case 12 -> "timeout";
-      case 13 -> "unavailable"; case 14 -> "not_leader";
+      case 13 -> "unavailable"; case 14 -> "not_leader"; case 17 -> "request_id_reused";
       default -> "code(" + code + ")";
     };
   }
@@ -87,6 +89,7 @@ public class TickwheelException extends RuntimeException {
       case 12 -> new Timeout(op, message);
       case 13 -> new Unavailable(op, message);
       case 14 -> new NotLeader(op, message, leader);
+      case 17 -> new RequestIdReused(op, message);
       default -> new TickwheelException(op, code, message, null);
     };
   }
@@ -183,6 +186,16 @@ public class TickwheelException extends RuntimeException {
     public String leader() {
       return leader;
     }
+  }
+
+  /**
+   * Code 17: a change carried a request id (client, id) that the server remembers from a
+   * different request of the same client; nothing changed. A client bug: each change a
+   * client sends gets an id of its own (docs/PROTOCOL.md "Retrying changes").
+   */
+  public static final class RequestIdReused extends TickwheelException {
+    private static final long serialVersionUID = 1L;
+    RequestIdReused(String op, String m) { super(op, 17, m, null); }
   }
 
   /** The connection dropped before the reply came: the request may or may not have been applied. */

@@ -16,6 +16,8 @@ package io.tickwheel.client;
  * @param schedule its cron schedule, or ""
  * @param zone its schedule's time zone, or "" (UTC)
  * @param missed its missed-firings policy
+ * @param group its group, or 0 for none (docs/PROTOCOL.md "Bulk operations")
  */
 public record Timer(long receiver, long tid, long due, long remaining, long every, long fired,
-    long repeat, boolean paused, byte[] data, String schedule, String zone, Missed missed) {}
+    long repeat, boolean paused, byte[] data, String schedule, String zone, Missed missed,
+    long group) {}

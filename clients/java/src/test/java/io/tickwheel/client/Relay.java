@@ -18,6 +18,8 @@ final class Relay implements AutoCloseable {
   final String addr;
   /** While held, nothing is forwarded (bytes wait in the relay): a server that does not answer. */
   volatile boolean held;
+  /** While holding replies, bytes from the server wait in the relay (requests still go through): replies lost in a cut. */
+  volatile boolean holdReplies;
   /** While refusing, new connections are closed at once: a server that is down. */
   volatile boolean refusing;
 
@@ -43,21 +45,21 @@ final class Relay implements AutoCloseable {
         Socket up = new Socket(host, port);
         sockets.add(down);
         sockets.add(up);
-        pipe(down, up);
-        pipe(up, down);
+        pipe(down, up, false);
+        pipe(up, down, true);
       } catch (IOException e) {
         return;
       }
     }
   }
 
-  private void pipe(Socket from, Socket to) {
+  private void pipe(Socket from, Socket to, boolean replies) {
     Thread t = new Thread(() -> {
       byte[] b = new byte[64 * 1024];
       try (InputStream in = from.getInputStream(); OutputStream out = to.getOutputStream()) {
         int n;
         while ((n = in.read(b)) >= 0) {
-          while (held) Thread.sleep(5);
+          while (held || replies && holdReplies) Thread.sleep(5);
           out.write(b, 0, n);
         }
       } catch (IOException | InterruptedException ignored) {

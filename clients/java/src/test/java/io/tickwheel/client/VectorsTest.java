@@ -159,6 +159,7 @@ class VectorsTest {
     m.put("schedule", t.schedule());
     m.put("zone", t.zone());
     m.put("missed", j(t.missed().ordinal()));
+    m.put("group", j(t.group()));
     return m;
   }
 
@@ -168,7 +169,8 @@ class VectorsTest {
       Map.entry("pause", List.of()), Map.entry("resume", List.of()), Map.entry("ping", List.of("now")),
       Map.entry("ack", List.of()), Map.entry("fast_forward", List.of("now", "fired")),
       Map.entry("freeze", List.of("now")), Map.entry("resume_sync", List.of("now")),
-      Map.entry("set_speed", List.of("now")));
+      Map.entry("set_speed", List.of("now")), Map.entry("pause_all", List.of("count")),
+      Map.entry("resume_all", List.of("count")), Map.entry("cancel_group", List.of("count")));
 
   private static Map<String, Object> result(String op, List<Value> r) throws Exception {
     Map<String, Object> m = new LinkedHashMap<>();
@@ -190,6 +192,14 @@ class VectorsTest {
         for (Timer t : p.timers()) ts.add(timer(t));
         m.put("timers", ts);
         m.put("next", j(p.next()));
+      }
+      case "list_group" -> {
+        GroupPage p = Protocol.groupPage(r);
+        List<Object> ts = new ArrayList<>();
+        for (Timer t : p.timers()) ts.add(timer(t));
+        m.put("timers", ts);
+        m.put("next_receiver", j(p.nextReceiver()));
+        m.put("next_tid", j(p.nextTid()));
       }
       case "stats" -> {
         Map<String, Object> s = new LinkedHashMap<>();
