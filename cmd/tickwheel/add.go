@@ -39,9 +39,13 @@ func addCmd(fs *flag.FlagSet) func(*env) error {
 	replace := fs.Bool("replace", false, "replace an existing timer of the same key")
 	at := fs.String("at", "", "first firing (instead of AFTER): a tick number, an RFC 3339 time, or a duration from now (7d)")
 	sched := addScheduleFlags(fs) // schedule.go
-	group := fs.Uint64("group", 0, "put the timer in this group (e.g. a match id), for cancel/pause/resume/list -group")
+	group := fs.String("group", "", "put the timer in this group (e.g. a match id), for cancel/pause/resume/list -group; 0 (the default) is no group")
 	return func(e *env) error {
 		receiver, tid, err := e.key()
+		if err != nil {
+			return err
+		}
+		g, err := groupArg(*group, true)
 		if err != nil {
 			return err
 		}
@@ -75,7 +79,7 @@ func addCmd(fs *flag.FlagSet) func(*env) error {
 		if err := checkAddTiming(fs, e.args, n); err != nil {
 			return err
 		}
-		o := &client.AddOptions{Repeat: n, Data: []byte(*data), Replace: *replace, Group: *group}
+		o := &client.AddOptions{Repeat: n, Data: []byte(*data), Replace: *replace, Group: g}
 		if *every != "" {
 			if o.Every, err = e.ticksArg(*every, "every"); err != nil {
 				return err

@@ -101,6 +101,23 @@ func scopeFlags(fs *flag.FlagSet, what string) scope {
 	}
 }
 
+// groupArg reads the value s of the -group flag of add, cancel, pause,
+// resume and list, a string in each, so that a bad one is refused in the
+// same words everywhere ("tickwheel add: -group \"-1\": want a
+// non-negative integer"), not in the flag package's. Group 0 is no group:
+// add takes it (and "", not given) as a timer in none; the others, which
+// act on a group, refuse it (zeroOK false).
+func groupArg(s string, zeroOK bool) (uint64, error) {
+	if s == "" && zeroOK {
+		return 0, nil
+	}
+	g, err := uintArg(s, "-group")
+	if err == nil && g == 0 && !zeroOK {
+		return 0, usageError{errors.New("-group 0: group 0 is no group")}
+	}
+	return g, err
+}
+
 // pick returns which of RECEIVER TID (args), -receiver or -group the
 // command was given, refusing none or more than one: "timer", "receiver"
 // or "group", with the id.
@@ -117,11 +134,8 @@ func (sc scope) pick(args []string, cmd string) (kind string, id uint64, err err
 	}
 	if *sc.group != "" {
 		kind, n = "group", n+1
-		if id, err = uintArg(*sc.group, "-group"); err != nil {
+		if id, err = groupArg(*sc.group, false); err != nil {
 			return
-		}
-		if id == 0 {
-			return "", 0, usageError{errors.New("-group 0: group 0 is no group")}
 		}
 	}
 	switch {
@@ -234,7 +248,7 @@ func listCmd(fs *flag.FlagSet) func(*env) error {
 		if len(e.args) != 0 {
 			return usageError{errors.New("give RECEIVER or -group G, not both")}
 		}
-		g, err := uintArg(*group, "-group")
+		g, err := groupArg(*group, false)
 		if err != nil {
 			return err
 		}

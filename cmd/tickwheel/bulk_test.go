@@ -86,3 +86,38 @@ func TestResumeHelpIsTheTimerCommand(t *testing.T) {
 	assert.Equal(t, "time resume", name)
 	assert.NotEmpty(t, note)
 }
+
+// TestGroupFlagOneStyle: -group is read the same way by add, cancel,
+// pause, resume and list: a bad value is refused with the command's
+// prefix and the same words (not the flag package's "parse error"), and
+// group 0 is no group: refused by the commands that act on a group, list
+// included, and a timer in no group for add, as its -h says.
+func TestGroupFlagOneStyle(t *testing.T) {
+	addr := localServer(t, servertest.WithStartTick(1000)).Addr()
+	cmds := map[string][]string{"add": {"add", "1", "1", "10"}, "cancel": {"cancel"}, "pause": {"pause"},
+		"resume": {"resume"}, "list": {"list"}}
+	for name, args := range cmds {
+		for _, bad := range []string{"-1", "abc"} {
+			code, out, errOut := cli(t, addr, append(args, "-group", bad)...)
+			assert.Equal(t, 2, code, "%s -group %s", name, bad)
+			assert.Empty(t, out)
+			assert.Equal(t, "tickwheel "+name+": -group \""+bad+"\": want a non-negative integer\n", errOut)
+		}
+		if name == "add" {
+			continue
+		}
+		code, out, errOut := cli(t, addr, append(args, "-group", "0")...)
+		assert.Equal(t, 2, code, "%s -group 0", name)
+		assert.Empty(t, out)
+		assert.Equal(t, "tickwheel "+name+": -group 0: group 0 is no group\n", errOut)
+	}
+
+	code, _, errOut := cli(t, addr, "add", "1", "1", "10", "-group", "0")
+	require.Equal(t, 0, code, errOut)
+	code, out, _ := cli(t, addr, "get", "1", "1")
+	require.Equal(t, 0, code)
+	assert.Equal(t, "1/1  due 1970-01-01 00:00:10.1 UTC (in 100ms)  fired 0/1\n", out, "in no group")
+	var help, errHelp syncBuffer
+	require.Equal(t, 0, run([]string{"add", "-h"}, &help, &errHelp))
+	assert.Contains(t, help.String(), "0 (the default) is no group")
+}
