@@ -121,3 +121,19 @@ func TestGroupFlagOneStyle(t *testing.T) {
 	require.Equal(t, 0, run([]string{"add", "-h"}, &help, &errHelp))
 	assert.Contains(t, help.String(), "0 (the default) is no group")
 }
+
+// TestTimeFFZeroRefused: `time ff` wants a positive tick count or
+// duration, as its error for -5 says; 0 and 0s are refused in those words
+// (they were accepted, fast-forwarding nothing), and tw-time does not move.
+func TestTimeFFZeroRefused(t *testing.T) {
+	addr := localServer(t, servertest.WithStartTick(1000)).Addr()
+	for _, zero := range []string{"0", "0s", "-5"} {
+		code, out, errOut := cli(t, addr, "time", "ff", zero)
+		assert.Equal(t, 2, code, zero)
+		assert.Empty(t, out, zero)
+		assert.Contains(t, errOut, "must be a positive tick count or duration", zero)
+	}
+	code, out, _ := cli(t, addr, "ping")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "(tick 1000)")
+}

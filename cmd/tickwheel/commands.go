@@ -355,10 +355,16 @@ func listReceiver(e *env) error {
 	}
 }
 
+// ffCmd is `time ff TICKS|DURATION`: a positive count of ticks or
+// duration (0 or 0s is refused, as argWants says: it would fast-forward
+// nothing and fire nothing).
 func ffCmd(e *env) error {
 	ticks, err := e.ticksArg(e.args[0], "ticks")
 	if err != nil {
 		return err
+	}
+	if ticks == 0 {
+		return usageError{fmt.Errorf("ticks %q: %s", e.args[0], argWants["TICKS|DURATION"])}
 	}
 	// tw-time before, to tell a fast-forward that a freeze stopped short
 	// (its reply is the tick where it stopped) from one that ran its course.
