@@ -137,3 +137,27 @@ func TestTimeFFZeroRefused(t *testing.T) {
 	require.Equal(t, 0, code)
 	assert.Contains(t, out, "(tick 1000)")
 }
+
+// TestBulkHelpPerCommand: each of cancel, pause and resume -h says what
+// applies to it: cancel's says nothing of keeping remaining ticks or of
+// timers starting paused, which are pause's and resume's.
+func TestBulkHelpPerCommand(t *testing.T) {
+	help := func(name string) string {
+		var out, errOut syncBuffer
+		require.Equal(t, 0, run([]string{name, "-h"}, &out, &errOut), errOut.String())
+		return out.String()
+	}
+	cancel, pause, resume := help("cancel"), help("pause"), help("resume")
+	for _, h := range []string{cancel, pause, resume} {
+		assert.Contains(t, h, "Give one of: RECEIVER TID (one timer), -receiver R")
+	}
+	assert.NotContains(t, cancel, "remaining ticks")
+	assert.NotContains(t, cancel, "start paused")
+	assert.NotContains(t, cancel, "resume")
+	assert.Contains(t, cancel, "A cancelled timer is gone")
+	assert.Contains(t, pause, "pause keeps each timer's remaining ticks")
+	assert.Contains(t, pause, "start paused until it is resumed")
+	assert.NotContains(t, pause, "A cancelled timer")
+	assert.Contains(t, resume, "resume gives each paused timer back the ticks it had left")
+	assert.NotContains(t, resume, "A cancelled timer")
+}

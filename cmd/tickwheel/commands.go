@@ -48,11 +48,11 @@ var commands = map[string]command{
 	"add": {args: "RECEIVER TID AFTER", nargs: 3, optional: 1, flags: addCmd, // AFTER: not with -cron or -at
 		summary: "add a timer firing after AFTER (or -at WHEN, or on -cron EXPR)", help: addHelp},
 	"cancel": {args: "RECEIVER TID", nargs: 2, optional: 2, flags: cancelCmd, // bulk.go
-		summary: "cancel a timer, or every timer of -receiver R or -group G", help: bulkHelp},
+		summary: "cancel a timer, or every timer of -receiver R or -group G", help: cancelHelp},
 	"pause": {args: "RECEIVER TID", nargs: 2, optional: 2, flags: pauseResume(false),
-		summary: "pause a timer, or every timer of -receiver R or -group G", help: bulkHelp},
+		summary: "pause a timer, or every timer of -receiver R or -group G", help: pauseHelp},
 	"resume": {args: "RECEIVER TID", nargs: 2, optional: 2, flags: pauseResume(true),
-		summary: "resume a timer, or every timer of -receiver R or -group G", help: bulkHelp},
+		summary: "resume a timer, or every timer of -receiver R or -group G", help: resumeHelp},
 	"get": {args: "RECEIVER TID", nargs: 2, flags: simple(getCmd), summary: "show a timer"},
 	"list": {args: "RECEIVER", nargs: 1, optional: 1, flags: listCmd,
 		summary: "show the timers of a receiver in tid order (or of -group G), fetched a page at a time"},
@@ -73,13 +73,23 @@ var commands = map[string]command{
 		summary: "show a cluster's members, add a node, remove one (admin)", help: clusterHelp},
 }
 
-const bulkHelp = `Give one of: RECEIVER TID (one timer), -receiver R (every timer of receiver R)
+// scopeHelp is the -h text cancel, pause and resume share; each adds
+// what applies to it only.
+const scopeHelp = `Give one of: RECEIVER TID (one timer), -receiver R (every timer of receiver R)
 or -group G (every timer of group G: see add -group). The server does a large one in
 chunks between its other work and answers once it is complete, with the count; it
-covers the timers there when it began. pause keeps each timer's remaining ticks and
-resume gives them back; timers added to a paused receiver or group start paused
-until it is resumed.
+covers the timers there when it began.
 `
+
+const (
+	cancelHelp = scopeHelp + "A cancelled timer is gone: it fires no more.\n"
+	pauseHelp  = scopeHelp + `pause keeps each timer's remaining ticks (resume gives them back); timers added
+to a paused receiver or group start paused until it is resumed.
+`
+	resumeHelp = scopeHelp + `resume gives each paused timer back the ticks it had left; resume -receiver R or
+-group G also ends that receiver's or group's pause, so timers added to it later run.
+`
+)
 
 func simple(fn func(*env) error) func(*flag.FlagSet) func(*env) error {
 	return func(*flag.FlagSet) func(*env) error { return fn }
