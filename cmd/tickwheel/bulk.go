@@ -80,14 +80,34 @@ func timerResume(args []string) bool {
 	return false
 }
 
-// unknownTime answers `time` without a known sub-command.
-func unknownTime(args []string, stderr io.Writer) int {
-	got := "nothing"
-	if i := firstPositional(args); i >= 0 {
-		got = fmt.Sprintf("%q", args[i])
+// unknownTime answers `time` without a known sub-command: `time -h` (or
+// help) with its usage, the four sub-commands, on stdout (exit 0); a bare
+// `time` with that usage on stderr, and an unknown sub-command with what
+// it wants (exit 2).
+func unknownTime(args []string, stdout, stderr io.Writer) int {
+	i := firstPositional(args)
+	for _, a := range args {
+		if isHelp(a) && (i < 0 || args[i] == a) {
+			timeUsage(stdout)
+			return 0
+		}
 	}
-	fmt.Fprintf(stderr, "tickwheel time: want freeze, resume, speed or ff, got %s\n", got)
+	if i >= 0 {
+		fmt.Fprintf(stderr, "tickwheel time: want freeze, resume, speed or ff, got %q\n", args[i])
+		return 2
+	}
+	timeUsage(stderr)
 	return 2
+}
+
+// timeUsage writes the usage of `time`: its sub-commands, one line each.
+func timeUsage(w io.Writer) {
+	fmt.Fprint(w, "usage: tickwheel time SUBCOMMAND [flags] ARGS...\n\nthe server's tw-time (admin):\n")
+	for _, sub := range timeSubs {
+		cmd := commands["time "+sub]
+		fmt.Fprintf(w, "  %-23s  %s\n", strings.TrimSpace("time "+sub+" "+cmd.args), cmd.summary)
+	}
+	fmt.Fprint(w, "\ntickwheel time SUBCOMMAND -h: a sub-command's arguments and flags\n")
 }
 
 // scope is the -receiver and -group flags of cancel, pause, resume and

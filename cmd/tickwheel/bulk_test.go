@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -160,4 +161,28 @@ func TestBulkHelpPerCommand(t *testing.T) {
 	assert.NotContains(t, pause, "A cancelled timer")
 	assert.Contains(t, resume, "resume gives each paused timer back the ticks it had left")
 	assert.NotContains(t, resume, "A cancelled timer")
+}
+
+// TestTimeUsage: `time -h` prints a usage listing the four sub-commands
+// on stdout (exit 0); a bare `time` prints it on stderr (exit 2). Both
+// said only "want freeze, resume, speed or ff, got nothing".
+func TestTimeUsage(t *testing.T) {
+	for _, args := range [][]string{{"time", "-h"}, {"time", "--help"}, {"time", "help"}, {"time"}} {
+		var out, errOut syncBuffer
+		code := run(args, &out, &errOut)
+		text := out.String()
+		if len(args) == 1 {
+			assert.Equal(t, 2, code)
+			assert.Empty(t, out.String())
+			text = errOut.String()
+		} else {
+			assert.Equal(t, 0, code, "%v", args)
+			assert.Empty(t, errOut.String(), "%v", args)
+		}
+		assert.True(t, strings.HasPrefix(text, "usage: tickwheel time SUBCOMMAND"), "%v: %s", args, text)
+		for _, sub := range []string{"time freeze ", "time resume ", "time speed X ", "time ff TICKS|DURATION "} {
+			assert.Contains(t, text, "\n  "+sub, "%v", args)
+		}
+		assert.NotContains(t, text, "got nothing", "%v", args)
+	}
 }

@@ -103,7 +103,7 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, note)
 	}
 	if name == "time" {
-		return unknownTime(args, stderr)
+		return unknownTime(args, stdout, stderr)
 	}
 	cmd, ok := commands[name]
 	if !ok {
