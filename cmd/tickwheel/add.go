@@ -105,9 +105,39 @@ func addCmd(fs *flag.FlagSet) func(*env) error {
 		if err != nil {
 			return err
 		}
-		e.print(map[string]any{"receiver": receiver, "tid": tid, "due": due},
-			fmt.Sprintf("added %d/%d: first firing %s (tick %d)", receiver, tid, e.clk.at(due), due))
+		e.printAdded(receiver, tid, due)
 		return nil
+	}
+}
+
+// printAdded prints what add did. The add reply carries only due, "as if
+// it ran" (docs/PROTOCOL.md, add): a timer added to a paused receiver or
+// group starts paused, which the reply does not say. So add asks for the
+// timer (a get, one more request on the connection, which the server
+// answers at once) and prints its state from that: "paused with 20ms
+// left" when it is paused, else its first firing as the reply says. A get
+// that finds no timer (it fired, or was cancelled, in between) leaves the
+// reply's first firing, which was true; one that fails otherwise does not
+// fail the add, which is done: the first firing is then printed with
+// "unless its receiver or group is paused". -json adds "paused": true
+// and "remaining" to its object only for a timer that starts paused.
+func (e *env) printAdded(receiver, tid, due uint64) {
+	v := map[string]any{"receiver": receiver, "tid": tid, "due": due}
+	first := fmt.Sprintf("added %d/%d: first firing %s (tick %d)", receiver, tid, e.clk.at(due), due)
+	t, err := e.c.Get(e.ctx, receiver, tid)
+	switch {
+	case err == nil && t.Paused:
+		v["paused"], v["remaining"] = true, t.Remaining
+		where := fmt.Sprintf("receiver %d", receiver)
+		if t.Group != 0 {
+			where += fmt.Sprintf(" or group %d", t.Group)
+		}
+		e.print(v, fmt.Sprintf("added %d/%d: paused with %s left (its %s is paused): it runs once resumed",
+			receiver, tid, e.clk.dur(t.Remaining), where))
+	case err == nil, errors.Is(err, client.ErrNotFound):
+		e.print(v, first)
+	default:
+		e.print(v, first+", unless its receiver or group is paused")
 	}
 }
 
