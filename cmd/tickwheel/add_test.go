@@ -48,3 +48,30 @@ func TestAddEveryOneShot(t *testing.T) {
 	code, _, errOut := cli(t, addr, "add", "1", "41", "10", "-every", "5", "-repeat", "2")
 	assert.Equal(t, 0, code, errOut)
 }
+
+// TestAddToPausedSaysPaused: a timer added to a paused group or receiver
+// starts paused, and add says so ("paused with 20ms left"), where it
+// printed the add reply's first firing as if it ran; -json has "paused"
+// and "remaining". Added to a running receiver, add prints the first
+// firing as before, and again once the group is resumed.
+func TestAddToPausedSaysPaused(t *testing.T) {
+	addr := localServer(t, servertest.WithStartTick(1000)).Addr()
+	ok := func(want string, args ...string) {
+		t.Helper()
+		code, out, errOut := cli(t, addr, args...)
+		require.Equal(t, 0, code, "%v: %s", args, errOut)
+		assert.Equal(t, want, out, args)
+	}
+	ok("paused 0 timers of group 5; timers added to it start paused until `tickwheel resume -group 5`\n", "pause", "-group", "5")
+	ok("added 9/1: paused with 20ms left (its receiver 9 or group 5 is paused): it runs once resumed\n",
+		"add", "9", "1", "2", "-group", "5")
+	ok("9/1  paused with 20ms left  fired 0/1  group 5\n", "get", "9", "1")
+	ok("added 9/2: first firing 1970-01-01 00:00:10.02 UTC (tick 1002)\n", "add", "9", "2", "2", "-group", "6")
+
+	ok("paused 0 timers of receiver 8; timers added to it start paused until `tickwheel resume -receiver 8`\n", "pause", "-receiver", "8")
+	ok("added 8/1: paused with 30ms left (its receiver 8 is paused): it runs once resumed\n", "add", "8", "1", "3")
+	ok(`{"due":1003,"paused":true,"receiver":8,"remaining":3,"tid":2}`+"\n", "add", "8", "2", "3", "-json")
+
+	ok("resumed 1 timer of group 5\n", "resume", "-group", "5")
+	ok("added 9/3: first firing 1970-01-01 00:00:10.02 UTC (tick 1002)\n", "add", "9", "3", "2", "-group", "5")
+}

@@ -80,14 +80,34 @@ func timerResume(args []string) bool {
 	return false
 }
 
-// unknownTime answers `time` without a known sub-command.
-func unknownTime(args []string, stderr io.Writer) int {
-	got := "nothing"
-	if i := firstPositional(args); i >= 0 {
-		got = fmt.Sprintf("%q", args[i])
+// unknownTime answers `time` without a known sub-command: `time -h` (or
+// help) with its usage, the four sub-commands, on stdout (exit 0); a bare
+// `time` with that usage on stderr, and an unknown sub-command with what
+// it wants (exit 2).
+func unknownTime(args []string, stdout, stderr io.Writer) int {
+	i := firstPositional(args)
+	for _, a := range args {
+		if isHelp(a) && (i < 0 || args[i] == a) {
+			timeUsage(stdout)
+			return 0
+		}
 	}
-	fmt.Fprintf(stderr, "tickwheel time: want freeze, resume, speed or ff, got %s\n", got)
+	if i >= 0 {
+		fmt.Fprintf(stderr, "tickwheel time: want freeze, resume, speed or ff, got %q\n", args[i])
+		return 2
+	}
+	timeUsage(stderr)
 	return 2
+}
+
+// timeUsage writes the usage of `time`: its sub-commands, one line each.
+func timeUsage(w io.Writer) {
+	fmt.Fprint(w, "usage: tickwheel time SUBCOMMAND [flags] ARGS...\n\nthe server's tw-time (admin):\n")
+	for _, sub := range timeSubs {
+		cmd := commands["time "+sub]
+		fmt.Fprintf(w, "  %-23s  %s\n", strings.TrimSpace("time "+sub+" "+cmd.args), cmd.summary)
+	}
+	fmt.Fprint(w, "\ntickwheel time SUBCOMMAND -h: a sub-command's arguments and flags\n")
 }
 
 // scope is the -receiver and -group flags of cancel, pause, resume and
@@ -99,6 +119,23 @@ func scopeFlags(fs *flag.FlagSet, what string) scope {
 		receiver: fs.String("receiver", "", what+" every timer of this receiver (instead of RECEIVER TID)"),
 		group:    fs.String("group", "", what+" every timer of this group (instead of RECEIVER TID)"),
 	}
+}
+
+// groupArg reads the value s of the -group flag of add, cancel, pause,
+// resume and list, a string in each, so that a bad one is refused in the
+// same words everywhere ("tickwheel add: -group \"-1\": want a
+// non-negative integer"), not in the flag package's. Group 0 is no group:
+// add takes it (and "", not given) as a timer in none; the others, which
+// act on a group, refuse it (zeroOK false).
+func groupArg(s string, zeroOK bool) (uint64, error) {
+	if s == "" && zeroOK {
+		return 0, nil
+	}
+	g, err := uintArg(s, "-group")
+	if err == nil && g == 0 && !zeroOK {
+		return 0, usageError{errors.New("-group 0: group 0 is no group")}
+	}
+	return g, err
 }
 
 // pick returns which of RECEIVER TID (args), -receiver or -group the
@@ -117,11 +154,8 @@ func (sc scope) pick(args []string, cmd string) (kind string, id uint64, err err
 	}
 	if *sc.group != "" {
 		kind, n = "group", n+1
-		if id, err = uintArg(*sc.group, "-group"); err != nil {
+		if id, err = groupArg(*sc.group, false); err != nil {
 			return
-		}
-		if id == 0 {
-			return "", 0, usageError{errors.New("-group 0: group 0 is no group")}
 		}
 	}
 	switch {
@@ -234,7 +268,7 @@ func listCmd(fs *flag.FlagSet) func(*env) error {
 		if len(e.args) != 0 {
 			return usageError{errors.New("give RECEIVER or -group G, not both")}
 		}
-		g, err := uintArg(*group, "-group")
+		g, err := groupArg(*group, false)
 		if err != nil {
 			return err
 		}

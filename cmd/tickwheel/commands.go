@@ -48,11 +48,11 @@ var commands = map[string]command{
 	"add": {args: "RECEIVER TID AFTER", nargs: 3, optional: 1, flags: addCmd, // AFTER: not with -cron or -at
 		summary: "add a timer firing after AFTER (or -at WHEN, or on -cron EXPR)", help: addHelp},
 	"cancel": {args: "RECEIVER TID", nargs: 2, optional: 2, flags: cancelCmd, // bulk.go
-		summary: "cancel a timer, or every timer of -receiver R or -group G", help: bulkHelp},
+		summary: "cancel a timer, or every timer of -receiver R or -group G", help: cancelHelp},
 	"pause": {args: "RECEIVER TID", nargs: 2, optional: 2, flags: pauseResume(false),
-		summary: "pause a timer, or every timer of -receiver R or -group G", help: bulkHelp},
+		summary: "pause a timer, or every timer of -receiver R or -group G", help: pauseHelp},
 	"resume": {args: "RECEIVER TID", nargs: 2, optional: 2, flags: pauseResume(true),
-		summary: "resume a timer, or every timer of -receiver R or -group G", help: bulkHelp},
+		summary: "resume a timer, or every timer of -receiver R or -group G", help: resumeHelp},
 	"get": {args: "RECEIVER TID", nargs: 2, flags: simple(getCmd), summary: "show a timer"},
 	"list": {args: "RECEIVER", nargs: 1, optional: 1, flags: listCmd,
 		summary: "show the timers of a receiver in tid order (or of -group G), fetched a page at a time"},
@@ -73,33 +73,23 @@ var commands = map[string]command{
 		summary: "show a cluster's members, add a node, remove one (admin)", help: clusterHelp},
 }
 
-const bulkHelp = `Give one of: RECEIVER TID (one timer), -receiver R (every timer of receiver R)
+// scopeHelp is the -h text cancel, pause and resume share; each adds
+// what applies to it only.
+const scopeHelp = `Give one of: RECEIVER TID (one timer), -receiver R (every timer of receiver R)
 or -group G (every timer of group G: see add -group). The server does a large one in
 chunks between its other work and answers once it is complete, with the count; it
-covers the timers there when it began. pause keeps each timer's remaining ticks and
-resume gives them back; timers added to a paused receiver or group start paused
-until it is resumed.
+covers the timers there when it began.
 `
 
-const addHelp = `AFTER is a number of ticks from the current tick (digits only), or a duration
-such as 1.5s, 90m, 7d or 1w (d is 24h, w 7d) from the moment the server reads the
-request (never early); 0 (or 0s) fires at the next tick. Instead of AFTER (left
-out, or 0):
-  -at WHEN     the first firing, told apart by its form: digits only are a tick
-               number (-at 1080000); an RFC 3339 time with its offset is a moment
-               (-at 2026-11-27T04:00:00+01:00, or ...Z), the first tick at or after
-               it; anything else is a duration from now, as AFTER (-at 3h, -at 7d).
-               A tick or time already passed fires at the next tick, its
-               firing late by how far in the past WHEN was
-  -cron EXPR   a calendar schedule: a cron expression ("0 4 * * *", "0 18 * * fri")
-               or @daily, @hourly, @every 90s, in -zone (default UTC); it fires
-               until cancelled unless -repeat N. -zone also prints the first
-               firing in that zone
-A timer fires once unless -repeat N or -repeat forever; -every sets the interval
-between its firings (default AFTER), and is refused on a timer that fires once.
--missed all|once|skip: what a repeating timer does with firings that fall in a
-downtime (default all).
+const (
+	cancelHelp = scopeHelp + "A cancelled timer is gone: it fires no more.\n"
+	pauseHelp  = scopeHelp + `pause keeps each timer's remaining ticks (resume gives them back); timers added
+to a paused receiver or group start paused until it is resumed.
 `
+	resumeHelp = scopeHelp + `resume gives each paused timer back the ticks it had left; resume -receiver R or
+-group G also ends that receiver's or group's pause, so timers added to it later run.
+`
+)
 
 func simple(fn func(*env) error) func(*flag.FlagSet) func(*env) error {
 	return func(*flag.FlagSet) func(*env) error { return fn }
@@ -113,7 +103,7 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, note)
 	}
 	if name == "time" {
-		return unknownTime(args, stderr)
+		return unknownTime(args, stdout, stderr)
 	}
 	cmd, ok := commands[name]
 	if !ok {
@@ -292,104 +282,6 @@ func (e *env) print(v any, text string) {
 	fmt.Fprintln(e.stdout, text)
 }
 
-func addCmd(fs *flag.FlagSet) func(*env) error {
-	every := fs.String("every", "", "interval between firings (ticks or a duration); default AFTER")
-	repeat := fs.String("repeat", "1", `number of firings, or "forever"`)
-	data := fs.String("data", "", "data delivered with every firing")
-	replace := fs.Bool("replace", false, "replace an existing timer of the same key")
-	at := fs.String("at", "", "first firing (instead of AFTER): a tick number, an RFC 3339 time, or a duration from now (7d)")
-	sched := addScheduleFlags(fs) // schedule.go
-	group := fs.Uint64("group", 0, "put the timer in this group (e.g. a match id), for cancel/pause/resume/list -group")
-	return func(e *env) error {
-		receiver, tid, err := e.key()
-		if err != nil {
-			return err
-		}
-		if err := sched.check(fs, e.args); err != nil {
-			return err
-		}
-		// AFTER in ticks counts from the current tick; as a duration it
-		// counts from the moment the server reads the request, so the
-		// timer never fires early (client.AddAfter).
-		var after uint64
-		var d time.Duration // AFTER or -at as a duration, else 0
-		if len(e.args) == 3 {
-			var afterErr error
-			if after, afterErr = strconv.ParseUint(e.args[2], 10, 64); afterErr != nil {
-				var err error
-				if d, err = parseDuration(e.args[2]); err != nil || d < 0 {
-					return usageError{fmt.Errorf("after %q: want ticks (an integer) or a duration such as 1.5s or 7d (0: at the next tick)", e.args[2])}
-				}
-			}
-		}
-		var atTick uint64
-		if *at != "" {
-			if atTick, d, err = e.clk.atArg(*at); err != nil { // d: a duration from now, as AFTER
-				return err
-			}
-		}
-		n, err := repeatArg(*repeat)
-		if err != nil {
-			return err
-		}
-		if err := checkAddTiming(fs, e.args, n); err != nil {
-			return err
-		}
-		o := &client.AddOptions{Repeat: n, Data: []byte(*data), Replace: *replace, Group: *group}
-		if *every != "" {
-			if o.Every, err = e.ticksArg(*every, "every"); err != nil {
-				return err
-			}
-			if o.Every == 0 {
-				return usageError{fmt.Errorf("-every %q: want a positive interval (leave -every out for AFTER's)", *every)}
-			}
-		}
-		if err := sched.apply(o); err != nil {
-			return err
-		}
-		var due uint64
-		switch {
-		case o.Schedule != "":
-			due, err = e.c.AddSchedule(e.ctx, receiver, tid, o.Schedule, o)
-		case atTick != 0:
-			due, err = e.c.AddAt(e.ctx, receiver, tid, atTick, o)
-		case d > 0:
-			due, err = e.c.AddAfter(e.ctx, receiver, tid, d, o)
-		default:
-			due, err = e.c.Add(e.ctx, receiver, tid, after, o)
-		}
-		if err != nil {
-			return err
-		}
-		e.print(map[string]any{"receiver": receiver, "tid": tid, "due": due},
-			fmt.Sprintf("added %d/%d: first firing %s (tick %d)", receiver, tid, e.clk.at(due), due))
-		return nil
-	}
-}
-
-// checkAddTiming refuses AFTER (but 0) together with -at, and -every on a
-// timer that fires once, where it would have no effect: a user who gives
-// -every wants repeats, and a timer silently firing once is worse than no
-// timer. Cron timers are checked by scheduleFlags.check.
-func checkAddTiming(fs *flag.FlagSet, args []string, repeat uint32) error {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["cron"] && fs.Lookup("cron").Value.String() != "" {
-		return nil // a schedule: AFTER, -at and -every mean nothing (the schedule flags check)
-	}
-	if set["at"] && fs.Lookup("at").Value.String() == "" {
-		return usageError{errors.New("-at \"\": give the first firing: a tick number, an RFC 3339 time or a duration from now")}
-	}
-	if set["at"] && len(args) == 3 && args[2] != "0" {
-		return usageError{fmt.Errorf("AFTER %s and -at %s: give one (-at is the first firing)",
-			args[2], fs.Lookup("at").Value)}
-	}
-	if set["every"] && repeat == 1 {
-		return usageError{errors.New("-every has no effect on a timer that fires once: add -repeat N (N > 1) or -repeat forever")}
-	}
-	return nil
-}
-
 // hasInterval reports whether t repeats on an interval, t.Every: not a
 // one-shot, whose Every means nothing, nor a cron timer, whose schedule
 // says when it fires.
@@ -473,10 +365,16 @@ func listReceiver(e *env) error {
 	}
 }
 
+// ffCmd is `time ff TICKS|DURATION`: a positive count of ticks or
+// duration (0 or 0s is refused, as argWants says: it would fast-forward
+// nothing and fire nothing).
 func ffCmd(e *env) error {
 	ticks, err := e.ticksArg(e.args[0], "ticks")
 	if err != nil {
 		return err
+	}
+	if ticks == 0 {
+		return usageError{fmt.Errorf("ticks %q: %s", e.args[0], argWants["TICKS|DURATION"])}
 	}
 	// tw-time before, to tell a fast-forward that a freeze stopped short
 	// (its reply is the tick where it stopped) from one that ran its course.

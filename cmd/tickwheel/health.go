@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -102,7 +104,9 @@ func checkHealth(url string, timeout time.Duration, tc *tls.Config) (int, error)
 		hc = &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
 	}
 	resp, err := hc.Do(req)
-	if err != nil {
+	if err != nil && tc != nil {
+		return 0, healthTLSRefusal(url, err)
+	} else if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
@@ -111,4 +115,27 @@ func checkHealth(url string, timeout time.Duration, tc *tls.Config) (int, error)
 		return resp.StatusCode, fmt.Errorf("%s %q", resp.Status, body)
 	}
 	return resp.StatusCode, nil
+}
+
+// healthTLSRefusal says what a TLS alert from the operator listener
+// means, in the words ping uses for the client port (the client's
+// tlsRefusal): the listener wants a client certificate (http.tls with
+// client_ca_file) and none was given, or it refused the one given. The
+// message names url and ends with TLS's own words, without net/http's
+// `Get "url":`; any other error is returned as is.
+func healthTLSRefusal(url string, err error) error {
+	cause := err
+	var ue *neturl.Error
+	if errors.As(err, &ue) {
+		cause = ue.Err
+	}
+	msg := cause.Error()
+	switch {
+	case strings.Contains(msg, "certificate required"):
+		return fmt.Errorf("%s requires a TLS client certificate (mTLS) and none was given "+
+			"(a certificate and key signed by its http.tls.client_ca_file; -tls-cert and -tls-key): %w", url, cause)
+	case strings.Contains(msg, "remote error: tls:"):
+		return fmt.Errorf("%s refused the TLS client certificate: %w", url, cause)
+	}
+	return err
 }

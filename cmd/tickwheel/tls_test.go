@@ -131,4 +131,14 @@ func TestHealthOverHTTPS(t *testing.T) {
 		"-tls-key", f("client.key")}, &out, &errOut)
 	require.Equal(t, 0, code, errOut.String())
 	assert.Contains(t, out.String(), "https://"+op.Addr()+"/healthz: 200 OK")
+
+	// Without a client certificate it is told so, as ping is on the
+	// client port, not given net/http's raw `Get "https://...": remote
+	// error: tls: certificate required`.
+	var out2, errOut2 syncBuffer
+	code = run([]string{"health", "-http-addr", op.Addr(), "-tls-ca", f("ca.pem")}, &out2, &errOut2)
+	assert.Equal(t, 1, code)
+	assert.Equal(t, "tickwheel health: https://"+op.Addr()+"/healthz requires a TLS client certificate (mTLS) and none was given "+
+		"(a certificate and key signed by its http.tls.client_ca_file; -tls-cert and -tls-key): remote error: tls: certificate required\n",
+		errOut2.String())
 }
