@@ -52,7 +52,8 @@ const std::map<std::string, Op> kOps = {
     {"get", Op::get}, {"list", Op::list}, {"cancel_all", Op::cancel_all}, {"pause", Op::pause},
     {"resume", Op::resume}, {"ping", Op::ping}, {"ack", Op::ack}, {"fast_forward", Op::fast_forward},
     {"freeze", Op::freeze}, {"resume_sync", Op::resume_sync}, {"set_speed", Op::set_speed},
-    {"stats", Op::stats}, {"cluster", Op::cluster}};
+    {"stats", Op::stats}, {"cluster", Op::cluster}, {"pause_all", Op::pause_all},
+    {"resume_all", Op::resume_all}, {"list_group", Op::list_group}, {"cancel_group", Op::cancel_group}};
 
 Request request_of(const json& m) {
   Request r;
@@ -76,7 +77,7 @@ Request request_of(const json& m) {
           {"version", &r.version}, {"receiver", &r.receiver}, {"tid", &r.tid}, {"after", &r.after},
           {"at", &r.at}, {"every", &r.every}, {"repeat", &r.repeat}, {"after_ns", &r.after_ns},
           {"missed", &r.missed}, {"from_tid", &r.from_tid}, {"limit", &r.limit}, {"seq", &r.seq},
-          {"ticks", &r.ticks}};
+          {"ticks", &r.ticks}, {"group", &r.group}, {"client", &r.client}, {"from_receiver", &r.from_receiver}};
       EXPECT_TRUE(f.count(k)) << "unknown arg " << k;
       if (f.count(k)) *f[k] = u(v);
     }
@@ -88,7 +89,8 @@ json timer_json(const Timer& t) {
   return {{"receiver", j(t.receiver)}, {"tid", j(t.tid)},     {"due", j(t.due)},
           {"remaining", j(t.remaining)}, {"every", j(t.every)}, {"fired", j(t.fired)},
           {"repeat", j(t.repeat)},     {"paused", t.paused},  {"data", jdata(t.data)},
-          {"schedule", t.schedule},    {"zone", t.zone},      {"missed", j(static_cast<std::uint64_t>(t.missed))}};
+          {"schedule", t.schedule},    {"zone", t.zone},      {"missed", j(static_cast<std::uint64_t>(t.missed))},
+          {"group", j(t.group)}};
 }
 
 json uints(const Message& m, std::vector<std::string> names) {
@@ -120,6 +122,13 @@ json result_json(const std::string& op, const Message& m) {
     for (auto& t : p.value().timers) ts.push_back(timer_json(t));
     return {{"timers", ts}, {"next", j(p.value().next)}};
   }
+  if (op == "list_group") {
+    auto p = decode_list_group(m);
+    EXPECT_TRUE(p.ok()) << p.error().message;
+    json ts = json::array();
+    for (auto& t : p.value().timers) ts.push_back(timer_json(t));
+    return {{"timers", ts}, {"next_receiver", j(p.value().next.receiver)}, {"next_tid", j(p.value().next.tid)}};
+  }
   if (op == "stats") {
     auto s = decode_stats(m);
     EXPECT_TRUE(s.ok()) << s.error().message;
@@ -141,7 +150,8 @@ json result_json(const std::string& op, const Message& m) {
   }
   static const std::map<std::string, std::vector<std::string>> u = {
       {"bind", {"delivered", "dropped", "first_seq"}}, {"unbind", {}}, {"add", {"due"}}, {"cancel", {}},
-      {"cancel_all", {"count"}}, {"pause", {}}, {"resume", {}}, {"ping", {"now"}}, {"ack", {}},
+      {"cancel_all", {"count"}}, {"pause_all", {"count"}}, {"resume_all", {"count"}}, {"cancel_group", {"count"}},
+      {"pause", {}}, {"resume", {}}, {"ping", {"now"}}, {"ack", {}},
       {"fast_forward", {"now", "fired"}}, {"freeze", {"now"}}, {"resume_sync", {"now"}}, {"set_speed", {"now"}}};
   return uints(m, u.at(op));
 }
