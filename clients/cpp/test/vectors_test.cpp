@@ -289,3 +289,59 @@ TEST(Vectors, ServerRefusesEveryMalformedVector) {
     }
   }
 }
+
+// A change whose request id (client, id) the server remembers from another
+// request gets request_id_reused (17), read as errc::request_id_reused;
+// the same request sent again gets its first reply, byte for byte.
+TEST(Vectors, ServerRequestIdReusedIsATypedError) {
+  auto srv = testkit::Server::start();
+  ASSERT_TRUE(srv);
+  auto colon = srv->addr().rfind(':');
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(std::stoi(srv->addr().substr(colon + 1))));
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  std::vector<std::uint8_t> out;
+  Request h;
+  h.op = Op::hello;
+  h.id = 1;
+  h.version = 1;
+  h.name = "request-ids";
+  encode_request(h, out);
+  Request add;
+  add.op = Op::add;
+  add.id = 5;
+  add.client = 6840227782638526189ULL;
+  add.receiver = 42;
+  add.tid = 7;
+  add.after = 30;
+  encode_request(add, out);
+  encode_request(add, out);  // a retry: the same reply again
+  Request other = add;
+  other.op = Op::cancel;  // another change under the same (client, id)
+  encode_request(other, out);
+  ASSERT_EQ(send(fd, out.data(), out.size(), MSG_NOSIGNAL), static_cast<ssize_t>(out.size()));
+  FrameReader fr;
+  std::vector<std::uint8_t> payload, first;
+  bool eof = false;
+  ASSERT_TRUE(raw_frame(fd, fr, payload, eof)) << "no hello reply";
+  auto hello = decode_message(payload.data(), payload.size());
+  ASSERT_TRUE(hello.ok());
+  ASSERT_TRUE(decode_hello(hello.value()).value().limits.count("request_id_ticks")) << "server without request ids";
+  ASSERT_TRUE(raw_frame(fd, fr, first, eof));
+  ASSERT_TRUE(raw_frame(fd, fr, payload, eof));
+  EXPECT_EQ(payload, first);
+  auto due = decode_uints(decode_message(first.data(), first.size()).value(), 1);
+  ASSERT_TRUE(due.ok());
+  EXPECT_EQ(due.value()[0], 1030u);
+  ASSERT_TRUE(raw_frame(fd, fr, payload, eof));
+  auto m = decode_message(payload.data(), payload.size());
+  ASSERT_TRUE(m.ok());
+  ASSERT_EQ(m.value().kind, Message::error);
+  EXPECT_EQ(m.value().id, 5u);
+  EXPECT_EQ(m.value().err.code, errc::request_id_reused);
+  EXPECT_EQ(m.value().err.code.message(), "request_id_reused");
+  close(fd);
+}
