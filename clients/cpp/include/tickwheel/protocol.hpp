@@ -42,6 +42,8 @@ enum class errc : int {
   request_id_reused = 17,
   /// The connection dropped while the call was in flight: the server may or
   /// may not have applied it (get tells; an add with replace is safe to repeat).
+  /// A change sent with a request id is sent again by itself instead, unless
+  /// reconnect is off or the new server does not deduplicate retries.
   disconnected = 100,
   /// The Client was closed (or is closing): the call was not sent.
   closed = 101,
