@@ -24,6 +24,16 @@ Future<T> call(Client::Impl& im, Request r, Callback<T> cb, Decode decode) {
   return fut;
 }
 
+// refuse completes a call with a local error, unsent.
+template <class T>
+Future<T> refuse(Client::Impl& im, Callback<T> cb, errc code, const std::string& why) {
+  std::promise<Result<T>> prom;
+  Result<T> res(Error{make_error_code(code), why, ""});
+  if (cb) im.queue_item(Client::Impl::Item{Event{}, [cb, res] { cb(res); }});
+  prom.set_value(std::move(res));
+  return prom.get_future();
+}
+
 Result<std::uint64_t> first_uint(const Message& m) {
   auto u = decode_uints(m, 1);
   if (!u) return u.error();
@@ -48,6 +58,7 @@ Request add_req(std::uint64_t receiver, std::uint64_t tid, const AddOptions& o) 
   r.replace = o.replace;
   r.zone = o.zone;
   r.missed = static_cast<std::uint64_t>(o.missed);
+  r.group = o.group;
   return r;
 }
 
@@ -191,6 +202,107 @@ Future<Done> Client::pause(std::uint64_t receiver, std::uint64_t tid, Callback<D
 
 Future<Done> Client::resume(std::uint64_t receiver, std::uint64_t tid, Callback<Done> cb) noexcept {
   return call<Done>(*impl_, rt(Op::resume, receiver, tid), std::move(cb), done);
+}
+
+namespace {
+Future<std::uint64_t> bulk(Client::Impl& im, Op op, std::uint64_t receiver, std::uint64_t group, bool by_group,
+                           Callback<std::uint64_t> cb) {
+  if (by_group && group == 0) {
+    return refuse<std::uint64_t>(im, std::move(cb), errc::bad_argument, "group 0 is no group: name one");
+  }
+  Request r = req(op);
+  r.receiver = receiver;
+  r.group = group;
+  return call<std::uint64_t>(im, std::move(r), std::move(cb), first_uint);
+}
+
+// cursor_after reports whether a is past b: a next that does not move on
+// would have list_group loop forever.
+bool cursor_after(const GroupCursor& a, const GroupCursor& b) {
+  return a.receiver != b.receiver ? a.receiver > b.receiver : a.tid > b.tid;
+}
+
+// decode_group_page reads a list_group reply and checks that its next moves
+// past the cursor and the page's last timer.
+Result<GroupPage> decode_group_page(const Message& m, const GroupCursor& from) {
+  auto p = decode_list_group(m);
+  if (!p) return p;
+  const GroupPage& g = p.value();
+  if (!g.next.end() && (!cursor_after(g.next, from) ||
+                        (!g.timers.empty() && !cursor_after(g.next, {g.timers.back().receiver, g.timers.back().tid})))) {
+    return Error{make_error_code(errc::protocol_error), "list_group: next is not past the cursor and the page", ""};
+  }
+  return p;
+}
+
+// GroupAll pages through a group from the I/O thread, as ListAll does.
+struct GroupAll : std::enable_shared_from_this<GroupAll> {
+  Client::Impl& im;
+  std::uint64_t group;
+  Callback<std::vector<Timer>> cb;
+  std::promise<Result<std::vector<Timer>>> prom;
+  std::vector<Timer> acc;
+  GroupAll(Client::Impl& i, std::uint64_t g, Callback<std::vector<Timer>> c) : im(i), group(g), cb(std::move(c)) {}
+  void finish(Result<std::vector<Timer>> res) {
+    if (cb) im.queue_item(Client::Impl::Item{Event{}, [c = cb, res] { c(res); }});
+    prom.set_value(std::move(res));
+  }
+  void page(GroupCursor from) {
+    Request r;
+    r.op = Op::list_group;
+    r.group = group;
+    r.from_receiver = from.receiver;
+    r.from_tid = from.tid;
+    auto self = shared_from_this();
+    im.submit(std::move(r), [self, from](Result<Message> m) {
+      if (!m) return self->finish(m.error());
+      if (m.value().kind == Message::error) return self->finish(m.value().err);
+      auto p = decode_group_page(m.value(), from);
+      if (!p) return self->finish(p.error());
+      for (auto& t : p.value().timers) self->acc.push_back(std::move(t));
+      if (p.value().next.end()) return self->finish(std::move(self->acc));
+      self->page(p.value().next);
+    });
+  }
+};
+}  // namespace
+
+Future<std::uint64_t> Client::pause_all(std::uint64_t receiver, Callback<std::uint64_t> cb) noexcept {
+  return bulk(*impl_, Op::pause_all, receiver, 0, false, std::move(cb));
+}
+
+Future<std::uint64_t> Client::resume_all(std::uint64_t receiver, Callback<std::uint64_t> cb) noexcept {
+  return bulk(*impl_, Op::resume_all, receiver, 0, false, std::move(cb));
+}
+
+Future<std::uint64_t> Client::pause_group(std::uint64_t group, Callback<std::uint64_t> cb) noexcept {
+  return bulk(*impl_, Op::pause_all, 0, group, true, std::move(cb));
+}
+
+Future<std::uint64_t> Client::resume_group(std::uint64_t group, Callback<std::uint64_t> cb) noexcept {
+  return bulk(*impl_, Op::resume_all, 0, group, true, std::move(cb));
+}
+
+Future<std::uint64_t> Client::cancel_group(std::uint64_t group, Callback<std::uint64_t> cb) noexcept {
+  return bulk(*impl_, Op::cancel_group, 0, group, true, std::move(cb));
+}
+
+Future<GroupPage> Client::list_group_page(std::uint64_t group, GroupCursor from, std::uint64_t limit,
+                                          Callback<GroupPage> cb) noexcept {
+  Request r = req(Op::list_group);
+  r.group = group;
+  r.from_receiver = from.receiver;
+  r.from_tid = from.tid;
+  r.limit = limit;
+  return call<GroupPage>(*impl_, std::move(r), std::move(cb),
+                         [from](const Message& m) { return decode_group_page(m, from); });
+}
+
+Future<std::vector<Timer>> Client::list_group(std::uint64_t group, Callback<std::vector<Timer>> cb) noexcept {
+  auto l = std::make_shared<GroupAll>(*impl_, group, std::move(cb));
+  auto fut = l->prom.get_future();
+  l->page({});
+  return fut;
 }
 
 Future<std::uint64_t> Client::ping(Callback<std::uint64_t> cb) noexcept {

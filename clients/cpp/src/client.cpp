@@ -11,12 +11,32 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <random>
 
 namespace tickwheel {
 
 using detail::Clock;
 
-Client::Impl::Impl(Options o) : opt(std::move(o)) {
+namespace {
+std::uint64_t new_client_id() {
+  std::random_device rd;
+  std::uint64_t id = 0;
+  while (id == 0) id = (std::uint64_t(rd()) << 32) ^ rd();
+  return id;
+}
+
+// is_change: the ops that take a request id (PROTOCOL.md "Retrying changes").
+bool is_change(Op op) {
+  return op == Op::add || op == Op::cancel || op == Op::cancel_all || op == Op::pause || op == Op::resume;
+}
+
+bool dedups(const HelloInfo& h) {
+  auto it = h.limits.find("request_id_ticks");
+  return it != h.limits.end() && it->second > 0;
+}
+}  // namespace
+
+Client::Impl::Impl(Options o) : opt(std::move(o)), client_id(new_client_id()) {
   addrs = detail::split_addresses(opt.addresses);
   if (::pipe2(wake_fds, O_CLOEXEC | O_NONBLOCK) != 0) wake_fds[0] = wake_fds[1] = -1;
 }
@@ -40,8 +60,12 @@ void Client::Impl::submit(Request r, Handler h) {
     return;
   }
   r.id = next_id++;
-  Pending p{r.id, std::move(h), {}, opt.request_timeout.count() > 0};
+  // A change carries a request id when the server remembers them: it may
+  // then be sent again, with the same id, and is applied at most once.
+  if (is_change(r.op) && dedups(hello)) r.client = client_id;
+  Pending p{r.id, std::move(h), {}, opt.request_timeout.count() > 0, false, std::nullopt, false};
   if (p.has_deadline) p.deadline = Clock::now() + opt.request_timeout;
+  if (r.client) p.retry = r;
   if (!connected) {
     waiting.push_back({std::move(r), std::move(p)});
     return;
@@ -145,7 +169,10 @@ void Client::Impl::handle(Result<Message> m) {
     p.done(Error{make_error_code(errc::protocol_error), "reply id does not match the request", ""});
     return lose("reply out of order");
   }
-  if (msg.kind == Message::error && msg.err.code == errc::not_leader) leader_hint = msg.err.leader;
+  if (msg.kind == Message::error && msg.err.code == errc::not_leader) {
+    leader_hint = msg.err.leader;
+    if (requeue(p)) return;  // nothing was changed: asked again of the leader
+  }
   lk.unlock();
   if (!p.finished) p.done(std::move(msg));
 }
@@ -162,9 +189,12 @@ void Client::Impl::lose(const std::string& why) {
     fd = -1;
     out.clear();
     reader = FrameReader();
-    failed.swap(inflight);
     addr.clear();
     if (!opt.reconnect) dead = true;
+    for (auto& p : inflight) {
+      if (!requeue(p)) failed.push_back(std::move(p));
+    }
+    inflight.clear();
   }
   for (auto& p : failed) {
     if (!p.finished) p.done(Error{make_error_code(errc::disconnected), "connection lost: " + why, ""});
@@ -174,6 +204,30 @@ void Client::Impl::lose(const std::string& why) {
   e.detail = why;
   push_event(std::move(e));
   if (dead) fail_waiting(errc::disconnected, "connection lost: " + why);
+}
+
+bool Client::Impl::requeue(Pending& p) {
+  if (!p.retry || p.finished || !opt.reconnect || closing) return false;
+  Request r = *p.retry;
+  p.sent = true;
+  waiting.push_back({std::move(r), std::move(p)});
+  return true;
+}
+
+// expire_waiting fails the calls waiting for a connection whose deadline
+// (Options::request_timeout) ran out.
+void Client::Impl::expire_waiting() {
+  std::vector<Handler> late;
+  const auto now = Clock::now();
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    auto keep = std::stable_partition(waiting.begin(), waiting.end(), [&](const auto& w) {
+      return !w.second.has_deadline || w.second.deadline > now;
+    });
+    for (auto it = keep; it != waiting.end(); ++it) late.push_back(std::move(it->second.done));
+    waiting.erase(keep, waiting.end());
+  }
+  for (auto& h : late) h(Error{make_error_code(errc::request_timeout), "no reply within request_timeout", ""});
 }
 
 void Client::Impl::fail_waiting(errc code, const std::string& why) {
@@ -217,14 +271,24 @@ void Client::Impl::adopt(detail::Dialed d, bool again) {
       if (b) on_bound(rcv, bo, b.value());
     });
   }
+  std::vector<Handler> unsafe;  // changes sent before, to a server that would not deduplicate them
   {
     std::lock_guard<std::mutex> lk(mu);
+    const bool ids = dedups(hello);
     for (auto& [r, p] : waiting) {
+      if (p.sent && !ids) {
+        unsafe.push_back(std::move(p.done));
+        continue;
+      }
       encode_request(r, out);
       inflight.push_back(std::move(p));
     }
     waiting.clear();
     if (again) reconnects_n++;
+  }
+  for (auto& h : unsafe) {
+    h(Error{make_error_code(errc::disconnected),
+            "connection lost: the change may have been applied, and " + d.addr + " does not deduplicate a retry", ""});
   }
   wake();
   if (again) {
@@ -245,6 +309,7 @@ void Client::Impl::reconnect() {
       first = leader_hint;
       leader_hint.clear();
     }
+    expire_waiting();
     auto d = detail::dial(addrs, first, opt);
     if (d) return adopt(std::move(d.value()), true);
     std::unique_lock<std::mutex> lk(mu);

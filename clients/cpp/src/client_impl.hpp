@@ -8,6 +8,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "net.hpp"
@@ -27,6 +28,10 @@ struct Client::Impl {
     detail::Clock::time_point deadline;
     bool has_deadline = false;
     bool finished = false;  ///< timed out: the reply, when it comes, is skipped
+    /// A change sent with a request id (client): kept to be sent again, with
+    /// the same id, after not_leader or a lost connection.
+    std::optional<Request> retry;
+    bool sent = false;  ///< retry was written to a connection at least once
   };
   /// Item is one entry of the poll queue: an event, or a Callback to run.
   struct Item {
@@ -57,6 +62,10 @@ struct Client::Impl {
   void handle(Result<Message> m);
   void lose(const std::string& why);
   void fail_waiting(errc code, const std::string& why);
+  void expire_waiting();
+  /// requeue keeps a change sent with a request id for the next connection;
+  /// false when it is not one (or reconnect is off). Called with mu held.
+  bool requeue(Pending& p);
   void adopt(detail::Dialed d, bool again);
   void reconnect();
   int poll_timeout();
@@ -77,7 +86,9 @@ struct Client::Impl {
   std::deque<Pending> inflight;   ///< written (or in out), in request order
   std::vector<std::pair<Request, Pending>> waiting;  ///< made while disconnected
   FrameReader reader;             ///< owned by the I/O thread
-  std::uint64_t next_id = 2;      ///< 1 is the hello's
+  std::uint64_t next_id = 2;      ///< 1 is the hello's; never restarts (request ids)
+  /// This Client's request-id client: random, non-zero, for its whole life.
+  const std::uint64_t client_id;
   int batching = 0;
   detail::Clock::time_point last_write;
   std::deque<Item> items;

@@ -99,6 +99,7 @@ bool decode_timer(const Obj& o, Timer& t) {
             get_uint(a[3], t.remaining) && get_uint(a[4], t.every) && get_uint(a[5], t.fired) &&
             get_uint(a[6], t.repeat) && get_bool(a[7], t.paused) && get_data(a[8], t.data);
   if (ok && n >= 12) ok = get_str(a[9], t.schedule) && get_str(a[10], t.zone) && get_uint(a[11], missed);
+  if (ok && n >= 13) ok = get_uint(a[12], t.group);
   t.missed = static_cast<Missed>(missed);
   return ok;
 }
@@ -142,6 +143,7 @@ std::string code_name(int code) {
                                       "timeout",  "unavailable",      "not_leader"};
   if (code >= 1 && code <= 14) return names[code];
   switch (static_cast<errc>(code)) {
+    case errc::request_id_reused: return "request_id_reused";
     case errc::disconnected: return "disconnected";
     case errc::closed: return "closed";
     case errc::request_timeout: return "request_timeout";
@@ -170,10 +172,22 @@ void encode_request(const Request& r, std::vector<std::uint8_t>& out) {
   switch (r.op) {
     case Op::hello: head(3); pk.pack_uint64(r.version); str(r.name); str(r.token); break;
     case Op::bind: head(3); pk.pack_uint64(r.receiver); boolean(r.ephemeral); boolean(r.ack); break;
-    case Op::unbind: case Op::cancel_all: head(1); pk.pack_uint64(r.receiver); break;
+    case Op::unbind: head(1); pk.pack_uint64(r.receiver); break;
+    case Op::cancel_all:
+      head(r.client ? 2 : 1);
+      pk.pack_uint64(r.receiver);
+      if (r.client) pk.pack_uint64(r.client);
+      break;
+    case Op::cancel_group: head(1); pk.pack_uint64(r.group); break;
+    case Op::pause_all: case Op::resume_all: head(2); pk.pack_uint64(r.receiver); pk.pack_uint64(r.group); break;
+    case Op::list_group:
+      head(4);
+      for (std::uint64_t v : {r.group, r.from_receiver, r.from_tid, r.limit}) pk.pack_uint64(v);
+      break;
     case Op::add: {
-      // after_ns, schedule, zone, missed: only up to the last one set.
-      std::size_t later = r.missed ? 4 : !r.zone.empty() ? 3 : !r.schedule.empty() ? 2 : r.after_ns ? 1 : 0;
+      // after_ns, schedule, zone, missed, group, client: only up to the last one set.
+      std::size_t later = r.client ? 6 : r.group ? 5 : r.missed ? 4 : !r.zone.empty() ? 3 : !r.schedule.empty() ? 2
+                          : r.after_ns ? 1 : 0;
       head(8 + later);
       for (std::uint64_t v : {r.receiver, r.tid, r.after, r.at, r.every, r.repeat}) pk.pack_uint64(v);
       if (r.data.empty()) {
@@ -187,10 +201,17 @@ void encode_request(const Request& r, std::vector<std::uint8_t>& out) {
       if (later >= 2) str(r.schedule);
       if (later >= 3) str(r.zone);
       if (later >= 4) pk.pack_uint64(r.missed);
+      if (later >= 5) pk.pack_uint64(r.group);
+      if (later >= 6) pk.pack_uint64(r.client);
       break;
     }
-    case Op::cancel: case Op::get: case Op::pause: case Op::resume:
-      head(2); pk.pack_uint64(r.receiver); pk.pack_uint64(r.tid); break;
+    case Op::get: head(2); pk.pack_uint64(r.receiver); pk.pack_uint64(r.tid); break;
+    case Op::cancel: case Op::pause: case Op::resume:
+      head(r.client ? 3 : 2);
+      pk.pack_uint64(r.receiver);
+      pk.pack_uint64(r.tid);
+      if (r.client) pk.pack_uint64(r.client);
+      break;
     case Op::list: head(3); pk.pack_uint64(r.receiver); pk.pack_uint64(r.from_tid); pk.pack_uint64(r.limit); break;
     case Op::ack: head(2); pk.pack_uint64(r.receiver); pk.pack_uint64(r.seq); break;
     case Op::fast_forward: head(1); pk.pack_uint64(r.ticks); break;
@@ -330,6 +351,21 @@ Result<ListPage> decode_list(const Message& m) {
     p.timers.push_back(std::move(t));
   }
   if (n >= 2 && !get_uint(a[1], p.next)) return proto_err("bad list next");
+  return p;
+}
+
+Result<GroupPage> decode_list_group(const Message& m) {
+  std::size_t n = 0, nt = 0;
+  const Obj* a = result_of(m, n);
+  const Obj* ts = a && n >= 3 ? elems(a[0], nt) : nullptr;
+  GroupPage p;
+  if (!ts) return proto_err("bad list_group result");
+  for (std::size_t i = 0; i < nt; i++) {
+    Timer t;
+    if (!decode_timer(ts[i], t)) return proto_err("bad timer in list_group result");
+    p.timers.push_back(std::move(t));
+  }
+  if (!get_uint(a[1], p.next.receiver) || !get_uint(a[2], p.next.tid)) return proto_err("bad list_group next");
   return p;
 }
 

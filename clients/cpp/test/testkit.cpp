@@ -214,6 +214,7 @@ void Relay::loop() {
     if (cut_) {
       cut_count_ = drop_all();
       blackhole_ = false;
+      deaf_ = false;
       cut_ = false;
       continue;
     }
@@ -236,6 +237,7 @@ void Relay::loop() {
         ssize_t n = read(from, buf, sizeof buf);
         bool ok = n > 0;
         if (side == 0 && blackhole_) continue;  // the client's bytes go nowhere
+        if (side == 1 && deaf_) continue;       // the server's bytes go nowhere
         for (ssize_t off = 0; ok && off < n;) {
           ssize_t w = send(to, buf + off, static_cast<std::size_t>(n - off), MSG_NOSIGNAL);
           ok = w > 0;

@@ -62,13 +62,16 @@ class Relay {
   /// blackhole makes the relay discard what clients send (until cut) while
   /// still passing what servers send: requests then die in flight.
   void blackhole() { blackhole_ = true; }
+  /// deafen makes the relay discard what servers send (until cut) while
+  /// still passing what clients send: requests are applied, their replies lost.
+  void deafen() { deaf_ = true; }
 
  private:
   void loop();
   std::string target_, addr_;
   int lfd_ = -1;
   int wake_[2] = {-1, -1};
-  std::atomic<bool> stop_{false}, cut_{false}, blackhole_{false};
+  std::atomic<bool> stop_{false}, cut_{false}, blackhole_{false}, deaf_{false};
   std::atomic<int> cut_count_{0};
   std::thread th_;
 };

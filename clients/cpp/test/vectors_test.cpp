@@ -52,7 +52,8 @@ const std::map<std::string, Op> kOps = {
     {"get", Op::get}, {"list", Op::list}, {"cancel_all", Op::cancel_all}, {"pause", Op::pause},
     {"resume", Op::resume}, {"ping", Op::ping}, {"ack", Op::ack}, {"fast_forward", Op::fast_forward},
     {"freeze", Op::freeze}, {"resume_sync", Op::resume_sync}, {"set_speed", Op::set_speed},
-    {"stats", Op::stats}, {"cluster", Op::cluster}};
+    {"stats", Op::stats}, {"cluster", Op::cluster}, {"pause_all", Op::pause_all},
+    {"resume_all", Op::resume_all}, {"list_group", Op::list_group}, {"cancel_group", Op::cancel_group}};
 
 Request request_of(const json& m) {
   Request r;
@@ -76,7 +77,7 @@ Request request_of(const json& m) {
           {"version", &r.version}, {"receiver", &r.receiver}, {"tid", &r.tid}, {"after", &r.after},
           {"at", &r.at}, {"every", &r.every}, {"repeat", &r.repeat}, {"after_ns", &r.after_ns},
           {"missed", &r.missed}, {"from_tid", &r.from_tid}, {"limit", &r.limit}, {"seq", &r.seq},
-          {"ticks", &r.ticks}};
+          {"ticks", &r.ticks}, {"group", &r.group}, {"client", &r.client}, {"from_receiver", &r.from_receiver}};
       EXPECT_TRUE(f.count(k)) << "unknown arg " << k;
       if (f.count(k)) *f[k] = u(v);
     }
@@ -88,7 +89,8 @@ json timer_json(const Timer& t) {
   return {{"receiver", j(t.receiver)}, {"tid", j(t.tid)},     {"due", j(t.due)},
           {"remaining", j(t.remaining)}, {"every", j(t.every)}, {"fired", j(t.fired)},
           {"repeat", j(t.repeat)},     {"paused", t.paused},  {"data", jdata(t.data)},
-          {"schedule", t.schedule},    {"zone", t.zone},      {"missed", j(static_cast<std::uint64_t>(t.missed))}};
+          {"schedule", t.schedule},    {"zone", t.zone},      {"missed", j(static_cast<std::uint64_t>(t.missed))},
+          {"group", j(t.group)}};
 }
 
 json uints(const Message& m, std::vector<std::string> names) {
@@ -120,6 +122,13 @@ json result_json(const std::string& op, const Message& m) {
     for (auto& t : p.value().timers) ts.push_back(timer_json(t));
     return {{"timers", ts}, {"next", j(p.value().next)}};
   }
+  if (op == "list_group") {
+    auto p = decode_list_group(m);
+    EXPECT_TRUE(p.ok()) << p.error().message;
+    json ts = json::array();
+    for (auto& t : p.value().timers) ts.push_back(timer_json(t));
+    return {{"timers", ts}, {"next_receiver", j(p.value().next.receiver)}, {"next_tid", j(p.value().next.tid)}};
+  }
   if (op == "stats") {
     auto s = decode_stats(m);
     EXPECT_TRUE(s.ok()) << s.error().message;
@@ -141,7 +150,8 @@ json result_json(const std::string& op, const Message& m) {
   }
   static const std::map<std::string, std::vector<std::string>> u = {
       {"bind", {"delivered", "dropped", "first_seq"}}, {"unbind", {}}, {"add", {"due"}}, {"cancel", {}},
-      {"cancel_all", {"count"}}, {"pause", {}}, {"resume", {}}, {"ping", {"now"}}, {"ack", {}},
+      {"cancel_all", {"count"}}, {"pause_all", {"count"}}, {"resume_all", {"count"}}, {"cancel_group", {"count"}},
+      {"pause", {}}, {"resume", {}}, {"ping", {"now"}}, {"ack", {}},
       {"fast_forward", {"now", "fired"}}, {"freeze", {"now"}}, {"resume_sync", {"now"}}, {"set_speed", {"now"}}};
   return uints(m, u.at(op));
 }
@@ -278,4 +288,60 @@ TEST(Vectors, ServerRefusesEveryMalformedVector) {
       close(fd);
     }
   }
+}
+
+// A change whose request id (client, id) the server remembers from another
+// request gets request_id_reused (17), read as errc::request_id_reused;
+// the same request sent again gets its first reply, byte for byte.
+TEST(Vectors, ServerRequestIdReusedIsATypedError) {
+  auto srv = testkit::Server::start();
+  ASSERT_TRUE(srv);
+  auto colon = srv->addr().rfind(':');
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(std::stoi(srv->addr().substr(colon + 1))));
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  std::vector<std::uint8_t> out;
+  Request h;
+  h.op = Op::hello;
+  h.id = 1;
+  h.version = 1;
+  h.name = "request-ids";
+  encode_request(h, out);
+  Request add;
+  add.op = Op::add;
+  add.id = 5;
+  add.client = 6840227782638526189ULL;
+  add.receiver = 42;
+  add.tid = 7;
+  add.after = 30;
+  encode_request(add, out);
+  encode_request(add, out);  // a retry: the same reply again
+  Request other = add;
+  other.op = Op::cancel;  // another change under the same (client, id)
+  encode_request(other, out);
+  ASSERT_EQ(send(fd, out.data(), out.size(), MSG_NOSIGNAL), static_cast<ssize_t>(out.size()));
+  FrameReader fr;
+  std::vector<std::uint8_t> payload, first;
+  bool eof = false;
+  ASSERT_TRUE(raw_frame(fd, fr, payload, eof)) << "no hello reply";
+  auto hello = decode_message(payload.data(), payload.size());
+  ASSERT_TRUE(hello.ok());
+  ASSERT_TRUE(decode_hello(hello.value()).value().limits.count("request_id_ticks")) << "server without request ids";
+  ASSERT_TRUE(raw_frame(fd, fr, first, eof));
+  ASSERT_TRUE(raw_frame(fd, fr, payload, eof));
+  EXPECT_EQ(payload, first);
+  auto due = decode_uints(decode_message(first.data(), first.size()).value(), 1);
+  ASSERT_TRUE(due.ok());
+  EXPECT_EQ(due.value()[0], 1030u);
+  ASSERT_TRUE(raw_frame(fd, fr, payload, eof));
+  auto m = decode_message(payload.data(), payload.size());
+  ASSERT_TRUE(m.ok());
+  ASSERT_EQ(m.value().kind, Message::error);
+  EXPECT_EQ(m.value().id, 5u);
+  EXPECT_EQ(m.value().err.code, errc::request_id_reused);
+  EXPECT_EQ(m.value().err.code.message(), "request_id_reused");
+  close(fd);
 }

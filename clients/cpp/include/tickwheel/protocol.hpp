@@ -18,7 +18,7 @@ namespace tickwheel {
 /// The wire version this client speaks (hello's version).
 inline constexpr std::uint64_t kProtocolVersion = 1;
 
-/// Error codes: 1-14 are the server's (PROTOCOL.md "Error codes", same
+/// Error codes: 1-14 and 17 are the server's (PROTOCOL.md "Error codes", same
 /// numbers); 100 and above are this client's own. Use them through
 /// std::error_code: `err.code == tickwheel::errc::not_found`.
 enum class errc : int {
@@ -36,8 +36,14 @@ enum class errc : int {
   timeout = 12,
   unavailable = 13,
   not_leader = 14,
+  /// A change sent again with its request id (client, id) met a different
+  /// request the server remembers under that id: a client bug (ids reused
+  /// within request_id_ticks). Nothing was changed.
+  request_id_reused = 17,
   /// The connection dropped while the call was in flight: the server may or
   /// may not have applied it (get tells; an add with replace is safe to repeat).
+  /// A change sent with a request id is sent again by itself instead, unless
+  /// reconnect is off or the new server does not deduplicate retries.
   disconnected = 100,
   /// The Client was closed (or is closing): the call was not sent.
   closed = 101,
@@ -102,6 +108,7 @@ struct Done {};
 enum class Op : std::uint64_t {
   hello = 1, bind = 2, unbind = 3, add = 4, cancel = 5, get = 6, list = 7, cancel_all = 8,
   pause = 9, resume = 10, ping = 11, ack = 12,
+  pause_all = 13, resume_all = 14, list_group = 15, cancel_group = 16,
   fast_forward = 20, freeze = 21, resume_sync = 22, set_speed = 23, stats = 24, cluster = 25,
 };
 
@@ -121,6 +128,9 @@ struct Request {
   std::uint64_t after_ns = 0;
   std::string schedule, zone;
   std::uint64_t missed = 0;
+  std::uint64_t group = 0;   ///< add's group; pause_all/resume_all/list_group/cancel_group's group
+  std::uint64_t client = 0;  ///< request id's client (add, cancel, cancel_all, pause, resume); 0 = none
+  std::uint64_t from_receiver = 0;  ///< list_group's cursor, with from_tid
   std::uint64_t from_tid = 0, limit = 0, seq = 0, ticks = 0;
   double speed = 0;
   std::string command, node, addr;
@@ -128,7 +138,8 @@ struct Request {
 
 /// encode_request appends r's frame (length header and msgpack array) to
 /// out, exactly as the Go encoder does: add's later arguments (after_ns,
-/// schedule, zone, missed) only up to the last one set.
+/// schedule, zone, missed, group, client) only up to the last one set, and
+/// cancel's, cancel_all's, pause's and resume's client only when set.
 void encode_request(const Request& r, std::vector<std::uint8_t>& out);
 
 /// A timer as get and list return it.
@@ -139,6 +150,7 @@ struct Timer {
   std::vector<std::uint8_t> data;
   std::string schedule, zone;
   Missed missed = Missed::all;
+  std::uint64_t group = 0;  ///< 0 = in no group
 };
 
 struct HelloInfo {
@@ -155,6 +167,20 @@ struct BindResult {
 struct ListPage {
   std::vector<Timer> timers;
   std::uint64_t next = 0;  ///< from_tid of the next page; 0 = no more
+};
+
+/// GroupCursor is list_group's position: the (receiver, tid) key a page
+/// starts from. {0, 0} is the start and, as a page's next, the end.
+struct GroupCursor {
+  std::uint64_t receiver = 0, tid = 0;
+  bool end() const { return receiver == 0 && tid == 0; }
+};
+
+/// GroupPage is one page of list_group: timers in ascending (receiver, tid)
+/// order, and the key of the first one left out ({0, 0} = no more).
+struct GroupPage {
+  std::vector<Timer> timers;
+  GroupCursor next;
 };
 
 struct FastForwardResult {
@@ -253,6 +279,7 @@ Result<BindResult> decode_bind(const Message& m);
 Result<std::vector<std::uint64_t>> decode_uints(const Message& m, std::size_t n);
 Result<Timer> decode_get(const Message& m);
 Result<ListPage> decode_list(const Message& m);
+Result<GroupPage> decode_list_group(const Message& m);
 Result<Stats> decode_stats(const Message& m);
 Result<ClusterInfo> decode_cluster(const Message& m);
 

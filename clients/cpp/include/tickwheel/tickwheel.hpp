@@ -63,6 +63,10 @@ struct AddOptions {
   bool replace = false;
   std::string zone;              ///< add_schedule: IANA zone, "" = UTC
   Missed missed = Missed::all;   ///< firings in a server downtime
+  /// The timer's group (a match id, say; 0 = none) for the group calls
+  /// (pause_group, resume_group, cancel_group, list_group). A timer is in at
+  /// most one group; a group may span receivers.
+  std::uint64_t group = 0;
 };
 
 /// How a receiver bound in acknowledged mode is acked.
@@ -128,6 +132,39 @@ class Client {
   Future<std::uint64_t> cancel_all(std::uint64_t receiver, Callback<std::uint64_t> cb = nullptr) noexcept;
   Future<Done> pause(std::uint64_t receiver, std::uint64_t tid, Callback<Done> cb = nullptr) noexcept;
   Future<Done> resume(std::uint64_t receiver, std::uint64_t tid, Callback<Done> cb = nullptr) noexcept;
+
+  // --- bulk operations (PROTOCOL.md "Bulk operations") ---
+  // One request each; the server does a large one in chunks between its
+  // other work (the reply comes when it is complete). Each covers the timers
+  // there when the server applied it, never one added later; a timer that
+  // comes due before the server reaches it fires first. Under the server's
+  // add_only_bound, a receiver's call needs the receiver bound here, a
+  // group's every receiver with timers in the group (else unauthorized).
+  // pause_group, resume_group and cancel_group refuse group 0 with
+  // bad_argument, without sending.
+  // A server that predates groups answers unknown_op.
+  /// pause_all: pauses every running timer of the receiver, each keeping the
+  /// ticks it had left; until resume_all, timers added to it start paused.
+  /// The count of timers paused.
+  Future<std::uint64_t> pause_all(std::uint64_t receiver, Callback<std::uint64_t> cb = nullptr) noexcept;
+  /// resume_all: resumes every paused timer of the receiver (however it was
+  /// paused) with the ticks it had left, and clears the mark. The count resumed.
+  Future<std::uint64_t> resume_all(std::uint64_t receiver, Callback<std::uint64_t> cb = nullptr) noexcept;
+  /// pause_group / resume_group: pause_all / resume_all over a group's timers,
+  /// whatever their receivers. The marks are independent of the receivers'.
+  Future<std::uint64_t> pause_group(std::uint64_t group, Callback<std::uint64_t> cb = nullptr) noexcept;
+  Future<std::uint64_t> resume_group(std::uint64_t group, Callback<std::uint64_t> cb = nullptr) noexcept;
+  /// cancel_group: removes every timer of the group; the count removed.
+  Future<std::uint64_t> cancel_group(std::uint64_t group, Callback<std::uint64_t> cb = nullptr) noexcept;
+  /// list_group_page: one page of the group's live timers from `from` on, in
+  /// (receiver, tid) order (limit 0 = the server's max); the page's next is
+  /// where the following one starts, {0, 0} when this is the last. An
+  /// unknown group gives an empty last page.
+  Future<GroupPage> list_group_page(std::uint64_t group, GroupCursor from = {}, std::uint64_t limit = 0,
+                                    Callback<GroupPage> cb = nullptr) noexcept;
+  /// list_group: every timer of the group, page by page (not a snapshot, as list).
+  Future<std::vector<Timer>> list_group(std::uint64_t group, Callback<std::vector<Timer>> cb = nullptr) noexcept;
+
   /// ping: tw-time now.
   Future<std::uint64_t> ping(Callback<std::uint64_t> cb = nullptr) noexcept;
 
