@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -8,29 +9,75 @@ import (
 	"github.com/tickwheel/tickwheel/wheel"
 )
 
-// appendGroups appends the groups section (snapshot version 10): the
-// groups in id order, each with its paused mark and its members (receiver,
-// tid) in the group's order; the paused receivers in id order; and the
-// bulk operations in progress, oldest first, each with its session (0:
-// closed), request id, op, receiver, group, then for a group's operation
-// the keys of its cursor and end (or none when done), for a receiver's
-// its next tid, whether it is done and the tids it skips in order; and
-// the count so far. Member nodes are not written: positions are keys, so
-// the bytes depend only on the state.
+// appendGroups appends the groups section from the live table, at once
+// (a stopped world); Core.Snapshot instead takes a groupsSnap on the loop
+// and writes the same bytes from it on the encoder's goroutine.
 func (c *Core) appendGroups(e *encoder) {
+	c.groupsSnap().appendGroups(e)
+	c.appendGroupsTail(e)
+}
+
+// groupsSnap is the groups' part of a snapshot as Core.Snapshot takes it
+// on the loop: a copy of the member nodes (one memcpy of the slab) and of
+// the groups' heads, counts and paused marks, unsorted. It aliases
+// nothing the loop changes afterwards, so that appendGroups can run on
+// any goroutine while the Core goes on; the members, the bulk of the
+// section (about 4 bytes per grouped timer), are encoded there.
+type groupsSnap struct {
+	nodes []groupMember // a copy of groupTable.nodes
+	heads []groupHead   // the groups, in map order
+}
+
+// groupHead is one group's record as a snapshot needs it.
+type groupHead struct {
+	id     uint64
+	head   uint32
+	count  int
+	paused bool
+}
+
+// groupsSnap copies what appendGroups reads of the groups' table. Called
+// on the loop.
+func (c *Core) groupsSnap() *groupsSnap {
 	t := &c.groups
-	ids := sortedKeys(t.groups)
-	e.int(len(ids))
-	for _, g := range ids {
-		gr := t.groups[g]
-		e.uv(g)
-		e.bool(gr.paused)
-		e.int(gr.count)
-		for i := gr.head; i != 0; i = t.nodes[i].next {
-			e.uv(t.nodes[i].key.Receiver)
-			e.uv(t.nodes[i].key.Tid)
+	g := &groupsSnap{nodes: slices.Clone(t.nodes), heads: make([]groupHead, 0, len(t.groups))}
+	for id, gr := range t.groups {
+		g.heads = append(g.heads, groupHead{id: id, head: gr.head, count: gr.count, paused: gr.paused})
+	}
+	return g
+}
+
+// appendGroups appends the groups section (snapshot version 10), from
+// the copy, up to the paused receivers (appendGroupsTail writes the rest):
+// the groups in id order, each with its paused mark and its members
+// (receiver, tid) in the group's order; then the paused receivers in id
+// order; and the bulk operations in progress, oldest first, each with its
+// session (0: closed), request id, op, receiver, group, then for a
+// group's operation the keys of its cursor and end (or none when done),
+// for a receiver's its next tid, whether it is done and the tids it skips
+// in order; and the count so far. Member nodes are not written: positions
+// are keys, so the bytes depend only on the state. Any goroutine may call
+// it, once.
+func (g *groupsSnap) appendGroups(e *encoder) {
+	slices.SortFunc(g.heads, func(a, b groupHead) int { return cmp.Compare(a.id, b.id) })
+	e.int(len(g.heads))
+	for _, h := range g.heads {
+		e.uv(h.id)
+		e.bool(h.paused)
+		e.int(h.count)
+		for i := h.head; i != 0; i = g.nodes[i].next {
+			e.uv(g.nodes[i].key.Receiver)
+			e.uv(g.nodes[i].key.Tid)
 		}
 	}
+}
+
+// appendGroupsTail appends the rest of the groups section (see
+// groupsSnap.appendGroups): the paused receivers and the bulk operations, which are
+// few (bounded by max_receivers and the sessions' requests), so
+// Core.Snapshot encodes them on the loop.
+func (c *Core) appendGroupsTail(e *encoder) {
+	t := &c.groups
 	recv := sortedKeys(t.pausedRecv)
 	e.int(len(recv))
 	for _, r := range recv {
@@ -64,7 +111,8 @@ func (c *Core) appendGroups(e *encoder) {
 	}
 }
 
-// restoreGroups reads the groups section (see appendGroups).
+// restoreGroups reads the groups section (see groupsSnap.appendGroups
+// and appendGroupsTail).
 func (c *Core) restoreGroups(d *decoder) {
 	t := &c.groups
 	for range d.count() {

@@ -67,7 +67,8 @@ import (
 // overdue when added (timerPlan.overdue). Older versions read the first
 // as the firing's due tick, the second as 0.
 //
-// Version 10 added, last, the groups section (issue 27, see appendGroups):
+// Version 10 added, last, the groups section (issue 27, see
+// groupsSnap.appendGroups):
 // the timers' groups, the paused receivers and groups, and the bulk
 // operations in progress. Older versions have none.
 //
@@ -103,10 +104,19 @@ func sid(s *Session) uint64 {
 	return s.id
 }
 
-// appendCore appends the core section. Backlog frames are appended as
-// they are; the caller may do it from a copy taken on the loop (see
-// Snapshot), since frames are never changed once made.
+// appendCore appends the core section at once, as Snapshot and AppendNext
+// write it in two parts.
 func (c *Core) appendCore(e *encoder) {
+	c.appendCoreHead(e)
+	c.appendGroups(e)
+	c.appendRequestIDs(e)
+}
+
+// appendCoreHead appends the core section up to the groups section (see
+// Snapshot for the rest). Backlog frames are appended as they are; the
+// caller may do it from a copy taken on the loop (see Snapshot), since
+// frames are never changed once made.
+func (c *Core) appendCoreHead(e *encoder) {
 	e.b = append(e.b, snapMagic...)
 	e.b = append(e.b, snapVersion)
 	e.uv(c.target)
@@ -166,8 +176,6 @@ func (c *Core) appendCore(e *encoder) {
 	e.uv(c.cfg.TickNs)
 	c.appendIdle(e)
 	e.uv(c.forgotSeq)
-	c.appendGroups(e)
-	c.appendRequestIDs(e)
 }
 
 func appendSession(e *encoder, s *Session) {
@@ -291,7 +299,9 @@ func (c *Core) sessionByID(d *decoder, id uint64) *Session {
 // Core.Snapshot and encoded by AppendNext, from any one goroutine, while
 // the Core goes on. Release it (on the Core's goroutine) when done.
 type Snapshot struct {
-	core   []byte         // the core section, encoded when taken
+	core   []byte         // the core section up to the groups, encoded when taken
+	groups *groupsSnap    // the groups and their members, encoded by AppendNext
+	tail   []byte         // the rest of the core section, encoded when taken
 	recvs  []receiverSnap // the receivers, encoded by AppendNext
 	frozen *wheel.Frozen
 	next   int // stage: 0 core, 1 receivers (from recv), 2 the wheel
@@ -300,12 +310,16 @@ type Snapshot struct {
 
 // Snapshot takes a copy of the state for encoding. Its cost on the loop is
 // the sessions' and receivers' records (backlog frames are shared, not
-// copied) and the wheel's Freeze, which shares the timers' pages (the wheel
+// copied), a copy of the groups' member nodes (one memcpy, 32 bytes a
+// grouped timer: the members are encoded by AppendNext; see groupsSnap)
+// and the wheel's Freeze, which shares the timers' pages (the wheel
 // copies a page before it next writes it, until Release).
 func (c *Core) Snapshot() *Snapshot {
-	e := encoder{}
-	c.appendCore(&e)
-	return &Snapshot{core: e.b, recvs: c.receiverSnaps(), frozen: c.wheel.Freeze()}
+	head, tail := encoder{}, encoder{}
+	c.appendCoreHead(&head)
+	c.appendGroupsTail(&tail)
+	c.appendRequestIDs(&tail)
+	return &Snapshot{core: head.b, groups: c.groupsSnap(), tail: tail.b, recvs: c.receiverSnaps(), frozen: c.wheel.Freeze()}
 }
 
 // SetYield makes the encoding call yield now and then (see
@@ -329,6 +343,9 @@ func (s *Snapshot) AppendNext(dst []byte, max int) (out []byte, done bool) {
 		case 0:
 			dst = append(dst, s.core...)
 			e := encoder{b: dst}
+			s.groups.appendGroups(&e)
+			s.groups = nil // the copy of the nodes is garbage now
+			e.b = append(e.b, s.tail...)
 			e.int(len(s.recvs))
 			dst = e.b
 			s.next = 1
