@@ -13,7 +13,7 @@ import (
 // (a stopped world); Core.Snapshot instead takes a groupsSnap on the loop
 // and writes the same bytes from it on the encoder's goroutine.
 func (c *Core) appendGroups(e *encoder) {
-	c.groupsSnap().appendGroups(e)
+	c.groupsSnap(true).appendGroups(e)
 	c.appendGroupsTail(e)
 }
 
@@ -36,11 +36,15 @@ type groupHead struct {
 	paused bool
 }
 
-// groupsSnap copies what appendGroups reads of the groups' table. Called
-// on the loop.
-func (c *Core) groupsSnap() *groupsSnap {
+// groupsSnap copies what appendGroups reads of the groups' table, on the
+// loop. With share, the nodes are the live table's, not a copy: for a
+// section encoded at once, before the loop changes anything.
+func (c *Core) groupsSnap(share bool) *groupsSnap {
 	t := &c.groups
-	g := &groupsSnap{nodes: slices.Clone(t.nodes), heads: make([]groupHead, 0, len(t.groups))}
+	g := &groupsSnap{nodes: t.nodes, heads: make([]groupHead, 0, len(t.groups))}
+	if !share {
+		g.nodes = slices.Clone(t.nodes)
+	}
 	for id, gr := range t.groups {
 		g.heads = append(g.heads, groupHead{id: id, head: gr.head, count: gr.count, paused: gr.paused})
 	}

@@ -319,7 +319,7 @@ func (c *Core) Snapshot() *Snapshot {
 	c.appendCoreHead(&head)
 	c.appendGroupsTail(&tail)
 	c.appendRequestIDs(&tail)
-	return &Snapshot{core: head.b, groups: c.groupsSnap(), tail: tail.b, recvs: c.receiverSnaps(), frozen: c.wheel.Freeze()}
+	return &Snapshot{core: head.b, groups: c.groupsSnap(false), tail: tail.b, recvs: c.receiverSnaps(), frozen: c.wheel.Freeze()}
 }
 
 // SetYield makes the encoding call yield now and then (see
