@@ -214,3 +214,126 @@ func TestPipeNoRequestIDsNotRetried(t *testing.T) {
 		assert.Zero(t, req.Client, "no request id for a server that ignores them")
 	}
 }
+
+// stepDownProxy is a TCP proxy in front of a server that, on its first
+// connection, passes the first keep changes and their replies, then answers
+// the next change not_leader (naming the proxy, as a node that stepped
+// down names the new leader) and closes the connection, the changes after
+// it unread. Later connections pass through. It records the changes each
+// connection carried, in order.
+type stepDownProxy struct {
+	batchCutter
+}
+
+func startStepDownProxy(t *testing.T, target string, keep int) *stepDownProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &stepDownProxy{batchCutter{ln: ln, target: target, keep: keep}}
+	p.wg.Go(p.accept)
+	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	return p
+}
+
+func (p *stepDownProxy) accept() {
+	for k := 0; ; k++ {
+		cc, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		sc, err := net.Dial("tcp", p.target)
+		if err != nil {
+			cc.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, nil)
+		p.mu.Unlock()
+		var ccMu sync.Mutex             // both goroutines write to cc
+		answered := make(chan struct{}) // the keep changes' replies went to the client
+		var changeIDs sync.Map
+		p.wg.Go(func() { // client to server
+			defer sc.Close()
+			seen := 0
+			eachFrame(cc, func(frame, payload []byte) bool {
+				var req protocol.Request
+				if protocol.DecodeRequest(payload, &req) == nil && isChange(req.Op) {
+					p.mu.Lock()
+					p.conns[k] = append(p.conns[k], req)
+					p.mu.Unlock()
+					if seen++; seen > p.keep && !p.cut.Load() {
+						<-answered
+						p.cut.Store(true)
+						ccMu.Lock()
+						_, _ = cc.Write(protocol.AppendNotLeader(nil, req.ID, "leadership lost", p.addr()))
+						ccMu.Unlock()
+						cc.Close()
+						return false
+					}
+					changeIDs.Store(req.ID, true)
+				}
+				_, err := sc.Write(frame)
+				return err == nil
+			})
+		})
+		p.wg.Go(func() { // server to client
+			defer cc.Close()
+			replies := 0
+			eachFrame(sc, func(frame, payload []byte) bool {
+				ccMu.Lock()
+				_, err := cc.Write(frame)
+				ccMu.Unlock()
+				var m protocol.Message
+				if k == 0 && protocol.DecodeMessage(payload, &m) == nil && m.Kind <= protocol.KindError {
+					if _, ok := changeIDs.Load(m.ID); ok {
+						if replies++; replies == p.keep {
+							close(answered)
+						}
+					}
+				}
+				return err == nil
+			})
+		})
+	}
+}
+
+// TestPipeRetriedAfterNotLeader: the node a Pipe's batch went to answers
+// its first 3 changes, then the 4th with not_leader, and closes the
+// connection, the rest unread. Exec follows the leader it names and sends
+// the 4th and every later change there, in order, with their ids, and not
+// the first 3; each Cmd gets one reply (before, the 4th reported
+// ErrNotLeader and the others ErrDisconnected).
+func TestPipeRetriedAfterNotLeader(t *testing.T) {
+	srv := startServer(t, nil)
+	ctx := tctx(t)
+	const n, keep = 12, 3
+	p := startStepDownProxy(t, srv.Addr(), keep)
+	c := dial(t, p.addr(), WithReconnect(time.Millisecond, 10*time.Millisecond))
+	pipe := c.Pipeline()
+	var cmds []*Cmd
+	for tid := uint64(1); tid <= n-2; tid++ {
+		cmds = append(cmds, pipe.Add(2, tid, tid, nil))
+	}
+	cmds = append(cmds, pipe.Pause(2, 1), pipe.Cancel(2, 2))
+	require.NoError(t, pipe.Exec(ctx))
+	require.True(t, p.cut.Load(), "not_leader was answered")
+	for i, cmd := range cmds[:n-2] {
+		require.NoError(t, cmd.Err(), "add %d", i+1)
+		assert.Equal(t, uint64(start+1+i), cmd.Due())
+	}
+	require.NoError(t, cmds[n-2].Err())
+	require.NoError(t, cmds[n-1].Err())
+
+	conns := p.changes()
+	require.GreaterOrEqual(t, len(conns), 2)
+	first, second := conns[0], conns[1]
+	require.Len(t, first, keep+1, "the changes the node read")
+	require.Len(t, second, n-keep, "the not_leader one and those after it, not the first 3")
+	for i, req := range second {
+		assert.Equal(t, first[keep].ID+uint64(i), req.ID, "retry %d: its id, in order", i)
+		assert.Equal(t, first[0].Client, req.Client)
+		assert.NotZero(t, req.Client)
+	}
+	st, err := srv.ReadMetrics(ctx, 0)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(n-3), st.Stats.Timers, "10 adds, one cancelled")
+}
