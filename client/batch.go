@@ -7,8 +7,10 @@ import (
 )
 
 // batch is a Pipe's requests in flight on a conn: request ids base,
-// base+1, ... belong to cmds in order. The reader fills in each Cmd as its
-// reply arrives, under the conn's lock, and closes done after the last.
+// base+1, ... belong to cmds in order; those already answered (by an
+// earlier attempt of a retried Pipe) were not sent again and a reply to
+// their ids is ignored. The reader fills in each Cmd as its reply arrives,
+// under the conn's lock, and closes done after the last (left) one.
 type batch struct {
 	base uint64
 	cmds []*Cmd
@@ -19,21 +21,20 @@ type batch struct {
 // has reports whether id is one of b's requests.
 func (b *batch) has(id uint64) bool { return id-b.base < uint64(len(b.cmds)) }
 
-// send encodes reqs, the requests of the Cmds sent, with consecutive ids
-// and queues them for the writer at once, and returns their batch (nil
-// when none could be sent: each request over the server's max_frame fails
-// its Cmd without being sent, as the server would close the connection).
-// errConnDead means nothing was sent.
-func (p *Pipe) send(cn *conn, sent []*Cmd, reqs []protocol.Request) (*batch, error) {
-	n := uint64(len(reqs))
-	base := p.c.nextID.Add(n) - n + 1
+// send encodes the requests of todo (indexes into reqs, in order; their
+// ids already set: reqs[i].ID is base+i) and queues them for the writer at
+// once, and returns their batch (nil when none could be sent: each request
+// over the server's max_frame fails its Cmd without being sent, as the
+// server would close the connection). sent holds the Cmds of reqs, in
+// order; those not in todo are answered (by an earlier attempt) and a
+// reply to their ids is ignored. errConnDead means nothing was sent.
+func (p *Pipe) send(cn *conn, base uint64, sent []*Cmd, reqs []protocol.Request, todo []int) (*batch, error) {
 	cn.mu.Lock()
 	maxFrame := cn.maxFrame
 	cn.mu.Unlock()
 	b := &batch{base: base, cmds: sent, done: make(chan struct{})}
 	buf := p.buf[:0]
-	for i := range reqs {
-		reqs[i].ID = base + uint64(i)
+	for _, i := range todo {
 		start := len(buf)
 		buf = protocol.AppendRequest(buf, &reqs[i])
 		if size := len(buf) - start - protocol.HeaderSize; size > maxFrame {

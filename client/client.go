@@ -501,41 +501,26 @@ func (c *Client) do(ctx context.Context, req *protocol.Request, onOK okHook) ([]
 		return nil, err
 	}
 	req.ID = c.nextID.Add(1) // one id for every attempt
-	change := isChange(req.Op)
 	for {
 		cn, err := c.waitConn(ctx)
 		if err != nil {
 			return nil, err
 		}
-		retry := safeToRetry(req.Op)
-		if change {
-			cn.mu.Lock()
-			ids := cn.requestIDs
-			cn.mu.Unlock()
-			if req.Client != 0 && !ids {
-				// Sent with an id before, to a server that remembered
-				// ids; this one would apply it again.
-				return nil, fmt.Errorf("%w: the change may have been applied, and %s does not deduplicate a retry", ErrDisconnected, cn.addr)
-			}
-			if ids {
-				req.Client, retry = c.clientID, true
-			}
+		retry, err := c.prepareAttempt(cn, req)
+		if err != nil {
+			return nil, err
 		}
 		res, err := c.roundTrip(ctx, cn, req, onOK)
 		switch {
 		case errors.Is(err, errConnDead):
 			continue // not sent: try the next connection
-		case retry && (errors.Is(err, ErrNotLeader) || change && errors.Is(err, ErrDisconnected)):
+		case retryAfter(req.Op, retry, err):
 			// The node stepped down or the connection died: ask the next
-			// leader (a lost connection is already closed).
-			select {
-			case <-cn.quit:
-				continue
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-c.done:
-				return nil, ErrClosed
+			// leader.
+			if err := c.awaitConnEnd(ctx, cn); err != nil {
+				return nil, err
 			}
+			continue
 		}
 		return res, err
 	}

@@ -173,8 +173,9 @@
 // error wrapping ErrNotLeader (an *Error whose Leader names the leader) or
 // ErrDisconnected instead: it may have been applied, and a retry could
 // apply it twice (an add with Replace, a cancel that tolerates
-// ErrNotFound, are safe to retry). Pipeline's commands are not retried:
-// they report ErrNotLeader or ErrDisconnected in any case.
+// ErrNotFound, are safe to retry). A Pipeline's changes follow the same
+// rules: Exec sends again, with their ids and in order, those whose replies
+// did not arrive, and only those.
 // DefaultLeaderHops says in which order the addresses are tried.
 //
 // Close stops everything: pending calls get ErrClosed, and every goroutine

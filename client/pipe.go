@@ -25,10 +25,18 @@ import (
 // returns. A Pipe is not safe for concurrent use; use one per goroutine.
 // After Exec it is empty and may be reused.
 //
-// A request that a connection loss interrupts is not retried: its Cmd's
-// error wraps ErrDisconnected and the server may or may not have applied
-// it (as for single calls). Requests are not atomic as a group: each
-// succeeds or fails on its own, in order.
+// Changes (add, cancel, pause, resume) are retried as single calls are
+// (see Client.do): when the server remembers request ids (its hello's
+// request_id_ticks), each carries the Client's id and its own request id,
+// and the changes answered not_leader or whose replies a lost connection
+// took are sent again by Exec, with the same ids and in their order, as
+// one batch on the next connection (the new leader's, in a cluster); the
+// server applies each at most once and answers a retry of one it applied
+// with the first reply, so each Cmd gets that reply. Commands whose
+// replies arrived are not sent again. With a server that does not remember
+// request ids, or once ctx ends, such a Cmd's error wraps ErrNotLeader or
+// ErrDisconnected and the server may or may not have applied it. Requests
+// are not atomic as a group: each succeeds or fails on its own, in order.
 type Pipe struct {
 	c    *Client
 	reqs []protocol.Request
@@ -146,8 +154,10 @@ func (p *Pipe) cmd(op protocol.Op) *Cmd {
 // Exec sends every queued request in one write on the current connection
 // (waiting for one while reconnecting, as calls do) and waits for all the
 // replies or ctx. It returns the first error of the Cmds, in queue order,
-// or nil when all succeeded; each Cmd has its own. When ctx ends first,
-// the Cmds still waiting get ctx.Err() (the server may still apply them).
+// or nil when all succeeded; each Cmd has its own. Changes cut off by
+// not_leader or a lost connection are sent again first (see Pipe). When
+// ctx ends first, the Cmds still waiting get ctx.Err() (the server may
+// still apply them).
 // The Pipe is empty afterwards; its Cmds keep their outcomes.
 func (p *Pipe) Exec(ctx context.Context) error {
 	cmds, reqs := p.cmds, p.reqs
@@ -171,7 +181,11 @@ func (p *Pipe) Exec(ctx context.Context) error {
 }
 
 // exec sends reqs (the Cmds without an early error, in order) as one batch
-// and waits for it.
+// and waits for it. With request ids (see Client.do, whose rules it
+// shares: prepareAttempt, retryAfter) the changes answered not_leader or
+// cut off by a lost connection are sent again, in their order and with
+// their ids, as one batch on the next connection; the Cmds answered keep
+// their replies.
 func (p *Pipe) exec(ctx context.Context, cmds []*Cmd, reqs []protocol.Request) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -183,12 +197,25 @@ func (p *Pipe) exec(ctx context.Context, cmds []*Cmd, reqs []protocol.Request) e
 			sent = append(sent, cmd)
 		}
 	}
+	// One id per request for every attempt, consecutive: a batch finds a
+	// reply's Cmd by id - base.
+	n := uint64(len(reqs))
+	base := p.c.nextID.Add(n) - n + 1
+	todo := make([]int, len(reqs)) // the indexes of the requests to send
+	for i := range reqs {
+		reqs[i].ID = base + uint64(i)
+		todo[i] = i
+	}
+	retry := make([]bool, len(reqs))
 	for {
 		cn, err := p.c.waitConn(ctx)
 		if err != nil {
 			return err
 		}
-		b, err := p.send(cn, sent, reqs)
+		if todo = p.prepare(cn, sent, reqs, todo, retry); len(todo) == 0 {
+			return nil
+		}
+		b, err := p.send(cn, base, sent, reqs, todo)
 		if errors.Is(err, errConnDead) {
 			continue // nothing was sent: try the next connection
 		}
@@ -197,10 +224,49 @@ func (p *Pipe) exec(ctx context.Context, cmds []*Cmd, reqs []protocol.Request) e
 		}
 		select {
 		case <-b.done:
-			return nil
 		case <-ctx.Done():
 			cn.dropBatch(b)
 			return ctx.Err()
 		}
+		if todo = retries(sent, reqs, todo, retry); len(todo) == 0 {
+			return nil
+		}
+		if err := p.c.awaitConnEnd(ctx, cn); err != nil {
+			return err
+		}
 	}
+}
+
+// prepare readies the requests of todo for an attempt on cn
+// (Client.prepareAttempt: a change carries the Client's id when cn's
+// server remembers request ids), notes in retry whether each may be sent
+// again, and returns those to send; one that may not go to cn fails its
+// Cmd with prepareAttempt's error.
+func (p *Pipe) prepare(cn *conn, sent []*Cmd, reqs []protocol.Request, todo []int, retry []bool) []int {
+	keep := todo[:0]
+	for _, i := range todo {
+		r, err := p.c.prepareAttempt(cn, &reqs[i])
+		if err != nil {
+			sent[i].err, sent[i].answered = err, true
+			continue
+		}
+		retry[i] = r
+		keep = append(keep, i)
+	}
+	return keep
+}
+
+// retries returns the requests of todo, just sent as a batch that is done,
+// whose Cmds are to be sent again (retryAfter: not_leader, or a change
+// whose connection was lost before its reply), in order, and makes those
+// Cmds wait again. The others keep their outcome.
+func retries(sent []*Cmd, reqs []protocol.Request, todo []int, retry []bool) []int {
+	next := todo[:0]
+	for _, i := range todo {
+		if cmd := sent[i]; retryAfter(reqs[i].Op, retry[i], cmd.err) {
+			cmd.err, cmd.answered = nil, false
+			next = append(next, i)
+		}
+	}
+	return next
 }

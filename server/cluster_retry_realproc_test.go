@@ -15,7 +15,9 @@ import (
 )
 
 // TestClusterRetryAcrossKill: twelve Go clients of a three-node cluster
-// add timers, each tid once, without replace, while the leader is killed
+// add timers, each tid once, without replace (a third of them in
+// Pipelines of ten adds, with a scratch timer added and cancelled in the
+// same Pipeline: pipeAdds), while the leader is killed
 // with SIGKILL in the middle of the stream (three times, the killed node
 // restarted 0.5 s later). The clients send again, with the
 // same request id, every add whose reply the kill took (not_leader, or the
@@ -45,14 +47,19 @@ func TestClusterRetryAcrossKill(t *testing.T) {
 	)
 	killsAt := []int64{300, 800, 1300} // adds acknowledged before each kill
 	var acked atomic.Int64
-	var slow atomic.Int64 // adds whose call spanned the failover
-	errs := make(chan error, clients*each)
+	var slow atomic.Int64      // adds whose call spanned the failover
+	var slowPipes atomic.Int64 // pipelines whose Exec spanned the failover
+	errs := make(chan error, 2*clients*each)
 	var wg sync.WaitGroup
 	for g := range clients {
 		cl, err := client.Dial(context.Background(), strings.Join(c.clients[:], ","), client.WithToken(procToken),
 			client.WithName(fmt.Sprintf("retry-%d", g)), client.WithReconnect(20*time.Millisecond, 200*time.Millisecond))
 		require.NoError(t, err)
 		defer cl.Close()
+		if g%3 == 0 {
+			wg.Go(func() { pipeAdds(cl, receiver, uint64(g), each, &acked, &slowPipes, errs) })
+			continue
+		}
 		wg.Go(func() {
 			for k := range uint64(each) {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -103,6 +110,40 @@ func TestClusterRetryAcrossKill(t *testing.T) {
 		}
 	}
 	require.Len(t, ts, clients*each)
-	t.Logf("leaders killed: %s acknowledged adds; n%d leads with %d timers, one per add; %d adds waited through a failover",
-		strings.Join(kills, ", "), lead+1, len(ts), slow.Load())
+	t.Logf("leaders killed: %s acknowledged adds; n%d leads with %d timers, one per add; %d adds and %d pipelines waited through a failover",
+		strings.Join(kills, ", "), lead+1, len(ts), slow.Load(), slowPipes.Load())
+}
+
+// pipeAdds is a pipelining client of TestClusterRetryAcrossKill: it adds
+// tids g*1000+1 ... g*1000+each of receiver in Pipelines of pipeBatch
+// adds, each Pipeline also adding a scratch timer (g*1000+500+batch) and
+// cancelling it after the adds. Exec sends again, with the same request
+// ids and in order, the changes whose replies a kill took; so every Cmd
+// succeeds (an add applied twice answers exists, a cancel not_found) and
+// no scratch timer is left. It counts the acknowledged adds in acked.
+func pipeAdds(cl *client.Client, receiver, g uint64, each int, acked, slow *atomic.Int64, errs chan<- error) {
+	const pipeBatch = 10
+	for b := uint64(0); b*pipeBatch < uint64(each); b++ {
+		p := cl.Pipeline()
+		scratch := g*1000 + 500 + b
+		cmds := []*client.Cmd{p.Add(receiver, scratch, 360_000, nil)}
+		for k := b * pipeBatch; k < min((b+1)*pipeBatch, uint64(each)); k++ {
+			cmds = append(cmds, p.Add(receiver, g*1000+k+1, 360_000, nil))
+		}
+		cmds = append(cmds, p.Cancel(receiver, scratch))
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		began := time.Now()
+		_ = p.Exec(ctx) // each Cmd has its own outcome
+		cancel()
+		if time.Since(began) > 300*time.Millisecond {
+			slow.Add(1)
+		}
+		for i, cmd := range cmds {
+			if err := cmd.Err(); err != nil {
+				errs <- fmt.Errorf("client %d pipeline %d: %s #%d: %w", g, b, cmd.Op(), i, err)
+			} else if i > 0 && i < len(cmds)-1 {
+				acked.Add(1)
+			}
+		}
+	}
 }
