@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	neturl "net/url"
 	"os"
@@ -128,6 +129,14 @@ func healthTLSRefusal(url string, err error) error {
 	var ue *neturl.Error
 	if errors.As(err, &ue) {
 		cause = ue.Err
+	}
+	// net/http may also wrap the alert in its own read loop's words
+	// ("readLoopPeekFailLocked: ..."), depending on whether the alert
+	// arrives during the handshake or at the first read; TLS's own
+	// "remote error" is what the message ends with either way.
+	var oe *net.OpError
+	if errors.As(cause, &oe) && oe.Op == "remote error" {
+		cause = oe
 	}
 	msg := cause.Error()
 	switch {

@@ -1,6 +1,11 @@
 package main
 
 import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -141,4 +146,21 @@ func TestHealthOverHTTPS(t *testing.T) {
 	assert.Equal(t, "tickwheel health: https://"+op.Addr()+"/healthz requires a TLS client certificate (mTLS) and none was given "+
 		"(a certificate and key signed by its http.tls.client_ca_file; -tls-cert and -tls-key): remote error: tls: certificate required\n",
 		errOut2.String())
+}
+
+// The alert reads the same whether net/http reports it from the
+// handshake or from its read loop (which prefixes its own words; CI saw
+// both for the same request).
+func TestHealthTLSRefusalWrapped(t *testing.T) {
+	alert := &net.OpError{Op: "remote error", Err: tls.AlertError(116)}
+	want := "https://h/healthz requires a TLS client certificate (mTLS) and none was given " +
+		"(a certificate and key signed by its http.tls.client_ca_file; -tls-cert and -tls-key): remote error: tls: certificate required"
+	for _, err := range []error{
+		&neturl.Error{Op: "Get", URL: "https://h/healthz", Err: alert},
+		&neturl.Error{Op: "Get", URL: "https://h/healthz", Err: fmt.Errorf("readLoopPeekFailLocked: %w", alert)},
+	} {
+		assert.Equal(t, want, healthTLSRefusal("https://h/healthz", err).Error())
+	}
+	other := errors.New("connection refused")
+	assert.Equal(t, other, healthTLSRefusal("https://h/healthz", other))
 }
