@@ -77,7 +77,12 @@ Result<std::unique_ptr<Client>> Client::connect(Options opts) noexcept {
   try {
     auto im = std::make_unique<Impl>(std::move(opts));
     if (im->wake_fds[0] < 0) return Error{make_error_code(errc::connect_failed), "pipe failed", ""};
-    auto d = detail::dial(im->addrs, "", im->opt);
+    if (im->opt.tls.enabled) {
+      auto t = detail::TlsContext::make(im->opt.tls);
+      if (!t) return t.error();
+      im->tls = std::move(t.value());
+    }
+    auto d = detail::dial(im->addrs, "", im->opt, im->tls.get());
     if (!d) return d.error();
     im->adopt(std::move(d.value()), false);
     Impl* raw = im.get();
@@ -89,6 +94,8 @@ Result<std::unique_ptr<Client>> Client::connect(Options opts) noexcept {
 }
 
 Client::~Client() { close(); }
+
+bool Client::tls_available() noexcept { return detail::tls_built(); }
 
 void Client::close() noexcept {
   {

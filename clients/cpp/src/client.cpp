@@ -42,7 +42,7 @@ Client::Impl::Impl(Options o) : opt(std::move(o)), client_id(new_client_id()) {
 }
 
 Client::Impl::~Impl() {
-  detail::close_fd(fd);
+  conn.close();
   detail::close_fd(wake_fds[0]);
   detail::close_fd(wake_fds[1]);
 }
@@ -185,8 +185,7 @@ void Client::Impl::lose(const std::string& why) {
     std::lock_guard<std::mutex> lk(mu);
     if (!connected) return;
     connected = false;
-    detail::close_fd(fd);
-    fd = -1;
+    conn.close();
     out.clear();
     reader = FrameReader();
     addr.clear();
@@ -250,7 +249,7 @@ void Client::Impl::adopt(detail::Dialed d, bool again) {
   std::vector<std::pair<std::uint64_t, BindOptions>> binds;
   {
     std::lock_guard<std::mutex> lk(mu);
-    fd = d.fd;
+    conn = std::move(d.conn);
     addr = d.addr;
     hello = d.hello;
     connected = true;
@@ -310,7 +309,7 @@ void Client::Impl::reconnect() {
       leader_hint.clear();
     }
     expire_waiting();
-    auto d = detail::dial(addrs, first, opt);
+    auto d = detail::dial(addrs, first, opt, tls.get());
     if (d) return adopt(std::move(d.value()), true);
     std::unique_lock<std::mutex> lk(mu);
     cv.wait_for(lk, backoff, [this] { return closing; });
@@ -365,35 +364,37 @@ void Client::Impl::run() {
   while (true) {
     bool want_read, want_write;
     int sock;
+    short rev, wev;
+    bool buffered;
     {
       std::lock_guard<std::mutex> lk(mu);
       if (closing || dead) return;
-      if (!connected) {
-        sock = -1;
-      } else {
-        sock = fd;
-      }
+      sock = connected ? conn.fd() : -1;
       want_read = items.size() < opt.event_buffer;  // backpressure: a full queue stops reading
       want_write = !out.empty() && batching == 0;
+      rev = conn.read_events();
+      wev = conn.write_events();
+      buffered = conn.buffered();
     }
     if (sock < 0) {
       reconnect();
       continue;
     }
-    pollfd pf[2] = {{sock, static_cast<short>((want_read ? POLLIN : 0) | (want_write ? POLLOUT : 0)), 0},
+    pollfd pf[2] = {{sock, static_cast<short>((want_read ? rev : 0) | (want_write ? wev : 0)), 0},
                     {wake_fds[0], POLLIN, 0}};
-    int n = ::poll(pf, 2, poll_timeout());
+    // Bytes TLS holds already decrypted are not the socket's: do not wait for them.
+    int n = ::poll(pf, 2, want_read && buffered ? 0 : poll_timeout());
     if (n < 0 && errno != EINTR) return lose(std::string("poll: ") + std::strerror(errno));
     if (pf[1].revents & POLLIN) {
       char drain[256];
       while (::read(wake_fds[0], drain, sizeof drain) > 0) {
       }
     }
-    if (pf[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-      ssize_t got = ::recv(sock, buf.data(), buf.size(), 0);
-      if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) {
-        // Read what is buffered first: the server's last error frame explains the close.
-        lose(got == 0 ? "closed by the server" : std::strerror(errno));
+    const short re = pf[0].revents;
+    if ((want_read && ((re & rev) || buffered)) || (re & (POLLHUP | POLLERR))) {
+      ssize_t got = conn.read(buf.data(), buf.size());
+      if (got == 0 || got == detail::Conn::kError) {
+        lose(got == 0 ? "closed by the server" : conn.error());
         continue;
       }
       if (got > 0) {
@@ -406,15 +407,21 @@ void Client::Impl::run() {
         if (reader.bad()) lose("bad frame from the server");
       }
     }
-    if (want_write && (pf[0].revents & POLLOUT)) {
-      std::lock_guard<std::mutex> lk(mu);
-      if (connected && !out.empty()) {
-        ssize_t w = ::send(fd, out.data(), out.size(), MSG_NOSIGNAL);
-        if (w > 0) {
-          out.erase(out.begin(), out.begin() + w);
-          last_write = Clock::now();
+    if (want_write && (re & (wev | POLLERR))) {
+      std::string err;
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        if (connected && !out.empty()) {
+          ssize_t w = conn.write(out.data(), out.size());
+          if (w > 0) {
+            out.erase(out.begin(), out.begin() + w);
+            last_write = Clock::now();
+          } else if (w == detail::Conn::kError) {
+            err = conn.error();
+          }
         }
       }
+      if (!err.empty()) lose(err);  // a read reports most of these first
     }
     expire();
   }

@@ -79,7 +79,8 @@ struct Client::Impl {
   mutable std::mutex mu;
   std::condition_variable cv;  ///< items queued; closing
   bool connected = false, closing = false, dead = false;
-  int fd = -1;
+  detail::Conn conn;  ///< the current connection (none while disconnected); read and written by the I/O thread
+  std::shared_ptr<detail::TlsContext> tls;  ///< set before the I/O thread starts; null without TLS
   std::string addr, leader_hint;
   HelloInfo hello;
   std::vector<std::uint8_t> out;  ///< frames not yet written

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -68,8 +69,12 @@ int tcp_connect(const std::string& addr, Clock::time_point deadline, std::string
   return fd;
 }
 
-// hello sends the hello on fd and reads its reply, both by the deadline.
-Result<Message> hello(int fd, const Options& o, Clock::time_point deadline) {
+// kVerdictWait bounds the wait for a TLS 1.3 server's verdict on the client
+// certificate (a session ticket or an alert) before the hello is written.
+constexpr std::chrono::milliseconds kVerdictWait{1000};
+
+// hello sends the hello on c and reads its reply, both by the deadline.
+Result<Message> hello(Conn& c, const Options& o, Clock::time_point deadline) {
   Request r;
   r.op = Op::hello;
   r.id = 1;
@@ -81,27 +86,50 @@ Result<Message> hello(int fd, const Options& o, Clock::time_point deadline) {
   std::size_t off = 0;
   FrameReader fr;
   std::vector<std::uint8_t> payload;
+  auto fail = [&c](const std::string& why) {
+    return Error{make_error_code(c.tls_error() ? errc::tls_failed : errc::connect_failed), why, ""};
+  };
+  // mTLS over TLS 1.3: wait (at most kVerdictWait) for the server to accept
+  // the client certificate before writing (Conn::awaits_verdict).
+  const auto verdict_by = std::min(deadline, Clock::now() + kVerdictWait);
+  while (c.awaits_verdict() && Clock::now() < verdict_by) {
+    pollfd p{c.fd(), c.read_events(), 0};
+    if (!c.buffered() && ::poll(&p, 1, ms_left(verdict_by)) <= 0) break;
+    std::uint8_t buf[4096];
+    ssize_t got = c.read(buf, sizeof buf);
+    if (got == 0) return fail("hello: connection closed");
+    if (got == Conn::kError) return fail(c.error());
+    if (got > 0) fr.feed(buf, static_cast<std::size_t>(got));  // a server that speaks first: kept
+  }
   while (true) {
-    pollfd p{fd, static_cast<short>(off < out.size() ? POLLOUT : POLLIN), 0};
-    int n = ::poll(&p, 1, ms_left(deadline));
-    if (n <= 0) return Error{make_error_code(errc::connect_failed), "hello: no reply in time", ""};
-    if (off < out.size()) {
-      ssize_t w = ::send(fd, out.data() + off, out.size() - off, MSG_NOSIGNAL);
-      if (w < 0 && errno != EAGAIN) return Error{make_error_code(errc::connect_failed), std::strerror(errno), ""};
+    const bool writing = off < out.size();
+    if (!writing || !c.buffered()) {
+      pollfd p{c.fd(), writing ? c.write_events() : c.read_events(), 0};
+      if (::poll(&p, 1, ms_left(deadline)) <= 0) return fail("hello: no reply in time");
+    }
+    if (writing) {
+      ssize_t w = c.write(out.data() + off, out.size() - off);
+      if (w == Conn::kError) return fail(c.error());
       if (w > 0) off += static_cast<std::size_t>(w);
       continue;
     }
     std::uint8_t buf[4096];
-    ssize_t got = ::recv(fd, buf, sizeof buf, 0);
-    if (got == 0) return Error{make_error_code(errc::connect_failed), "hello: connection closed", ""};
-    if (got < 0) {
-      if (errno == EAGAIN) continue;
-      return Error{make_error_code(errc::connect_failed), std::strerror(errno), ""};
-    }
+    ssize_t got = c.read(buf, sizeof buf);
+    if (got == 0) return fail("hello: connection closed");
+    if (got == Conn::kError) return fail(c.error());
+    if (got == Conn::kAgain) continue;
     fr.feed(buf, static_cast<std::size_t>(got));
     if (fr.next(payload)) return decode_message(payload.data(), payload.size());
-    if (fr.bad()) return Error{make_error_code(errc::connect_failed), "hello: bad frame", ""};
+    if (fr.bad()) return fail("hello: bad frame");
   }
+}
+
+// host_of is the host part of host:port, without IPv6 brackets.
+std::string host_of(const std::string& addr) {
+  auto colon = addr.rfind(':');
+  std::string host = colon == std::string::npos ? addr : addr.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return host;
 }
 
 }  // namespace
@@ -127,44 +155,51 @@ std::vector<std::string> split_addresses(const std::vector<std::string>& in) {
   return out;
 }
 
-Result<Dialed> dial(const std::vector<std::string>& addrs, const std::string& first, const Options& o) {
+Result<Dialed> dial(const std::vector<std::string>& addrs, const std::string& first, const Options& o,
+                    const TlsContext* tls) {
   std::vector<std::string> order;
   if (!first.empty()) order.push_back(first);
   order.insert(order.end(), addrs.begin(), addrs.end());
   if (order.empty()) return Error{make_error_code(errc::bad_argument), "no address to connect to", ""};
   std::string last = "no address answered";
+  errc last_code = errc::connect_failed;
   for (const auto& start : order) {
     std::string addr = start;
     for (int hop = 0; hop <= o.max_redirects; hop++) {
       auto deadline = Clock::now() + o.connect_timeout;
       std::string err;
-      int fd = tcp_connect(addr, deadline, err);
-      if (fd < 0) {
+      Conn c(tcp_connect(addr, deadline, err));
+      if (c.fd() < 0) {
         last = err;
+        last_code = errc::connect_failed;
         break;
       }
-      auto m = hello(fd, o, deadline);
+      if (tls && !tls->handshake(c, addr, host_of(addr), deadline)) {
+        last = c.error();
+        last_code = c.tls_error() ? errc::tls_failed : errc::connect_failed;
+        break;
+      }
+      auto m = hello(c, o, deadline);
       if (m && m.value().kind == Message::ok) {
         auto h = decode_hello(m.value());
-        if (!h) {
-          ::close(fd);
-          return h.error();
-        }
-        return Dialed{fd, h.value(), addr};
+        if (!h) return h.error();
+        return Dialed{std::move(c), h.value(), addr};
       }
-      ::close(fd);
       if (!m) {
-        last = addr + ": " + m.error().message;
+        // TLS's messages name the address already.
+        last = m.code() == errc::tls_failed ? m.error().message : addr + ": " + m.error().message;
+        last_code = static_cast<errc>(m.code().value());
         break;
       }
       const Error& e = m.value().err;
       if (e.code != errc::not_leader) return e;  // unauthorized, unsupported_version: the same everywhere
       last = addr + ": not_leader (" + e.message + ")";
+      last_code = errc::connect_failed;
       if (e.leader.empty()) break;
       addr = e.leader;
     }
   }
-  return Error{make_error_code(errc::connect_failed), last, ""};
+  return Error{make_error_code(last_code), last, ""};
 }
 
 }  // namespace tickwheel::detail

@@ -150,6 +150,7 @@ std::string code_name(int code) {
     case errc::protocol_error: return "protocol_error";
     case errc::connect_failed: return "connect_failed";
     case errc::bad_argument: return "bad_argument";
+    case errc::tls_failed: return "tls_failed";
     default: return "code " + std::to_string(code);
   }
 }

@@ -34,6 +34,22 @@ std::string server_binary() {
   return bin;
 }
 
+std::string make_certs() {
+  std::string bin = server_binary();
+  char dir[] = "/tmp/tickwheel-cpp-certs-XXXXXX";
+  if (bin.empty() || !mkdtemp(dir)) {
+    ADD_FAILURE() << "no tickwheel binary or temporary directory for certificates";
+    return "";
+  }
+  std::string out = std::string(dir) + "/certs";
+  std::string cmd = "'" + bin + "' certs -dir '" + out + "' -hosts localhost,127.0.0.1 >/dev/null";
+  if (std::system(cmd.c_str()) != 0) {
+    ADD_FAILURE() << "tickwheel certs failed: " << cmd;
+    return "";
+  }
+  return out;
+}
+
 std::unique_ptr<Server> Server::start(std::vector<std::string> args, const std::string& data_dir,
                                       const std::string& addr) {
   std::string bin = server_binary();

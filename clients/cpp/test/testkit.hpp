@@ -51,6 +51,13 @@ std::vector<tickwheel::Event> take(tickwheel::Client& c, std::size_t n, int ms =
                                    tickwheel::EventKind kind = tickwheel::EventKind::fire,
                                    std::vector<tickwheel::Event>* others = nullptr);
 
+/// make_certs writes a CA, a server certificate for localhost and
+/// 127.0.0.1, and a client certificate signed by that CA (ca.pem,
+/// server.pem/.key, client.pem/.key) to a new temporary directory with the
+/// server binary's `tickwheel certs`, and returns the directory ("" and a
+/// test failure when that fails). Each call makes a new CA.
+std::string make_certs();
+
 /// Relay forwards TCP connections to a target; cut() resets all of them.
 class Relay {
  public:

@@ -56,6 +56,12 @@ enum class errc : int {
   connect_failed = 104,
   /// A local argument error caught before sending (e.g. an empty address list).
   bad_argument = 105,
+  /// TLS could not be set up: a file of TlsOptions cannot be loaded, the
+  /// server's certificate was not accepted (unknown CA, another name,
+  /// expired), the server refused the client certificate or requires one
+  /// (mTLS), or this library was built without TLS (TICKWHEEL_TLS=OFF).
+  /// The message names the address and the cause.
+  tls_failed = 106,
 };
 
 /// The error category of errc ("tickwheel").

@@ -37,6 +37,24 @@ namespace tickwheel {
 /// repeat value of a timer that fires until cancelled (the wire's 0).
 inline constexpr std::uint64_t kForever = 0;
 
+/// TLS to the server's client port (the server's -tls-cert and -tls-key;
+/// mTLS with -tls-client-ca: docs/OPERATIONS.md "TLS and mTLS"). TLS 1.2 at
+/// least, the server's certificate always verified. Needs the library built
+/// with TLS (CMake TICKWHEEL_TLS, ON by default: OpenSSL); without it,
+/// connect with enabled fails with errc::tls_failed.
+struct TlsOptions {
+  bool enabled = false;  ///< connect with TLS; false: plaintext
+  /// PEM CA certificates the server's certificate must chain to; "" = the
+  /// system's roots.
+  std::string ca_file;
+  /// PEM client certificate (with its chain) and its key, for a server that
+  /// requires one (mTLS); both or none.
+  std::string cert_file, key_file;
+  /// The name the server's certificate must be valid for (a DNS name or an
+  /// IP address); "" = the host of each address dialled.
+  std::string server_name;
+};
+
 /// Options of Client::connect.
 struct Options {
   /// Node addresses, "host:port" each; one element may also hold a
@@ -52,6 +70,7 @@ struct Options {
   std::chrono::milliseconds reconnect_min{20}, reconnect_max{2000};  ///< backoff
   std::size_t event_buffer = 1024;  ///< events queued for poll() before the Client stops reading
   int max_redirects = 3;
+  TlsOptions tls;  ///< TLS for every address; off by default
 };
 
 /// Options of an add. repeat: total firings, 1 by default, kForever (0) for
@@ -97,7 +116,11 @@ class Client {
   /// connect dials the addresses, says hello and starts the I/O thread.
   /// Fails with connect_failed (no node reachable), or the server's error
   /// (unauthorized, unsupported_version).
+  /// With Options::tls, a TLS failure (a file that cannot be loaded, a
+  /// certificate refused either way) is errc::tls_failed, naming the cause.
   static Result<std::unique_ptr<Client>> connect(Options opts) noexcept;
+  /// tls_available: this library was built with TLS (TICKWHEEL_TLS).
+  static bool tls_available() noexcept;
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
