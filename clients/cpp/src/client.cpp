@@ -30,6 +30,15 @@ bool is_change(Op op) {
   return op == Op::add || op == Op::cancel || op == Op::cancel_all || op == Op::pause || op == Op::resume;
 }
 
+// is_read: the ops that change nothing, asked again of the leader after
+// not_leader (PROTOCOL.md "Clusters", item 4; the Go client's safeToRetry,
+// with list_group). cluster's changes leave the same configuration when
+// repeated.
+bool is_read(Op op) {
+  return op == Op::get || op == Op::list || op == Op::list_group || op == Op::ping || op == Op::stats ||
+         op == Op::cluster;
+}
+
 bool dedups(const HelloInfo& h) {
   auto it = h.limits.find("request_id_ticks");
   return it != h.limits.end() && it->second > 0;
@@ -63,9 +72,12 @@ void Client::Impl::submit(Request r, Handler h) {
   // A change carries a request id when the server remembers them: it may
   // then be sent again, with the same id, and is applied at most once.
   if (is_change(r.op) && dedups(hello)) r.client = client_id;
-  Pending p{r.id, std::move(h), {}, opt.request_timeout.count() > 0, false, std::nullopt, false};
+  Pending p{r.id, std::move(h), {}, opt.request_timeout.count() > 0, false, std::nullopt, false, false};
   if (p.has_deadline) p.deadline = Clock::now() + opt.request_timeout;
-  if (r.client) p.retry = r;
+  if (r.client || is_read(r.op)) {
+    p.retry = r;
+    p.change = r.client != 0;
+  }
   if (!connected) {
     waiting.push_back({std::move(r), std::move(p)});
     return;
@@ -171,7 +183,8 @@ void Client::Impl::handle(Result<Message> m) {
   }
   if (msg.kind == Message::error && msg.err.code == errc::not_leader) {
     leader_hint = msg.err.leader;
-    if (requeue(p)) return;  // nothing was changed: asked again of the leader
+    stepped_down = true;
+    if (requeue(p, true)) return;  // nothing was changed: asked again of the leader
   }
   lk.unlock();
   if (!p.finished) p.done(std::move(msg));
@@ -191,9 +204,10 @@ void Client::Impl::lose(const std::string& why) {
     addr.clear();
     if (!opt.reconnect) dead = true;
     for (auto& p : inflight) {
-      if (!requeue(p)) failed.push_back(std::move(p));
+      if (!requeue(p, stepped_down)) failed.push_back(std::move(p));
     }
     inflight.clear();
+    stepped_down = false;
   }
   for (auto& p : failed) {
     if (!p.finished) p.done(Error{make_error_code(errc::disconnected), "connection lost: " + why, ""});
@@ -205,8 +219,9 @@ void Client::Impl::lose(const std::string& why) {
   if (dead) fail_waiting(errc::disconnected, "connection lost: " + why);
 }
 
-bool Client::Impl::requeue(Pending& p) {
+bool Client::Impl::requeue(Pending& p, bool not_leader) {
   if (!p.retry || p.finished || !opt.reconnect || closing) return false;
+  if (!p.change && !not_leader) return false;  // a read lost with its connection: the caller decides
   Request r = *p.retry;
   p.sent = true;
   waiting.push_back({std::move(r), std::move(p)});
@@ -275,7 +290,7 @@ void Client::Impl::adopt(detail::Dialed d, bool again) {
     std::lock_guard<std::mutex> lk(mu);
     const bool ids = dedups(hello);
     for (auto& [r, p] : waiting) {
-      if (p.sent && !ids) {
+      if (p.sent && p.change && !ids) {
         unsafe.push_back(std::move(p.done));
         continue;
       }

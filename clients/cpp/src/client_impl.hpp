@@ -28,10 +28,12 @@ struct Client::Impl {
     detail::Clock::time_point deadline;
     bool has_deadline = false;
     bool finished = false;  ///< timed out: the reply, when it comes, is skipped
-    /// A change sent with a request id (client): kept to be sent again, with
-    /// the same id, after not_leader or a lost connection.
+    /// The request, kept to be sent again with the same id on the next
+    /// connection: a read (is_read) after not_leader; a change sent with a
+    /// request id (client) after not_leader or a lost connection.
     std::optional<Request> retry;
-    bool sent = false;  ///< retry was written to a connection at least once
+    bool change = false;  ///< retry is a change with a request id
+    bool sent = false;    ///< retry was written to a connection at least once
   };
   /// Item is one entry of the poll queue: an event, or a Callback to run.
   struct Item {
@@ -63,9 +65,10 @@ struct Client::Impl {
   void lose(const std::string& why);
   void fail_waiting(errc code, const std::string& why);
   void expire_waiting();
-  /// requeue keeps a change sent with a request id for the next connection;
-  /// false when it is not one (or reconnect is off). Called with mu held.
-  bool requeue(Pending& p);
+  /// requeue keeps a call for the next connection: a change sent with a
+  /// request id, or, after not_leader, a read; false when it is neither (or
+  /// reconnect is off). Called with mu held.
+  bool requeue(Pending& p, bool not_leader);
   void adopt(detail::Dialed d, bool again);
   void reconnect();
   int poll_timeout();
@@ -82,6 +85,10 @@ struct Client::Impl {
   detail::Conn conn;  ///< the current connection (none while disconnected); read and written by the I/O thread
   std::shared_ptr<detail::TlsContext> tls;  ///< set before the I/O thread starts; null without TLS
   std::string addr, leader_hint;
+  /// The current connection answered not_leader: the node stepped down or
+  /// is a follower, and closes it. Reads lost with it are asked again of
+  /// the leader, as the not_leader one is.
+  bool stepped_down = false;
   HelloInfo hello;
   std::vector<std::uint8_t> out;  ///< frames not yet written
   std::deque<Pending> inflight;   ///< written (or in out), in request order
