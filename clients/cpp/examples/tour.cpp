@@ -1,7 +1,7 @@
 // The README's five-minute tour: connect, bind, add timers three ways,
 // fast-forward (admin), and take the events in a game loop with poll().
 // Built with -fno-exceptions in CI: the client needs none from its users.
-// Usage: tour [host:port [admin-token]]
+// Usage: tour [host:port [admin-token [ca.pem [client.pem client.key]]]]
 #include <cstdio>
 #include <string>
 
@@ -12,6 +12,14 @@ int main(int argc, char** argv) {
   opts.addresses = {argc > 1 ? argv[1] : "127.0.0.1:7420"};
   opts.name = "tour";
   opts.token = argc > 2 ? argv[2] : "";  // the admin token: fast_forward needs it
+  if (argc > 3) {  // a server with TLS (-tls-cert, -tls-key): the CA that signed its certificate
+    opts.tls.enabled = true;
+    opts.tls.ca_file = argv[3];
+  }
+  if (argc > 5) {  // mTLS (-tls-client-ca): this client's certificate and key
+    opts.tls.cert_file = argv[4];
+    opts.tls.key_file = argv[5];
+  }
   auto connected = tickwheel::Client::connect(opts);
   if (!connected) {
     std::fprintf(stderr, "connect: %s\n", connected.error().message.c_str());

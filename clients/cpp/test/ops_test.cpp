@@ -213,3 +213,19 @@ TEST(Tour, RunsAgainstTheServer) {
   std::string cmd = std::string(tour) + " " + srv->addr() + " " + testkit::kAdminToken;
   EXPECT_EQ(std::system(cmd.c_str()), 0);
 }
+
+// The tour's TLS arguments, against a server with mTLS.
+TEST(Tour, RunsAgainstTheServerWithMutualTls) {
+  const char* tour = std::getenv("TICKWHEEL_TOUR");
+  if (!tour) GTEST_SKIP() << "run by ctest's tour test";
+  if (!Client::tls_available()) GTEST_SKIP() << "built with TICKWHEEL_TLS=OFF";
+  const std::string certs = testkit::make_certs();
+  ASSERT_FALSE(certs.empty());
+  auto srv = testkit::Server::start({"-frozen", "-start-tick", "1000", "-tls-cert", certs + "/server.pem", "-tls-key",
+                                     certs + "/server.key", "-tls-client-ca", certs + "/ca.pem"});
+  ASSERT_TRUE(srv);
+  std::string cmd = std::string(tour) + " " + srv->addr() + " " + testkit::kAdminToken + " " + certs + "/ca.pem " +
+                    certs + "/client.pem " + certs + "/client.key";
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  [[maybe_unused]] int rc = std::system(("rm -rf '" + certs.substr(0, certs.rfind('/')) + "'").c_str());
+}
