@@ -103,7 +103,7 @@ Result<Message> hello(Conn& c, const Options& o, Clock::time_point deadline) {
   }
   while (true) {
     const bool writing = off < out.size();
-    if (!writing || !c.buffered()) {
+    if (writing || !c.buffered()) {  // bytes TLS holds decrypted are read without waiting
       pollfd p{c.fd(), writing ? c.write_events() : c.read_events(), 0};
       if (::poll(&p, 1, ms_left(deadline)) <= 0) return fail("hello: no reply in time");
     }
