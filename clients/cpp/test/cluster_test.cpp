@@ -131,6 +131,26 @@ class Switch {
   std::thread th_;
 };
 
+// names_leader asks follower (a ping on a connection of its own) and
+// reports whether its not_leader reply names leader: a follower that has not
+// heard from the leader yet names none.
+bool names_leader(const std::string& follower, const std::string& leader) {
+  int fd = dial(follower);
+  if (fd < 0) return false;
+  Request r;
+  r.op = Op::ping;
+  r.id = 1;
+  std::vector<std::uint8_t> out;
+  encode_request(r, out);
+  std::string f;
+  bool ok = send_all(fd, std::string(out.begin(), out.end())) && frame(fd, f);
+  close(fd);
+  if (!ok) return false;
+  auto m = decode_message(reinterpret_cast<const std::uint8_t*>(f.data()) + 4, f.size() - 4);
+  return m && m.value().kind == Message::error && m.value().err.code == errc::not_leader &&
+         m.value().err.leader == leader;
+}
+
 // Cluster is three nodes on loopback, each with its own data directory.
 struct Cluster {
   std::vector<std::unique_ptr<testkit::Server>> nodes;
@@ -198,9 +218,15 @@ TEST(Cluster, ReadsAnsweredNotLeaderAreAskedOfTheLeader) {
   ASSERT_TRUE(lead->add(5, 1, 100, o).get());
   ASSERT_TRUE(lead->add(5, 2, 200).get());
   std::string follower = cl.addrs[0] == leader ? cl.addrs[1] : cl.addrs[0];
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!names_leader(follower, leader) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(names_leader(follower, leader)) << follower << " does not name the leader " << leader;
 
   Switch sw(leader, follower);
   auto o2 = testkit::options(sw.addr());
+  o2.request_timeout = std::chrono::seconds(30);  // a failure, not a hang
   auto c = Client::connect(o2);
   ASSERT_TRUE(c) << c.error().message;
   Client& cli = *c.value();
