@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # The C++ client against the Go client, same server, same run: builds the
-# server, loadtest/cmd/gobench and clients/cpp's tickwheel_bench, starts one
-# frozen in-memory server and alternates the clients ROUNDS times (default 3):
-# adds one at a time (Go: 1 caller) and pipelined (Go: 1000 callers; C++:
-# batches of 1000).
+# server, loadtest/cmd/gobench and clients/cpp's tickwheel_bench (Release),
+# starts one frozen in-memory server and alternates the clients ROUNDS times
+# (default 3). Each prints one JSON line:
+#   gobench -callers 1     adds/s one at a time, and fires/s
+#   gobench -callers 1000  adds/s pipelined (1000 in flight), and fires/s
+#   tickwheel_bench        adds/s one at a time and pipelined (batches of
+#                          1000), and fires/s
+# fires/s is N one-shot timers over 64 receivers bound by the one client,
+# all due on one tick, fast-forwarded over, every event received.
 #   clients/cpp/bench/run.sh [ROUNDS] [N]
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -22,5 +27,5 @@ addr=$(sed -n 's/.*listening on //p' "$tmp/out")
 for _ in $(seq "$rounds"); do
   "$tmp/gobench" -addr "$addr" -token "$token" -n "$n" -callers 1
   "$tmp/gobench" -addr "$addr" -token "$token" -n "$n" -callers 1000
-  "$tmp/build/tickwheel_bench" "$addr" "$n"
+  "$tmp/build/tickwheel_bench" "$addr" "$token" "$n"
 done
