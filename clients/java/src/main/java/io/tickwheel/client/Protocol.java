@@ -366,4 +366,25 @@ final class Protocol {
     Map<String, Object> m = (Map<String, Object>) plain(r.get(0));
     return m;
   }
+
+  /** clusterStatus reads cluster's result: a map of role, leader, term, commit_index, applied_index and members. */
+  static ClusterStatus clusterStatus(List<Value> r) throws DecodeException {
+    Map<String, Object> m = map(r, "cluster");
+    List<ClusterStatus.Member> members = new ArrayList<>();
+    Object ms = m.get("members");
+    if (ms instanceof List<?> l) {
+      for (Object x : l) {
+        if (x instanceof Map<?, ?> mm) {
+          members.add(new ClusterStatus.Member(String.valueOf(mm.get("id")), String.valueOf(mm.get("raft_addr")),
+              Boolean.TRUE.equals(mm.get("voter"))));
+        }
+      }
+    }
+    return new ClusterStatus(String.valueOf(m.getOrDefault("role", "")), String.valueOf(m.getOrDefault("leader", "")),
+        num(m.get("term")), num(m.get("commit_index")), num(m.get("applied_index")), List.copyOf(members));
+  }
+
+  private static long num(Object o) {
+    return o instanceof Long l ? l : 0;
+  }
 }
