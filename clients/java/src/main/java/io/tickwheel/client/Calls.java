@@ -1,6 +1,5 @@
 package io.tickwheel.client;
 
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -72,45 +71,54 @@ final class Calls {
    */
   private void attempt(int op, Map<String, ?> args, Consumer<List<Value>> onOk,
       CompletableFuture<List<Value>> result, long[] change, Connection dead) {
+    Connection ready = link.readyConn(dead);
+    if (ready != null) { // the common case: no future to wait for one
+      attemptOn(ready, op, args, onOk, result, change);
+      return;
+    }
     link.waitConn(dead).whenComplete((c, err) -> {
       if (err != null) {
         result.completeExceptionally(err);
+      } else {
+        attemptOn(c, op, args, onOk, result, change);
+      }
+    });
+  }
+
+  /** attemptOn sends the request on c and, when it fails, retries as call says. */
+  private void attemptOn(Connection c, int op, Map<String, ?> args, Consumer<List<Value>> onOk,
+      CompletableFuture<List<Value>> result, long[] change) {
+    CompletableFuture<List<Value>> sent;
+    if (change == null) {
+      sent = link.sendOn(c, op, args, onOk);
+    } else {
+      HelloInfo h = link.hello(); // the hello of c: a new one is said only once c is gone
+      boolean dedup = h != null && h.limits().getOrDefault("request_id_ticks", 0L) != 0;
+      if (change[0] != 0 && !dedup) {
+        result.completeExceptionally(new TickwheelException.Disconnected(Protocol.opName(op),
+            new java.io.IOException("the change may have been applied, and " + c.address()
+                + " does not deduplicate a retry (no request_id_ticks)")));
         return;
       }
-      CompletableFuture<List<Value>> sent;
-      if (change == null) {
-        sent = link.sendOn(c, op, args, onOk);
+      if (dedup) {
+        if (change[0] == 0) change[0] = link.nextId();
+        sent = link.sendOn(c, op, change[0], args, clientId, onOk);
       } else {
-        HelloInfo h = link.hello(); // the hello of c: a new one is said only once c is gone
-        boolean dedup = h != null && h.limits().getOrDefault("request_id_ticks", 0L) != 0;
-        if (change[0] != 0 && !dedup) {
-          result.completeExceptionally(new TickwheelException.Disconnected(Protocol.opName(op),
-              new java.io.IOException("the change may have been applied, and " + c.address()
-                  + " does not deduplicate a retry (no request_id_ticks)")));
-          return;
-        }
-        Map<String, Object> a = new HashMap<>(args);
-        if (dedup) {
-          if (change[0] == 0) change[0] = link.nextId();
-          a.put("client", clientId);
-          sent = link.sendOn(c, op, change[0], a, onOk);
-        } else {
-          sent = link.sendOn(c, op, a, onOk);
-        }
+        sent = link.sendOn(c, op, args, onOk);
       }
-      sent.whenComplete((r, e) -> {
-        Throwable cause = e instanceof CompletionException ? e.getCause() : e;
-        boolean retry = change != null && change[0] != 0
-            ? cause instanceof TickwheelException.NotLeader || cause instanceof TickwheelException.Disconnected
-            : cause instanceof TickwheelException.NotLeader && SAFE_TO_RETRY.contains(op);
-        if (cause == null) {
-          result.complete(r);
-        } else if (retry && o.reconnect && !result.isDone() && !link.closing()) {
-          attempt(op, args, onOk, result, change, c);
-        } else {
-          result.completeExceptionally(cause);
-        }
-      });
+    }
+    sent.whenComplete((r, e) -> {
+      Throwable cause = e instanceof CompletionException ? e.getCause() : e;
+      boolean retry = change != null && change[0] != 0
+          ? cause instanceof TickwheelException.NotLeader || cause instanceof TickwheelException.Disconnected
+          : cause instanceof TickwheelException.NotLeader && SAFE_TO_RETRY.contains(op);
+      if (cause == null) {
+        result.complete(r);
+      } else if (retry && o.reconnect && !result.isDone() && !link.closing()) {
+        attempt(op, args, onOk, result, change, c);
+      } else {
+        result.completeExceptionally(cause);
+      }
     });
   }
 

@@ -216,6 +216,13 @@ final class Link {
     }
   }
 
+  /** readyConn returns the ready connection if it is not dead (null: any), else null. */
+  Connection readyConn(Connection dead) {
+    synchronized (lock) {
+      return closing || conn == dead ? null : conn;
+    }
+  }
+
   /** waitConn returns the ready connection, or waits for one other than dead (null: any). */
   CompletableFuture<Connection> waitConn(Connection dead) {
     synchronized (lock) {
@@ -230,6 +237,12 @@ final class Link {
 
   /** sendOn sends one request on c with id; onOk runs on the I/O thread as the OK reply is read, before later messages. */
   CompletableFuture<List<Value>> sendOn(Connection c, int op, long id, Map<String, ?> args, Consumer<List<Value>> onOk) {
+    return sendOn(c, op, id, args, 0, onOk);
+  }
+
+  /** sendOn is sendOn with the argument client set to client (0: as args say). */
+  CompletableFuture<List<Value>> sendOn(Connection c, int op, long id, Map<String, ?> args, long client,
+      Consumer<List<Value>> onOk) {
     CompletableFuture<List<Value>> f = new CompletableFuture<>();
     CompletableFuture<List<Value>> out = f;
     if (onOk != null) {
@@ -238,7 +251,7 @@ final class Link {
         return r;
       });
     }
-    c.send(Protocol.encode(op, id, args), new Connection.Pending(Protocol.opName(op), f));
+    c.send(Protocol.encode(op, id, args, client), new Connection.Pending(Protocol.opName(op), f));
     return out;
   }
 
