@@ -43,10 +43,21 @@ public final class Bench {
     if (failed.get() != null) throw new RuntimeException(failed.get());
   }
 
+  /** cpuNanos: the CPU time this process has used (every thread), or -1 where the JVM does not say. */
+  private static long cpuNanos() {
+    java.lang.management.OperatingSystemMXBean os = java.lang.management.ManagementFactory.getOperatingSystemMXBean();
+    return os instanceof com.sun.management.OperatingSystemMXBean s ? s.getProcessCpuTime() : -1;
+  }
+
+  /** The CPU time of the last timed pass, in ns (the process's, so the server's is not in it). */
+  private static long lastCpu;
+
   /** adds adds n timers with callers in flight and returns the seconds it took. */
   private static double adds(TickwheelClient c, long base, int n, int callers) throws Exception {
     long t0 = System.nanoTime();
+    long c0 = cpuNanos();
     addMany(c, base, 1024, n, callers, 1_000_000);
+    lastCpu = cpuNanos() - c0;
     double s = (System.nanoTime() - t0) / 1e9;
     for (long r = 0; r < 1024; r++) c.cancelAll(base + r).join();
     return s;
@@ -60,10 +71,12 @@ public final class Bench {
     CountDownLatch done = new CountDownLatch(n);
     latch.set(done);
     long t0 = System.nanoTime();
+    long c0 = cpuNanos();
     CompletableFuture<FastForwardResult> ff = c.fastForward(1); // its reply follows the events
     if (!done.await(60, TimeUnit.SECONDS)) {
       throw new IllegalStateException("events stopped after " + (n - done.getCount()) + " of " + n);
     }
+    lastCpu = cpuNanos() - c0;
     double s = (System.nanoTime() - t0) / 1e9;
     ff.join();
     for (long r = 0; r < FIRE_RECEIVERS; r++) c.unbind(base + r).join();
@@ -87,12 +100,13 @@ public final class Bench {
       if (fires) {
         fires(c, base + 5000, 100_000, callers, mode, latch); // warm-up, not timed
         double s = fires(c, base + 5000, n, callers, mode, latch);
-        System.out.printf("{\"client\":\"java\",\"n\":%d,\"callers\":%d,\"ack\":\"%s\",\"fires_per_s\":%d}%n",
-            n, callers, mode == AckMode.AUTO ? "auto" : "none", (long) (n / s));
+        System.out.printf("{\"client\":\"java\",\"n\":%d,\"callers\":%d,\"ack\":\"%s\",\"fires_per_s\":%d,"
+            + "\"cpu_ns_per_fire\":%d}%n", n, callers, mode == AckMode.AUTO ? "auto" : "none", (long) (n / s), lastCpu / n);
       } else {
         adds(c, base, 100_000, 128); // warm-up, not timed
         double s = adds(c, base, n, callers);
-        System.out.printf("{\"client\":\"java\",\"n\":%d,\"callers\":%d,\"adds_per_s\":%d}%n", n, callers, (long) (n / s));
+        System.out.printf("{\"client\":\"java\",\"n\":%d,\"callers\":%d,\"adds_per_s\":%d,\"cpu_ns_per_add\":%d}%n",
+            n, callers, (long) (n / s), lastCpu / n);
       }
     }
   }
