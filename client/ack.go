@@ -373,12 +373,17 @@ func (a *acker) writerPass(cn *conn, timer, piggy bool) (arm bool) {
 	}
 	arm = a.outstandingLocked()
 	a.armed = arm
-	a.mu.Unlock()
+	// Queued before a.mu is released: a flushTo (Unbind's), which takes
+	// a.mu, then finds them queued ahead of the request it precedes.
 	a.send(cn, items)
+	a.mu.Unlock()
 	return arm
 }
 
 // send queues ack requests for items on cn; their replies go to ackDone.
+// Callers hold a.mu (lock order: a.mu, then cn.mu; nothing takes a.mu
+// while holding cn.mu): acks collected under a.mu are in cn.wbuf by the
+// time a.mu is free again.
 func (a *acker) send(cn *conn, items []ackItem) {
 	if len(items) == 0 {
 		return
@@ -448,8 +453,25 @@ func (a *acker) ackedAtOnce(receiver, seq uint64) {
 	}
 }
 
+// flushTo queues on cn the acks due now, of receiver only when only is
+// set (for Unbind). Every ack collected before it returns, by it or by a
+// writer pass, is queued by then: the caller's next request follows them.
+// (Before, a writer pass queued its acks after releasing a.mu, so an
+// Unbind could be written between its collect and its queueing; the
+// server refused the ack of the no longer bound receiver and delivered the
+// events the user had taken to the next binder again: TestAckUnbind,
+// TestAckFlushAfterWriterPass.)
+func (a *acker) flushTo(cn *conn, only *uint64) {
+	if a.n.Load() == 0 {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.send(cn, a.collectLocked(cn, only))
+}
+
 // flush returns the acks due on cn now, of receiver only when only is set
-// (for Unbind and Close).
+// (for Close, which writes them itself).
 func (a *acker) flush(cn *conn, only *uint64) []ackItem {
 	if a.n.Load() == 0 {
 		return nil

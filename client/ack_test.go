@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tickwheel/tickwheel/protocol"
 	"github.com/tickwheel/tickwheel/servertest"
 )
 
@@ -274,6 +277,80 @@ func TestAckUnbind(t *testing.T) {
 	ev := nextEvent(t, c.Events())
 	assert.Equal(t, uint64(3), ev.Seq, "3 was in the channel at the unbind: it came again (%+v)", ev)
 	assert.Equal(t, uint64(3), nextEvent(t, c.Events()).Seq, "and again after the re-bind")
+}
+
+// TestAckFlushAfterWriterPass: an ack a writer pass has collected is
+// queued before Unbind's flush returns, so the unbind is written after it.
+// The writer is held between collecting and queueing (the test holds the
+// connection's lock, which queueing takes). Before the fix the pass
+// released the acker's lock first: the flush found nothing due and
+// returned, the unbind went out ahead of the ack, the server refused the
+// ack (receiver no longer bound) and gave the next binder the events the
+// user had taken (TestAckUnbind failed so about once in 100 runs under
+// load).
+func TestAckFlushAfterWriterPass(t *testing.T) {
+	var a acker
+	var taken atomic.Uint64
+	a.init(discardLogger(), taken.Load)
+	cn := newConn(nil, "test", new(atomic.Uint64), &a)
+	a.setConn(cn)
+	a.bound(cn, 1, AckAuto, 2, 1)
+	for seq := uint64(1); seq <= 2; seq++ {
+		_, acked := a.fire(cn, &protocol.Fire{Receiver: 1, Tid: 1, Tick: seq, Fired: seq, Seq: seq}, seq)
+		require.True(t, acked)
+	}
+	taken.Store(2) // the user took both
+
+	cn.mu.Lock()
+	passed := make(chan struct{})
+	go func() {
+		a.writerPass(cn, true, false) // the ack timer fired
+		close(passed)
+	}()
+	// Wait for the pass to collect: it holds the acker's lock (fixed) or
+	// has released it with the ack of 2 marked sent (the fault).
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		require.True(t, time.Now().Before(deadline), "the writer pass never ran")
+		if !a.mu.TryLock() {
+			break
+		}
+		sent := a.recv[1].sent
+		a.mu.Unlock()
+		if sent == 2 {
+			break
+		}
+		runtime.Gosched()
+	}
+	one := uint64(1)
+	flushed := make(chan struct{})
+	go func() {
+		a.flushTo(cn, &one) // Unbind's
+		close(flushed)
+	}()
+	unbind := protocol.Request{Op: protocol.OpUnbind, ID: 99, Receiver: 1}
+	select {
+	case <-flushed: // the flush returned while the writer's ack was not queued: Unbind queues its request now
+		cn.wbuf = protocol.AppendRequest(cn.wbuf, &unbind)
+		cn.mu.Unlock()
+	case <-time.After(200 * time.Millisecond): // the flush waits for the writer
+		cn.mu.Unlock()
+		<-flushed
+		cn.mu.Lock()
+		cn.wbuf = protocol.AppendRequest(cn.wbuf, &unbind)
+		cn.mu.Unlock()
+	}
+	<-passed
+
+	var ops []string
+	for b := cn.wbuf; len(b) > 0; {
+		payload, n, err := protocol.SplitFrame(b, protocol.DefaultMaxFrame)
+		require.NoError(t, err)
+		var r protocol.Request
+		require.NoError(t, protocol.DecodeRequest(payload, &r))
+		ops = append(ops, fmt.Sprintf("%v %d", r.Op, r.Seq))
+		b = b[n:]
+	}
+	assert.Equal(t, []string{"ack 2", "unbind 0"}, ops, "the ack of the events taken goes before the unbind")
 }
 
 // TestAckContextDone: Ack with an ended context returns at once.

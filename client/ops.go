@@ -356,7 +356,7 @@ func (c *Client) Bind(ctx context.Context, receiver uint64, o *BindOptions) (Bin
 // the next binder gets only what the user has not taken.
 func (c *Client) Unbind(ctx context.Context, receiver uint64) error {
 	if cn := c.current(); cn != nil {
-		cn.acks.send(cn, c.acks.flush(cn, &receiver))
+		c.acks.flushTo(cn, &receiver)
 	}
 	_, err := c.do(ctx, &protocol.Request{Op: protocol.OpUnbind, Receiver: receiver}, func(*conn, []byte) Event {
 		c.mu.Lock()

@@ -30,6 +30,14 @@ func TestCrashMissedPolicies(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.uints(protocol.Request{Op: protocol.OpSetSpeed, Speed: 60})
 	require.NoError(t, err)
+	// The timers are added while tw-time is frozen, so that however long
+	// the adds take (six fsyncs), the first interval firings are still
+	// 600 ticks (0.1 s at 60x) ahead when the clock runs again, just before
+	// the kill. (With the clock running, a loaded machine took longer than
+	// 0.1 s over the adds and the first firing came before the kill: "the
+	// interval timers are due after the kill" failed 1 run in 10.)
+	_, err = c.uints(protocol.Request{Op: protocol.OpFreeze})
+	require.NoError(t, err)
 	const period, minute = 600, 6000
 	policies := []uint64{protocol.MissedAll, protocol.MissedOnce, protocol.MissedSkip}
 	first := map[uint64]uint64{}
@@ -42,6 +50,8 @@ func TestCrashMissedPolicies(t *testing.T) {
 		require.NoError(t, err)
 		first[10+tid] = v[0]
 	}
+	_, err = c.uints(protocol.Request{Op: protocol.OpResumeSync})
+	require.NoError(t, err)
 	v, err := c.uints(protocol.Request{Op: protocol.OpPing})
 	require.NoError(t, err)
 	before := v[0]

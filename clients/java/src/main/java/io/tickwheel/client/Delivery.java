@@ -27,7 +27,13 @@ import org.msgpack.value.Value;
  */
 final class Delivery {
   private static final System.Logger LOG = System.getLogger("io.tickwheel.client");
-  private static final int ACK_BATCH = 64;
+  /**
+   * The acks due are sent at once every ACK_BATCH events handled per acknowledged-mode
+   * receiver (counting at most 64 receivers), else ACK_DELAY_MS after the first one is due,
+   * as the Go client does: one ack covers many events, and the server's outbox stays short.
+   */
+  private static final int ACK_BATCH = 256;
+  private static final long ACK_DELAY_MS = 5;
 
   /** A bound receiver: how to bind it again. */
   record Bound(boolean ephemeral, AckMode mode) {}
@@ -165,7 +171,6 @@ final class Delivery {
           scheduleAck(f.receiver(), true);
         }
       }
-      if (queue.isEmpty()) flushAcks();
     }
   }
 
@@ -205,12 +210,12 @@ final class Delivery {
 
   private void scheduleAck(long receiver, boolean counted) {
     ackDirty.add(receiver);
-    if (counted && ackCount.incrementAndGet() >= ACK_BATCH) {
+    if (counted && ackCount.incrementAndGet() >= (long) ACK_BATCH * Math.min(Math.max(acks.size(), 1), 64)) {
       flushAcks();
       return;
     }
     synchronized (lock) {
-      if (ackFlush == null && !closing) ackFlush = timer.schedule(this::flushAcks, 5, TimeUnit.MILLISECONDS);
+      if (ackFlush == null && !closing) ackFlush = timer.schedule(this::flushAcks, ACK_DELAY_MS, TimeUnit.MILLISECONDS);
     }
   }
 

@@ -8,8 +8,10 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.msgpack.core.MessageBufferPacker;
+import org.msgpack.core.MessageFormat;
 import org.msgpack.core.MessagePack;
 import org.msgpack.core.MessageUnpacker;
+import org.msgpack.core.buffer.ArrayBufferInput;
 import org.msgpack.value.ArrayValue;
 import org.msgpack.value.IntegerValue;
 import org.msgpack.value.Value;
@@ -121,19 +123,28 @@ final class Protocol {
    * byte[] for data, Boolean, Double); a missing one is its default. Empty data is nil.
    */
   static byte[] encode(int op, long id, Map<String, ?> args) {
+    return encode(op, id, args, 0);
+  }
+
+  /**
+   * encode is encode with the argument {@code client} set to client when it is not 0 (a
+   * change's request id: no copy of the caller's map per request).
+   */
+  static byte[] encode(int op, long id, Map<String, ?> args, long client) {
     List<Arg> spec = OP_ARGS.getOrDefault(op, List.of());
     int n = spec.size();
     int base = baseArgs(op);
-    while (n > base && isDefault(args.get(spec.get(n - 1).name()))) n--;
+    while (n > base && isDefault(value(args, spec.get(n - 1).name(), client))) n--;
     MessageBufferPacker p = PACKER.get(); // per thread, reused: no 8 KiB buffer per request
     p.clear();
     try {
+      p.writePayload(NO_HEADER); // the length, once known, goes over it: one copy of the frame
       p.packArrayHeader(2 + n);
       packUint(p, op);
       packUint(p, id);
       for (int i = 0; i < n; i++) {
         Arg a = spec.get(i);
-        Object v = args.get(a.name());
+        Object v = value(args, a.name(), client);
         switch (a.kind()) {
           case 'u' -> packUint(p, v == null ? 0 : ((Number) v).longValue());
           case 's' -> p.packString(v == null ? "" : (String) v);
@@ -151,24 +162,40 @@ final class Protocol {
           default -> throw new IllegalStateException("arg kind " + a.kind());
         }
       }
-      byte[] body = p.toByteArray();
-      byte[] frame = new byte[HEADER + body.length];
-      frame[0] = (byte) (body.length >>> 24);
-      frame[1] = (byte) (body.length >>> 16);
-      frame[2] = (byte) (body.length >>> 8);
-      frame[3] = (byte) body.length;
-      System.arraycopy(body, 0, frame, HEADER, body.length);
+      byte[] frame = p.toByteArray();
+      int len = frame.length - HEADER;
+      frame[0] = (byte) (len >>> 24);
+      frame[1] = (byte) (len >>> 16);
+      frame[2] = (byte) (len >>> 8);
+      frame[3] = (byte) len;
       return frame;
     } catch (IOException e) {
       throw new IllegalStateException("msgpack: " + e.getMessage(), e); // a buffer packer does no I/O
     }
   }
 
-  /** packUint packs v read as unsigned, in its smallest unsigned encoding. */
-  private static void packUint(MessageBufferPacker p, long v) throws IOException {
-    if (v >= 0) p.packLong(v);
-    else p.packBigInteger(new BigInteger(Long.toUnsignedString(v)));
+  private static final byte[] NO_HEADER = new byte[HEADER];
+
+  private static Object value(Map<String, ?> args, String name, long client) {
+    return client != 0 && name.equals("client") ? (Object) client : args.get(name);
   }
+
+  /**
+   * packUint packs v read as unsigned, in its smallest unsigned encoding (above 2^63-1:
+   * uint 64, 0xcf and 8 bytes, written directly: no BigInteger per value).
+   */
+  private static void packUint(MessageBufferPacker p, long v) throws IOException {
+    if (v >= 0) {
+      p.packLong(v);
+      return;
+    }
+    byte[] b = UINT64.get();
+    b[0] = (byte) 0xcf;
+    for (int i = 0; i < 8; i++) b[1 + i] = (byte) (v >>> (56 - 8 * i));
+    p.writePayload(b);
+  }
+
+  private static final ThreadLocal<byte[]> UINT64 = ThreadLocal.withInitial(() -> new byte[9]);
 
   // ---- decoding ----
 
@@ -196,11 +223,26 @@ final class Protocol {
     }
   }
 
+  /** An unpacker per thread (the connections' I/O threads), reset onto each payload. */
+  private static final class Reader {
+    final ArrayBufferInput in = new ArrayBufferInput(new byte[0]);
+    final MessageUnpacker u = MessagePack.newDefaultUnpacker(in);
+  }
+
+  private static final ThreadLocal<Reader> READER = ThreadLocal.withInitial(Reader::new);
+
   /** decode reads one frame payload. */
   static Message decode(byte[] payload, int off, int len) throws DecodeException {
     Value v;
-    try (MessageUnpacker u = MessagePack.newDefaultUnpacker(payload, off, len)) {
-      v = u.unpackValue();
+    Reader r = READER.get();
+    try {
+      r.in.reset(payload, off, len);
+      r.u.reset(r.in);
+      Message fast = decodeFast(r.u);
+      if (fast != null) return fast;
+      r.in.reset(payload, off, len);
+      r.u.reset(r.in);
+      v = r.u.unpackValue();
     } catch (IOException | RuntimeException e) {
       throw new DecodeException(e.toString());
     }
@@ -239,6 +281,55 @@ final class Protocol {
         return new Unknown(kind);
       }
     }
+  }
+
+  /**
+   * decodeFast reads the two messages that come by the thousand, an OK reply and a fire
+   * event, field by field (no tree of values for a fire; only the result of a reply), or
+   * returns null for anything else or anything unexpected, which {@link #decode} then reads
+   * the general way (and reports).
+   */
+  private static Message decodeFast(MessageUnpacker u) {
+    try {
+      if (u.getNextFormat() != MessageFormat.FIXARRAY) return null;
+      int n = u.unpackArrayHeader();
+      if (n < 3 || u.getNextFormat() != MessageFormat.POSFIXINT) return null;
+      int kind = u.unpackInt();
+      if (kind == 0 && n == 3) {
+        long id = nextUint(u);
+        if (u.getNextFormat().getValueType() != ValueType.ARRAY) return null;
+        return new Ok(id, u.unpackValue().asArrayValue().list());
+      }
+      if (kind != 2 || n < 9) return null;
+      long receiver = nextUint(u), tid = nextUint(u), tick = nextUint(u), fired = nextUint(u), repeat = nextUint(u);
+      if (u.getNextFormat().getValueType() != ValueType.BOOLEAN) return null;
+      boolean last = u.unpackBoolean();
+      byte[] data = null;
+      MessageFormat df = u.getNextFormat();
+      if (df == MessageFormat.NIL) {
+        u.unpackNil();
+      } else if (df.getValueType() == ValueType.BINARY) {
+        data = u.readPayload(u.unpackBinaryHeader());
+      } else {
+        return null;
+      }
+      long seq = nextUint(u);
+      long late = n > 9 ? nextUint(u) : 0;
+      return new Push(new Event.Fire(receiver, tid, tick, fired, repeat, last,
+          data == null || data.length == 0 ? null : data, seq, late));
+    } catch (IOException | RuntimeException e) {
+      return null;
+    }
+  }
+
+  /** nextUint reads a non-negative integer of at most 64 bits as an unsigned long, else throws. */
+  private static long nextUint(MessageUnpacker u) throws IOException {
+    MessageFormat f = u.getNextFormat();
+    if (f == MessageFormat.UINT64) return u.unpackBigInteger().longValue(); // the same 64 bits
+    if (f.getValueType() != ValueType.INTEGER) throw new IOException("not an integer");
+    long v = u.unpackLong();
+    if (v < 0) throw new IOException("negative");
+    return v;
   }
 
   private static void need(List<Value> a, int n, String what) throws DecodeException {
@@ -365,5 +456,26 @@ final class Protocol {
     @SuppressWarnings("unchecked")
     Map<String, Object> m = (Map<String, Object>) plain(r.get(0));
     return m;
+  }
+
+  /** clusterStatus reads cluster's result: a map of role, leader, term, commit_index, applied_index and members. */
+  static ClusterStatus clusterStatus(List<Value> r) throws DecodeException {
+    Map<String, Object> m = map(r, "cluster");
+    List<ClusterStatus.Member> members = new ArrayList<>();
+    Object ms = m.get("members");
+    if (ms instanceof List<?> l) {
+      for (Object x : l) {
+        if (x instanceof Map<?, ?> mm) {
+          members.add(new ClusterStatus.Member(String.valueOf(mm.get("id")), String.valueOf(mm.get("raft_addr")),
+              Boolean.TRUE.equals(mm.get("voter"))));
+        }
+      }
+    }
+    return new ClusterStatus(String.valueOf(m.getOrDefault("role", "")), String.valueOf(m.getOrDefault("leader", "")),
+        num(m.get("term")), num(m.get("commit_index")), num(m.get("applied_index")), List.copyOf(members));
+  }
+
+  private static long num(Object o) {
+    return o instanceof Long l ? l : 0;
   }
 }

@@ -2,19 +2,13 @@ package io.tickwheel.client;
 
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionException;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Flow;
 import java.util.concurrent.ScheduledExecutorService;
-import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicLong;
-import org.msgpack.value.Value;
 
 /**
  * TickwheelClient is a thread-safe client of a tickwheel server (wire version 1,
@@ -44,28 +38,11 @@ public final class TickwheelClient implements AutoCloseable {
   /** The repeat of a timer that fires until cancelled. */
   public static final long FOREVER = 0;
 
-  private static final System.Logger LOG = System.getLogger("io.tickwheel.client");
-  private static final Set<Integer> SAFE_TO_RETRY = Set.of(Protocol.GET, Protocol.LIST, Protocol.PING,
-      Protocol.STATS, Protocol.CLUSTER, Protocol.LIST_GROUP);
-  /** The changes: sent with a request id, and again after not_leader or a lost connection, on a server that remembers request ids. */
-  private static final Set<Integer> CHANGES = Set.of(Protocol.ADD, Protocol.CANCEL, Protocol.CANCEL_ALL,
-      Protocol.PAUSE, Protocol.RESUME);
-
-  private final ClientOptions o;
   private final ScheduledExecutorService timer;
   private final Thread eventThread;
   private final Delivery delivery; // the receivers bound here and their events
-  private final Object lock = new Object();
-  private final List<CompletableFuture<Connection>> waiters = new ArrayList<>(); // guarded by lock
-  private Connection conn; // the ready connection; guarded by lock
-  private boolean reconnecting; // guarded by lock
-  private String hint = ""; // a leader named by not_leader; guarded by lock
-  private volatile boolean closing;
-  private volatile HelloInfo hello;
-  private final AtomicLong ids = new AtomicLong(); // request ids: never reused in the client's life
-  /** This client's id for request ids: random, non-zero, the same across reconnections. */
-  private final long clientId = newClientId();
-  private ScheduledFuture<?> idlePing; // guarded by lock
+  private final Link link; // the connection, reconnects and re-binds
+  private final Calls calls; // requests with timeouts and retries
 
   /** queuedHighWater: the most events that waited for the listener at once (tests check the bound). */
   int queuedHighWater() {
@@ -77,26 +54,15 @@ public final class TickwheelClient implements AutoCloseable {
     return delivery.acked(receiver);
   }
 
-  private static long newClientId() {
-    java.security.SecureRandom r = new java.security.SecureRandom();
-    for (;;) {
-      long id = r.nextLong();
-      if (id != 0) return id;
-    }
-  }
-
   private TickwheelClient(ClientOptions o) {
-    this.o = o;
     this.timer = Executors.newSingleThreadScheduledExecutor(r -> daemon(r, "tickwheel-timer"));
-    this.delivery = new Delivery(o, timer, this::current, (c, r, seq, onOk) ->
-        sendOn(c, Protocol.ACK, Map.of("receiver", r, "seq", seq), res -> onOk.run()).exceptionally(e -> warn("ack", e)));
+    Link[] l = new Link[1]; // the delivery sends acks on the link, which binds the delivery's receivers
+    this.delivery = new Delivery(o, timer, () -> l[0].current(), (c, r, seq, onOk) ->
+        l[0].sendOn(c, Protocol.ACK, Map.of("receiver", r, "seq", seq), res -> onOk.run())
+            .exceptionally(e -> Calls.warn("ack", e)));
+    this.link = l[0] = new Link(o, timer, delivery);
+    this.calls = new Calls(o, link);
     this.eventThread = daemon(delivery::eventLoop, "tickwheel-events");
-  }
-
-  private Connection current() {
-    synchronized (lock) {
-      return conn;
-    }
   }
 
   static Thread daemon(Runnable r, String name) {
@@ -117,7 +83,7 @@ public final class TickwheelClient implements AutoCloseable {
   public static TickwheelClient connect(ClientOptions o) {
     TickwheelClient c = new TickwheelClient(o);
     try {
-      c.open();
+      c.link.open();
     } catch (TickwheelException e) {
       c.shutdown();
       throw e;
@@ -134,265 +100,6 @@ public final class TickwheelClient implements AutoCloseable {
    */
   public static TickwheelClient connect(String addresses) {
     return connect(new ClientOptions(addresses));
-  }
-
-  // ---- connections ----
-
-  /** open connects, says hello and binds the receivers again; the connection is then ready. */
-  private void open() {
-    List<String> order = new ArrayList<>();
-    synchronized (lock) {
-      if (!hint.isEmpty()) order.add(hint);
-      hint = "";
-    }
-    order.addAll(o.addresses);
-    TickwheelException last = null;
-    for (String start : order) {
-      String addr = start;
-      for (int redirect = 0; redirect <= 3 && addr != null; redirect++) {
-        try {
-          Connection c = hello(addr);
-          ready(c);
-          return;
-        } catch (TickwheelException.NotLeader e) {
-          last = e;
-          addr = e.leader().isEmpty() ? null : e.leader();
-        } catch (TickwheelException.Unauthorized | TickwheelException.UnsupportedVersion e) {
-          throw e; // every node would say the same
-        } catch (TickwheelException e) {
-          last = e;
-          addr = null;
-        }
-      }
-    }
-    throw new TickwheelException.ConnectFailed("no server at " + String.join(",", o.addresses)
-        + (last == null ? "" : ": " + last.getMessage()), last);
-  }
-
-  private Connection hello(String addr) {
-    Connection[] holder = new Connection[1];
-    Connection c;
-    int timeoutMs = (int) Math.max(1, o.connectTimeout.toMillis());
-    try {
-      c = Connection.open(addr, timeoutMs, o.tls, o.maxFrame, delivery::onPush, e -> onClose(holder[0], e));
-    } catch (Exception e) {
-      throw new TickwheelException.ConnectFailed("connect " + addr + ": " + e, e);
-    }
-    holder[0] = c;
-    Map<String, Object> a = new HashMap<>();
-    a.put("version", (long) Protocol.VERSION);
-    a.put("name", o.name);
-    a.put("token", o.token);
-    CompletableFuture<List<Value>> f = sendOn(c, Protocol.HELLO, a, null);
-    try {
-      hello = Protocol.hello(f.get(timeoutMs, TimeUnit.MILLISECONDS));
-    } catch (Exception e) {
-      c.close(e);
-      Throwable cause = e instanceof java.util.concurrent.ExecutionException ? e.getCause() : e;
-      if (cause instanceof TickwheelException te && te.code() != 0) throw te;
-      throw new TickwheelException.ConnectFailed("hello " + addr + ": " + cause, cause);
-    }
-    for (Map.Entry<Long, Delivery.Bound> b : delivery.bound.entrySet()) {
-      long r = b.getKey();
-      Delivery.Bound bd = b.getValue();
-      sendOn(c, Protocol.BIND, bindArgs(r, bd), res -> delivery.bindReplied(r, bd, res))
-          .exceptionally(e -> warn("bind again", e));
-    }
-    return c;
-  }
-
-  private void ready(Connection c) {
-    List<CompletableFuture<Connection>> ws;
-    synchronized (lock) {
-      if (closing) {
-        c.close(new TickwheelException.Closed("connect"));
-        return;
-      }
-      if (c.isClosed()) { // it closed before it got ready: onClose ignored it, so open() goes on
-        throw new TickwheelException.Disconnected("connect", null);
-      }
-      conn = c;
-      ws = new ArrayList<>(waiters);
-      waiters.clear();
-      if (delivery.readPaused()) c.pauseReading();
-      long idle = hello.limits().getOrDefault("idle_timeout_ms", 0L);
-      if (idlePing != null) idlePing.cancel(false);
-      if (idle > 0) {
-        long every = Math.max(10, idle / 6);
-        idlePing = timer.scheduleAtFixedRate(() -> pingIfIdle(c, idle), every, every, TimeUnit.MILLISECONDS);
-      }
-    }
-    for (CompletableFuture<Connection> w : ws) w.complete(c);
-    delivery.flushAcks(); // acks wanted while disconnected
-  }
-
-  private void pingIfIdle(Connection c, long idleMs) {
-    if (c.isClosed() || System.nanoTime() - c.lastWriteNanos() < idleMs * 1_000_000L / 3) return;
-    sendOn(c, Protocol.PING, Map.of(), null).exceptionally(e -> null);
-  }
-
-  private void onClose(Connection c, Throwable cause) {
-    List<CompletableFuture<Connection>> fail = List.of();
-    synchronized (lock) {
-      if (c == null || conn != c) return; // a connection that never got ready: open() reports it
-      conn = null;
-      if (cause instanceof TickwheelException.NotLeader nl) hint = nl.leader();
-      if (closing) return;
-      if (!o.reconnect) {
-        fail = new ArrayList<>(waiters);
-        waiters.clear();
-      } else if (!reconnecting) {
-        reconnecting = true;
-        timer.execute(() -> reconnect(o.reconnectMin.toMillis()));
-      }
-    }
-    LOG.log(System.Logger.Level.DEBUG, "tickwheel: disconnected from {0}: {1}", c.address(), cause);
-    for (CompletableFuture<Connection> w : fail) w.completeExceptionally(new TickwheelException.Disconnected("connect", cause));
-  }
-
-  private void reconnect(long delayMs) {
-    if (closing) return;
-    try {
-      open();
-      synchronized (lock) {
-        reconnecting = false;
-      }
-    } catch (RuntimeException e) {
-      LOG.log(System.Logger.Level.DEBUG, "tickwheel: reconnect failed: {0}", e.getMessage());
-      if (closing) return;
-      long next = Math.min(delayMs * 2, o.reconnectMax.toMillis());
-      long jittered = delayMs / 2 + (long) (Math.random() * delayMs / 2);
-      try {
-        timer.schedule(() -> reconnect(next), jittered, TimeUnit.MILLISECONDS);
-      } catch (java.util.concurrent.RejectedExecutionException ignored) {
-        // closed meanwhile
-      }
-    }
-  }
-
-  /** waitConn returns the ready connection, or waits for one other than dead (null: any). */
-  private CompletableFuture<Connection> waitConn(Connection dead) {
-    synchronized (lock) {
-      if (closing) return CompletableFuture.failedFuture(new TickwheelException.Closed("call"));
-      if (conn != null && conn != dead) return CompletableFuture.completedFuture(conn);
-      if (!o.reconnect) return CompletableFuture.failedFuture(new TickwheelException.Disconnected("call", null));
-      CompletableFuture<Connection> w = new CompletableFuture<>();
-      waiters.add(w);
-      return w;
-    }
-  }
-
-  /** sendOn sends one request on c with id; onOk runs on the I/O thread as the OK reply is read, before later messages. */
-  private CompletableFuture<List<Value>> sendOn(Connection c, int op, long id, Map<String, ?> args,
-      java.util.function.Consumer<List<Value>> onOk) {
-    CompletableFuture<List<Value>> f = new CompletableFuture<>();
-    CompletableFuture<List<Value>> out = f;
-    if (onOk != null) {
-      out = f.thenApply(r -> {
-        onOk.accept(r);
-        return r;
-      });
-    }
-    c.send(Protocol.encode(op, id, args), new Connection.Pending(Protocol.opName(op), f));
-    return out;
-  }
-
-  private CompletableFuture<List<Value>> sendOn(Connection c, int op, Map<String, ?> args,
-      java.util.function.Consumer<List<Value>> onOk) {
-    return sendOn(c, op, ids.incrementAndGet(), args, onOk);
-  }
-
-  /**
-   * call sends one request on the ready connection (waiting for one), with the request
-   * timeout. A read answered not_leader is asked again on the next connection. So is a
-   * change (add, cancel, cancel_all, pause, resume), and also after its connection dropped
-   * with it in flight, when the server remembers request ids (its hello's request_id_ticks):
-   * it then carries this client's id and the same request id on every attempt, and the
-   * server applies it at most once, answering a retry of one it applied with the first
-   * reply (docs/PROTOCOL.md "Retrying changes"). Elsewhere a change's NotLeader or
-   * Disconnected goes to the caller: it may have been applied.
-   */
-  private CompletableFuture<List<Value>> call(int op, Map<String, ?> args, java.util.function.Consumer<List<Value>> onOk) {
-    CompletableFuture<List<Value>> result = new CompletableFuture<>();
-    attempt(op, args, onOk, result, CHANGES.contains(op) ? new long[1] : null, null);
-    if (o.requestTimeout != null && !o.requestTimeout.isZero()) {
-      result.orTimeout(o.requestTimeout.toMillis(), TimeUnit.MILLISECONDS);
-    }
-    return result;
-  }
-
-  /**
-   * attempt sends the request once and retries as call says. change is null for a request
-   * that is no change, else holds its request id (0 until the first attempt on a server
-   * that remembers request ids fixes it); dead is the connection the last attempt failed
-   * on, which a retry does not use again.
-   */
-  private void attempt(int op, Map<String, ?> args, java.util.function.Consumer<List<Value>> onOk,
-      CompletableFuture<List<Value>> result, long[] change, Connection dead) {
-    waitConn(dead).whenComplete((c, err) -> {
-      if (err != null) {
-        result.completeExceptionally(err);
-        return;
-      }
-      CompletableFuture<List<Value>> sent;
-      if (change == null) {
-        sent = sendOn(c, op, args, onOk);
-      } else {
-        HelloInfo h = hello; // the hello of c: a new one is said only once c is gone
-        boolean dedup = h != null && h.limits().getOrDefault("request_id_ticks", 0L) != 0;
-        if (change[0] != 0 && !dedup) {
-          result.completeExceptionally(new TickwheelException.Disconnected(Protocol.opName(op),
-              new java.io.IOException("the change may have been applied, and " + c.address()
-                  + " does not deduplicate a retry (no request_id_ticks)")));
-          return;
-        }
-        Map<String, Object> a = new HashMap<>(args);
-        if (dedup) {
-          if (change[0] == 0) change[0] = ids.incrementAndGet();
-          a.put("client", clientId);
-          sent = sendOn(c, op, change[0], a, onOk);
-        } else {
-          sent = sendOn(c, op, a, onOk);
-        }
-      }
-      sent.whenComplete((r, e) -> {
-        Throwable cause = e instanceof CompletionException ? e.getCause() : e;
-        boolean retry = change != null && change[0] != 0
-            ? cause instanceof TickwheelException.NotLeader || cause instanceof TickwheelException.Disconnected
-            : cause instanceof TickwheelException.NotLeader && SAFE_TO_RETRY.contains(op);
-        if (cause == null) {
-          result.complete(r);
-        } else if (retry && o.reconnect && !result.isDone() && !closing) {
-          attempt(op, args, onOk, result, change, c);
-        } else {
-          result.completeExceptionally(cause);
-        }
-      });
-    });
-  }
-
-  /** A decoder of a result. */
-  @FunctionalInterface
-  private interface Dec<T> {
-    T apply(List<Value> r) throws Protocol.DecodeException;
-  }
-
-  private static <T> CompletableFuture<T> map(CompletableFuture<List<Value>> f, Dec<T> d) {
-    return f.thenApply(r -> {
-      try {
-        return d.apply(r);
-      } catch (Protocol.DecodeException e) {
-        throw new CompletionException(e);
-      }
-    });
-  }
-
-  private static <T> T warn(String what, Throwable e) {
-    Throwable c = e instanceof CompletionException ? e.getCause() : e;
-    if (!(c instanceof TickwheelException.Disconnected) && !(c instanceof TickwheelException.Closed)) {
-      LOG.log(System.Logger.Level.WARNING, "tickwheel: " + what + ": " + c);
-    }
-    return null;
   }
 
   // ---- events and acks ----
@@ -429,7 +136,7 @@ public final class TickwheelClient implements AutoCloseable {
    * @return the server's reply to the latest hello
    */
   public HelloInfo hello() {
-    return hello;
+    return link.hello();
   }
 
   /**
@@ -450,9 +157,8 @@ public final class TickwheelClient implements AutoCloseable {
    * @return the address of the current connection, or null while disconnected
    */
   public String address() {
-    synchronized (lock) {
-      return conn == null ? null : conn.address();
-    }
+    Connection c = link.current();
+    return c == null ? null : c.address();
   }
 
   /**
@@ -461,15 +167,12 @@ public final class TickwheelClient implements AutoCloseable {
    */
   @Override
   public void close() {
-    if (closing) return;
+    if (link.closing()) return;
     delivery.flushAcks();
-    Connection c;
-    synchronized (lock) {
-      c = conn;
-    }
+    Connection c = link.current();
     if (c != null) {
       try { // a ping's reply says the acks before it were read
-        sendOn(c, Protocol.PING, Map.of(), null).get(1, TimeUnit.SECONDS);
+        link.sendOn(c, Protocol.PING, Map.of(), null).get(1, TimeUnit.SECONDS);
       } catch (Exception ignored) {
         // closing anyway
       }
@@ -478,30 +181,10 @@ public final class TickwheelClient implements AutoCloseable {
   }
 
   private void shutdown() {
-    List<CompletableFuture<Connection>> ws;
-    Connection c;
-    synchronized (lock) {
-      closing = true;
-      c = conn;
-      conn = null;
-      ws = new ArrayList<>(waiters);
-      waiters.clear();
-    }
-    for (CompletableFuture<Connection> w : ws) w.completeExceptionally(new TickwheelException.Closed("call"));
-    if (c != null) c.close(new TickwheelException.Closed("close"));
+    link.shutdown();
     delivery.close();
     timer.shutdownNow();
     eventThread.interrupt();
-  }
-
-  // ---- ops ----
-
-  private static Map<String, Object> bindArgs(long receiver, Delivery.Bound b) {
-    Map<String, Object> a = new HashMap<>();
-    a.put("receiver", receiver);
-    a.put("ephemeral", b.ephemeral());
-    a.put("ack", b.mode() != AckMode.NONE);
-    return a;
   }
 
   /**
@@ -527,7 +210,7 @@ public final class TickwheelClient implements AutoCloseable {
    */
   public CompletableFuture<BindResult> bind(long receiver, AckMode mode, boolean ephemeral) {
     Delivery.Bound b = new Delivery.Bound(ephemeral, mode);
-    return map(call(Protocol.BIND, bindArgs(receiver, b), res -> delivery.bindReplied(receiver, b, res)), r -> {
+    return Calls.map(calls.call(Protocol.BIND, Link.bindArgs(receiver, b), res -> delivery.bindReplied(receiver, b, res)), r -> {
       long[] u = Protocol.uints(r, 3, "bind result");
       return new BindResult(u[0], u[1], u[2]);
     });
@@ -541,11 +224,11 @@ public final class TickwheelClient implements AutoCloseable {
    */
   public CompletableFuture<Void> unbind(long receiver) {
     delivery.flushAcks();
-    return call(Protocol.UNBIND, Map.of("receiver", receiver), r -> delivery.forget(receiver)).thenApply(r -> null);
+    return calls.call(Protocol.UNBIND, Map.of("receiver", receiver), r -> delivery.forget(receiver)).thenApply(r -> null);
   }
 
   private CompletableFuture<Long> addWith(Map<String, Object> a) {
-    return map(call(Protocol.ADD, a, null), r -> Protocol.uints(r, 1, "add result")[0]);
+    return Calls.map(calls.call(Protocol.ADD, a, null), r -> Protocol.uints(r, 1, "add result")[0]);
   }
 
   /**
@@ -606,7 +289,7 @@ public final class TickwheelClient implements AutoCloseable {
   public CompletableFuture<Long> addAfter(long receiver, long tid, Duration d, AddOptions opts) {
     if (d.isNegative()) throw new IllegalArgumentException("tickwheel: addAfter: negative duration " + d);
     long ns = d.toNanos();
-    long tickNs = Math.max(1, hello.tickNs());
+    long tickNs = Math.max(1, link.hello().tickNs());
     Map<String, Object> a = AddOptions.base(receiver, tid);
     opts.into(a);
     a.put("after", ns / tickNs + (ns % tickNs == 0 ? 0 : 1));
@@ -654,7 +337,7 @@ public final class TickwheelClient implements AutoCloseable {
    * @return done; fails with NotFound when there is none
    */
   public CompletableFuture<Void> cancel(long receiver, long tid) {
-    return call(Protocol.CANCEL, Map.of("receiver", receiver, "tid", tid), null).thenApply(r -> null);
+    return calls.call(Protocol.CANCEL, Map.of("receiver", receiver, "tid", tid), null).thenApply(r -> null);
   }
 
   /**
@@ -664,7 +347,7 @@ public final class TickwheelClient implements AutoCloseable {
    * @return how many were cancelled
    */
   public CompletableFuture<Long> cancelAll(long receiver) {
-    return map(call(Protocol.CANCEL_ALL, Map.of("receiver", receiver), null), r -> Protocol.uints(r, 1, "cancel_all")[0]);
+    return Calls.map(calls.call(Protocol.CANCEL_ALL, Map.of("receiver", receiver), null), r -> Protocol.uints(r, 1, "cancel_all")[0]);
   }
 
   /**
@@ -675,7 +358,7 @@ public final class TickwheelClient implements AutoCloseable {
    * @return done; fails with NotFound, or BadState when already paused
    */
   public CompletableFuture<Void> pause(long receiver, long tid) {
-    return call(Protocol.PAUSE, Map.of("receiver", receiver, "tid", tid), null).thenApply(r -> null);
+    return calls.call(Protocol.PAUSE, Map.of("receiver", receiver, "tid", tid), null).thenApply(r -> null);
   }
 
   /**
@@ -686,7 +369,7 @@ public final class TickwheelClient implements AutoCloseable {
    * @return done; fails with NotFound, or BadState when it runs
    */
   public CompletableFuture<Void> resume(long receiver, long tid) {
-    return call(Protocol.RESUME, Map.of("receiver", receiver, "tid", tid), null).thenApply(r -> null);
+    return calls.call(Protocol.RESUME, Map.of("receiver", receiver, "tid", tid), null).thenApply(r -> null);
   }
 
   /**
@@ -697,7 +380,7 @@ public final class TickwheelClient implements AutoCloseable {
    * @return the timer; fails with NotFound
    */
   public CompletableFuture<Timer> get(long receiver, long tid) {
-    return map(call(Protocol.GET, Map.of("receiver", receiver, "tid", tid), null), r -> {
+    return Calls.map(calls.call(Protocol.GET, Map.of("receiver", receiver, "tid", tid), null), r -> {
       if (r.isEmpty()) throw new Protocol.DecodeException("get: empty result");
       return Protocol.timer(r.get(0));
     });
@@ -712,7 +395,7 @@ public final class TickwheelClient implements AutoCloseable {
    * @return the page
    */
   public CompletableFuture<ListPage> list(long receiver, long fromTid, long limit) {
-    return map(call(Protocol.LIST, Map.of("receiver", receiver, "from_tid", fromTid, "limit", limit), null),
+    return Calls.map(calls.call(Protocol.LIST, Map.of("receiver", receiver, "from_tid", fromTid, "limit", limit), null),
         Protocol::listPage);
   }
 
@@ -795,11 +478,11 @@ public final class TickwheelClient implements AutoCloseable {
    */
   public CompletableFuture<Long> cancelGroup(long group) {
     needGroup(group);
-    return map(call(Protocol.CANCEL_GROUP, Map.of("group", group), null), r -> Protocol.uints(r, 1, "cancel_group")[0]);
+    return Calls.map(calls.call(Protocol.CANCEL_GROUP, Map.of("group", group), null), r -> Protocol.uints(r, 1, "cancel_group")[0]);
   }
 
   private CompletableFuture<Long> bulk(int op, long receiver, long group) {
-    return map(call(op, Map.of("receiver", receiver, "group", group), null),
+    return Calls.map(calls.call(op, Map.of("receiver", receiver, "group", group), null),
         r -> Protocol.uints(r, 1, Protocol.opName(op))[0]);
   }
 
@@ -821,7 +504,7 @@ public final class TickwheelClient implements AutoCloseable {
    */
   public CompletableFuture<GroupPage> listGroupPage(long group, long fromReceiver, long fromTid, long limit) {
     Map<String, Object> a = Map.of("group", group, "from_receiver", fromReceiver, "from_tid", fromTid, "limit", limit);
-    return map(call(Protocol.LIST_GROUP, a, null), r -> {
+    return Calls.map(calls.call(Protocol.LIST_GROUP, a, null), r -> {
       GroupPage p = Protocol.groupPage(r);
       Timer last = p.timers().isEmpty() ? null : p.timers().get(p.timers().size() - 1);
       if (p.hasMore() && (!after(p.nextReceiver(), p.nextTid(), fromReceiver, fromTid)
@@ -864,7 +547,7 @@ public final class TickwheelClient implements AutoCloseable {
    * @return the current tick
    */
   public CompletableFuture<Long> ping() {
-    return map(call(Protocol.PING, Map.of(), null), r -> Protocol.uints(r, 1, "ping")[0]);
+    return Calls.map(calls.call(Protocol.PING, Map.of(), null), r -> Protocol.uints(r, 1, "ping")[0]);
   }
 
   /**
@@ -875,7 +558,7 @@ public final class TickwheelClient implements AutoCloseable {
    * @return the new tw-time and the firings it caused
    */
   public CompletableFuture<FastForwardResult> fastForward(long ticks) {
-    return map(call(Protocol.FAST_FORWARD, Map.of("ticks", ticks), null), r -> {
+    return Calls.map(calls.call(Protocol.FAST_FORWARD, Map.of("ticks", ticks), null), r -> {
       long[] u = Protocol.uints(r, 2, "fast_forward");
       return new FastForwardResult(u[0], u[1]);
     });
@@ -886,7 +569,7 @@ public final class TickwheelClient implements AutoCloseable {
    * @return tw-time
    */
   public CompletableFuture<Long> freeze() {
-    return map(call(Protocol.FREEZE, Map.of(), null), r -> Protocol.uints(r, 1, "freeze")[0]);
+    return Calls.map(calls.call(Protocol.FREEZE, Map.of(), null), r -> Protocol.uints(r, 1, "freeze")[0]);
   }
 
   /**
@@ -894,7 +577,7 @@ public final class TickwheelClient implements AutoCloseable {
    * @return tw-time
    */
   public CompletableFuture<Long> resumeSync() {
-    return map(call(Protocol.RESUME_SYNC, Map.of(), null), r -> Protocol.uints(r, 1, "resume_sync")[0]);
+    return Calls.map(calls.call(Protocol.RESUME_SYNC, Map.of(), null), r -> Protocol.uints(r, 1, "resume_sync")[0]);
   }
 
   /**
@@ -904,7 +587,7 @@ public final class TickwheelClient implements AutoCloseable {
    * @return tw-time
    */
   public CompletableFuture<Long> setSpeed(double speed) {
-    return map(call(Protocol.SET_SPEED, Map.of("speed", speed), null), r -> Protocol.uints(r, 1, "set_speed")[0]);
+    return Calls.map(calls.call(Protocol.SET_SPEED, Map.of("speed", speed), null), r -> Protocol.uints(r, 1, "set_speed")[0]);
   }
 
   /**
@@ -914,7 +597,7 @@ public final class TickwheelClient implements AutoCloseable {
    * @return the stats map
    */
   public CompletableFuture<Map<String, Object>> stats() {
-    return map(call(Protocol.STATS, Map.of(), null), r -> Protocol.map(r, "stats"));
+    return Calls.map(calls.call(Protocol.STATS, Map.of(), null), r -> Protocol.map(r, "stats"));
   }
 
   /**
@@ -927,8 +610,8 @@ public final class TickwheelClient implements AutoCloseable {
    * @return the cluster's state after the command
    */
   public CompletableFuture<ClusterStatus> cluster(String command, String node, String addr) {
-    return map(call(Protocol.CLUSTER, Map.of("command", command, "node", node, "addr", addr), null),
-        TickwheelClient::clusterStatus);
+    return Calls.map(calls.call(Protocol.CLUSTER, Map.of("command", command, "node", node, "addr", addr), null),
+        Protocol::clusterStatus);
   }
 
   /**
@@ -937,25 +620,5 @@ public final class TickwheelClient implements AutoCloseable {
    */
   public CompletableFuture<ClusterStatus> clusterStatus() {
     return cluster("status", "", "");
-  }
-
-  static ClusterStatus clusterStatus(List<Value> r) throws Protocol.DecodeException {
-    Map<String, Object> m = Protocol.map(r, "cluster");
-    List<ClusterStatus.Member> members = new ArrayList<>();
-    Object ms = m.get("members");
-    if (ms instanceof List<?> l) {
-      for (Object x : l) {
-        if (x instanceof Map<?, ?> mm) {
-          members.add(new ClusterStatus.Member(String.valueOf(mm.get("id")), String.valueOf(mm.get("raft_addr")),
-              Boolean.TRUE.equals(mm.get("voter"))));
-        }
-      }
-    }
-    return new ClusterStatus(String.valueOf(m.getOrDefault("role", "")), String.valueOf(m.getOrDefault("leader", "")),
-        num(m.get("term")), num(m.get("commit_index")), num(m.get("applied_index")), List.copyOf(members));
-  }
-
-  private static long num(Object o) {
-    return o instanceof Long l ? l : 0;
   }
 }

@@ -207,7 +207,7 @@ class VectorsTest {
         m.put("stats", s);
       }
       case "cluster" -> {
-        ClusterStatus c = TickwheelClient.clusterStatus(r);
+        ClusterStatus c = Protocol.clusterStatus(r);
         Map<String, Object> s = new LinkedHashMap<>();
         s.put("role", c.role());
         s.put("leader", c.leader());
