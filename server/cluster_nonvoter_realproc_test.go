@@ -240,8 +240,12 @@ func TestClusterNonvoterRealProc(t *testing.T) {
 	n4.p.logged(t, "Installed remote snapshot")
 	require.Eventually(t, func() bool { return readyz(t, http4) == http.StatusOK }, 30*time.Second, 50*time.Millisecond,
 		"n4 ready once caught up")
-	require.Equal(t, 1.0, metric(t, http4, "tickwheel_raft_suffrage", `suffrage="voter"`))
-	require.Equal(t, 4.0, metric(t, http4, "tickwheel_raft_members", `suffrage="voter"`))
+	// n4 learns of its promotion from the leader's next entries (the
+	// leader answered once the other voters had it).
+	require.Eventually(t, func() bool {
+		return metric(t, http4, "tickwheel_raft_suffrage", `suffrage="voter"`) == 1 &&
+			metric(t, http4, "tickwheel_raft_members", `suffrage="voter"`) == 4
+	}, 30*time.Second, 50*time.Millisecond, "n4 a voter in its /metrics")
 	require.Eventually(t, func() bool { return metric(t, http4, "tickwheel_timers", "") == count+100 }, 30*time.Second,
 		50*time.Millisecond, "n4 holds every timer: %v", metric(t, http4, "tickwheel_timers", ""))
 }
