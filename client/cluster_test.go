@@ -164,7 +164,10 @@ func TestDialLeaderLoop(t *testing.T) {
 
 // TestDialDuringElection: while the nodes know no leader Dial tries again,
 // with backoff, until one is named (or its ctx ends, with an error that
-// says the node knew no leader).
+// says the node knew no leader). The ctx's deadline passes once the node
+// has refused three hellos, not after a fixed time: on a loaded machine
+// 300 ms could end before the first refusal arrived (an error without
+// ErrNotLeader) or before the third.
 func TestDialDuringElection(t *testing.T) {
 	srv := startServer(t, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -180,13 +183,50 @@ func TestDialDuringElection(t *testing.T) {
 	assert.Equal(t, int64(4), f.refused.Load())
 
 	none := startFollower(t, "")
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
+	ctx := deadlineWhen(t, func() bool { return none.refused.Load() >= 3 })
 	_, err = Dial(ctx, none.addr(), WithReconnect(5*time.Millisecond, 20*time.Millisecond))
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, ErrNotLeader)
 	assert.Contains(t, err.Error(), "(leader unknown)")
 	assert.Greater(t, none.refused.Load(), int64(2), "tried again")
+}
+
+// deadlineWhen returns a context whose deadline passes (Err
+// context.DeadlineExceeded) once cond holds, polled every millisecond, or
+// after a minute; it ends with the test.
+func deadlineWhen(t *testing.T, cond func() bool) context.Context {
+	parent, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	g := &gatedDeadline{Context: parent, done: make(chan struct{})}
+	go func() {
+		defer close(g.done)
+		for !cond() {
+			select {
+			case <-parent.Done():
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	return g
+}
+
+// gatedDeadline is deadlineWhen's context: done when its condition held
+// (or its parent ended), reported as a deadline that passed.
+type gatedDeadline struct {
+	context.Context
+	done chan struct{}
+}
+
+func (g *gatedDeadline) Done() <-chan struct{} { return g.done }
+
+func (g *gatedDeadline) Err() error {
+	select {
+	case <-g.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
 }
 
 // TestNotLeaderOnSession: a node that stops being the leader answers the

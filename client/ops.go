@@ -444,12 +444,35 @@ func (c *Client) ClusterStatus(ctx context.Context) (protocol.Cluster, error) {
 }
 
 // ClusterAdd adds node id, listening for raft at raftAddr (host:port), to
-// the cluster as a voter, and returns the cluster's state once the change
-// is committed. The node must have been started without peers (with
-// cluster.join, or waiting to be added) and the same cluster id and
-// token. Adding a member again with the same address changes nothing.
+// the cluster: as a non-voter first, which gets the log and a snapshot
+// but counts in no quorum, promoted to a voter once it has caught up (its
+// log within cluster.catch_up_entries of the leader's commit index). It
+// returns the cluster's state once the node is a voter. The node must have
+// been started without peers (with cluster.join, or waiting to be added)
+// and the same cluster id and token. The leader answers only then: give
+// ctx time for a big snapshot (the leader gives up after
+// cluster.catch_up_timeout with ErrUnavailable, the node staying a
+// non-voter: ClusterPromote later). Adding a voter again with the same
+// address changes nothing; adding a non-voter again promotes it.
 func (c *Client) ClusterAdd(ctx context.Context, id, raftAddr string) (protocol.Cluster, error) {
 	return c.cluster(ctx, &protocol.Request{Op: protocol.OpCluster, Command: protocol.ClusterAdd, Node: id, Addr: raftAddr})
+}
+
+// ClusterAddNonvoter adds node id at raftAddr as a non-voter that stays
+// one (a read replica, e.g. at a standby site: it holds the state but
+// neither votes nor counts in the quorum, so its failure or distance
+// slows no commit), and returns the cluster's state once the change is
+// committed, without waiting for the node to catch up. A voter id is
+// refused (ErrBadState): remove it first.
+func (c *Client) ClusterAddNonvoter(ctx context.Context, id, raftAddr string) (protocol.Cluster, error) {
+	return c.cluster(ctx, &protocol.Request{Op: protocol.OpCluster, Command: protocol.ClusterAddNonvoter, Node: id, Addr: raftAddr})
+}
+
+// ClusterPromote makes non-voter id a voter once it has caught up, as
+// ClusterAdd does after adding it, and returns the cluster's state then.
+// A voter is left as it is; a node not in the cluster is ErrBadState.
+func (c *Client) ClusterPromote(ctx context.Context, id string) (protocol.Cluster, error) {
+	return c.cluster(ctx, &protocol.Request{Op: protocol.OpCluster, Command: protocol.ClusterPromote, Node: id})
 }
 
 // ClusterRemove removes node id from the cluster and returns the

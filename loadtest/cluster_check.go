@@ -84,21 +84,6 @@ func verdict(r porcupine.CheckResult) string {
 	return "unknown (the check timed out)"
 }
 
-// outcomeOf maps a client call's error to the history's outcome: not_leader,
-// unavailable, a timeout or a lost connection say nothing of whether the
-// change was made.
-func outcomeOf(err error) clustertest.Outcome {
-	switch {
-	case err == nil:
-		return clustertest.OK
-	case errors.Is(err, client.ErrExists):
-		return clustertest.Exists
-	case errors.Is(err, client.ErrNotFound):
-		return clustertest.NotFound
-	}
-	return clustertest.Unknown
-}
-
 // ClusterNemesis runs the cluster scenario for p.Duration and reports.
 // The faults stop at the end, the cluster settles (a leader serves, the
 // events due are delivered), then the figures are counted and the history
@@ -216,7 +201,7 @@ func linearWorker(ctx context.Context, cl *client.Client, id int, seed uint64, k
 			_, err = cl.Get(octx, key.Receiver, key.Tid)
 		}
 		cancel()
-		o := outcomeOf(err)
+		o := clustertest.OutcomeOf(err, client.ErrExists, client.ErrNotFound)
 		call.End(o)
 		if o == clustertest.Unknown {
 			time.Sleep(50 * time.Millisecond) // no storm of unknown operations while the cluster fails over

@@ -15,8 +15,11 @@ import (
 
 // TestClusterMetrics: a cluster node's raft state shows in the
 // tickwheel_raft_* metrics (a cluster of one elects itself: leader, a
-// term, indexes), /readyz says ready once it leads, and a single server
-// has tickwheel_raft_cluster 0 and no other raft metric.
+// term, indexes, a voter, one member), /readyz says ready once it leads
+// and has committed, and a single server has tickwheel_raft_cluster 0 and
+// no other raft metric. The node goes on committing after it is ready
+// (its first records as leader): its applied index reaches the commit
+// index read before it, not necessarily at the same instant.
 func TestClusterMetrics(t *testing.T) {
 	op, raftAddr := clusterOfOne(t, "metrics")
 	hs := httptest.NewServer(op.Handler())
@@ -41,7 +44,7 @@ func TestClusterMetrics(t *testing.T) {
 		Cluster *clusterStatus `json:"cluster"`
 	}
 	readStatus(t, op, hs.URL, &st)
-	if k := st.Cluster; k == nil || k.Role != "leader" || k.Leader != "n1" || k.Term < 1 || k.CommitIndex < 1 ||
+	if k := st.Cluster; k == nil || k.Role != "leader" || k.Suffrage != "voter" || k.Leader != "n1" || k.Term < 1 || k.CommitIndex < 1 ||
 		len(k.Members) != 1 || k.Members[0] != (member{ID: "n1", RaftAddr: raftAddr, Voter: true}) {
 		t.Errorf("/status.json cluster: %+v", st.Cluster)
 	}
@@ -61,8 +64,28 @@ func TestClusterMetrics(t *testing.T) {
 	if got := value(t, fams, "tickwheel_raft_term"); got < 1 {
 		t.Errorf("tickwheel_raft_term = %v", got)
 	}
-	if c, a := value(t, fams, "tickwheel_raft_commit_index"), value(t, fams, "tickwheel_raft_applied_index"); c < 1 || a < c {
-		t.Errorf("commit index %v, applied %v", c, a)
+	for label, want := range map[string]float64{"voter": 1, "nonvoter": 0} {
+		if got := value(t, fams, "tickwheel_raft_suffrage", "suffrage", label); got != want {
+			t.Errorf(`tickwheel_raft_suffrage{suffrage=%q} = %v, want %v`, label, got, want)
+		}
+		if got := value(t, fams, "tickwheel_raft_members", "suffrage", label); got != want {
+			t.Errorf(`tickwheel_raft_members{suffrage=%q} = %v, want %v`, label, got, want)
+		}
+	}
+	if c := value(t, fams, "tickwheel_raft_commit_index"); c < 1 || value(t, fams, "tickwheel_raft_leader_commit_index") < c {
+		t.Errorf("commit index %v, the leader's as it reports it %v", c, value(t, fams, "tickwheel_raft_leader_commit_index"))
+	}
+	// Commit and applied index are read one after the other while the new
+	// leader's first records commit: the applied index reaches the commit
+	// index read first.
+	c := value(t, fams, "tickwheel_raft_commit_index")
+	deadline = time.Now().Add(10 * time.Second)
+	for a := value(t, fams, "tickwheel_raft_applied_index"); a < c; a = value(t, fams, "tickwheel_raft_applied_index") {
+		if time.Now().After(deadline) {
+			t.Fatalf("applied index %v did not reach the commit index %v", a, c)
+		}
+		time.Sleep(10 * time.Millisecond)
+		fams = scrape(t, hs.URL, "")
 	}
 
 	single := servertest.RunT(t)

@@ -79,6 +79,9 @@ var (
 	dRaftApply  = desc("raft_applied_index", "The raft log index this node's state has applied.")
 	dRaftLast   = desc("raft_last_index", "The last index in this node's raft log.")
 	dRaftAuth   = desc("raft_auth_refused_total", "Raft connections refused at the cluster token handshake.")
+	dRaftSuffr  = desc("raft_suffrage", "1 for this node's suffrage in the latest configuration: voter (votes, counts in the quorum) or nonvoter (gets the log only); both 0 while it is not a member.", "suffrage")
+	dRaftMemb   = desc("raft_members", "Members of the latest raft configuration, by suffrage.", "suffrage")
+	dRaftLCom   = desc("raft_leader_commit_index", "The commit index the leader last sent this node (the leader's own on the leader): a node whose applied index is within cluster.catch_up_entries of it has caught up.")
 	dBuild      = desc("build_info", "Always 1; the labels say which build runs (tickwheel version).", "version", "revision", "goversion")
 	dHTTPConns  = desc("http_connections", "Open connections to the operator HTTP listener (at most http.max_connections).")
 	dHTTPRefuse = desc("http_connections_refused_total", "Connections to the operator HTTP listener answered 503 because http.max_connections were open.")
@@ -88,6 +91,7 @@ var (
 		dLateness, dLag, dTwTime, dTick, dSpeed, dFrozen, dBacklog, dBacklogB, dOutbox, dWaiting, dBacklogR, dOldest,
 		dDropped, dLost, dSampled, dStalled, dSlowClose, dRefused, dTLSFailed, dTurns, dBytesIn, dBytesOut, dPersist, dLogBytes, dFsync,
 		dReadOnly, dFsyncFail, dSnapAge, dSnapDur, dSnapshots, dRaftOn, dRaftLeader, dRaftKnown, dRaftState, dRaftTerm, dRaftCommit, dRaftApply, dRaftLast, dRaftAuth,
+		dRaftSuffr, dRaftMemb, dRaftLCom,
 		dScrapeFail, dBuild, dHTTPConns, dHTTPRefuse, dHTTPBadTok}
 )
 
@@ -254,4 +258,10 @@ func collectCluster(ch chan<- prometheus.Metric, k *server.ClusterMetrics) {
 	g(dRaftApply, float64(k.AppliedIndex))
 	g(dRaftLast, float64(k.LastIndex))
 	ch <- prometheus.MustNewConstMetric(dRaftAuth, prometheus.CounterValue, float64(k.AuthRefused))
+	for _, s := range []string{"voter", "nonvoter"} {
+		ch <- prometheus.MustNewConstMetric(dRaftSuffr, prometheus.GaugeValue, b2f(k.Suffrage == s), s)
+	}
+	ch <- prometheus.MustNewConstMetric(dRaftMemb, prometheus.GaugeValue, float64(k.Voters), "voter")
+	ch <- prometheus.MustNewConstMetric(dRaftMemb, prometheus.GaugeValue, float64(k.Nonvoters), "nonvoter")
+	g(dRaftLCom, float64(k.LeaderCommit))
 }

@@ -66,6 +66,7 @@ type status struct {
 // clusterStatus is a cluster node's raft state in /status.json.
 type clusterStatus struct {
 	Role         string   `json:"role"`        // leader, follower, candidate or shutdown
+	Suffrage     string   `json:"suffrage"`    // this node's: voter or nonvoter, "" when not a member
 	Leader       string   `json:"leader"`      // the leader's node id, "" unknown
 	LeaderAddr   string   `json:"leader_addr"` // its client address, "" unknown
 	Term         uint64   `json:"term"`
@@ -92,7 +93,7 @@ func clusterOf(k *server.ClusterMetrics, src Source) *clusterStatus {
 	if !k.On {
 		return nil
 	}
-	c := &clusterStatus{Role: k.Role, Leader: k.Leader, LeaderAddr: k.LeaderAddr, Term: k.Term,
+	c := &clusterStatus{Role: k.Role, Suffrage: k.Suffrage, Leader: k.Leader, LeaderAddr: k.LeaderAddr, Term: k.Term,
 		CommitIndex: k.CommitIndex, AppliedIndex: k.AppliedIndex, Members: []member{}}
 	if ms, ok := src.(memberSource); ok {
 		for _, m := range ms.ClusterMembers() {

@@ -461,6 +461,13 @@ func DecodeStats(result []byte, s *Stats) error {
 			p = &s.CommitIndex
 		case "applied_index":
 			p = &s.AppliedIndex
+		case "suffrage":
+			s.Suffrage = d.str("suffrage")
+			return true
+		case "voters":
+			p = &s.Voters
+		case "nonvoters":
+			p = &s.Nonvoters
 		default:
 			return false
 		}

@@ -123,8 +123,16 @@ func (o Op) Admin() bool { return o >= OpFastForward && o <= OpCluster }
 // The sub-commands of the cluster op (Request.Command).
 const (
 	ClusterStatus = "status" // the node's raft state and the members
-	ClusterAdd    = "add"    // add Request.Node at raft address Request.Addr as a voter
-	ClusterRemove = "remove" // remove Request.Node from the cluster
+	// ClusterAdd adds Request.Node at raft address Request.Addr as a
+	// non-voter, and promotes it to a voter once it has caught up.
+	ClusterAdd = "add"
+	// ClusterAddNonvoter adds Request.Node at Request.Addr as a non-voter
+	// that stays one (a read replica; ClusterPromote makes it a voter). A
+	// sub-command rather than a flag of add: a server that predates it
+	// refuses it (invalid_argument) instead of adding a voter.
+	ClusterAddNonvoter = "add_nonvoter"
+	ClusterPromote     = "promote" // make non-voter Request.Node a voter, once it has caught up
+	ClusterRemove      = "remove"  // remove Request.Node from the cluster
 )
 
 // Code is an error code carried by an error reply. Codes are stable.

@@ -79,8 +79,9 @@ type Request struct {
 	Speed float64 // set_speed: as sent, NaN and infinities included; the server validates
 
 	// Command is the cluster op's sub-command (ClusterStatus, ClusterAdd,
-	// ClusterRemove), as sent: the server validates it. Node is the node id
-	// add and remove name, Addr the raft address add gives it.
+	// ClusterAddNonvoter, ClusterPromote, ClusterRemove), as sent: the
+	// server validates it. Node is the node id they name (not status),
+	// Addr the raft address the adds give it.
 	Command, Node, Addr string
 
 	// Client, when non-zero, makes a change request (add, cancel,

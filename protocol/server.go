@@ -125,11 +125,16 @@ type Stats struct {
 	Speed                            float64 // clock speed factor, 1 = real time
 	Frozen                           bool    // clock sync stopped (freeze)
 	// A cluster node's raft state (keys role, leader, term, commit_index,
-	// applied_index); Role is "" and the keys absent on a single server.
-	// Role is leader, follower, candidate or shutdown; Leader the leader's
-	// node id ("" unknown).
+	// applied_index, suffrage, voters, nonvoters); Role is "" and the keys
+	// absent on a single server. Role is leader, follower, candidate or
+	// shutdown; Leader the leader's node id ("" unknown); Suffrage this
+	// node's, voter or nonvoter ("" when not a member); Voters and
+	// Nonvoters count the members (the last three absent from servers that
+	// predate non-voters).
 	Role, Leader                    string
 	Term, CommitIndex, AppliedIndex uint64
+	Suffrage                        string
+	Voters, Nonvoters               uint64
 	// RequestIDs is how many changes with a request id the server
 	// remembers for retries, RequestIDBytes their bytes (keys request_ids,
 	// request_id_bytes; absent while it remembers none, and from older
@@ -295,7 +300,7 @@ func AppendStatsOK(b []byte, id uint64, s *Stats) []byte {
 	b, start := appendOKHead(b, id)
 	n := 17
 	if s.Role != "" {
-		n += 5
+		n += 8
 	}
 	if s.RequestIDs != 0 {
 		n += 2
@@ -324,6 +329,9 @@ func AppendStatsOK(b []byte, id uint64, s *Stats) []byte {
 		b = appendUint(appendStr(b, "term"), s.Term)
 		b = appendUint(appendStr(b, "commit_index"), s.CommitIndex)
 		b = appendUint(appendStr(b, "applied_index"), s.AppliedIndex)
+		b = appendStr(appendStr(b, "suffrage"), s.Suffrage)
+		b = appendUint(appendStr(b, "voters"), s.Voters)
+		b = appendUint(appendStr(b, "nonvoters"), s.Nonvoters)
 	}
 	if s.RequestIDs != 0 {
 		b = appendUint(appendStr(b, "request_ids"), s.RequestIDs)

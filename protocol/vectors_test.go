@@ -174,7 +174,7 @@ var vecTimerPaused = Timer{Receiver: 42, Tid: 9, Due: 1500, Remaining: 500, Ever
 var vecStats = Stats{Now: 1000, Target: 1000, Timers: 1, Sessions: 1, Connections: 1, Receivers: 1, FiredTotal: 12, ReceiverBytes: 264, TickNs: 10_000_000, Speed: 1}
 var vecCluster = Cluster{Role: "leader", Leader: "n1", Term: 3, CommitIndex: 1200, AppliedIndex: 1200,
 	Members: []ClusterMember{{ID: "n1", RaftAddr: "10.0.0.1:7520", Voter: true}, {ID: "n2", RaftAddr: "10.0.0.2:7520", Voter: true},
-		{ID: "n4", RaftAddr: "10.0.0.4:7520", Voter: true}}}
+		{ID: "n4", RaftAddr: "10.0.0.4:7520"}}}
 var vecFire = Fire{Receiver: 42, Tid: 7, Tick: 1030, Fired: 1, Repeat: 3, Data: []byte("hi"), Seq: 1}
 
 func requestVectors() []reqVector {
@@ -218,6 +218,8 @@ func requestVectors() []reqVector {
 		{"stats", "", Request{Op: OpStats, ID: 17}},
 		{"cluster-status", "node and addr are sent empty when the sub-command takes none", Request{Op: OpCluster, ID: 22, Command: ClusterStatus}},
 		{"cluster-add", "", Request{Op: OpCluster, ID: 23, Command: ClusterAdd, Node: "n4", Addr: "10.0.0.4:7520"}},
+		{"cluster-add-nonvoter", "the node stays a non-voter", Request{Op: OpCluster, ID: 25, Command: ClusterAddNonvoter, Node: "r1", Addr: "10.0.1.1:7520"}},
+		{"cluster-promote", "", Request{Op: OpCluster, ID: 26, Command: ClusterPromote, Node: "r1"}},
 		{"cluster-remove", "", Request{Op: OpCluster, ID: 24, Command: ClusterRemove, Node: "n2"}},
 	}
 }

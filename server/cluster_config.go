@@ -6,6 +6,7 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/tickwheel/tickwheel/server/cluster"
 )
@@ -31,11 +32,40 @@ type ClusterConfig struct {
 	// Join lists client addresses (host:port,...) of a running cluster's
 	// nodes (flag -join): a node started with it and without Peers asks
 	// the leader, with its admin token (the same on every node), to add it
-	// as a voter (the cluster op add), retrying each second until it is
-	// added; then it catches up from a snapshot and the log. Skipped when
-	// the node's own raft state lists it as a member already (a restart:
-	// it rejoins by itself).
+	// (the cluster op add: a non-voter until it has caught up from a
+	// snapshot and the log, then a voter), retrying each second until it
+	// is added. Skipped when the node's own raft state lists it as a
+	// member already (a restart: it rejoins by itself).
 	Join string `yaml:"join"`
+	// JoinNonvoter makes a joining node ask to stay a non-voter (a read
+	// replica, e.g. at a standby site; the cluster op add_nonvoter; flag
+	// -join-nonvoter); promote it later with tickwheel cluster promote.
+	JoinNonvoter bool `yaml:"join_nonvoter"`
+	// CatchUpEntries is how many entries behind the leader's commit index
+	// a new member's log may be for it to count as caught up: promoted to
+	// a voter by cluster add or promote. Default 100.
+	CatchUpEntries uint64 `yaml:"catch_up_entries"`
+	// CatchUpTimeout bounds how long cluster add and promote, on the
+	// leader, wait for a new member to catch up (a big snapshot takes a
+	// while) before they answer that it stays a non-voter for now.
+	// Default 10m.
+	CatchUpTimeout time.Duration `yaml:"catch_up_timeout"`
+	// SnapshotEntries is how many raft entries after the last raft
+	// snapshot make the node take another (checked every
+	// SnapshotInterval to twice that); TrailingEntries how many entries
+	// it keeps behind a snapshot, so that a briefly lagging follower
+	// catches up from the log rather than from a whole snapshot; a node
+	// further behind, or a new one, is sent the snapshot. Defaults 8192,
+	// 30s and 10240 (server/cluster's).
+	SnapshotEntries  uint64        `yaml:"snapshot_entries"`
+	SnapshotInterval time.Duration `yaml:"snapshot_interval"`
+	TrailingEntries  uint64        `yaml:"trailing_entries"`
+	// LogSegmentBytes is the size of the raft log's segment files
+	// (default 64 MiB). Compaction after a snapshot deletes whole segments
+	// only, so the entries of the segment it is in stay, and a follower
+	// that lags by fewer than a segment's entries is sent the log rather
+	// than the snapshot.
+	LogSegmentBytes int `yaml:"log_segment_bytes"`
 	// TokenFile names a file holding the shared cluster token (at least 16
 	// bytes) that authenticates raft traffic between nodes. Required when
 	// RaftAddr is not loopback; on loopback, without it, the nodes use a
@@ -66,7 +96,9 @@ func (c *Config) clustered() bool { return c.Cluster.ID != "" }
 func (c *Config) clusterDefaults() error {
 	k := &c.Cluster
 	if k.ID == "" {
-		if k.NodeID != "" || k.RaftAddr != "" || k.Peers != "" || k.Join != "" || k.TokenFile != "" || k.DataDir != "" || k.TLS {
+		if k.NodeID != "" || k.RaftAddr != "" || k.Peers != "" || k.Join != "" || k.TokenFile != "" || k.DataDir != "" || k.TLS ||
+			k.JoinNonvoter || k.CatchUpEntries != 0 || k.CatchUpTimeout != 0 || k.SnapshotEntries != 0 ||
+			k.SnapshotInterval != 0 || k.TrailingEntries != 0 || k.LogSegmentBytes != 0 {
 			return keyErr("cluster.id", "the cluster keys need cluster.id (-cluster-id)")
 		}
 		return nil
@@ -121,8 +153,44 @@ func (c *Config) clusterDefaults() error {
 	if k.DataDir == "" {
 		k.DataDir = filepath.Join(c.DataDir, "raft")
 	}
+	if k.JoinNonvoter && k.Join == "" {
+		return keyErr("cluster.join_nonvoter", "it says how a joining node asks to be added: set cluster.join (-join) too")
+	}
+	if k.CatchUpEntries == 0 {
+		k.CatchUpEntries = DefaultCatchUpEntries
+	}
+	switch {
+	case k.CatchUpTimeout < 0:
+		return keyErr("cluster.catch_up_timeout", "%v: want a positive duration", k.CatchUpTimeout)
+	case k.CatchUpTimeout == 0:
+		k.CatchUpTimeout = DefaultCatchUpTimeout
+	}
+	if k.SnapshotInterval < 0 {
+		return keyErr("cluster.snapshot_interval", "%v: want a positive duration", k.SnapshotInterval)
+	}
+	if k.SnapshotEntries == 0 {
+		k.SnapshotEntries = cluster.DefaultSnapshotThreshold
+	}
+	if k.SnapshotInterval == 0 {
+		k.SnapshotInterval = cluster.DefaultSnapshotInterval
+	}
+	if k.TrailingEntries == 0 {
+		k.TrailingEntries = cluster.DefaultTrailingLogs
+	}
+	switch {
+	case k.LogSegmentBytes < 0 || k.LogSegmentBytes > 0 && k.LogSegmentBytes < 4096:
+		return keyErr("cluster.log_segment_bytes", "%d: want at least 4096 bytes", k.LogSegmentBytes)
+	case k.LogSegmentBytes == 0:
+		k.LogSegmentBytes = cluster.DefaultSegmentBytes
+	}
 	return nil
 }
+
+// The defaults of cluster.catch_up_entries and cluster.catch_up_timeout.
+const (
+	DefaultCatchUpEntries = 100
+	DefaultCatchUpTimeout = 10 * time.Minute
+)
 
 // clusterToken reads the cluster token (after clusterDefaults).
 func (c *Config) clusterToken(log *slog.Logger) error {
@@ -159,7 +227,9 @@ func (c *Config) nodeConfig(clientAddr string, log *slog.Logger) cluster.Config 
 		clientAddr = k.clientAddr
 	}
 	return cluster.Config{ClusterID: k.ID, NodeID: k.NodeID, BindAddr: k.RaftAddr, ClientAddr: clientAddr,
-		Peers: k.peers, DataDir: k.DataDir, Token: k.token, Log: log.With("cluster", k.ID, "node", k.NodeID)}
+		Peers: k.peers, DataDir: k.DataDir, Token: k.token, Log: log.With("cluster", k.ID, "node", k.NodeID),
+		SnapshotThreshold: k.SnapshotEntries, SnapshotInterval: k.SnapshotInterval, TrailingLogs: k.TrailingEntries,
+		SegmentBytes: k.LogSegmentBytes}
 }
 
 func (k ClusterConfig) String() string {

@@ -5,14 +5,16 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
 // The cluster keys are checked before anything starts: a bad peers list,
 // a node missing from it, a joining node given peers too or a bad join
-// address, a short token, and a raft address beyond
-// loopback without a token are refused, naming the key.
+// address, join_nonvoter without join, a negative catch-up timeout, a
+// short token, and a raft address beyond loopback without a token are
+// refused, naming the key; the catch-up bounds get their defaults.
 func TestClusterConfigChecked(t *testing.T) {
 	dir := t.TempDir()
 	short := filepath.Join(dir, "short.token")
@@ -38,6 +40,12 @@ func TestClusterConfigChecked(t *testing.T) {
 		{"joining, no raft address", ClusterConfig{ID: "c", NodeID: "n4", Join: "127.0.0.1:7431"}, "cluster.raft_addr"},
 		{"short token", ClusterConfig{ID: "c", NodeID: "n1", Peers: peers, TokenFile: short}, "cluster.token_file"},
 		{"exposed without token", ClusterConfig{ID: "c", NodeID: "n1", Peers: peers, RaftAddr: "0.0.0.0:7531"}, "cluster.token_file"},
+		{"joining as a non-voter", ClusterConfig{ID: "c", NodeID: "r1", RaftAddr: "127.0.0.1:7534", Join: "127.0.0.1:7431", JoinNonvoter: true}, ""},
+		{"non-voter, not joining", ClusterConfig{ID: "c", NodeID: "n1", Peers: peers, JoinNonvoter: true}, "cluster.join_nonvoter"},
+		{"negative catch-up timeout", ClusterConfig{ID: "c", NodeID: "n1", Peers: peers, CatchUpTimeout: -time.Second}, "cluster.catch_up_timeout"},
+		{"catch-up keys without a cluster", ClusterConfig{CatchUpEntries: 5}, "cluster.id"},
+		{"tiny log segments", ClusterConfig{ID: "c", NodeID: "n1", Peers: peers, LogSegmentBytes: 100}, "cluster.log_segment_bytes"},
+		{"negative snapshot interval", ClusterConfig{ID: "c", NodeID: "n1", Peers: peers, SnapshotInterval: -time.Second}, "cluster.snapshot_interval"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := Config{DataDir: dir, AdminToken: testAdminToken, Cluster: tc.k}
@@ -48,6 +56,8 @@ func TestClusterConfigChecked(t *testing.T) {
 			if tc.key == "" {
 				require.NoError(t, err)
 				require.Equal(t, filepath.Join(dir, "raft"), cfg.Cluster.DataDir)
+				require.Equal(t, uint64(DefaultCatchUpEntries), cfg.Cluster.CatchUpEntries)
+				require.Equal(t, DefaultCatchUpTimeout, cfg.Cluster.CatchUpTimeout)
 				return
 			}
 			var ce *ConfigError

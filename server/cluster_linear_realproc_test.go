@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -15,22 +14,6 @@ import (
 	"github.com/tickwheel/tickwheel/client"
 	"github.com/tickwheel/tickwheel/server/cluster/clustertest"
 )
-
-// linearOutcome is what err says of a change or a read: a definite answer
-// (ok, exists, not_found) or unknown (no answer, or not_leader /
-// unavailable, which do not say whether a leader that stepped down had
-// proposed it).
-func linearOutcome(err error) clustertest.Outcome {
-	switch {
-	case err == nil:
-		return clustertest.OK
-	case errors.Is(err, client.ErrExists):
-		return clustertest.Exists
-	case errors.Is(err, client.ErrNotFound):
-		return clustertest.NotFound
-	}
-	return clustertest.Unknown
-}
 
 // linearClients runs n clients of the cluster at addrs until ctx ends,
 // each making random adds (without replace, of timers that do not fire
@@ -63,7 +46,7 @@ func linearClients(ctx context.Context, t *testing.T, addrs string, n, keys int,
 					_, err = c.Get(octx, key.Receiver, key.Tid)
 				}
 				cancel()
-				o := linearOutcome(err)
+				o := clustertest.OutcomeOf(err, client.ErrExists, client.ErrNotFound)
 				call.End(o)
 				if o == clustertest.Unknown {
 					time.Sleep(50 * time.Millisecond) // no storm of unknown operations while the cluster fails over

@@ -297,17 +297,17 @@ func TestClusterLeaderWithoutQuorum(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, protocol.KindOK, m.Kind)
 	var stopped []*proc
-	for i, p := range c.procs {
-		if i != lead {
-			require.NoError(t, p.cmd.Process.Signal(syscall.SIGSTOP))
-			stopped = append(stopped, p)
-		}
-	}
 	defer func() {
 		for _, p := range stopped {
 			_ = p.cmd.Process.Signal(syscall.SIGCONT)
 		}
 	}()
+	for i, p := range c.procs {
+		if i != lead {
+			stopped = append(stopped, p)
+			p.pause(t) // every thread stopped: none can still acknowledge an entry
+		}
+	}
 	m, err = w.call(protocol.Request{Op: protocol.OpAdd, Receiver: 1, Tid: 2, After: 360_000})
 	require.Error(t, err, "an add was acknowledged without a quorum: %+v", m)
 	w.close()

@@ -77,32 +77,46 @@ func checkClusterOp(req *protocol.Request) (protocol.Code, string) {
 	switch req.Command {
 	case protocol.ClusterStatus:
 		return 0, ""
-	case protocol.ClusterAdd:
+	case protocol.ClusterAdd, protocol.ClusterAddNonvoter:
 		if req.Node == "" || len(req.Node) > 255 {
-			return protocol.CodeInvalidArgument, "cluster add: the node id must be 1 to 255 bytes"
+			return protocol.CodeInvalidArgument, fmt.Sprintf("cluster %s: the node id must be 1 to 255 bytes", req.Command)
 		}
 		if _, _, err := net.SplitHostPort(req.Addr); err != nil || req.Addr == "" {
-			return protocol.CodeInvalidArgument, fmt.Sprintf("cluster add: raft address %q: want host:port", req.Addr)
+			return protocol.CodeInvalidArgument, fmt.Sprintf("cluster %s: raft address %q: want host:port", req.Command, req.Addr)
 		}
 		return 0, ""
-	case protocol.ClusterRemove:
+	case protocol.ClusterPromote, protocol.ClusterRemove:
 		if req.Node == "" || len(req.Node) > 255 {
-			return protocol.CodeInvalidArgument, "cluster remove: the node id must be 1 to 255 bytes"
+			return protocol.CodeInvalidArgument, fmt.Sprintf("cluster %s: the node id must be 1 to 255 bytes", req.Command)
 		}
 		return 0, ""
 	}
-	return protocol.CodeInvalidArgument, fmt.Sprintf("cluster: unknown sub-command %q: want status, add or remove", req.Command)
+	return protocol.CodeInvalidArgument, fmt.Sprintf("cluster: unknown sub-command %q: want status, add, add_nonvoter, promote or remove", req.Command)
 }
 
 // membership makes the change req asks for, waits for it to be committed,
 // and returns the reply frame: the cluster's state after it, not_leader
 // when this node lost leadership meanwhile, unavailable when raft refused
-// the change. Runs on its own goroutine (it blocks on raft).
+// the change or the node had not caught up within cluster.catch_up_timeout
+// (it then stays a non-voter), bad_state for a promote of a node not in
+// the cluster or an add_nonvoter of a voter. Runs on its own goroutine (it
+// blocks on raft, and add and promote wait for the node to catch up).
 func (r *replica) membership(req *protocol.Request) []byte {
+	k := &r.s.cfg.Cluster
+	ctx, cancel := context.WithTimeout(r.ctx, k.CatchUpTimeout)
+	defer cancel()
 	var err error
 	switch req.Command {
 	case protocol.ClusterAdd:
-		err = r.node.AddVoter(req.Node, req.Addr, membershipTimeout)
+		err = r.node.AddCaughtUp(ctx, req.Node, req.Addr, k.CatchUpEntries, membershipTimeout)
+	case protocol.ClusterAddNonvoter:
+		if m, ok := r.node.Member(req.Node); ok && m.Voter {
+			return protocol.AppendError(nil, req.ID, protocol.CodeBadState, fmt.Sprintf(
+				"cluster add_nonvoter: %s is a voter: it stays one (remove it first to add it back as a non-voter)", req.Node))
+		}
+		err = r.node.AddNonvoter(req.Node, req.Addr, membershipTimeout)
+	case protocol.ClusterPromote:
+		err = r.node.Promote(ctx, req.Node, k.CatchUpEntries, membershipTimeout)
 	case protocol.ClusterRemove:
 		err = r.node.RemoveServer(req.Node, membershipTimeout)
 	}
@@ -110,10 +124,19 @@ func (r *replica) membership(req *protocol.Request) []byte {
 	if err == nil {
 		c, err = r.clusterState()
 	}
-	var nl *cluster.NotLeaderError
+	var (
+		nl *cluster.NotLeaderError
+		nc *cluster.NotCaughtUpError
+	)
 	switch {
 	case errors.As(err, &nl):
 		return protocol.AppendNotLeader(nil, req.ID, "this node stopped leading the cluster: ask the leader", nl.LeaderClientAddr)
+	case errors.As(err, &nc):
+		return protocol.AppendError(nil, req.ID, protocol.CodeUnavailable, fmt.Sprintf(
+			"cluster %s: %v within %v (cluster.catch_up_timeout): it stays a non-voter for now; "+
+				"run `tickwheel cluster promote %s` once it has caught up", req.Command, err, k.CatchUpTimeout, req.Node))
+	case errors.Is(err, cluster.ErrNotMember):
+		return protocol.AppendError(nil, req.ID, protocol.CodeBadState, fmt.Sprintf("cluster %s: %v", req.Command, err))
 	case err != nil:
 		return protocol.AppendError(nil, req.ID, protocol.CodeUnavailable, fmt.Sprintf("cluster %s: %v", req.Command, err))
 	}
@@ -171,10 +194,17 @@ func (s *Server) join() {
 			}
 		}
 	}
+	cmd := protocol.ClusterAdd
+	if k.JoinNonvoter {
+		cmd = protocol.ClusterAddNonvoter
+	}
+	// The leader answers once this node has caught up (add), or once the
+	// change is committed (add_nonvoter).
+	wait := k.CatchUpTimeout + 2*membershipTimeout + 5*time.Second
 	for attempt := 0; ; attempt++ {
 		addr := strings.TrimSpace(addrs[attempt%len(addrs)])
 		for hop := 0; hop < 3 && addr != ""; hop++ {
-			leader, err := askJoin(s.replica.ctx, addr, s.cfg.AdminToken, k.NodeID, raftAddr)
+			leader, err := askJoin(s.replica.ctx, addr, s.cfg.AdminToken, k.NodeID, raftAddr, cmd, wait)
 			if err == nil {
 				s.log.Info("cluster: joined: the leader added this node", "via", addr, "raft_addr", raftAddr)
 				return
@@ -190,11 +220,12 @@ func (s *Server) join() {
 	}
 }
 
-// askJoin sends hello and a cluster add of node id at raftAddr to the
-// server at addr and waits for the answer: nil once added, or the error,
-// with the leader's client address when the node answered not_leader.
-func askJoin(ctx context.Context, addr, token, id, raftAddr string) (leader string, err error) {
-	ctx, cancel := context.WithTimeout(ctx, membershipTimeout+5*time.Second)
+// askJoin sends hello and a cluster add (cmd: add or add_nonvoter) of
+// node id at raftAddr to the server at addr and waits for the answer, at
+// most wait: nil once added, or the error, with the leader's client
+// address when the node answered not_leader.
+func askJoin(ctx context.Context, addr, token, id, raftAddr, cmd string, wait time.Duration) (leader string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
@@ -207,8 +238,7 @@ func askJoin(ctx context.Context, addr, token, id, raftAddr string) (leader stri
 	}
 	b := protocol.AppendRequest(nil, &protocol.Request{Op: protocol.OpHello, ID: 1, Version: protocol.Version,
 		Name: "tickwheel-join", Token: token})
-	b = protocol.AppendRequest(b, &protocol.Request{Op: protocol.OpCluster, ID: 2, Command: protocol.ClusterAdd,
-		Node: id, Addr: raftAddr})
+	b = protocol.AppendRequest(b, &protocol.Request{Op: protocol.OpCluster, ID: 2, Command: cmd, Node: id, Addr: raftAddr})
 	if _, err := conn.Write(b); err != nil {
 		return "", err
 	}

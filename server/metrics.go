@@ -201,6 +201,13 @@ type ClusterMetrics struct {
 	// leader's node id and LeaderAddr its client address ("" unknown).
 	Role, Leader, LeaderAddr                   string
 	Term, CommitIndex, AppliedIndex, LastIndex uint64
+	// Suffrage is this node's, "voter" or "nonvoter" ("" when it is not a
+	// member); Voters and Nonvoters count the members.
+	Suffrage          string
+	Voters, Nonvoters int
+	// LeaderCommit is the commit index the leader last sent this node (its
+	// own on the leader; 0 before the first).
+	LeaderCommit uint64
 	// AuthRefused counts raft connections refused at the token handshake.
 	AuthRefused uint64
 }

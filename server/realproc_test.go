@@ -164,6 +164,46 @@ func (p *proc) kill() {
 	<-p.exited
 }
 
+// pause stops the process with SIGSTOP and waits until every one of its
+// threads has stopped, failing the test after 10 s. kill(2) returns once
+// the signal is pending, not once the process is stopped: the kernel
+// wakes one thread to take it, and the others are told to stop only when
+// that thread runs; on a loaded machine it may wait for a CPU for tens of
+// milliseconds while the process's other threads go on (a follower that
+// keeps acknowledging raft entries). Where /proc/PID/task is not there
+// (not Linux), it returns once the signal is sent.
+func (p *proc) pause(t *testing.T) {
+	t.Helper()
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGSTOP))
+	dir := fmt.Sprintf("/proc/%d/task", p.cmd.Process.Pid)
+	if _, err := os.Stat(dir); err != nil {
+		return
+	}
+	require.Eventually(t, func() bool { return allStopped(dir) }, 10*time.Second, time.Millisecond,
+		"pid %d not stopped within 10 s of SIGSTOP", p.cmd.Process.Pid)
+}
+
+// allStopped reports whether every thread under dir (/proc/PID/task) is
+// stopped: state T (stopped by a signal) in its stat file.
+func allStopped(dir string) bool {
+	tasks, err := os.ReadDir(dir)
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+		if err != nil {
+			return false
+		}
+		// pid (comm) state ...: comm may hold spaces and parentheses.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
+}
+
 // term sends SIGTERM and waits for the process to exit, failing the test
 // unless it exits with status 0 within 10 s.
 func (p *proc) term() {

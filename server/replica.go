@@ -415,6 +415,7 @@ func (s *Server) adoptCore(c *session.Core) {
 func (s *Server) clusterStats(st *protocol.Stats) {
 	k := s.clusterMetrics()
 	st.Role, st.Leader, st.Term, st.CommitIndex, st.AppliedIndex = k.Role, k.Leader, k.Term, k.CommitIndex, k.AppliedIndex
+	st.Suffrage, st.Voters, st.Nonvoters = k.Suffrage, uint64(k.Voters), uint64(k.Nonvoters)
 }
 
 // onLeadership takes a change of role, on the node's watcher goroutine,
@@ -574,16 +575,26 @@ func (s *Server) clusterMetrics() ClusterMetrics {
 	}
 	st := r.node.Status()
 	return ClusterMetrics{On: true, Role: st.Role, Leader: st.LeaderID, LeaderAddr: st.LeaderClientAddr, Term: st.Term,
-		CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, LastIndex: st.LastIndex, AuthRefused: st.AuthRefused}
+		CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, LastIndex: st.LastIndex, AuthRefused: st.AuthRefused,
+		Suffrage: st.Suffrage, Voters: st.Voters, Nonvoters: st.Nonvoters, LeaderCommit: st.LeaderCommit}
 }
 
-// ready: a node is ready when a leader is known and it has applied every
-// entry it knows committed (a follower that has caught up, or the leader).
-// Safe from any goroutine, once Start has started the node.
+// ready: a node is ready when a leader is known, it is a member, and it
+// has caught up: it has applied every entry it knows committed, and (a
+// follower, voter or not) its applied index is within
+// cluster.catch_up_entries of the commit index the leader last sent it.
+// A node just added, that has heard from the leader but not yet received
+// its snapshot, is not ready (its own commit index is still 0). Safe from
+// any goroutine, once Start has started the node.
 func (r *replica) ready() bool {
 	if r.node == nil {
 		return false
 	}
-	st := r.node.Status()
-	return st.LeaderID != "" && st.AppliedIndex >= st.CommitIndex
+	return caughtUp(r.node.Status(), r.s.cfg.Cluster.CatchUpEntries)
+}
+
+// caughtUp is ready's rule over a node's status.
+func caughtUp(st cluster.Status, maxLag uint64) bool {
+	return st.LeaderID != "" && st.Suffrage != "" && st.AppliedIndex >= st.CommitIndex &&
+		st.LeaderCommit > 0 && st.AppliedIndex+maxLag >= st.LeaderCommit
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"flag"
 	"fmt"
 	"strings"
 
@@ -8,31 +10,56 @@ import (
 )
 
 const clusterHelp = `status prints the leader's view of the cluster: its raft state and the members.
-add ID RAFTADDR adds node ID, listening for raft at RAFTADDR (host:port), as a voter;
-the node must run already, started with the same -cluster-id and cluster token and
-without -peers (or with -join, which asks for this itself). It catches up from a
-snapshot and the log; its client address is the one it publishes when it leads.
+add ID RAFTADDR adds node ID, listening for raft at RAFTADDR (host:port); the node must
+run already, started with the same -cluster-id and cluster token and without -peers (or
+with -join, which asks for this itself). It joins as a non-voter, which counts in no
+quorum while it catches up from a snapshot and the log, and is promoted to a voter once
+its log is within cluster.catch_up_entries of the leader's: add waits for that (up to
+the leader's cluster.catch_up_timeout, not -timeout; if it runs out the node stays a
+non-voter: run promote later). Its client address is the one it publishes when it leads.
+add -nonvoter ID RAFTADDR adds it as a non-voter that stays one (a read replica, e.g.
+at a standby site: its failure or distance slows no commit), without waiting.
+promote ID makes a non-voter a voter once it has caught up (waiting as add does).
 remove ID removes a node (stop it afterwards); removing the leader makes it step down,
 and the reply may not arrive (run status again). Each prints the state after the
 change, once it is committed. Give -addr the nodes' client addresses: the command
 goes to the leader.
 `
 
-// clusterCmd runs cluster status, add or remove.
-func clusterCmd(e *env) error {
+// clusterFlags takes cluster's -nonvoter (for add).
+func clusterFlags(fs *flag.FlagSet) func(*env) error {
+	nonvoter := fs.Bool("nonvoter", false, "add: keep the node a non-voter (a read replica), without waiting for it to catch up")
+	return func(e *env) error { return clusterCmd(e, *nonvoter) }
+}
+
+// clusterCmd runs cluster status, add, promote or remove.
+func clusterCmd(e *env, nonvoter bool) error {
 	var (
 		k   protocol.Cluster
 		err error
 	)
-	switch sub, n := e.args[0], len(e.args)-1; {
+	args := e.args[1:]
+	if nonvoter && e.args[0] != protocol.ClusterAdd {
+		return usageError{fmt.Errorf("-nonvoter goes with add only (got %q)", strings.Join(e.args, " "))}
+	}
+	if (e.args[0] == protocol.ClusterAdd && !nonvoter) || e.args[0] == protocol.ClusterPromote {
+		// They wait until the node has caught up, which the leader bounds
+		// (cluster.catch_up_timeout), not -timeout.
+		e.ctx = context.Background()
+	}
+	switch sub, n := e.args[0], len(args); {
 	case sub == protocol.ClusterStatus && n == 0:
 		k, err = e.c.ClusterStatus(e.ctx)
+	case sub == protocol.ClusterAdd && n == 2 && nonvoter:
+		k, err = e.c.ClusterAddNonvoter(e.ctx, args[0], args[1])
 	case sub == protocol.ClusterAdd && n == 2:
-		k, err = e.c.ClusterAdd(e.ctx, e.args[1], e.args[2])
+		k, err = e.c.ClusterAdd(e.ctx, args[0], args[1])
+	case sub == protocol.ClusterPromote && n == 1:
+		k, err = e.c.ClusterPromote(e.ctx, args[0])
 	case sub == protocol.ClusterRemove && n == 1:
-		k, err = e.c.ClusterRemove(e.ctx, e.args[1])
+		k, err = e.c.ClusterRemove(e.ctx, args[0])
 	default:
-		return usageError{fmt.Errorf("want status, add ID RAFTADDR, or remove ID (got %q)", strings.Join(e.args, " "))}
+		return usageError{fmt.Errorf("want status, add [-nonvoter] ID RAFTADDR, promote ID, or remove ID (got %q)", strings.Join(e.args, " "))}
 	}
 	if err != nil {
 		return err

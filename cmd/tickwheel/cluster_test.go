@@ -133,6 +133,7 @@ func TestCLIClusterNode(t *testing.T) {
 		return code == 0
 	}, 20*time.Second, 50*time.Millisecond, "no leader: %s", errOut)
 	assert.Regexp(t, `(?m)^cluster     leader \(leader n1, term [1-9]\d*, commit index [1-9]\d*, applied index \d+\)$`, out)
+	assert.Contains(t, out, "\nmembers     1 voter (this node a voter), 0 non-voters\n")
 
 	code, out, errOut := cli(t, srv.Addr(), "stats", "-token", tok, "-json")
 	require.Equal(t, 0, code, errOut)
@@ -142,6 +143,9 @@ func TestCLIClusterNode(t *testing.T) {
 	assert.Equal(t, "n1", st["leader"])
 	assert.Contains(t, st, "commit_index")
 	assert.Contains(t, st, "applied_index")
+	assert.Equal(t, "voter", st["suffrage"])
+	assert.EqualValues(t, 1, st["voters"])
+	assert.EqualValues(t, 0, st["nonvoters"])
 
 	code, out, errOut = cli(t, srv.Addr(), "cluster", "status", "-token", tok)
 	require.Equal(t, 0, code, errOut)
@@ -158,7 +162,13 @@ func TestCLIClusterNode(t *testing.T) {
 
 	code, _, errOut = cli(t, srv.Addr(), "cluster", "grow", "-token", tok)
 	assert.Equal(t, 2, code)
-	assert.Contains(t, errOut, "want status, add ID RAFTADDR, or remove ID")
+	assert.Contains(t, errOut, "want status, add [-nonvoter] ID RAFTADDR, promote ID, or remove ID")
+	code, _, errOut = cli(t, srv.Addr(), "cluster", "remove", "-nonvoter", "n1", "-token", tok)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "-nonvoter goes with add only")
+	code, _, errOut = cli(t, srv.Addr(), "cluster", "promote", "n9", "-token", tok)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "n9 is not in the cluster's configuration")
 
 	single := servertest.RunT(t)
 	code, _, errOut = cli(t, single.Addr(), "cluster", "status", "-token", single.AdminToken())

@@ -69,8 +69,8 @@ var commands = map[string]command{
 	"time speed":  {args: "X", nargs: 1, flags: simple(speedCmd), summary: "set the speed of tw-time, e.g. 60 (admin; was: speed)"},
 	"stats":       {nargs: 0, flags: simple(statsCmd), summary: "show server statistics (admin)"},
 	"ping":        {nargs: 0, flags: simple(pingCmd), summary: "show the server's tw-time"},
-	"cluster": {args: "status|add|remove ARGS", nargs: -1, flags: simple(clusterCmd),
-		summary: "show a cluster's members, add a node, remove one (admin)", help: clusterHelp},
+	"cluster": {args: "status|add|promote|remove ARGS", nargs: -1, flags: clusterFlags,
+		summary: "show a cluster's members, add a node (a non-voter until caught up), promote one, remove one (admin)", help: clusterHelp},
 }
 
 // scopeHelp is the -h text cancel, pause and resume share; each adds
@@ -446,6 +446,10 @@ func statsCmd(e *env) error {
 	fmt.Fprintf(e.stdout, "fired       %d (dropped %d)\n", s.FiredTotal, s.DroppedTotal)
 	if s.Role != "" {
 		fmt.Fprintf(e.stdout, "cluster     %s\n", raftText(s.Role, s.Leader, s.Term, s.CommitIndex, s.AppliedIndex))
+		if s.Suffrage != "" { // (servers that predate non-voters send none)
+			fmt.Fprintf(e.stdout, "members     %s (this node a %s), %s\n", count(s.Voters, "voter"), s.Suffrage,
+				count(s.Nonvoters, "non-voter"))
+		}
 	}
 	return nil
 }
@@ -497,9 +501,13 @@ func statsJSON(s protocol.Stats) any {
 		Term         *uint64 `json:"term,omitempty"`
 		CommitIndex  *uint64 `json:"commit_index,omitempty"`
 		AppliedIndex *uint64 `json:"applied_index,omitempty"`
+		Suffrage     string  `json:"suffrage,omitempty"`
+		Voters       *uint64 `json:"voters,omitempty"`
+		Nonvoters    *uint64 `json:"nonvoters,omitempty"`
 	}{s.Now, s.Target, s.Lag, s.Timers, s.Sessions, s.Connections, s.Receivers, s.BacklogEvents, s.OutboxEvents,
 		s.WaitingFirings, s.FiredTotal, s.DroppedTotal, s.ReceiverBytes, s.RetainedReceivers, s.TickNs, s.Speed, s.Frozen,
-		s.Role, ifCluster(s, &s.Leader), ifCluster(s, &s.Term), ifCluster(s, &s.CommitIndex), ifCluster(s, &s.AppliedIndex)}
+		s.Role, ifCluster(s, &s.Leader), ifCluster(s, &s.Term), ifCluster(s, &s.CommitIndex), ifCluster(s, &s.AppliedIndex),
+		s.Suffrage, ifCluster(s, &s.Voters), ifCluster(s, &s.Nonvoters)}
 }
 
 // ifCluster is p when s is a cluster node's stats, else nil (the key is

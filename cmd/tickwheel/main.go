@@ -152,7 +152,8 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 	nodeID := fs.String("node-id", "", "cluster mode: this node's id, one of -peers' (a node that joins is in none)")
 	raftAddr := fs.String("raft-addr", "", "cluster mode: the raft listen address host:port (default: this node's in -peers)")
 	peers := fs.String("peers", "", "cluster mode: the members, id=raftaddr=clientaddr,... (the same list on every node)")
-	join := fs.String("join", "", "cluster mode: start without -peers and ask the running cluster, at these client addresses (host:port,...), to add this node (with the admin token)")
+	join := fs.String("join", "", "cluster mode: start without -peers and ask the running cluster, at these client addresses (host:port,...), to add this node (with the admin token): a non-voter until it has caught up, then a voter")
+	joinNonvoter := fs.Bool("join-nonvoter", false, "cluster mode, with -join: ask to stay a non-voter (a read replica; cluster.join_nonvoter)")
 	clusterTLS := fs.Bool("cluster-tls", false, "cluster mode: raft traffic between nodes over TLS, with -tls-cert/-tls-key, peers verified against -tls-client-ca (cluster.tls)")
 	clusterTokenFile := fs.String("cluster-token-file", "", "cluster mode: file holding the cluster token (16+ bytes; required when -raft-addr is not loopback)")
 	tlsCert := fs.String("tls-cert", "", "TLS on the client port: PEM certificate chain (tls.cert_file; with -tls-key every client connection is TLS)")
@@ -250,6 +251,8 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 			cfg.Cluster.Peers = *peers
 		case "join":
 			cfg.Cluster.Join = *join
+		case "join-nonvoter":
+			cfg.Cluster.JoinNonvoter = *joinNonvoter
 		case "cluster-token-file":
 			cfg.Cluster.TokenFile = *clusterTokenFile
 		case "cluster-tls":

@@ -146,7 +146,7 @@
   function cluster(k) {
     document.getElementById("cluster").hidden = !k;
     if (!k) { return; }
-    set("k-role", k.role);
+    set("k-role", k.role + (k.suffrage === "nonvoter" ? " (non-voter)" : ""));
     set("k-leader", k.leader ? k.leader + (k.leader_addr ? " (" + k.leader_addr + ")" : "") : "unknown");
     set("k-term", fmt.format(k.term));
     set("k-commit", fmt.format(k.commit_index));

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -291,6 +292,56 @@ func (tc *tcluster) proposeAll(i int, recs ...string) <-chan result {
 		}
 	}
 	return out
+}
+
+// commit proposes recs one at a time on the node that leads, each once
+// its predecessor is committed, and returns when all are. On a loaded
+// machine leadership may change in the middle of a test (a leader that
+// does not hear from a quorum for the lease timeout steps down): a
+// proposal refused (not the leader) or failed (ErrNotCommitted:
+// leadership lost with it in flight) goes to the next leader, unless that
+// leader holds it already (the old leader's entry, committed by the new
+// one), so none commits twice. A new leader has applied every committed
+// entry before it may propose (its Stint is set after a barrier).
+func (tc *tcluster) commit(recs ...string) {
+	tc.t.Helper()
+	for _, rec := range recs {
+		for try := 0; ; try++ {
+			l := tc.leader()
+			stint := tc.nodes[l].n.Status().Stint
+			r := collect(tc.t, tc.proposeAll(l, rec), 1)[0]
+			if r.err == nil {
+				break
+			}
+			if try == 20 || !errors.Is(r.err, ErrNotLeader) && !errors.Is(r.err, ErrNotCommitted) {
+				tc.t.Fatalf("proposal %.30q on %s: %v", rec, tc.nodes[l].id, r.err)
+			}
+			tc.t.Logf("proposal %.30q on %s: %v; again on the next leader", rec, tc.nodes[l].id, r.err)
+			next := tc.leaderSince(l, stint)
+			if slices.Contains(strs(tc.nodes[next].c.records()), rec) {
+				break
+			}
+		}
+	}
+}
+
+// leaderSince waits for a node that leads in another stint than stint of
+// node old (another node, or old leading again) and returns its position.
+func (tc *tcluster) leaderSince(old int, stint uint64) int {
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		for i, tn := range tc.nodes {
+			if tn.n == nil {
+				continue
+			}
+			if s := tn.n.Status().Stint; s != 0 && (i != old || s != stint) {
+				return i
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	tc.t.Fatal("no new leader within 20 s")
+	return -1
 }
 
 func collect(t testing.TB, ch <-chan result, n int) []result {

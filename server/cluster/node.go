@@ -46,6 +46,17 @@ type Status struct {
 	Stint            uint64 // this node's leadership stint, 0 when it may not propose
 	LastContact      time.Time
 	AuthRefused      uint64 // raft connections refused at the token handshake
+	// Suffrage is this node's in the latest configuration: "voter",
+	// "nonvoter" (it gets the log but does not vote or count in the
+	// quorum), or "" when it is not a member (a node waiting to be added).
+	Suffrage string
+	// Voters and Nonvoters count the members of the latest configuration.
+	Voters, Nonvoters int
+	// LeaderCommit is the commit index the leader sent in the last
+	// AppendEntries this node received (0 before the first); on a leader,
+	// its own commit index. AppliedIndex within a few entries of it means
+	// the node has caught up.
+	LeaderCommit uint64
 }
 
 // ErrNotLeader is returned (as a *NotLeaderError) by what only the leader
@@ -72,7 +83,8 @@ type Node struct {
 	cfg   Config
 	hlog  hclog.Logger // raft's logger, bridged to cfg.Log
 	raft  *raft.Raft
-	trans *raft.NetworkTransport
+	trans *progressTransport
+	prog  progress // the others' logs, as raft's traffic shows them (progress.go)
 	layer *authLayer
 	store *raftwal.WAL
 	snaps *raft.FileSnapshotStore
@@ -192,7 +204,7 @@ func (n *Node) listen() error {
 			return route(id)
 		})
 	}
-	n.trans = raft.NewNetworkTransportWithConfig(tc)
+	n.trans = newProgressTransport(raft.NewNetworkTransportWithConfig(tc), &n.prog)
 	return nil
 }
 
@@ -302,12 +314,26 @@ func (n *Node) Status() Status {
 	n.mu.Lock()
 	stint := n.stint
 	n.mu.Unlock()
-	return Status{
+	st := Status{
 		Role: roleName(n.raft.State()), LeaderID: string(id), LeaderClientAddr: n.fsm.clientAddr(string(id)),
 		Term: n.raft.CurrentTerm(), CommitIndex: n.raft.CommitIndex(), AppliedIndex: n.raft.AppliedIndex(),
 		LastIndex: n.raft.LastIndex(), Stint: stint, LastContact: n.raft.LastContact(),
-		AuthRefused: n.layer.refusals.count(),
+		AuthRefused: n.layer.refusals.count(), LeaderCommit: n.prog.heard.Load(),
 	}
+	if st.Role == "leader" {
+		st.LeaderCommit = st.CommitIndex
+	}
+	for _, s := range n.raft.GetConfiguration().Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			st.Voters++
+		} else {
+			st.Nonvoters++
+		}
+		if string(s.ID) == n.cfg.NodeID {
+			st.Suffrage = suffrageName(s.Suffrage)
+		}
+	}
+	return st
 }
 
 func roleName(s raft.RaftState) string {
@@ -330,48 +356,6 @@ func (n *Node) notLeader() error {
 
 // RaftAddr is the address other nodes dial this one at.
 func (n *Node) RaftAddr() string { return n.layer.Addr().String() }
-
-// Member is one server in the raft configuration.
-type Member struct {
-	ID    string
-	Addr  string
-	Voter bool
-}
-
-// Members lists the latest raft configuration.
-func (n *Node) Members() ([]Member, error) {
-	f := n.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return nil, err
-	}
-	var ms []Member
-	for _, s := range f.Configuration().Servers {
-		ms = append(ms, Member{ID: string(s.ID), Addr: string(s.Address), Voter: s.Suffrage == raft.Voter})
-	}
-	return ms, nil
-}
-
-// AddVoter adds node id at raft address addr as a voter (on the leader
-// only; elsewhere a *NotLeaderError). The new node must have been started
-// with no Peers (joining) and the same cluster id and token; it catches up
-// from a snapshot and the log. Returns once the change is committed.
-func (n *Node) AddVoter(id, addr string, timeout time.Duration) error {
-	return n.membership(n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, timeout))
-}
-
-// RemoveServer removes node id from the cluster (on the leader only).
-// Removing the leader itself makes it step down once committed.
-func (n *Node) RemoveServer(id string, timeout time.Duration) error {
-	return n.membership(n.raft.RemoveServer(raft.ServerID(id), 0, timeout))
-}
-
-func (n *Node) membership(f raft.IndexFuture) error {
-	err := f.Error()
-	if errors.Is(err, raft.ErrNotLeader) {
-		return n.notLeader()
-	}
-	return err
-}
 
 // Snapshot asks raft for a snapshot now (through Consumer.Snapshot) and
 // waits for it to be written.

@@ -6,7 +6,7 @@ import { DEFAULT_LEADER_HOPS, bounded, parseAddr, pass, sleepJitter, splitAddrs 
 import { Conn, type Pending } from "./connection.js";
 import { ClosedError, DisconnectedError, TickwheelError } from "./errors.js";
 import { EventQueue, type Event } from "./events.js";
-import type { AddOptions, BindOptions, BindResult, CallOptions, ConnectOptions } from "./options.js";
+import type { AddOptions, BindOptions, BindResult, CallOptions, ClusterAddOptions, ConnectOptions } from "./options.js";
 import {
   Missed, NOT_LEADER, Op, PROTOCOL_VERSION, decodeCluster, decodeHello, decodeListGroupPage, decodeListPage, decodeStats, decodeTimer, decodeUints,
   MAX_U64, toU64, type ClusterState, type Hello, type Limits, type Message, type OpName, type Request, type Stats, type Timer, type U64,
@@ -782,14 +782,33 @@ export class Client extends EventEmitter {
 
   /**
    * clusterAdd (admin) adds node id, whose raft traffic listens at raftAddr
-   * ("host:port"), to the cluster as a voter, and resolves to the cluster's
-   * state once the change is committed. The node must run already, started
+   * ("host:port"), to the cluster. The node must run already, started
    * without peers (waiting to be added, or with cluster.join) with the
-   * cluster's id and token. Adding a member again at the same address
-   * changes nothing.
+   * cluster's id and token. It joins as a non-voter, which counts in no
+   * quorum while it catches up from a snapshot and the log, and is promoted
+   * to a voter once its log is within cluster.catch_up_entries of the
+   * leader's: the promise resolves to the cluster's state then (give
+   * o.signal time for a big snapshot; the leader gives up after
+   * cluster.catch_up_timeout with "unavailable", the node staying a
+   * non-voter: clusterPromote later). With o.nonvoter it stays a non-voter
+   * (a read replica, e.g. at a standby site: its failure or distance slows
+   * no commit) and the promise resolves once that change is committed; a
+   * voter is then refused ("bad_state"). Adding a voter again at the same
+   * address changes nothing; adding a non-voter again promotes it.
    */
-  async clusterAdd(id: string, raftAddr: string, o?: CallOptions): Promise<ClusterState> {
-    return decodeCluster(await this.call("cluster", { command: "add", node: id, addr: raftAddr }, o));
+  async clusterAdd(id: string, raftAddr: string, o?: ClusterAddOptions): Promise<ClusterState> {
+    const command = o?.nonvoter ? "add_nonvoter" : "add";
+    return decodeCluster(await this.call("cluster", { command, node: id, addr: raftAddr }, o));
+  }
+
+  /**
+   * clusterPromote (admin) makes non-voter id a voter once it has caught
+   * up (as clusterAdd does after adding it) and resolves to the cluster's
+   * state then. A voter is left as it is; a node not in the cluster
+   * rejects with "bad_state".
+   */
+  async clusterPromote(id: string, o?: CallOptions): Promise<ClusterState> {
+    return decodeCluster(await this.call("cluster", { command: "promote", node: id }, o));
   }
 
   /**

@@ -56,6 +56,12 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
+/** Options of clusterAdd. */
+export interface ClusterAddOptions extends CallOptions {
+  /** Keep the node a non-voter (a read replica) rather than promote it once it has caught up. */
+  nonvoter?: boolean;
+}
+
 /** Optional parts of a timer. */
 export interface AddOptions extends CallOptions {
   /** Ticks between firings; 0 (default) means the first delay. */

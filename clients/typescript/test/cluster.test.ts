@@ -224,15 +224,16 @@ test("failover: re-bound on the new leader, unacknowledged events come from ther
   }
 });
 
-test("cluster status, add and remove against real cluster nodes; a single server answers bad_state", { timeout: 60000 }, async () => {
+test("cluster status, add, add as a non-voter, promote and remove against real cluster nodes; a single server answers bad_state", { timeout: 60000 }, async () => {
   await assert.rejects((await dial(srv.addr)).clusterStatus(), (err: unknown) => err instanceof TickwheelError && err.code === "bad_state");
 
-  const dirs = [mkdtempSync(join(tmpdir(), "tickwheel-ts-n1-")), mkdtempSync(join(tmpdir(), "tickwheel-ts-n2-"))];
-  const [c1, r1, c2, r2] = [await freePort(), await freePort(), await freePort(), await freePort()].map((p) => `127.0.0.1:${p}`);
+  const dirs = ["n1", "n2", "n3"].map((n) => mkdtempSync(join(tmpdir(), `tickwheel-ts-${n}-`)));
+  const [c1, r1, c2, r2, c3, r3] = (await Promise.all([1, 2, 3, 4, 5, 6].map(() => freePort()))).map((p) => `127.0.0.1:${p}`);
   const node = (id: string, client: string, dir: string, more: string[]): string[] =>
     ["-addr", client, "-data-dir", dir, "-cluster-id", "ts", "-node-id", id, ...more];
   const n1 = await startServer(node("n1", c1, dirs[0], ["-peers", `n1=${r1}=${c1}`]));
   let n2: RunningServer | undefined;
+  let n3: RunningServer | undefined;
   try {
     const c = await dial(c1, { signal: AbortSignal.timeout(20000) }); // until n1 has elected itself
     const st = await c.clusterStatus();
@@ -245,12 +246,23 @@ test("cluster status, add and remove against real cluster nodes; a single server
     const added = await c.clusterAdd("n2", r2, { signal: AbortSignal.timeout(20000) });
     assert.deepEqual(added.members.map((m) => [m.id, m.raftAddr, m.voter]), [["n1", r1, true], ["n2", r2, true]]);
     assert.deepEqual((await c.clusterAdd("n2", r2)).members.length, 2, "adding it again changes nothing");
+    await assert.rejects(c.clusterAdd("n2", r2, { nonvoter: true }),
+      (err: unknown) => err instanceof TickwheelError && err.code === "bad_state", "a voter stays one");
     const removed = await c.clusterRemove("n2", { signal: AbortSignal.timeout(20000) });
     assert.deepEqual(removed.members, [{ id: "n1", raftAddr: r1, voter: true }]);
     assert.deepEqual((await c.clusterStatus()).members.map((m) => m.id), ["n1"]);
+
+    // A read replica, then promoted.
+    n3 = await startServer(node("n3", c3, dirs[2], ["-raft-addr", r3]));
+    const replica = await c.clusterAdd("n3", r3, { nonvoter: true, signal: AbortSignal.timeout(20000) });
+    assert.deepEqual(replica.members.map((m) => [m.id, m.voter]), [["n1", true], ["n3", false]]);
+    const promoted = await c.clusterPromote("n3", { signal: AbortSignal.timeout(20000) });
+    assert.deepEqual(promoted.members.map((m) => [m.id, m.voter]), [["n1", true], ["n3", true]]);
+    await assert.rejects(c.clusterPromote("n9"), (err: unknown) => err instanceof TickwheelError && err.code === "bad_state");
   } finally {
     for (const cl of clients.splice(0)) await cl.close();
     await n2?.stop();
+    await n3?.stop();
     await n1.stop();
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
   }

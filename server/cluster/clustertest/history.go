@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -48,6 +49,26 @@ const (
 
 func (o Outcome) String() string {
 	return [...]string{"ok", "exists", "not_found", "unknown"}[o]
+}
+
+// OutcomeOf is what err, a client call's error, says of the operation: OK
+// when nil; Exists or NotFound when it is (errors.Is) exists or notFound,
+// the client's sentinels of those answers (client.ErrExists,
+// client.ErrNotFound), which are definite; Unknown for anything else
+// (not_leader, unavailable, a timeout, a lost connection), which does not
+// say whether a change was made. The sentinels are passed in because this
+// package imports nothing of tickwheel's (the client's own tests import
+// it).
+func OutcomeOf(err, exists, notFound error) Outcome {
+	switch {
+	case err == nil:
+		return OK
+	case errors.Is(err, exists):
+		return Exists
+	case errors.Is(err, notFound):
+		return NotFound
+	}
+	return Unknown
 }
 
 // Key names a timer.

@@ -1,6 +1,9 @@
 package clustertest
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"math"
 	"testing"
 
@@ -68,4 +71,26 @@ func TestHistoryCheck(t *testing.T) {
 		t.Fatalf("len %d, counts %v", h.Len(), h.Counts())
 	}
 	t.Log(desc)
+}
+
+// OutcomeOf: nil is ok; the sentinels given, wrapped or not, are their
+// definite answers; any other error is unknown.
+func TestOutcomeOf(t *testing.T) {
+	exists, notFound := errors.New("exists"), errors.New("not found")
+	for _, tc := range []struct {
+		err  error
+		want Outcome
+	}{
+		{nil, OK},
+		{exists, Exists},
+		{fmt.Errorf("add 1/2: %w", exists), Exists},
+		{notFound, NotFound},
+		{fmt.Errorf("cancel: %w", notFound), NotFound},
+		{errors.New("not_leader"), Unknown},
+		{context.DeadlineExceeded, Unknown},
+	} {
+		if got := OutcomeOf(tc.err, exists, notFound); got != tc.want {
+			t.Errorf("OutcomeOf(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
 }
