@@ -111,10 +111,12 @@ func (r *cowRun) hold(f *Frozen) {
 
 // TestFreezeInterleaved: a Frozen encoded in random pieces while adds,
 // cancels, pauses, firings, fast-forwards, renumbering and other Freezes
-// (some from Advance callbacks) run between the pieces gives exactly the
-// bytes of the stopped-world snapshot of the instant it was taken (a
-// Frozen encoded before anything changed), and they restore to a wheel
-// that freezes to the same bytes. The wheels span several blocks of the
+// (some from Advance callbacks) run between the pieces decodes to exactly
+// the state of the stopped-world snapshot of the instant it was taken (a
+// Frozen encoded before anything changed), and restores to a wheel whose
+// snapshot decodes to it too. The wheel's owner encodes the pages it
+// writes first (the write barrier): without it, the later writes would
+// show. The wheels span several blocks of the
 // page storage, with either geometry; some runs encode on another
 // goroutine while the wheel changes (run it with -race).
 func TestFreezeInterleaved(t *testing.T) {
@@ -164,8 +166,8 @@ func TestFreezeInterleaved(t *testing.T) {
 			}
 			f.Release()
 			w.seqMax = seqMask
-			require.True(t, bytes.Equal(want, got), "the snapshot is not the state at its instant (%d bytes, want %d)", len(got), len(want))
-			require.True(t, bytes.Equal(want, snapshotOf(t, restoreOf(t, cfg, got, rng), 0)), "the restored wheel freezes to other bytes")
+			requireSameState(t, want, got, "the snapshot is not the state at its instant")
+			requireSameState(t, want, snapshotOf(t, restoreOf(t, cfg, got, rng), 0), "the restored wheel freezes to another state")
 			for _, k := range r.keep {
 				k.Release()
 			}
@@ -179,13 +181,16 @@ func TestFreezeInterleaved(t *testing.T) {
 	}
 }
 
-// TestFreezeCopiesOnlyWrittenPages: after Freeze, a write copies the page
-// it lands in, once, and leaves every other page shared.
-func TestFreezeCopiesOnlyWrittenPages(t *testing.T) {
+// TestFreezeEncodesWrittenPages: after Freeze, the first write to a node
+// page the encoder has not reached encodes the page's timers into the
+// barrier's log and writes the page in place: no page is copied, and the
+// snapshot is the state at the Freeze.
+func TestFreezeEncodesWrittenPages(t *testing.T) {
 	w := newWheel(t, 0, Config{})
 	for i := range uint64(3 * blockLen) {
 		require.NoError(t, w.Add(Key{1, i}, Spec{After: 1_000_000 + i}))
 	}
+	want := snapshotOf(t, w, 0)
 	f := w.Freeze()
 	defer f.Release()
 	pages := func(bl []*cowBlock[node]) []*cowPage[node] {
@@ -198,17 +203,39 @@ func TestFreezeCopiesOnlyWrittenPages(t *testing.T) {
 		return out
 	}
 	shared := pages(f.nodes)
-	i := w.index.find(Key{1, 5000})
 	require.NoError(t, w.Pause(Key{1, 5000})) // unlinks it: its slot's neighbours too
-	require.NoError(t, w.Pause(Key{1, 5001})) // the same page: copied already
-	now := pages(w.nodes.arr.blocks)
-	copied := 0
-	for p := range now {
-		if now[p] != shared[p] {
-			copied++
-		}
+	require.NoError(t, w.Pause(Key{1, 5001})) // the same page: encoded already
+	require.Equal(t, shared, pages(w.nodes.arr.blocks), "no page is copied")
+	encoded := f.bar.loopPages.Load()
+	require.NotZero(t, encoded)
+	require.LessOrEqual(t, encoded, uint32(6), "pages encoded: the timers', their neighbours' in their slots, their receiver's")
+	require.Equal(t, encoded, f.bar.loopPages.Load(), "a page is encoded once")
+	var got []byte
+	for done := false; !done; {
+		got, done = f.AppendNext(got, 100)
+		k := Key{1, uint64(len(got)) % 4096} // not 5000 or 5001, paused
+		require.NoError(t, w.Pause(k))
+		require.NoError(t, w.Resume(k))
 	}
-	require.NotSame(t, shared[i/pageLen], now[i/pageLen], "the written page is copied")
-	require.LessOrEqual(t, copied, 6, "pages copied: the timers', their neighbours' in their slots, their receiver's")
-	require.Equal(t, snapshotOf(t, w, 0), snapshotOf(t, w, 0))
+	requireSameState(t, want, got)
+}
+
+// TestFreezeCopiesPageBeingEncoded: a page the encoder has claimed and
+// not finished is copied before the wheel writes it (the encoder reads the
+// old one); once the encoder is past it, it is written in place.
+func TestFreezeCopiesPageBeingEncoded(t *testing.T) {
+	w := newWheel(t, 0, Config{})
+	for i := range uint64(blockLen) {
+		require.NoError(t, w.Add(Key{1, i}, Spec{After: 1_000_000 + i}))
+	}
+	f := w.Freeze()
+	defer f.Release()
+	i := w.index.find(Key{1, 100})
+	p := i / pageLen
+	require.Zero(t, f.bar.claim(p, claimEnc)) // as the encoder does before reading it
+	before := frozenPage(f.nodes, p)
+	require.NoError(t, w.Pause(Key{1, 100}))
+	require.NotSame(t, before, w.nodes.arr.blocks[0].pages[p].p, "the page being encoded is copied")
+	require.Equal(t, uint32(markPaused), w.nodes.get(i).wprev)
+	require.NotEqual(t, uint32(markPaused), before[i%pageLen].wprev, "the encoder's page is the state at the Freeze")
 }

@@ -51,13 +51,16 @@ func (n *node) order() uint32 { return n.seq & seqMask }
 // slab stores nodes by uint32 index, reusing freed ones lowest first (see
 // freeSet). Indices below nsent are the sentinels of the wheel's lists (and
 // unused ones up to a page boundary) and are never handed out. The nodes
-// live in a cowArray: at copies a node's page before writing it while a
-// Frozen may read it; get reads without copying.
+// live in a cowArray: at, before its first write to a page since a Freeze,
+// has the snapshots being encoded encode the page if they have not yet
+// (the write barrier, barrier.go), and copies it only when an encoder is
+// reading it at that instant; get reads without either.
 type slab struct {
 	arr   cowArray[node]
 	n     uint32 // indices handed out so far (high-water mark)
 	free  freeSet
 	nsent uint32
+	bars  []*barrier // the barriers of the Frozens not done walking (owned by the loop)
 }
 
 // init makes sentinels of the first nsent indices, rounded up to a whole
@@ -81,8 +84,25 @@ func (s *slab) grow(i uint32) {
 	}
 }
 
-// at returns the node at index i, to read or write (see cowArray.at).
-func (s *slab) at(i uint32) *node { return s.arr.at(i) }
+// at returns the node at index i, to read or write. The pointer is valid
+// until the next Freeze.
+func (s *slab) at(i uint32) *node {
+	bi, pi, j := locate(i)
+	r := &s.arr.blocks[bi].pages[pi]
+	if r.epoch != s.arr.epoch {
+		r = s.own(bi, pi)
+	}
+	return &r.p[j]
+}
+
+// own is cowArray.own after the write barrier (serialize).
+func (s *slab) own(bi, pi uint32) *pageRef[node] {
+	inPlace := true
+	if len(s.bars) != 0 {
+		inPlace = s.serialize(bi<<blockShift|pi, s.arr.blocks[bi].pages[pi].p)
+	}
+	return s.arr.own(bi, pi, inPlace)
+}
 
 // get returns the node at index i, only to read (see cowArray.get).
 func (s *slab) get(i uint32) *node { return s.arr.get(i) }

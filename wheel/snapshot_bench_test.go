@@ -138,30 +138,3 @@ func BenchmarkRestore(b *testing.B) {
 		})
 	}
 }
-
-// BenchmarkSortOrder: sorting the live timers of a churned wheel of 1M by
-// add order, radix (sortOrder) against slices.Sort.
-func BenchmarkSortOrder(b *testing.B) {
-	w := snapWheel(b, 1_000_000, true)
-	f := w.Freeze()
-	defer f.Release()
-	var keys []uint64
-	for i := f.nsent; i < f.n; i++ {
-		if n := frozenGet(f.nodes, i); n.wprev != markFree {
-			keys = append(keys, uint64(n.order())<<32|uint64(i))
-		}
-	}
-	a, tmp := make([]uint64, len(keys)), make([]uint64, len(keys))
-	b.Run("impl=radix", func(b *testing.B) {
-		for b.Loop() {
-			copy(a, keys)
-			sortOrder(a, tmp, nil)
-		}
-	})
-	b.Run("impl=slices.Sort", func(b *testing.B) {
-		for b.Loop() {
-			copy(a, keys)
-			slices.Sort(a)
-		}
-	})
-}
