@@ -51,10 +51,10 @@ func (n *node) order() uint32 { return n.seq & seqMask }
 // slab stores nodes by uint32 index, reusing freed ones lowest first (see
 // freeSet). Indices below nsent are the sentinels of the wheel's lists (and
 // unused ones up to a page boundary) and are never handed out. The nodes
-// live in a cowArray: at, before its first write to a page since a Freeze,
-// has the snapshots being encoded encode the page if they have not yet
-// (the write barrier, barrier.go), and copies it only when an encoder is
-// reading it at that instant; get reads without either.
+// live in a cowArray: at, before its first write to a node since a Freeze,
+// has the snapshots being encoded save the node if they have not reached
+// its page (the write barrier, barrier.go), and copies the page only when
+// an encoder is reading it at that instant; get reads without either.
 type slab struct {
 	arr   cowArray[node]
 	n     uint32 // indices handed out so far (high-water mark)
@@ -90,18 +90,27 @@ func (s *slab) at(i uint32) *node {
 	bi, pi, j := locate(i)
 	r := &s.arr.blocks[bi].pages[pi]
 	if r.epoch != s.arr.epoch {
-		r = s.own(bi, pi)
+		r = s.own(bi, pi, j)
 	}
 	return &r.p[j]
 }
 
-// own is cowArray.own after the write barrier (serialize).
-func (s *slab) own(bi, pi uint32) *pageRef[node] {
-	inPlace := true
-	if len(s.bars) != 0 {
-		inPlace = s.serialize(bi<<blockShift|pi, s.arr.blocks[bi].pages[pi].p)
+// own returns the ref of page pi of block bi, stale, for a write to its
+// node j: after the write barrier (serialize) saved the node for the
+// Frozens that need it, the page as it is, adopted into the current epoch
+// once none needs anything more of it (until then every write asks
+// again); or a copy of it, adopted, when an encoder is reading it.
+func (s *slab) own(bi, pi, j uint32) *pageRef[node] {
+	a := &s.arr
+	if len(s.bars) == 0 || a.pins == nil || a.pins.Load() == 0 {
+		return a.own(bi, pi, true)
 	}
-	return s.arr.own(bi, pi, inPlace)
+	r := &a.blocks[bi].pages[pi]
+	inPlace, done := s.serialize(bi<<blockShift|pi, j, r.p)
+	if !inPlace || done {
+		return a.own(bi, pi, inPlace)
+	}
+	return r
 }
 
 // get returns the node at index i, only to read (see cowArray.get).

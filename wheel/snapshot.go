@@ -41,10 +41,11 @@ import (
 //	data      varint length >= 1, then the bytes, present with recData
 //
 // A record with recFirst starts a run: the previous receiver and seq are
-// 0 for it. The records come in the slab's page order as the encoder walks
-// it, with the pages the wheel's owner encoded itself (the write barrier,
-// barrier.go) spliced in as runs wherever they were ready: their order
-// says nothing. The add order, which decides which of the timers due on
+// 0 for it (the encoder writes it on the first record only; a reader
+// takes it anywhere). The records come in the slab's order as the encoder
+// walks it, with the nodes the wheel's owner saved before writing them
+// (the write barrier, barrier.go) wherever the encoder found them ready:
+// their order says nothing. The add order, which decides which of the timers due on
 // one tick fires first and List's order, is the seq numbers' order, and
 // the restorer sorts by it. Each flag is set exactly when its condition
 // holds; two wheels with the same state may still give different bytes
@@ -55,7 +56,7 @@ import (
 //
 // Version 3 has records in slab order with their seq, so that the encoder
 // needs no list of the timers in add order and the wheel's owner can
-// encode a page before writing it. Version 2 (records in add order, without
+// save a node before writing it without knowing where its record goes. Version 2 (records in add order, without
 // seq, then the due section) and version 1 (no due section: the due timers
 // fire in add order) are still read.
 const SnapshotVersion = 3
@@ -82,31 +83,32 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // goroutine while the wheel goes on.
 //
 // It shares the wheel's node pages rather than copying them, and the
-// wheel keeps them as they were for it by a write barrier (barrier.go):
-// before its first write to a node page the encoder has not reached, the
-// wheel encodes the page's timers itself, into a log the encoder splices
-// into the snapshot; only a page the encoder is reading at that instant is
+// wheel keeps what the Frozen needs of them by a write barrier
+// (barrier.go): before its first write to a node whose page the encoder
+// has not reached, the wheel saves the node (56 bytes) into a log the
+// encoder encodes; only a page the encoder is reading at that instant is
 // copied. The extras (payloads, long intervals, high firing counts) are
 // copied on write a page of 16 at a time (cowArray). Freeze itself costs a
-// copy of the page lists (8 bytes per 2048 timers), a bitmap of 2 bits per
-// 16 timers, and a walk of the timers due now not fired yet (none, unless
-// an Advance stopped part-way through a tick).
+// copy of the page lists (8 bytes per 2048 timers), a claim word per 16
+// timers (4 bytes), and a walk of the timers due now not fired yet (none,
+// unless an Advance stopped part-way through a tick).
 //
 // Concurrency: after Freeze returns, the wheel's owner may use the wheel as
 // usual while one other goroutine (or the owner) calls the Frozen's
 // methods; the methods of one Frozen must not be called concurrently with
 // each other. The pages pass from the owner to the Frozen's goroutine by
 // whatever hands that goroutine the Frozen (a go statement, a channel);
-// each page then belongs to whichever of the two claims it first (an
-// atomic compare-and-swap); the encoder's walk's end, and Release (or the
+// each node then belongs to whichever of the two claims it first (an
+// atomic compare-and-swap on its page's claim word); the encoder's walk's
+// end, and Release (or the
 // garbage collector, for a Frozen that becomes unreachable without
 // Release: a runtime cleanup), which decrements the wheel's count of pins,
 // give them back.
 //
-// Memory: the encodings the wheel made and the encoder has not copied yet
-// (about 14 bytes per timer of a page the wheel wrote first), the extras
-// pages the wheel copied while the Frozen lived, and the pages an encoder
-// was reading when the wheel wrote them (at most one per write).
+// Memory: the nodes the wheel saved and the encoder has not encoded yet
+// (56 bytes each, in chunks of 1024 without pointers), the extras pages
+// the wheel copied while the Frozen lived, and the pages an encoder was
+// reading when the wheel wrote them (at most one per write).
 type Frozen struct {
 	now   uint64
 	count int // live timers
@@ -119,17 +121,17 @@ type Frozen struct {
 	st  *frozenState
 
 	// yield, when set, is called while the encoder waits for the wheel's
-	// owner to finish encoding a page (SetYield); runtime.Gosched otherwise.
+	// owner to finish saving a node (SetYield); runtime.Gosched otherwise.
 	yield func()
 
 	// The encoder's position.
-	stage    uint8
-	page     uint32 // the next page of the walk
-	encPages uint32 // pages of the walk the encoder encoded
-	enc      encoder
-	dueRank  []uint32 // the due order section (rankDue)
-	nextDue  int      // index in dueRank of the next due order varint
-	crc      uint32
+	stage   uint8
+	page    uint32 // the next page of the walk
+	expect  uint32 // the nodes the owner saved in the pages walked
+	enc     encoder
+	dueRank []uint32 // the due order section (rankDue)
+	nextDue int      // index in dueRank of the next due order varint
+	crc     uint32
 }
 
 // freezeShared is the state a wheel shares with its Frozen copies, the only
@@ -185,7 +187,7 @@ func (w *Wheel) Freeze() *Frozen {
 	extras := w.extra.arr.freeze(0)
 	big := slices.Clone(w.extra.big)
 	s := &w.nodes
-	bar := newBarrier(s.nsent/pageLen, (s.n+pageLen-1)/pageLen, s.n, w.now, extras, big)
+	bar := newBarrier(s.nsent/pageLen, (s.n+pageLen-1)/pageLen, s.n)
 	s.bars = slices.DeleteFunc(s.bars, func(b *barrier) bool { return b.over.Load() })
 	s.bars = append(s.bars, bar)
 	st := &frozenState{shared: w.frz, bar: bar}
@@ -219,10 +221,10 @@ func (f *Frozen) Now() uint64 { return f.now }
 // Len returns the number of timers in the Frozen, paused ones included.
 func (f *Frozen) Len() int { return f.count }
 
-// Release ends the Frozen's use: the wheel stops encoding pages for it
-// (if its walk was not done) and copies no more extras pages once every
+// Release ends the Frozen's use: the wheel stops saving nodes for it (if
+// its walk was not done) and copies no more extras pages once every
 // Frozen of it is released, and recycles data buffers again; what it
-// encoded or copied meanwhile is left to the garbage collector. It may be
+// saved or copied meanwhile is left to the garbage collector. It may be
 // called from any goroutine (not concurrently with the Frozen's other
 // methods); a second call does nothing. The Frozen cannot encode
 // afterwards: AppendNext and Encode panic.
@@ -245,15 +247,15 @@ func (st *frozenState) unpin() {
 // extended slice, and done == true once the snapshot is complete (its last
 // bytes appended by this call). Concatenated, the pieces are the snapshot.
 //
-// Each call appends whole parts (the header, a page's records, bytes of
-// the pages the wheel encoded, the checksum) while fewer than max bytes
+// Each call appends whole parts (the header, a record of a node the
+// wheel saved, a page's records, the checksum) while fewer than max bytes
 // have been appended in this call, so it appends at least one part and at
 // most max-1 bytes plus a page's records (16 records of at most about 60
 // bytes plus their data). max <= 0 appends all that is left. To write a
 // large snapshot with bounded memory, call it with the same buffer,
 // truncated after each write, until done. After done it appends nothing.
 // The call that ends the walk of the slab may wait (yielding, see
-// SetYield) for the wheel's owner to finish encoding one page.
+// SetYield) for the wheel's owner to finish saving one node.
 func (f *Frozen) AppendNext(dst []byte, max int) (out []byte, done bool) {
 	if f.nodes == nil {
 		panic("wheel: Frozen used after Release")
@@ -291,20 +293,15 @@ func (f *Frozen) Encode(dst []byte) []byte {
 	return out
 }
 
-// appendRecords walks the slab's pages, encoding those the wheel's owner
-// has not, and copies the owner's encodings between them, until len(dst)
-// reaches stop or the last record is appended, after which the stage is
-// stageDue.
+// appendRecords walks the slab's pages, encoding the nodes the wheel's
+// owner has not saved, and encodes those it saved between them, until
+// len(dst) reaches stop or the last record is appended, after which the
+// stage is stageDue.
 func (f *Frozen) appendRecords(dst []byte, stop int) []byte {
 	b := f.bar
 	for {
-		before := len(dst)
 		var caught bool
-		dst, caught = b.drain(dst, stop)
-		if len(dst) != before {
-			f.enc.fresh = true // the owner's pages are runs of their own
-		}
-		if !caught {
+		if dst, caught = b.drain(&f.enc, dst, stop); !caught {
 			return dst
 		}
 		if f.page == b.end {
@@ -313,25 +310,30 @@ func (f *Frozen) appendRecords(dst []byte, stop int) []byte {
 		if len(dst) >= stop {
 			return dst
 		}
-		if p := f.page; b.claim(p, claimEnc) == 0 {
-			dst = f.enc.appendPage(dst, frozenPage(f.nodes, p), p, b.n)
-			f.encPages++
+		p := f.page
+		saved := b.claimPage(p)
+		f.expect += savedCount(saved)
+		if saved != allSaved {
+			dst = f.enc.appendPage(dst, frozenPage(f.nodes, p), p, b.n, saved)
 		}
 		f.page++
 		b.doneTo.Store(f.page) // the owner may write the page in place now
 	}
-	// The walk is done: the owner claims no more pages. Wait for the last
-	// it claimed, then copy what is left.
-	for b.loopPages.Load() != b.end-b.first-f.encPages {
+	// The walk is done: the owner saves no more nodes. Encode what is
+	// left, waiting for the last it claimed to be in the log.
+	for {
+		dst, caught := b.drain(&f.enc, dst, stop)
+		if !caught {
+			return dst
+		}
+		if b.drained == f.expect {
+			break
+		}
 		if f.yield != nil {
 			f.yield()
 		} else {
 			runtime.Gosched()
 		}
-	}
-	dst, caught := b.drain(dst, stop)
-	if !caught {
-		return dst
 	}
 	b.over.Store(true)
 	f.stage = stageDue
@@ -344,7 +346,7 @@ func frozenPage[T any](blocks []*cowBlock[T], p uint32) *cowPage[T] {
 }
 
 // SetYield makes the encoder call yield instead of runtime.Gosched while
-// it waits for the wheel's owner to finish encoding a page (at the end of
+// it waits for the wheel's owner to finish saving a node (at the end of
 // its walk of the slab). Call it before the first AppendNext.
 func (f *Frozen) SetYield(yield func()) { f.yield = yield }
 
@@ -360,12 +362,16 @@ type encoder struct {
 }
 
 // appendPage appends the records of the live timers of node page p, pg,
-// below the high-water mark n, in slab order.
-func (e *encoder) appendPage(dst []byte, pg *cowPage[node], p, n uint32) []byte {
+// below the high-water mark n, in slab order, but those whose bit is set
+// in skip.
+func (e *encoder) appendPage(dst []byte, pg *cowPage[node], p, n, skip uint32) []byte {
 	base := p << pageShift
 	for j := range pg {
 		if base+uint32(j) >= n {
 			break
+		}
+		if skip&(1<<j) != 0 {
+			continue // saved by the owner, who may be writing it now
 		}
 		if nd := &pg[j]; nd.wprev != markFree {
 			dst = e.appendRecord(dst, nd)
