@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -219,10 +221,11 @@ func TestFreezeSavesWrittenNodes(t *testing.T) {
 	requireSameState(t, want, got)
 }
 
-// TestFreezeCopiesPageBeingEncoded: a page the encoder has claimed and
-// not finished is copied before the wheel writes it (the encoder reads the
-// old one); once the encoder is past it, it is written in place.
-func TestFreezeCopiesPageBeingEncoded(t *testing.T) {
+// TestFreezeWaitsForPageBeingCopied: a write to a node of a page the
+// encoder has claimed and not copied yet waits for the copy, and then
+// writes the page in place (a copy of the page would lose the writes made
+// through pointers the operation took before: TestFreezeWalkEndRace).
+func TestFreezeWaitsForPageBeingCopied(t *testing.T) {
 	w := newWheel(t, 0, Config{})
 	for i := range uint64(blockLen) {
 		require.NoError(t, w.Add(Key{1, i}, Spec{After: 1_000_000 + i}))
@@ -231,10 +234,55 @@ func TestFreezeCopiesPageBeingEncoded(t *testing.T) {
 	defer f.Release()
 	i := w.index.find(Key{1, 100})
 	p := i / pageLen
-	require.Zero(t, f.bar.claimPage(p)) // as the encoder does before reading it
-	before := frozenPage(f.nodes, p)
+	require.Zero(t, f.bar.claimPage(p)) // as the encoder does before copying it
+	before := w.nodes.arr.blocks[0].pages[p].p
+	var copied atomic.Bool
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		copied.Store(true)
+		f.bar.doneTo.Store(p + 1) // as the encoder does once it has the copy
+	}()
 	require.NoError(t, w.Pause(Key{1, 100}))
-	require.NotSame(t, before, w.nodes.arr.blocks[0].pages[p].p, "the page being encoded is copied")
+	require.True(t, copied.Load(), "the write waited for the encoder's copy")
+	require.Same(t, before, w.nodes.arr.blocks[0].pages[p].p, "written in place")
 	require.Equal(t, uint32(markPaused), w.nodes.get(i).wprev)
-	require.NotEqual(t, uint32(markPaused), before[i%pageLen].wprev, "the encoder's page is the state at the Freeze")
+}
+
+// TestFreezeWalkEndRace: many small snapshots encoded on another goroutine
+// while the wheel's owner keeps writing timers, so that the owner saves
+// nodes while the encoder ends its walk: every node saved is in the
+// snapshot (the encoder drains the log once more after its last page).
+func TestFreezeWalkEndRace(t *testing.T) {
+	w := newWheel(t, 0, Config{})
+	for i := range uint64(40) {
+		require.NoError(t, w.Add(Key{i % 3, i}, Spec{After: 1000 + i}))
+	}
+	rounds := 2000
+	if testing.Short() {
+		rounds = 300
+	}
+	for round := range rounds {
+		want := snapshotOf(t, w, 0)
+		f := w.Freeze()
+		done := make(chan []byte)
+		go func() {
+			var got []byte
+			for fin := false; !fin; {
+				got, fin = f.AppendNext(got, 1+round%50)
+			}
+			done <- got
+		}()
+		var got []byte
+		for k := uint64(round); got == nil; k++ {
+			select {
+			case got = <-done:
+			default:
+				key := Key{k % 40 % 3, k % 40}
+				require.NoError(t, w.Pause(key))
+				require.NoError(t, w.Resume(key))
+			}
+		}
+		f.Release()
+		requireSameState(t, want, got, "round %d", round)
+	}
 }

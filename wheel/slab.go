@@ -53,14 +53,15 @@ func (n *node) order() uint32 { return n.seq & seqMask }
 // unused ones up to a page boundary) and are never handed out. The nodes
 // live in a cowArray: at, before its first write to a node since a Freeze,
 // has the snapshots being encoded save the node if they have not reached
-// its page (the write barrier, barrier.go), and copies the page only when
-// an encoder is reading it at that instant; get reads without either.
+// its page (the write barrier, barrier.go); get reads without it.
 type slab struct {
 	arr   cowArray[node]
 	n     uint32 // indices handed out so far (high-water mark)
 	free  freeSet
 	nsent uint32
 	bars  []*barrier // the barriers of the Frozens not done walking (owned by the loop)
+	// spareClaims are the claim sets of barriers dropped, for the next.
+	spareClaims []*claimSet
 }
 
 // init makes sentinels of the first nsent indices, rounded up to a whole
@@ -99,16 +100,16 @@ func (s *slab) at(i uint32) *node {
 // node j: after the write barrier (serialize) saved the node for the
 // Frozens that need it, the page as it is, adopted into the current epoch
 // once none needs anything more of it (until then every write asks
-// again); or a copy of it, adopted, when an encoder is reading it.
+// again). A node page is never copied while pinned: the caller may hold
+// pointers into it from earlier in the same operation.
 func (s *slab) own(bi, pi, j uint32) *pageRef[node] {
 	a := &s.arr
 	if len(s.bars) == 0 || a.pins == nil || a.pins.Load() == 0 {
 		return a.own(bi, pi, true)
 	}
 	r := &a.blocks[bi].pages[pi]
-	inPlace, done := s.serialize(bi<<blockShift|pi, j, r.p)
-	if !inPlace || done {
-		return a.own(bi, pi, inPlace)
+	if s.serialize(bi<<blockShift|pi, j, r.p) {
+		return a.own(bi, pi, true)
 	}
 	return r
 }

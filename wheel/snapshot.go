@@ -126,8 +126,9 @@ type Frozen struct {
 
 	// The encoder's position.
 	stage   uint8
-	page    uint32 // the next page of the walk
-	expect  uint32 // the nodes the owner saved in the pages walked
+	page    uint32        // the next page of the walk
+	expect  uint32        // the nodes the owner saved in the pages walked
+	pageBuf cowPage[node] // the page being encoded, copied under its claim
 	enc     encoder
 	dueRank []uint32 // the due order section (rankDue)
 	nextDue int      // index in dueRank of the next due order varint
@@ -187,8 +188,10 @@ func (w *Wheel) Freeze() *Frozen {
 	extras := w.extra.arr.freeze(0)
 	big := slices.Clone(w.extra.big)
 	s := &w.nodes
-	bar := newBarrier(s.nsent/pageLen, (s.n+pageLen-1)/pageLen, s.n)
-	s.bars = slices.DeleteFunc(s.bars, func(b *barrier) bool { return b.over.Load() })
+	s.pruneBars()
+	first, end := s.nsent/pageLen, (s.n+pageLen-1)/pageLen
+	claims, gen := s.claimsFor(end - first)
+	bar := newBarrier(first, end, s.n, claims, gen)
 	s.bars = append(s.bars, bar)
 	st := &frozenState{shared: w.frz, bar: bar}
 	f := &Frozen{
@@ -313,17 +316,25 @@ func (f *Frozen) appendRecords(dst []byte, stop int) []byte {
 		p := f.page
 		saved := b.claimPage(p)
 		f.expect += savedCount(saved)
-		if saved != allSaved {
-			dst = f.enc.appendPage(dst, frozenPage(f.nodes, p), p, b.n, saved)
+		if saved != allSaved { // the owner waits for this copy
+			pg := frozenPage(f.nodes, p)
+			for j := range pg {
+				if saved&(1<<j) == 0 { // a saved one the owner may be writing
+					f.pageBuf[j] = pg[j]
+				}
+			}
 		}
 		f.page++
 		b.doneTo.Store(f.page) // the owner may write the page in place now
+		if saved != allSaved {
+			dst = f.enc.appendPage(dst, &f.pageBuf, p, b.n, saved)
+		}
 	}
 	// The walk is done: the owner saves no more nodes. Encode what is
 	// left, waiting for the last it claimed to be in the log.
 	for {
-		dst, caught := b.drain(&f.enc, dst, stop)
-		if !caught {
+		var caught bool
+		if dst, caught = b.drain(&f.enc, dst, stop); !caught {
 			return dst
 		}
 		if b.drained == f.expect {
