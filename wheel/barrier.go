@@ -14,10 +14,10 @@ import (
 // not reached the node's page, the loop saves the node as it stands (56
 // bytes, the state at the Freeze: this is its first write) into the
 // barrier's log, which the encoder encodes between its own pages; then it
-// writes the node in place. Only a page the encoder is reading at that
-// instant is copied (the copy on write of before, one page), so the loop
-// waits for the encoder only while the encoder copies the one page it has
-// claimed (896 bytes). The loop's cost is one compare-and-swap and
+// writes the node in place. No node page is copied: the loop waits for the
+// encoder only while the encoder copies the unsaved nodes of the one page
+// it has claimed (896 bytes at most; loopWrite says why a copy by the loop
+// would be wrong). The loop's cost is one compare-and-swap and
 // one copy of a node per node it writes first, however scattered: a turn
 // that moves 50k timers down the wheel saves 50k nodes (2.8 MB), where a
 // barrier of whole pages encoded or copied a page (16 nodes) for each:
@@ -25,19 +25,20 @@ import (
 // node alone is 56 bytes and one record's encoding is left to the encoder.
 //
 // Each page has a claim word in claims: a bit per node the loop saved, and
-// claimEnc once the encoder has claimed the page to read it (it then
-// reads the nodes the loop has not saved, from the page, which the loop
-// no longer writes in place); doneTo is the page the encoder is at (every
+// claimEnc once the encoder has claimed the page to copy it (it then
+// copies the nodes the loop has not saved, which the loop does not write
+// until the copy is done); doneTo is the page the encoder is at (every
 // page below is finished with: the loop writes them in place). The loop
 // appends saved nodes to a log of chunks and then stores the chunk's
-// committed count; the encoder encodes the committed nodes. The encoder ends its walk by storing doneTo = end (the
+// committed count; the encoder encodes the committed nodes. The encoder
+// ends its walk by storing doneTo = end (the
 // loop saves nothing after that), waits for the nodes the loop saved to
 // be committed (the loop's claim and its copy are back to back), encodes
 // them, and sets over: the loop forgets the barrier at its next look.
 //
 // A node page stays stale (its epoch older than the array's: writes take
 // the slow path, slab.own) until no barrier needs anything more of it: the
-// encoder is past it, or the loop saved all its nodes, or it was copied.
+// encoder is past it, or the loop saved all its nodes.
 //
 // Ownership: first, end and n are set at the Freeze and only read
 // afterwards; tail is the loop's; head and rd are the encoder's; the rest

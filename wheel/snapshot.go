@@ -86,11 +86,12 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // wheel keeps what the Frozen needs of them by a write barrier
 // (barrier.go): before its first write to a node whose page the encoder
 // has not reached, the wheel saves the node (56 bytes) into a log the
-// encoder encodes; only a page the encoder is reading at that instant is
-// copied. The extras (payloads, long intervals, high firing counts) are
+// encoder encodes; a write to a node of the page the encoder is copying
+// at that instant waits for the copy. The extras (payloads, long intervals, high firing counts) are
 // copied on write a page of 16 at a time (cowArray). Freeze itself costs a
 // copy of the page lists (8 bytes per 2048 timers), a claim word per 16
-// timers (4 bytes), and a walk of the timers due now not fired yet (none,
+// timers (4 bytes, reused from the previous Frozen, allocated when the
+// wheel outgrew them), and a walk of the timers due now not fired yet (none,
 // unless an Advance stopped part-way through a tick).
 //
 // Concurrency: after Freeze returns, the wheel's owner may use the wheel as
@@ -106,9 +107,8 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // give them back.
 //
 // Memory: the nodes the wheel saved and the encoder has not encoded yet
-// (56 bytes each, in chunks of 1024 without pointers), the extras pages
-// the wheel copied while the Frozen lived, and the pages an encoder was
-// reading when the wheel wrote them (at most one per write).
+// (56 bytes each, in chunks of 1024 without pointers), and the extras
+// pages the wheel copied while the Frozen lived.
 type Frozen struct {
 	now   uint64
 	count int // live timers
