@@ -46,10 +46,13 @@ func Restore(cfg Config, snapshot []byte) (*Wheel, error) {
 // Advance fires the same timers in the same order (timers due at Now() not
 // fired yet first), paused timers resume with their remaining ticks, and a
 // timer added next comes after every restored one in the same-tick order;
-// freezing it gives the same bytes. NextEvent is the same too when the
+// freezing it gives the same bytes (a format 3 snapshot; one of an older
+// format gives format 3). NextEvent is the same too when the
 // geometry is (it reports ticks at which timers move down a level, which
 // depend on the geometry). Only the memory layout differs: the timers are
-// packed in add order, and the index is sized with room for twice as many
+// packed in the snapshot's record order (format 3: slab order, with the
+// nodes the loop saved during the snapshot where the encoder met them;
+// older formats: add order), and the index is sized with room for twice as many
 // timers before it grows.
 //
 // Input that is not a valid snapshot makes Write or Wheel return an error
