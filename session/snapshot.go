@@ -12,9 +12,13 @@ import (
 
 // A snapshot is the whole state of a Core: everything Replay needs to go on
 // from it, so that a snapshot plus the records after it rebuild the state.
-// Its bytes are canonical: maps are written in key order and the wheel's
-// timers in their firing order, so two Cores in the same state write the
-// same bytes.
+// The core section's bytes are canonical: maps are written in key order,
+// so two Cores in the same state write the same bytes there. The wheel's
+// section (format 3) has its timers in the order its encoder walked the
+// slab and the loop's write barrier encoded pages (wheel.Frozen), each
+// with its add sequence number: equal states give equal bytes only when
+// the slabs are laid out alike and nothing was written during the
+// encoding (a replay of the same inputs, or a restored Core re-encoded).
 //
 // Layout: the magic "TWCS", a format version byte, the core section, then
 // the wheel's own snapshot (see wheel.Frozen). The core section is
@@ -313,7 +317,8 @@ type Snapshot struct {
 // copied), a copy of the groups' member nodes (one memcpy, 32 bytes a
 // grouped timer: the members are encoded by AppendNext; see groupsSnap)
 // and the wheel's Freeze, which shares the timers' pages (the wheel
-// copies a page before it next writes it, until Release).
+// encodes a page itself before it first writes it, until the encoder has
+// walked them: wheel.Frozen).
 func (c *Core) Snapshot() *Snapshot {
 	head, tail := encoder{}, encoder{}
 	c.appendCoreHead(&head)

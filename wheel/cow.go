@@ -68,9 +68,9 @@ type pageRef[T any] struct {
 }
 
 // cowBlock holds blockPages pages. Its epoch is the one it was made in:
-// a block of an older epoch may be in a reader's list, so at copies it
-// before changing one of its refs. Invariant: a ref of the current epoch
-// is in a block of the current epoch.
+// a block of an older epoch may be in a reader's list, so own copies it
+// before changing one of its refs' pages (a ref's epoch it changes in
+// place: readers read only the page pointers).
 type cowBlock[T any] struct {
 	pages [blockPages]pageRef[T]
 	epoch uint32
@@ -109,18 +109,26 @@ func (a *cowArray[T]) at(i uint32) *T {
 	bi, pi, j := locate(i)
 	r := &a.blocks[bi].pages[pi]
 	if r.epoch != a.epoch {
-		r = a.own(bi, pi)
+		r = a.own(bi, pi, false)
 	}
 	return &r.p[j]
 }
 
 // own makes page pi of block bi the owner's to write, and returns its ref:
-// with no reader, the page as it is, adopted into the current epoch;
-// otherwise a copy of it (and of its block, when that is older too).
-func (a *cowArray[T]) own(bi, pi uint32) *pageRef[T] {
+// with no reader, or when inPlace says no reader will read the page again
+// (the slab's write barrier encoded it: barrier.go), the page as it is,
+// adopted into the current epoch; otherwise a copy of it (and of its
+// block, when that is older too).
+func (a *cowArray[T]) own(bi, pi uint32, inPlace bool) *pageRef[T] {
 	b := a.blocks[bi]
 	if a.pins == nil || a.pins.Load() == 0 {
 		b.epoch, b.pages[pi].epoch = a.epoch, a.epoch
+		return &b.pages[pi]
+	}
+	if inPlace {
+		// The block may be in a reader's list: only the ref's epoch, which
+		// no reader reads, changes.
+		b.pages[pi].epoch = a.epoch
 		return &b.pages[pi]
 	}
 	if b.epoch != a.epoch {

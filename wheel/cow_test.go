@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -111,10 +113,12 @@ func (r *cowRun) hold(f *Frozen) {
 
 // TestFreezeInterleaved: a Frozen encoded in random pieces while adds,
 // cancels, pauses, firings, fast-forwards, renumbering and other Freezes
-// (some from Advance callbacks) run between the pieces gives exactly the
-// bytes of the stopped-world snapshot of the instant it was taken (a
-// Frozen encoded before anything changed), and they restore to a wheel
-// that freezes to the same bytes. The wheels span several blocks of the
+// (some from Advance callbacks) run between the pieces decodes to exactly
+// the state of the stopped-world snapshot of the instant it was taken (a
+// Frozen encoded before anything changed), and restores to a wheel whose
+// snapshot decodes to it too. The wheel's owner encodes the pages it
+// writes first (the write barrier): without it, the later writes would
+// show. The wheels span several blocks of the
 // page storage, with either geometry; some runs encode on another
 // goroutine while the wheel changes (run it with -race).
 func TestFreezeInterleaved(t *testing.T) {
@@ -164,8 +168,8 @@ func TestFreezeInterleaved(t *testing.T) {
 			}
 			f.Release()
 			w.seqMax = seqMask
-			require.True(t, bytes.Equal(want, got), "the snapshot is not the state at its instant (%d bytes, want %d)", len(got), len(want))
-			require.True(t, bytes.Equal(want, snapshotOf(t, restoreOf(t, cfg, got, rng), 0)), "the restored wheel freezes to other bytes")
+			requireSameState(t, want, got, "the snapshot is not the state at its instant")
+			requireSameState(t, want, snapshotOf(t, restoreOf(t, cfg, got, rng), 0), "the restored wheel freezes to another state")
 			for _, k := range r.keep {
 				k.Release()
 			}
@@ -179,13 +183,16 @@ func TestFreezeInterleaved(t *testing.T) {
 	}
 }
 
-// TestFreezeCopiesOnlyWrittenPages: after Freeze, a write copies the page
-// it lands in, once, and leaves every other page shared.
-func TestFreezeCopiesOnlyWrittenPages(t *testing.T) {
+// TestFreezeSavesWrittenNodes: after Freeze, the first write to a node
+// whose page the encoder has not reached saves the node into the
+// barrier's log and writes it in place: no page is copied, a node is
+// saved once, and the snapshot is the state at the Freeze.
+func TestFreezeSavesWrittenNodes(t *testing.T) {
 	w := newWheel(t, 0, Config{})
 	for i := range uint64(3 * blockLen) {
 		require.NoError(t, w.Add(Key{1, i}, Spec{After: 1_000_000 + i}))
 	}
+	want := snapshotOf(t, w, 0)
 	f := w.Freeze()
 	defer f.Release()
 	pages := func(bl []*cowBlock[node]) []*cowPage[node] {
@@ -198,17 +205,84 @@ func TestFreezeCopiesOnlyWrittenPages(t *testing.T) {
 		return out
 	}
 	shared := pages(f.nodes)
-	i := w.index.find(Key{1, 5000})
-	require.NoError(t, w.Pause(Key{1, 5000})) // unlinks it: its slot's neighbours too
-	require.NoError(t, w.Pause(Key{1, 5001})) // the same page: copied already
-	now := pages(w.nodes.arr.blocks)
-	copied := 0
-	for p := range now {
-		if now[p] != shared[p] {
-			copied++
-		}
+	require.NoError(t, w.Pause(Key{1, 5000})) // unlinks it: its neighbours in its slot too
+	saved := f.bar.tail.n.Load()
+	require.Equal(t, int64(3), saved, "the timer and its neighbours in its slot")
+	require.NoError(t, w.Resume(Key{1, 5000})) // written again, and the slot's tail
+	require.LessOrEqual(t, f.bar.tail.n.Load(), saved+1, "a node is saved once")
+	require.Equal(t, shared, pages(w.nodes.arr.blocks), "no page is copied")
+	var got []byte
+	for done := false; !done; {
+		got, done = f.AppendNext(got, 100)
+		k := Key{1, uint64(len(got)) % 4096} // not 5000 or 5001, paused
+		require.NoError(t, w.Pause(k))
+		require.NoError(t, w.Resume(k))
 	}
-	require.NotSame(t, shared[i/pageLen], now[i/pageLen], "the written page is copied")
-	require.LessOrEqual(t, copied, 6, "pages copied: the timers', their neighbours' in their slots, their receiver's")
-	require.Equal(t, snapshotOf(t, w, 0), snapshotOf(t, w, 0))
+	requireSameState(t, want, got)
+}
+
+// TestFreezeWaitsForPageBeingCopied: a write to a node of a page the
+// encoder has claimed and not copied yet waits for the copy, and then
+// writes the page in place (a copy of the page would lose the writes made
+// through pointers the operation took before: TestFreezeWalkEndRace).
+func TestFreezeWaitsForPageBeingCopied(t *testing.T) {
+	w := newWheel(t, 0, Config{})
+	for i := range uint64(blockLen) {
+		require.NoError(t, w.Add(Key{1, i}, Spec{After: 1_000_000 + i}))
+	}
+	f := w.Freeze()
+	defer f.Release()
+	i := w.index.find(Key{1, 100})
+	p := i / pageLen
+	require.Zero(t, f.bar.claimPage(p)) // as the encoder does before copying it
+	before := w.nodes.arr.blocks[0].pages[p].p
+	var copied atomic.Bool
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		copied.Store(true)
+		f.bar.doneTo.Store(p + 1) // as the encoder does once it has the copy
+	}()
+	require.NoError(t, w.Pause(Key{1, 100}))
+	require.True(t, copied.Load(), "the write waited for the encoder's copy")
+	require.Same(t, before, w.nodes.arr.blocks[0].pages[p].p, "written in place")
+	require.Equal(t, uint32(markPaused), w.nodes.get(i).wprev)
+}
+
+// TestFreezeWalkEndRace: many small snapshots encoded on another goroutine
+// while the wheel's owner keeps writing timers, so that the owner saves
+// nodes while the encoder ends its walk: every node saved is in the
+// snapshot (the encoder drains the log once more after its last page).
+func TestFreezeWalkEndRace(t *testing.T) {
+	w := newWheel(t, 0, Config{})
+	for i := range uint64(40) {
+		require.NoError(t, w.Add(Key{i % 3, i}, Spec{After: 1000 + i}))
+	}
+	rounds := 2000
+	if testing.Short() {
+		rounds = 300
+	}
+	for round := range rounds {
+		want := snapshotOf(t, w, 0)
+		f := w.Freeze()
+		done := make(chan []byte)
+		go func() {
+			var got []byte
+			for fin := false; !fin; {
+				got, fin = f.AppendNext(got, 1+round%50)
+			}
+			done <- got
+		}()
+		var got []byte
+		for k := uint64(round); got == nil; k++ {
+			select {
+			case got = <-done:
+			default:
+				key := Key{k % 40 % 3, k % 40}
+				require.NoError(t, w.Pause(key))
+				require.NoError(t, w.Resume(key))
+			}
+		}
+		f.Release()
+		requireSameState(t, want, got, "round %d", round)
+	}
 }

@@ -49,21 +49,23 @@
 // A wheel can be saved and restored, for a service that recovers from a
 // snapshot plus a log. Freeze, on the goroutine that owns the wheel, takes
 // the state of that instant without copying it: the Frozen shares the
-// wheel's pages of timers, and the wheel copies a page (64 timers) before
-// its first write to it until the Frozen is released (copy on write,
-// versioned per snapshot; see cowArray). Freeze costs a copy of the page
-// lists (8 bytes per 4096 timers; BenchmarkFreeze), and each loop turn
-// during a snapshot the pages it writes. The Frozen then encodes on any
+// wheel's pages of timers, and until its encoder has walked them the wheel
+// saves a timer (56 bytes) before its first write to it, for the encoder
+// (a write barrier; see barrier.go; the extras, a timer's data and long
+// intervals, are copied on write a page at a time: cowArray). Freeze costs
+// a copy of the page lists (8 bytes per 2048 timers; BenchmarkFreeze), and
+// each loop turn during a snapshot the timers it writes first. The Frozen then encodes on any
 // goroutine while the wheel goes on, in pieces of bounded size
 // (AppendNext), so that a large snapshot streams to a file; Release ends
 // the sharing.
 //
 // A snapshot (format version SnapshotVersion, documented there) holds Now
-// and every timer with all it shows (key, due tick or remaining ticks when
-// paused, interval, repeat, firings, data) in add order, as varints (about
-// 10 bytes per timer without data), and a checksum. It is canonical (wheels
-// with the same observable state give the same bytes) and independent of
-// the geometry. Restore, or a Restorer fed the pieces as they are read (it
+// and every timer with all it shows (key, add sequence number, due tick or
+// remaining ticks when paused, interval, repeat, firings, data), in the
+// order the encoder met them, as varints (about 11-15 bytes per timer
+// without data), and a checksum. It is independent of the geometry; it is
+// not canonical (equal states may give different bytes: compare restored
+// wheels). Restore, or a Restorer fed the pieces as they are read (it
 // is an io.Writer), builds a wheel that is observably identical to the one
 // frozen and freezes to the same bytes, at about 80 ns per timer (0.8 s for
 // 10M; BenchmarkRestore). Invalid input is an error, never a panic.

@@ -46,10 +46,13 @@ func Restore(cfg Config, snapshot []byte) (*Wheel, error) {
 // Advance fires the same timers in the same order (timers due at Now() not
 // fired yet first), paused timers resume with their remaining ticks, and a
 // timer added next comes after every restored one in the same-tick order;
-// freezing it gives the same bytes. NextEvent is the same too when the
+// freezing it gives the same bytes (a format 3 snapshot; one of an older
+// format gives format 3). NextEvent is the same too when the
 // geometry is (it reports ticks at which timers move down a level, which
 // depend on the geometry). Only the memory layout differs: the timers are
-// packed in add order, and the index is sized with room for twice as many
+// packed in the snapshot's record order (format 3: slab order, with the
+// nodes the loop saved during the snapshot where the encoder met them;
+// older formats: add order), and the index is sized with room for twice as many
 // timers before it grows.
 //
 // Input that is not a valid snapshot makes Write or Wheel return an error
@@ -68,8 +71,16 @@ type Restorer struct {
 	dueNodes []uint32
 	dueOrd   []uint32
 	dueSeen  []uint64
+	count    uint64 // records in the snapshot
 	left     uint64 // records still to come
 	prev     uint64 // the previous record's receiver
+	prevSeq  uint32 // the previous record's seq (version 3)
+	// Version 3 (records in any order, with their seq): the highest seq
+	// read, whether any was, and the receivers whose list is not in add
+	// order (restoreTimer3); dueNodes collects the due timers.
+	maxSeq   uint32
+	anySeq   bool
+	unsorted map[uint64]struct{}
 	crc      uint32 // of the bytes consumed, the checksum excluded
 	carry    []byte // the start of a part cut between Writes
 	need     int    // the length of that part, as far as known
@@ -83,6 +94,7 @@ type snapTimer struct {
 	key                 Key
 	delay, every, fired uint64
 	repeat              uint32
+	seq                 uint32 // version 3
 	paused              bool
 	data                []byte // a view of the input
 }
@@ -236,7 +248,7 @@ func (r *Restorer) header(b []byte) (n, need int, err error) {
 		return 0, 0, fmt.Errorf("%w: the snapshot has %d timers, the geometry room for %d", ErrFull, count, limit)
 	}
 	r.w, _ = New(now, r.cfg) // cfg is valid
-	r.left = count
+	r.count, r.left = count, count
 	r.stage = stageRecords
 	return off, 0, nil
 }
@@ -246,14 +258,24 @@ func (r *Restorer) header(b []byte) (n, need int, err error) {
 func (r *Restorer) records(b []byte) (n, need int, err error) {
 	w, t := r.w, &r.t
 	for r.left > 0 {
-		k, need, err := parseRecord(b[n:], r.prev, w.now, t)
+		var k int
+		if r.version >= 3 {
+			k, need, err = parseRecord3(b[n:], r.prev, r.prevSeq, w.now, t)
+		} else {
+			k, need, err = parseRecord(b[n:], r.prev, w.now, t)
+		}
 		if k == 0 {
 			if err != nil {
-				err = fmt.Errorf("%w (record %d)", err, w.seq)
+				err = fmt.Errorf("%w (record %d)", err, r.count-r.left)
 			}
 			return n, need, err
 		}
-		w.restoreTimer(t)
+		if r.version >= 3 {
+			r.restoreTimer3(t)
+			r.prevSeq = t.seq
+		} else {
+			w.restoreTimer(t)
+		}
 		r.prev = t.key.Receiver
 		r.left--
 		n += k
@@ -261,6 +283,11 @@ func (r *Restorer) records(b []byte) (n, need int, err error) {
 	r.stage = stageDue
 	if r.version < 2 { // no due order: the due timers fire in add order
 		r.stage = stageTrailer
+	}
+	if r.version >= 3 {
+		if err := r.sortRestored(); err != nil {
+			return n, 0, err
+		}
 	}
 	return n, 0, nil
 }
@@ -308,7 +335,7 @@ func parseRecord(b []byte, prev, now uint64, t *snapTimer) (n, need int, err err
 		return 0, 1, nil
 	}
 	fl := b[0]
-	if fl&^recAll != 0 {
+	if fl&^recAllV2 != 0 {
 		return 0, 0, errRecord("flags %#02x", fl)
 	}
 	off, v := 1, uint64(0)

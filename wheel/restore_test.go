@@ -12,11 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// rawSnapshot builds a snapshot by hand: the header for now and count,
-// the records as given (the due order section too, when a record is due
-// now), and a correct checksum.
+// rawSnapshot builds a version 2 snapshot by hand: the header for now
+// and count, the records as given (the due order section too, when a
+// record is due now), and a correct checksum.
 func rawSnapshot(now uint64, count int, records ...[]byte) []byte {
-	return rawSnapshotV(SnapshotVersion, now, count, records...)
+	return rawSnapshotV(2, now, count, records...)
 }
 
 // rawSnapshotV is rawSnapshot of format version v.
@@ -50,7 +50,7 @@ func TestRestoreRaw(t *testing.T) {
 	)
 	w, err := Restore(Config{}, snap)
 	require.NoError(t, err)
-	assert.Equal(t, snap, snapshotOf(t, w, 0))
+	requireSameState(t, snap, snapshotOf(t, w, 0))
 	assert.Equal(t, uint64(100), w.Now())
 	assert.Equal(t, 4, w.Len())
 	assert.Equal(t, uint64(2), w.DataBytes())
@@ -85,7 +85,7 @@ func TestRestoreErrors(t *testing.T) {
 		{"empty", nil, ErrSnapshot},
 		{"magic", []byte("TWSX\x01\x00\x00"), ErrSnapshot},
 		{"short magic", []byte("TX"), ErrSnapshot},
-		{"version", []byte("TWSN\x03\x00\x00"), ErrSnapshotVersion},
+		{"version", []byte("TWSN\x04\x00\x00"), ErrSnapshotVersion},
 		{"version 0", []byte("TWSN\x00\x00\x00"), ErrSnapshotVersion},
 		{"due order missing", rawSnapshot(0, 1, rec(0, 5, 1, 0, 3)), ErrSnapshot},
 		{"due order out of range", rawSnapshot(0, 2, rec(0, 5, 1, 0, 3), rec(recSameRecv, 2, 0, 3), []byte{0, 2}), ErrSnapshot},
@@ -215,8 +215,8 @@ func FuzzRestore(f *testing.F) {
 		if err2 != nil {
 			t.Fatalf("one Write: ok; cut at %d: %v", k, err2)
 		}
-		if got := snapshotOf(t, w, 0); string(got) != string(data) {
-			t.Fatalf("re-snapshot differs:\n got %x\nwant %x", got, data)
+		if got := dumpState(restoreOf(t, cfg, snapshotOf(t, w, 0), nil)); got != dumpState(w) {
+			t.Fatalf("re-snapshot differs:\n got %s\nwant %s", got, dumpState(w))
 		}
 		requireSameWheels(t, w, w2, receiversOf(w))
 		w.Advance(w.Now()+1000, 500, nil)
@@ -248,10 +248,63 @@ func TestRestoreDueOrder(t *testing.T) {
 	snap := rawSnapshot(50, 3, recs[0], recs[1], recs[2], []byte{2, 0, 1})
 	w, err := Restore(Config{}, snap)
 	require.NoError(t, err)
-	assert.Equal(t, snap, snapshotOf(t, w, 0))
+	requireSameState(t, snap, snapshotOf(t, w, 0))
 	assert.Equal(t, []Key{{6, 1}, {5, 1}, {5, 2}}, keys(w))
 
 	w, err = Restore(Config{}, rawSnapshotV(1, 50, 3, recs...))
 	require.NoError(t, err)
 	assert.Equal(t, []Key{{5, 1}, {5, 2}, {6, 1}}, keys(w))
+}
+
+// zz is a seq delta as version 3 writes it.
+func zz(d int64) uint64 { return zigzag(d) }
+
+// TestRestoreV3Raw: a version 3 snapshot's records come in any order, in
+// runs; the restored wheel orders receivers' lists, same-tick firings and
+// the due timers by seq, and adds after the highest seq.
+func TestRestoreV3Raw(t *testing.T) {
+	snap := rawSnapshotV(3, 100, 4,
+		rec(recFirst|recEveryDelay, 5, 2, zz(7), 10),  // receiver 5, tid 2, seq 7, due 110
+		rec(recSameRecv|recEveryDelay, 1, zz(-4), 10), // receiver 5, tid 1, seq 3, due 110
+		rec(recFirst|recRepeat, 6, 1, zz(5), 0, 1, 1), // receiver 6, tid 1, seq 5, due now
+		rec(recRepeat, 7, 1, zz(-5), 0, 1, 1),         // receiver 7, tid 1, seq 0, due now
+		[]byte{1, 0},                                  // the due order: seq 5 (second by seq) first
+	)
+	w, err := Restore(Config{}, snap)
+	require.NoError(t, err)
+	assert.Equal(t, uint32(8), w.seq, "the next add comes after seq 7")
+	var tids []uint64
+	for _, in := range w.List(5, nil) {
+		tids = append(tids, in.Tid)
+	}
+	assert.Equal(t, []uint64{1, 2}, tids, "oldest (lowest seq) first")
+	require.NoError(t, w.Add(Key{5, 3}, Spec{At: 110}))
+	var got []Key
+	for _, f := range collect(w, 110) {
+		got = append(got, f.Key)
+	}
+	assert.Equal(t, []Key{{6, 1}, {7, 1}, {5, 1}, {5, 2}, {5, 3}}, got)
+
+	// Runs reset the previous receiver and seq; receiver 0 is then implied.
+	w, err = Restore(Config{}, rawSnapshotV(3, 0, 2,
+		rec(recFirst|recSameRecv|recEveryDelay, 1, zz(4), 10),
+		rec(recFirst|recSameRecv|recEveryDelay, 2, zz(3), 10)))
+	require.NoError(t, err)
+	assert.Equal(t, []Info{{Key: Key{0, 2}, Due: 10, Remaining: 10, Every: 10}, {Key: Key{0, 1}, Due: 10, Remaining: 10, Every: 10}}, w.List(0, nil))
+
+	for _, c := range []struct {
+		name string
+		in   []byte
+	}{
+		{"seq repeated in a receiver", rawSnapshotV(3, 0, 2, rec(recFirst|recEveryDelay, 5, 1, zz(3), 10), rec(recSameRecv|recEveryDelay, 2, zz(0), 10))},
+		{"seq past 2^31-1", rawSnapshotV(3, 0, 1, rec(recFirst|recEveryDelay, 5, 1, zz(1<<31), 10))},
+		{"seq below 0", rawSnapshotV(3, 0, 2, rec(recFirst|recEveryDelay, 5, 1, zz(1), 10), rec(recEveryDelay, 6, 1, zz(-2), 10))},
+		{"seq missing", rawSnapshotV(3, 0, 1, rec(recFirst|recEveryDelay, 5, 1))},
+		{"receiver same as the previous", rawSnapshotV(3, 0, 2, rec(recFirst|recEveryDelay, 5, 1, zz(1), 10), rec(recEveryDelay, 5, 2, zz(1), 10))},
+		{"due seq repeated", rawSnapshotV(3, 0, 2, rec(recFirst, 5, 1, zz(1), 0, 3), rec(recFirst, 6, 1, zz(1), 0, 3), []byte{0, 1})},
+	} {
+		w, err := Restore(Config{}, c.in)
+		assert.Nil(t, w, c.name)
+		assert.ErrorIs(t, err, ErrSnapshot, c.name)
+	}
 }

@@ -51,13 +51,17 @@ func (n *node) order() uint32 { return n.seq & seqMask }
 // slab stores nodes by uint32 index, reusing freed ones lowest first (see
 // freeSet). Indices below nsent are the sentinels of the wheel's lists (and
 // unused ones up to a page boundary) and are never handed out. The nodes
-// live in a cowArray: at copies a node's page before writing it while a
-// Frozen may read it; get reads without copying.
+// live in a cowArray: at, before its first write to a node since a Freeze,
+// has the snapshots being encoded save the node if they have not reached
+// its page (the write barrier, barrier.go); get reads without it.
 type slab struct {
 	arr   cowArray[node]
 	n     uint32 // indices handed out so far (high-water mark)
 	free  freeSet
 	nsent uint32
+	bars  []*barrier // the barriers of the Frozens not done walking (owned by the loop)
+	// spareClaims are the claim sets of barriers dropped, for the next.
+	spareClaims []*claimSet
 }
 
 // init makes sentinels of the first nsent indices, rounded up to a whole
@@ -81,8 +85,34 @@ func (s *slab) grow(i uint32) {
 	}
 }
 
-// at returns the node at index i, to read or write (see cowArray.at).
-func (s *slab) at(i uint32) *node { return s.arr.at(i) }
+// at returns the node at index i, to read or write. The pointer is valid
+// until the next Freeze.
+func (s *slab) at(i uint32) *node {
+	bi, pi, j := locate(i)
+	r := &s.arr.blocks[bi].pages[pi]
+	if r.epoch != s.arr.epoch {
+		r = s.own(bi, pi, j)
+	}
+	return &r.p[j]
+}
+
+// own returns the ref of page pi of block bi, stale, for a write to its
+// node j: after the write barrier (serialize) saved the node for the
+// Frozens that need it, the page as it is, adopted into the current epoch
+// once none needs anything more of it (until then every write asks
+// again). A node page is never copied while pinned: the caller may hold
+// pointers into it from earlier in the same operation.
+func (s *slab) own(bi, pi, j uint32) *pageRef[node] {
+	a := &s.arr
+	if len(s.bars) == 0 || a.pins == nil || a.pins.Load() == 0 {
+		return a.own(bi, pi, true)
+	}
+	r := &a.blocks[bi].pages[pi]
+	if s.serialize(bi<<blockShift|pi, j, r.p) {
+		return a.own(bi, pi, true)
+	}
+	return r
+}
 
 // get returns the node at index i, only to read (see cowArray.get).
 func (s *slab) get(i uint32) *node { return s.arr.get(i) }

@@ -4,32 +4,34 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"math"
-	"math/bits"
 	"runtime"
 	"slices"
 	"sync/atomic"
-	"unsafe"
 )
 
-// Snapshot format, version 2. A snapshot holds the wheel's observable state
-// and nothing of its layout: Now, and every live timer with all it shows
-// through Get, List and Advance. Varints are encoding/binary's unsigned
-// varints, in their shortest form.
+// Snapshot format, version 3. A snapshot holds the wheel's observable state
+// and nothing of its layout but the order its records come in: Now, and
+// every live timer with all it shows through Get, List and Advance.
+// Varints are encoding/binary's unsigned varints, in their shortest form.
 //
 //	magic    "TWSN"
 //	version  1 byte, SnapshotVersion
 //	now      varint
 //	count    varint: the number of records that follow
-//	records  count of them, in add order (below)
+//	records  count of them, in runs (below)
 //	due      varints: the firing order of the timers due now (snapshot_due.go)
 //	crc      4 bytes, little-endian CRC-32C (Castagnoli) of all the bytes before it
 //
 // A record is one timer:
 //
-//	flags     1 byte: recPaused, recSameRecv, recEveryDelay, recRepeat, recFired, recData
+//	flags     1 byte: recPaused, recSameRecv, recEveryDelay, recRepeat,
+//	          recFired, recData, recFirst
 //	receiver  varint, absent with recSameRecv (the previous record's receiver;
-//	          0 before the first record)
+//	          0 before the first record of a run)
 //	tid       varint
+//	seq       varint: the zigzag of seq minus the previous record's seq (0
+//	          before the first record of a run); seq is the timer's add
+//	          sequence number, below 2^31, each timer's its own
 //	delay     varint: due - now for an armed timer (0: due now, not fired yet),
 //	          the remaining ticks for a paused one
 //	every     varint >= 1, absent with recEveryDelay (every equals delay)
@@ -38,19 +40,26 @@ import (
 //	          when repeat is set
 //	data      varint length >= 1, then the bytes, present with recData
 //
-// Records come in add order: the order that decides which of the timers
-// due on one tick fires first (and List's order), so it is part of the
-// state. Each flag is set exactly when its condition holds, so the encoding
-// is canonical: two wheels with the same observable state (geometry aside)
-// give the same bytes, however their slabs are laid out, and Restore
-// rejects any other encoding. The geometry (Config) is not part of the
-// state: a snapshot may be restored into any geometry.
+// A record with recFirst starts a run: the previous receiver and seq are
+// 0 for it (the encoder writes it on the first record only; a reader
+// takes it anywhere). The records come in the slab's order as the encoder
+// walks it, with the nodes the wheel's owner saved before writing them
+// (the write barrier, barrier.go) wherever the encoder found them ready:
+// their order says nothing. The add order, which decides which of the timers due on
+// one tick fires first and List's order, is the seq numbers' order, and
+// the restorer sorts by it. Each flag is set exactly when its condition
+// holds; two wheels with the same state may still give different bytes
+// (their slabs laid out differently, or their seq numbers apart by
+// different gaps): compare restored wheels, not bytes. The geometry
+// (Config) is not part of the state: a snapshot may be restored into any
+// geometry.
 //
-// Version 2 added the due section: the timers due on one tick no longer
-// fire in add order but in rounds by receiver (fair.go), so a snapshot
-// taken part-way through a tick says the order of the rest. Version 1
-// snapshots are still read (their due timers fire in add order).
-const SnapshotVersion = 2
+// Version 3 has records in slab order with their seq, so that the encoder
+// needs no list of the timers in add order and the wheel's owner can
+// save a node before writing it without knowing where its record goes. Version 2 (records in add order, without
+// seq, then the due section) and version 1 (no due section: the due timers
+// fire in add order) are still read.
+const SnapshotVersion = 3
 
 var snapMagic = [4]byte{'T', 'W', 'S', 'N'}
 
@@ -62,7 +71,9 @@ const (
 	recRepeat                 // repeat is written (non-zero)
 	recFired                  // fired is written (non-zero)
 	recData                   // data is written (non-empty)
+	recFirst                  // the record starts a run (version 3)
 	recAll        = 1<<iota - 1
+	recAllV2      = recFirst - 1
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -71,56 +82,57 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // encodes into a snapshot (see SnapshotVersion for the format) on any
 // goroutine while the wheel goes on.
 //
-// It shares the wheel's node and extra pages rather than copying them:
-// after Freeze, the wheel copies a page before its first write to it (a
-// cowArray, versioned per snapshot), so the pages the Frozen reads are
-// never written again. Freeze itself costs a copy of the page lists (8
-// bytes per 4096 timers), and the wheel pays for the pages it writes while
-// a Frozen is not released: at most one copy of each page of 64 nodes (3.5
-// KiB) per Freeze.
+// It shares the wheel's node pages rather than copying them, and the
+// wheel keeps what the Frozen needs of them by a write barrier
+// (barrier.go): before its first write to a node whose page the encoder
+// has not reached, the wheel saves the node (56 bytes) into a log the
+// encoder encodes; a write to a node of the page the encoder is copying
+// at that instant waits for the copy. The extras (payloads, long intervals, high firing counts) are
+// copied on write a page of 16 at a time (cowArray). Freeze itself costs a
+// copy of the page lists (8 bytes per 2048 timers), a claim word per 16
+// timers (4 bytes, reused from the previous Frozen, allocated when the
+// wheel outgrew them), and a walk of the timers due now not fired yet (none,
+// unless an Advance stopped part-way through a tick).
 //
 // Concurrency: after Freeze returns, the wheel's owner may use the wheel as
 // usual while one other goroutine (or the owner) calls the Frozen's
 // methods; the methods of one Frozen must not be called concurrently with
 // each other. The pages pass from the owner to the Frozen's goroutine by
-// whatever hands that goroutine the Frozen (a go statement, a channel),
-// and back when Release (or the garbage collector, for a Frozen that
-// becomes unreachable without Release: a runtime cleanup) decrements the
-// wheel's count of pins, an atomic: the wheel then writes its pages in
-// place again.
+// whatever hands that goroutine the Frozen (a go statement, a channel);
+// each node then belongs to whichever of the two claims it first (an
+// atomic compare-and-swap on its page's claim word); the encoder's walk's
+// end, and Release (or the
+// garbage collector, for a Frozen that becomes unreachable without
+// Release: a runtime cleanup), which decrements the wheel's count of pins,
+// give them back.
 //
-// Memory: the pages the wheel copied while the Frozen lived, and while
-// encoding the list of the timers in add order (8 bytes per timer, 16 when
-// the slab is not in add order), which Release (or the end of the
-// encoding) lets the garbage collector have.
+// Memory: the nodes the wheel saved and the encoder has not encoded yet
+// (56 bytes each, in chunks of 1024 without pointers), and the extras
+// pages the wheel copied while the Frozen lived.
 type Frozen struct {
 	now   uint64
-	count int    // live timers
-	nsent uint32 // the first node that may be a timer
-	n     uint32 // the slab's high-water mark: nodes below it may be timers
+	count int // live timers
 
-	nodes  []*cowBlock[node] // the wheel's pages at the Freeze; nil once released
-	extras []*cowBlock[extra]
-	big    [][]byte // the long payloads, by index, as extras.big
-	order  []uint64 // the live timers as order<<32|node index, sorted
-	due    []uint32 // the due order section (prepareDue)
-	st     *frozenState
+	nodes []*cowBlock[node] // the wheel's pages at the Freeze; nil once released
+	bar   *barrier
+	// due is the due list at the Freeze (the timers due now not fired yet)
+	// as seq<<32|position, in firing order until the due stage sorts it.
+	due []uint64
+	st  *frozenState
 
-	// dueFirst is the first node of the due list at the Freeze, dueSent
-	// the list's sentinel: a list head, which is not in the frozen pages,
-	// while the due timers' own links are.
-	dueFirst, dueSent uint32
-
-	// yield, when set, is called every yieldEvery timers of the work
-	// before the first record (SetYield).
+	// yield, when set, is called while the encoder waits for the wheel's
+	// owner to finish saving a node (SetYield); runtime.Gosched otherwise.
 	yield func()
 
 	// The encoder's position.
-	stage    uint8
-	next     int // index in order of the next record
-	nextDue  int // index in due of the next due order varint
-	prevRecv uint64
-	crc      uint32
+	stage   uint8
+	page    uint32        // the next page of the walk
+	expect  uint32        // the nodes the owner saved in the pages walked
+	pageBuf cowPage[node] // the page being encoded, copied under its claim
+	enc     encoder
+	dueRank []uint32 // the due order section (rankDue)
+	nextDue int      // index in dueRank of the next due order varint
+	crc     uint32
 }
 
 // freezeShared is the state a wheel shares with its Frozen copies, the only
@@ -134,6 +146,7 @@ type freezeShared struct {
 // the Frozen.
 type frozenState struct {
 	shared   *freezeShared
+	bar      *barrier
 	released atomic.Bool
 }
 
@@ -147,23 +160,23 @@ const (
 )
 
 // Freeze returns the state of the wheel at the call, to be encoded into a
-// snapshot. It copies nothing but the lists of the wheel's pages and the
-// index of the long data payloads (see Frozen): the loop pauses for tens
-// of microseconds at 100M timers (BenchmarkFreeze), and from then on copies
-// a page of 64 nodes before its first write to it while the Frozen is not
-// released. The long payloads are shared too, and the wheel stops
-// recycling freed ones (letting the garbage collector have them) until
-// every Frozen is released, so none is overwritten while a Frozen may read
-// it. Nothing is sorted or encoded here: that is the Frozen's work, on
-// whichever goroutine calls its methods.
+// snapshot. It copies nothing but the lists of the wheel's pages and of
+// the long data payloads, and the due list's order (see Frozen): the loop
+// pauses for well under a millisecond at 100M timers (BenchmarkFreeze).
+// From then on, until the Frozen's encoder has walked the slab, the wheel
+// encodes each node page it writes first that the encoder has not reached
+// (barrier.go), and copies an extras page before its first write to it
+// while the Frozen is not released. The long payloads are shared too, and
+// the wheel stops recycling freed ones (letting the garbage collector have
+// them) until every Frozen is released, so none is overwritten while a
+// Frozen may read it. Nothing is sorted here.
 //
 // The Frozen holds the state at the call: Now, and each live timer with
-// its add order as it stands (the wheel may renumber its internal add
-// sequence later; the Frozen keeps the numbers it had, which order the
-// timers the same way). Freeze may be called from an Advance callback: the
-// Frozen then shows the firing timer re-armed or removed, and the timers
-// due at Now() not fired yet as due now (delay 0), to fire first after a
-// restore.
+// its add sequence number as it stands (the wheel may renumber later; the
+// Frozen keeps the numbers it had, which order the timers the same way).
+// Freeze may be called from an Advance callback: the Frozen then shows the
+// firing timer re-armed or removed, and the timers due at Now() not fired
+// yet as due now (delay 0), to fire first after a restore.
 func (w *Wheel) Freeze() *Frozen {
 	if w.frz == nil {
 		w.frz = new(freezeShared)
@@ -172,18 +185,37 @@ func (w *Wheel) Freeze() *Frozen {
 		w.extra.arr.pins = &w.frz.pins
 	}
 	w.frz.pins.Add(1) // before the next write: the pages are shared from here
-	st := &frozenState{shared: w.frz}
+	extras := w.extra.arr.freeze(0)
+	big := slices.Clone(w.extra.big)
+	s := &w.nodes
+	s.pruneBars()
+	first, end := s.nsent/pageLen, (s.n+pageLen-1)/pageLen
+	claims, gen := s.claimsFor(end - first)
+	bar := newBarrier(first, end, s.n, claims, gen)
+	s.bars = append(s.bars, bar)
+	st := &frozenState{shared: w.frz, bar: bar}
 	f := &Frozen{
-		now: w.now, count: int(w.index.count), nsent: w.nodes.nsent, n: w.nodes.n,
-		nodes:  w.nodes.arr.freeze(w.nodes.nsent),
-		extras: w.extra.arr.freeze(0),
-		big:    slices.Clone(w.extra.big),
-		st:     st,
-
-		dueFirst: w.nodes.get(w.due).wnext, dueSent: w.due,
+		now: w.now, count: int(w.index.count),
+		nodes: s.arr.freeze(s.nsent),
+		bar:   bar,
+		due:   w.dueList(),
+		st:    st,
+		enc:   encoder{now: w.now, extras: extras, big: big, fresh: true},
+		page:  bar.first,
 	}
 	runtime.AddCleanup(f, (*frozenState).unpin, st)
 	return f
+}
+
+// dueList returns the due list, each timer as seq<<32|position.
+func (w *Wheel) dueList() []uint64 {
+	var a []uint64
+	for i, k := w.nodes.get(w.due).wnext, uint64(0); i != w.due; k++ {
+		n := w.nodes.get(i)
+		a = append(a, uint64(n.order())<<32|k)
+		i = n.wnext
+	}
+	return a
 }
 
 // Now returns the frozen wheel's Now.
@@ -192,42 +224,41 @@ func (f *Frozen) Now() uint64 { return f.now }
 // Len returns the number of timers in the Frozen, paused ones included.
 func (f *Frozen) Len() int { return f.count }
 
-// Release ends the Frozen's use: the wheel writes its pages in place again
-// once every Frozen of it is released, and recycles data buffers again;
-// the pages it copied meanwhile, and the Frozen's list of timers, are left
-// to the garbage collector. It may be called from any goroutine (not
-// concurrently with the Frozen's other methods); a second call does
-// nothing. The Frozen cannot encode afterwards: AppendNext and Encode
-// panic.
+// Release ends the Frozen's use: the wheel stops saving nodes for it (if
+// its walk was not done) and copies no more extras pages once every
+// Frozen of it is released, and recycles data buffers again; what it
+// saved or copied meanwhile is left to the garbage collector. It may be
+// called from any goroutine (not concurrently with the Frozen's other
+// methods); a second call does nothing. The Frozen cannot encode
+// afterwards: AppendNext and Encode panic.
 func (f *Frozen) Release() {
 	if f.nodes == nil {
 		return
 	}
-	f.nodes, f.extras, f.big, f.order, f.due = nil, nil, nil, nil, nil
+	f.nodes, f.due, f.dueRank, f.enc = nil, nil, nil, encoder{}
 	f.st.unpin()
 }
 
 func (st *frozenState) unpin() {
 	if st.released.CompareAndSwap(false, true) {
+		st.bar.over.Store(true)
 		st.shared.pins.Add(-1)
 	}
 }
 
 // AppendNext appends the next piece of the snapshot to dst and returns the
 // extended slice, and done == true once the snapshot is complete (its last
-// bytes appended by this call). Concatenated, the pieces are the snapshot;
-// how it is cut depends only on the max of each call.
+// bytes appended by this call). Concatenated, the pieces are the snapshot.
 //
-// Each call appends whole parts (the header, records, the checksum) while
-// fewer than max bytes have been appended in this call, so it appends at
-// least one part and at most max-1 bytes plus one record (a record is at
-// most about 60 bytes plus its data). max <= 0 appends all that is left.
-// To write a large snapshot with bounded memory, call it with the same
-// buffer, truncated after each write, until done. After done it appends
-// nothing. The first call lists the timers in add order: one pass when the
-// slab is in that order, else a radix sort (about 10 ms per million
-// timers; BenchmarkSortOrder). Encoding runs at about 500-650 MB/s
-// (BenchmarkEncode).
+// Each call appends whole parts (the header, a record of a node the
+// wheel saved, a page's records, the checksum) while fewer than max bytes
+// have been appended in this call, so it appends at least one part and at
+// most max-1 bytes plus a page's records (16 records of at most about 60
+// bytes plus their data). max <= 0 appends all that is left. To write a
+// large snapshot with bounded memory, call it with the same buffer,
+// truncated after each write, until done. After done it appends nothing.
+// The call that ends the walk of the slab may wait (yielding, see
+// SetYield) for the wheel's owner to finish saving one node.
 func (f *Frozen) AppendNext(dst []byte, max int) (out []byte, done bool) {
 	if f.nodes == nil {
 		panic("wheel: Frozen used after Release")
@@ -238,7 +269,6 @@ func (f *Frozen) AppendNext(dst []byte, max int) (out []byte, done bool) {
 		stop = len(dst) + max
 	}
 	if f.stage == stageHeader {
-		f.prepare()
 		dst = append(dst, snapMagic[:]...)
 		dst = append(dst, SnapshotVersion)
 		dst = binary.AppendUvarint(dst, f.now)
@@ -266,42 +296,120 @@ func (f *Frozen) Encode(dst []byte) []byte {
 	return out
 }
 
-// appendRecords appends records until len(dst) reaches stop or the last
-// is appended, after which the stage is stageDue.
+// appendRecords walks the slab's pages, encoding the nodes the wheel's
+// owner has not saved, and encodes those it saved between them, until
+// len(dst) reaches stop or the last record is appended, after which the
+// stage is stageDue.
 func (f *Frozen) appendRecords(dst []byte, stop int) []byte {
-	order, nodes := f.order, f.nodes
-	const ahead = 8 // prefetch distance: order need not follow the slab
-	for f.next < len(order) {
+	b := f.bar
+	for {
+		var caught bool
+		if dst, caught = b.drain(&f.enc, dst, stop); !caught {
+			return dst
+		}
+		if f.page == b.end {
+			break
+		}
 		if len(dst) >= stop {
 			return dst
 		}
-		if j := f.next + ahead; j < len(order) {
-			prefetch(unsafe.Pointer(frozenGet(nodes, uint32(order[j]))))
+		p := f.page
+		saved := b.claimPage(p)
+		f.expect += savedCount(saved)
+		if saved != allSaved { // the owner waits for this copy
+			pg := frozenPage(f.nodes, p)
+			for j := range pg {
+				if saved&(1<<j) == 0 { // a saved one the owner may be writing
+					f.pageBuf[j] = pg[j]
+				}
+			}
 		}
-		dst = f.appendRecord(dst, frozenGet(nodes, uint32(order[f.next])))
-		f.next++
+		f.page++
+		b.doneTo.Store(f.page) // the owner may write the page in place now
+		if saved != allSaved {
+			dst = f.enc.appendPage(dst, &f.pageBuf, p, b.n, saved)
+		}
 	}
-	f.order = nil // the garbage collector's: 8 bytes per timer
+	// The walk is done: the owner saves no more nodes. Encode what is
+	// left, waiting for the last it claimed to be in the log.
+	for {
+		var caught bool
+		if dst, caught = b.drain(&f.enc, dst, stop); !caught {
+			return dst
+		}
+		if b.drained == f.expect {
+			break
+		}
+		if f.yield != nil {
+			f.yield()
+		} else {
+			runtime.Gosched()
+		}
+	}
+	b.over.Store(true)
 	f.stage = stageDue
 	return dst
 }
 
+// frozenPage returns page p of the blocks a freeze returned.
+func frozenPage[T any](blocks []*cowBlock[T], p uint32) *cowPage[T] {
+	return blocks[p>>blockShift].pages[p&(blockPages-1)].p
+}
+
+// SetYield makes the encoder call yield instead of runtime.Gosched while
+// it waits for the wheel's owner to finish saving a node (at the end of
+// its walk of the slab). Call it before the first AppendNext.
+func (f *Frozen) SetYield(yield func()) { f.yield = yield }
+
+// encoder encodes records (version 3): the state that runs from one
+// record to the next.
+type encoder struct {
+	now      uint64
+	extras   []*cowBlock[extra]
+	big      [][]byte
+	prevRecv uint64
+	prevSeq  uint32
+	fresh    bool // the next record starts a run
+}
+
+// appendPage appends the records of the live timers of node page p, pg,
+// below the high-water mark n, in slab order, but those whose bit is set
+// in skip.
+func (e *encoder) appendPage(dst []byte, pg *cowPage[node], p, n, skip uint32) []byte {
+	base := p << pageShift
+	for j := range pg {
+		if base+uint32(j) >= n {
+			break
+		}
+		if skip&(1<<j) != 0 {
+			continue // saved by the owner, who may be writing it now
+		}
+		if nd := &pg[j]; nd.wprev != markFree {
+			dst = e.appendRecord(dst, nd)
+		}
+	}
+	return dst
+}
+
 // appendRecord appends the record of the live timer n.
-func (f *Frozen) appendRecord(dst []byte, n *node) []byte {
+func (e *encoder) appendRecord(dst []byte, n *node) []byte {
 	every, fired := uint64(n.every), uint64(n.fired)
 	var data []byte
 	if n.hasExtra() {
-		x := frozenGet(f.extras, n.every)
+		x := frozenGet(e.extras, n.every)
 		every = x.every
 		fired |= uint64(x.firedHi) << 32
-		data = payloadOf(x, f.big)
+		data = payloadOf(x, e.big)
 	}
 	var flags byte
-	delay := n.due - f.now
-	if n.wprev == markPaused {
-		flags, delay = recPaused, n.due
+	if e.fresh {
+		flags, e.prevRecv, e.prevSeq, e.fresh = recFirst, 0, 0, false
 	}
-	if n.receiver == f.prevRecv {
+	delay := n.due - e.now
+	if n.wprev == markPaused {
+		flags, delay = flags|recPaused, n.due
+	}
+	if n.receiver == e.prevRecv {
 		flags |= recSameRecv
 	}
 	if every == delay {
@@ -319,9 +427,12 @@ func (f *Frozen) appendRecord(dst []byte, n *node) []byte {
 	dst = append(dst, flags)
 	if flags&recSameRecv == 0 {
 		dst = binary.AppendUvarint(dst, n.receiver)
-		f.prevRecv = n.receiver
+		e.prevRecv = n.receiver
 	}
 	dst = binary.AppendUvarint(dst, n.tid)
+	seq := n.order()
+	dst = binary.AppendUvarint(dst, zigzag(int64(seq)-int64(e.prevSeq)))
+	e.prevSeq = seq
 	dst = binary.AppendUvarint(dst, delay)
 	if flags&recEveryDelay == 0 {
 		dst = binary.AppendUvarint(dst, every)
@@ -339,96 +450,5 @@ func (f *Frozen) appendRecord(dst []byte, n *node) []byte {
 	return dst
 }
 
-// SetYield makes the encoder call yield every yieldEvery timers of the
-// work that precedes the first record (finding the live timers and sorting
-// them into add order: milliseconds per million timers), so that an
-// encoder sharing one CPU with the wheel's owner can let it run
-// (runtime.Gosched). Call it before the first AppendNext.
-func (f *Frozen) SetYield(yield func()) { f.yield = yield }
-
-// yieldEvery is how many timers the encoder handles between yields.
-const yieldEvery = 1 << 16
-
-// prepare lists the live timers in add order.
-func (f *Frozen) prepare() {
-	a := make([]uint64, 0, f.count)
-	for i := f.nsent; i < f.n; i++ {
-		if f.yield != nil && i%yieldEvery == 0 {
-			f.yield()
-		}
-		if n := frozenGet(f.nodes, i); n.wprev != markFree {
-			a = append(a, uint64(n.order())<<32|uint64(i))
-		}
-	}
-	if len(a) != f.count {
-		panic("wheel: Freeze shared an inconsistent wheel")
-	}
-	f.order, _ = sortOrder(a, nil, f.yield)
-	f.prepareDue()
-}
-
-// isSorted is slices.IsSorted, yielding now and then.
-func isSorted(a []uint64, yield func()) bool {
-	for i := 1; i < len(a); i++ {
-		if yield != nil && i%yieldEvery == 0 {
-			yield()
-		}
-		if a[i] < a[i-1] {
-			return false
-		}
-	}
-	return true
-}
-
-// sortOrder sorts a, entries order<<32|index with distinct orders, using
-// tmp as scratch, and returns the sorted entries and the other buffer.
-// Sorted input (a restored wheel, timers never reordered by reuse of
-// freed nodes) is found in one pass; large input is radix-sorted on the
-// bits the orders span, 11 at a time (2 passes for up to 2^22 adds between
-// the oldest timer and the newest, 3 for any).
-func sortOrder(a, tmp []uint64, yield func()) (sorted, scratch []uint64) {
-	if isSorted(a, yield) {
-		return a, tmp
-	}
-	if len(a) < 512 {
-		slices.Sort(a)
-		return a, tmp
-	}
-	lo, hi := a[0]>>32, a[0]>>32
-	for i, e := range a {
-		if yield != nil && i%yieldEvery == yieldEvery-1 {
-			yield()
-		}
-		lo, hi = min(lo, e>>32), max(hi, e>>32)
-	}
-	if cap(tmp) < len(a) {
-		tmp = make([]uint64, len(a))
-	}
-	tmp = tmp[:len(a)]
-	const radix = 11
-	var count [1 << radix]int
-	for shift := 0; shift < bits.Len64(hi-lo); shift += radix {
-		clear(count[:])
-		for i, e := range a {
-			if yield != nil && i%yieldEvery == yieldEvery-1 {
-				yield()
-			}
-			count[(e>>32-lo)>>shift&(1<<radix-1)]++
-		}
-		sum := 0
-		for d, c := range count {
-			count[d] = sum
-			sum += c
-		}
-		for i, e := range a {
-			if yield != nil && i%yieldEvery == yieldEvery-1 {
-				yield()
-			}
-			d := (e>>32 - lo) >> shift & (1<<radix - 1)
-			tmp[count[d]] = e
-			count[d]++
-		}
-		a, tmp = tmp, a
-	}
-	return a, tmp
-}
+func zigzag(v int64) uint64   { return uint64(v<<1) ^ uint64(v>>63) }
+func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }

@@ -139,29 +139,58 @@ func BenchmarkRestore(b *testing.B) {
 	}
 }
 
-// BenchmarkSortOrder: sorting the live timers of a churned wheel of 1M by
-// add order, radix (sortOrder) against slices.Sort.
-func BenchmarkSortOrder(b *testing.B) {
-	w := snapWheel(b, 1_000_000, true)
-	f := w.Freeze()
-	defer f.Release()
-	var keys []uint64
-	for i := f.nsent; i < f.n; i++ {
-		if n := frozenGet(f.nodes, i); n.wprev != markFree {
-			keys = append(keys, uint64(n.order())<<32|uint64(i))
+// BenchmarkCascadeWhileFrozen: the turn that moves a level-1 slot down
+// (every 100 ticks; 50k timers at 500 due per tick, scattered over the
+// slab) at 1M and 10M timers, without a snapshot and right after a Freeze
+// whose encoder has not started (the worst case: the wheel encodes, or
+// before format 3 copied, a page for each timer it first writes). ms/op is
+// that turn alone; the 99 turns between are not timed.
+func BenchmarkCascadeWhileFrozen(b *testing.B) {
+	for _, n := range []int{1_000_000, 10_000_000} {
+		if testing.Short() && n > 1_000_000 {
+			continue
+		}
+		const perTick = 500
+		span := uint64(n / perTick)
+		w := newWheel(b, 0, Config{})
+		r := rand.New(rand.NewPCG(1, 2))
+		next := uint64(0)
+		add := func(after uint64) {
+			next++
+			if err := w.Add(Key{next % 10_000, next}, Spec{After: after, Repeat: 1}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for range n {
+			add(1 + r.Uint64N(span))
+		}
+		refill := func(to uint64) { // the steady state: as many added as fired
+			fired := 0
+			w.Advance(to, 0, func(*Fire) { fired++ })
+			for range fired {
+				add(span)
+			}
+		}
+		for _, frozen := range []bool{false, true} {
+			b.Run(fmt.Sprintf("n=%d/frozen=%v", n, frozen), func(b *testing.B) {
+				for b.Loop() {
+					b.StopTimer()
+					t := w.Now() + 100 - w.Now()%100 // the next cascade tick
+					refill(t - 1)
+					var f *Frozen
+					if frozen {
+						f = w.Freeze()
+					}
+					runtime.GC()
+					b.StartTimer()
+					refill(t)
+					b.StopTimer()
+					if f != nil {
+						f.Release()
+					}
+					b.StartTimer()
+				}
+			})
 		}
 	}
-	a, tmp := make([]uint64, len(keys)), make([]uint64, len(keys))
-	b.Run("impl=radix", func(b *testing.B) {
-		for b.Loop() {
-			copy(a, keys)
-			sortOrder(a, tmp, nil)
-		}
-	})
-	b.Run("impl=slices.Sort", func(b *testing.B) {
-		for b.Loop() {
-			copy(a, keys)
-			slices.Sort(a)
-		}
-	})
 }

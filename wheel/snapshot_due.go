@@ -6,40 +6,39 @@ import (
 	"slices"
 )
 
-// The due order section of a snapshot (version 2). The timers due at Now()
-// not fired yet (records with delay 0, not paused: m of them) fire in the
-// same-tick order (fair.go), which is not their add order, so the snapshot
-// says it: m varints, one per such timer in firing order, each its position
-// (0..m-1) among those m records in record order. Each position appears
+// The due order section of a snapshot (versions 2 and 3). The timers due
+// at Now() not fired yet (records with delay 0, not paused: m of them) fire
+// in the same-tick order (fair.go), which is not their add order, so the
+// snapshot says it: m varints, one per such timer in firing order, each its
+// position (0..m-1) among those m timers in add order (version 2: record
+// order, which is add order; version 3: seq order). Each position appears
 // once; with m = 0 the section is empty. A version 1 snapshot has no
 // section: its due timers fire in add order.
 
-// prepareDue lists, for the frozen due list in firing order, each timer's
-// position among the due timers in add order (Frozen.due). The list is
-// walked from dueFirst through the frozen nodes' links to its sentinel.
-func (f *Frozen) prepareDue() {
-	var a []uint64
-	for i, k := f.dueFirst, uint64(0); i != f.dueSent; k++ {
-		n := frozenGet(f.nodes, i)
-		a = append(a, uint64(n.order())<<32|k)
-		i = n.wnext
-	}
+// rankDue lists, for the due list at the Freeze in firing order, each
+// timer's position among the due timers in add order (Frozen.dueRank).
+func (f *Frozen) rankDue() {
+	a := f.due
 	slices.Sort(a) // by add order; the low half is the firing position
 	ord := make([]uint32, len(a))
 	for j, e := range a {
 		ord[uint32(e)] = uint32(j)
 	}
-	f.due = ord
+	f.dueRank, f.due = ord, nil
 }
 
-// appendDue appends the due order section's varints until len(dst) reaches
-// stop or the last is appended, after which the stage is stageTrailer.
+// appendDueOrder appends the due order section's varints until len(dst)
+// reaches stop or the last is appended, after which the stage is
+// stageTrailer.
 func (f *Frozen) appendDueOrder(dst []byte, stop int) []byte {
-	for f.nextDue < len(f.due) {
+	if f.dueRank == nil {
+		f.rankDue()
+	}
+	for f.nextDue < len(f.dueRank) {
 		if len(dst) >= stop {
 			return dst
 		}
-		dst = binary.AppendUvarint(dst, uint64(f.due[f.nextDue]))
+		dst = binary.AppendUvarint(dst, uint64(f.dueRank[f.nextDue]))
 		f.nextDue++
 	}
 	f.stage = stageTrailer

@@ -220,7 +220,7 @@ func (r *twinRun) snapshot() {
 	t, rng := r.t, r.rng
 	sa := snapshotOf(t, r.a, rng.IntN(3)*rng.IntN(200))
 	sb := snapshotOf(t, r.b, rng.IntN(3)*rng.IntN(200))
-	require.Equal(t, sa, sb, "snapshots of the twins differ")
+	requireSameState(t, sa, sb, "snapshots of the twins differ")
 	requireSameWheels(t, r.a, r.b, r.recvs)
 	// Into a random geometry, or the other twin's, where NextEvent must agree.
 	cfg := twinGeometries[rng.IntN(len(twinGeometries))]
@@ -287,7 +287,7 @@ func runModelSwaps(t *testing.T, data []byte, rng *rand.Rand) {
 		}
 		snap := snapshotOf(t, r.w, rng.IntN(100))
 		w := restoreOf(t, cfg, snap, rng)
-		require.Equal(t, snap, snapshotOf(t, w, 0), "op %d", r.op)
+		require.Equal(t, snap, snapshotOf(t, w, 0), "op %d: the restored slab is in the snapshot's order, the seq numbers kept", r.op)
 		requireSameNextEvent(t, r.w, w, "op", r.op)
 		r.w = w
 		r.checkAll()

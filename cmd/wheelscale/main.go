@@ -11,7 +11,11 @@
 //
 // Times are the CPU time of the loop's thread (CLOCK_THREAD_CPUTIME_ID), so
 // that other processes on a shared machine do not count. It prints
-// key=value figures, a line for the adds and one per phase. Only the wheel's public API is
+// key=value figures, a line for the adds and one per phase. With -during,
+// snapshots are taken one after another until that many turns have run
+// while one was written (so that the turns that move a level-1 slot down,
+// one in 100, fall inside one); the figures of the snapshot are the last's,
+// the Freeze the longest. Only the wheel's public API is
 // used, so the same program measures an older wheel (docs/BENCHMARKS.md).
 package main
 
@@ -39,8 +43,9 @@ func main() {
 	turns := flag.Int("turns", 200, "turns measured without a snapshot, per phase")
 	tick := flag.Duration("tick", 10*time.Millisecond, "wall time per turn")
 	phases := flag.String("phases", "steady,growing", "the phases to measure, in order")
+	during := flag.Int("during", 0, "turns to measure while snapshots are written, one after another (0: while one is)")
 	flag.Parse()
-	if err := run(*n, *receivers, *fires, *grow, *turns, *tick, strings.Split(*phases, ",")); err != nil {
+	if err := run(*n, *receivers, *fires, *grow, *turns, *during, *tick, strings.Split(*phases, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, "wheelscale:", err)
 		os.Exit(1)
 	}
@@ -83,7 +88,7 @@ func (d *driver) growTurn(k int) error {
 	return nil
 }
 
-func run(n, receivers, fires, grow, turns int, tick time.Duration, phases []string) error {
+func run(n, receivers, fires, grow, turns, minDuring int, tick time.Duration, phases []string) error {
 	w, err := wheel.New(0, wheel.Config{})
 	if err != nil {
 		return err
@@ -114,28 +119,40 @@ func run(n, receivers, fires, grow, turns int, tick time.Duration, phases []stri
 
 	for _, phase := range phases {
 		turn := d.steadyTurn
+		// Every 100 ticks (the default geometry) a level-1 slot comes down.
+		cascade := func() bool { return d.w.Now()%100 == 0 }
 		if phase == "growing" {
-			turn = func() error { return d.growTurn(grow) }
+			turn, cascade = func() error { return d.growTurn(grow) }, nil
 		}
-		base, err := turnsFor(turns, tick, turn, nil)
+		base, err := turnsFor(turns, tick, turn, cascade, nil)
 		if err != nil {
 			return err
 		}
-		runtime.LockOSThread()
-		t1 := threadCPU()
-		f := w.Freeze()
-		pause := threadCPU() - t1
-		runtime.UnlockOSThread()
-		enc := encode(f)
-		during, err := turnsFor(0, tick, turn, enc.done)
-		if err != nil {
-			return err
+		var during []time.Duration
+		var pause time.Duration
+		var f *wheel.Frozen
+		var enc *encoding
+		snaps := 0
+		for snaps == 0 || len(during) < minDuring {
+			runtime.LockOSThread()
+			t1 := threadCPU()
+			f = w.Freeze()
+			pause = max(pause, threadCPU()-t1)
+			runtime.UnlockOSThread()
+			enc = encode(f)
+			d, err := turnsFor(0, tick, turn, cascade, enc.done)
+			during = append(during, d...)
+			if err != nil {
+				return err
+			}
+			<-enc.done
+			f.Release()
+			snaps++
 		}
-		f.Release()
 		p50, p99, worst := stats(base)
 		sp50, sp99, sworst := stats(during)
-		fmt.Printf("phase=%s timers=%d freeze_ms=%.3f turns_without=%d p50_ms=%.2f p99_ms=%.2f max_ms=%.2f turns_during_snapshot=%d p50_ms=%.2f p99_ms=%.2f max_ms=%.2f snapshot_bytes=%d B_per_timer=%.2f encode_s=%.1f rss_B_per_timer=%.1f\n",
-			phase, f.Len(), ms2(pause), len(base), p50, p99, worst, len(during), sp50, sp99, sworst,
+		fmt.Printf("phase=%s snapshots=%d timers=%d freeze_max_ms=%.3f turns_without=%d p50_ms=%.2f p99_ms=%.2f max_ms=%.2f cascade_max_ms=%.2f turns_during_snapshot=%d p50_ms=%.2f p99_ms=%.2f max_ms=%.2f cascade_max_ms=%.2f snapshot_bytes=%d B_per_timer=%.2f encode_s=%.1f rss_B_per_timer=%.1f\n",
+			phase, snaps, f.Len(), ms2(pause), len(base), p50, p99, worst, cascadeMax(base), len(during), sp50, sp99, sworst, cascadeMax(during),
 			enc.bytes, float64(enc.bytes)/float64(f.Len()), enc.took.Seconds(), float64(rssBytes())/float64(w.Len()))
 	}
 	return nil
@@ -168,7 +185,9 @@ func encode(f *wheel.Frozen) *encoding {
 
 // turnsFor runs a turn every tick, k of them, or (k == 0) until stop is
 // closed, and returns the CPU time of each (threadCPU).
-func turnsFor(k int, tick time.Duration, turn func() error, stop <-chan struct{}) ([]time.Duration, error) {
+// A turn for which cascade returns true (it moved a level-1 slot down) is
+// returned negated.
+func turnsFor(k int, tick time.Duration, turn func() error, cascade func() bool, stop <-chan struct{}) ([]time.Duration, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var out []time.Duration
@@ -185,11 +204,24 @@ func turnsFor(k int, tick time.Duration, turn func() error, stop <-chan struct{}
 		if err := turn(); err != nil {
 			return out, err
 		}
-		out = append(out, threadCPU()-t0)
+		took := threadCPU() - t0
+		if cascade != nil && cascade() {
+			took = -took // marked: stats and cascadeMax tell them apart
+		}
+		out = append(out, took)
 		next = next.Add(tick)
 		time.Sleep(time.Until(next))
 	}
 	return out, nil
+}
+
+// cascadeMax returns the longest of the marked turns (turnsFor).
+func cascadeMax(d []time.Duration) float64 {
+	var m time.Duration
+	for _, t := range d {
+		m = max(m, -t)
+	}
+	return ms2(m)
 }
 
 func stats(d []time.Duration) (p50, p99, worst float64) {
@@ -197,6 +229,9 @@ func stats(d []time.Duration) (p50, p99, worst float64) {
 		return 0, 0, 0
 	}
 	s := slices.Clone(d)
+	for i, t := range s {
+		s[i] = max(t, -t)
+	}
 	slices.Sort(s)
 	return ms2(s[len(s)/2]), ms2(s[len(s)*99/100]), ms2(s[len(s)-1])
 }

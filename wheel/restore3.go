@@ -1,0 +1,163 @@
+package wheel
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Restoring version 3: records in any order, each with its seq (see
+// SnapshotVersion). Each timer gets the next node of the slab, its own
+// seq, and its place in the wheel as it is read (a level-0 slot linked out
+// of add order is marked unsorted, as when the wheel runs); its receiver's
+// list gets it at the head, and a receiver whose list this leaves out of
+// add order is noted and sorted once the records are read (sortRestored),
+// with the due timers.
+
+// parseRecord3 is parseRecord for version 3: prev and prevSeq are the
+// previous record's receiver and seq, unless the record starts a run.
+func parseRecord3(b []byte, prev uint64, prevSeq uint32, now uint64, t *snapTimer) (n, need int, err error) {
+	if len(b) == 0 {
+		return 0, 1, nil
+	}
+	fl := b[0]
+	if fl&^recAll != 0 {
+		return 0, 0, errRecord("flags %#02x", fl)
+	}
+	if fl&recFirst != 0 {
+		prev, prevSeq = 0, 0
+	}
+	off, v := 1, uint64(0)
+	t.key.Receiver = prev
+	if fl&recSameRecv == 0 {
+		if v, off = getUvarint(b, off); off < 0 {
+			return varFail(off, b, "receiver")
+		}
+		if v == prev {
+			return 0, 0, errRecord("receiver %d written, same as the previous", v)
+		}
+		t.key.Receiver = v
+	}
+	if t.key.Tid, off = getUvarint(b, off); off < 0 {
+		return varFail(off, b, "tid")
+	}
+	if v, off = getUvarint(b, off); off < 0 {
+		return varFail(off, b, "seq")
+	}
+	seq := int64(prevSeq) + unzigzag(v)
+	if seq < 0 || seq > seqMask {
+		return 0, 0, errRecord("seq %d", seq)
+	}
+	t.seq = uint32(seq)
+	if t.delay, off = getUvarint(b, off); off < 0 {
+		return varFail(off, b, "delay")
+	}
+	t.every = t.delay
+	if fl&recEveryDelay == 0 {
+		if t.every, off = getUvarint(b, off); off < 0 {
+			return varFail(off, b, "every")
+		}
+		if t.every == t.delay {
+			return 0, 0, errRecord("every %d written, same as the delay", t.every)
+		}
+	}
+	if t.every == 0 {
+		return 0, 0, errRecord("every 0")
+	}
+	return parseRecordTail(b, fl, off, now, t)
+}
+
+// restoreTimer3 adds timer t, read from a version 3 snapshot, to the wheel
+// being restored (see restoreTimer): with its seq, its receiver's list
+// noted when t is older than the list's head, a due one only collected.
+func (r *Restorer) restoreTimer3(t *snapTimer) {
+	w := r.w
+	i, _ := w.nodes.alloc() // the header checked the count
+	n := w.nodes.at(i)
+	n.receiver, n.tid, n.seq, n.repeat, n.fired = t.key.Receiver, t.key.Tid, t.seq, t.repeat, uint32(t.fired)
+	r.maxSeq, r.anySeq = max(r.maxSeq, t.seq), true
+	if t.every <= math.MaxUint32 && len(t.data) == 0 && t.fired <= math.MaxUint32 {
+		n.every = uint32(t.every)
+	} else {
+		n.every = w.extra.alloc(t.every, t.data)
+		w.extra.at(n.every).firedHi = uint32(t.fired >> 32)
+		n.seq |= flagExtra
+	}
+	w.recvAppend(t.key.Receiver, i)
+	if next := n.rnext; next != nilIdx && w.nodes.get(next).order() >= t.seq {
+		if r.unsorted == nil {
+			r.unsorted = make(map[uint64]struct{})
+		}
+		r.unsorted[t.key.Receiver] = struct{}{}
+	}
+	switch {
+	case t.paused:
+		n.due, n.wprev, n.wnext = t.delay, markPaused, nilIdx
+	case t.delay == 0: // due now, not fired yet: linked by dueOrder
+		n.due, n.wprev, n.wnext = w.now, nilIdx, nilIdx
+		r.dueNodes = append(r.dueNodes, i)
+	default:
+		n.due = w.now + t.delay
+		w.place(i)
+	}
+}
+
+// sortRestored ends the records of a version 3 snapshot: it sorts the
+// noted receivers' lists and the due timers into add order, and sets the
+// wheel's next seq after the highest read. Two timers of one receiver, or
+// two due ones, with the same seq are an error.
+func (r *Restorer) sortRestored() error {
+	w := r.w
+	var a []uint64
+	for recv := range r.unsorted {
+		l := w.recv.entry(recv)
+		a = a[:0]
+		for i := l.head; i != nilIdx; i = w.nodes.get(i).rnext {
+			a = append(a, uint64(w.nodes.get(i).order())<<32|uint64(i))
+		}
+		if err := sortDistinct(a, "receiver"); err != nil {
+			return err
+		}
+		// Newest first: the highest seq at the head.
+		next := nilIdx
+		for _, e := range a {
+			i := uint32(e)
+			n := w.nodes.at(i)
+			n.rnext, n.rprev = next, nilIdx
+			if next != nilIdx {
+				w.nodes.at(next).rprev = i
+			}
+			next = i
+		}
+		w.recv.entry(recv).head = next
+	}
+	r.unsorted = nil
+	a = a[:0]
+	for _, i := range r.dueNodes {
+		a = append(a, uint64(w.nodes.get(i).order())<<32|uint64(i))
+	}
+	if err := sortDistinct(a, "due timer"); err != nil {
+		return err
+	}
+	r.dueNodes = make([]uint32, len(a))
+	for j, e := range a {
+		r.dueNodes[j] = uint32(e)
+	}
+	r.dueSeen = make([]uint64, (len(a)+63)/64)
+	if r.anySeq {
+		w.seq = r.maxSeq + 1 // Add renumbers first when this is past seqMax
+	}
+	return nil
+}
+
+// sortDistinct sorts a, entries seq<<32|node, and fails if two have the
+// same seq.
+func sortDistinct(a []uint64, what string) error {
+	slices.Sort(a)
+	for j := 1; j < len(a); j++ {
+		if a[j]>>32 == a[j-1]>>32 {
+			return fmt.Errorf("%w: two timers (%s) have seq %d", ErrSnapshot, what, a[j]>>32)
+		}
+	}
+	return nil
+}
