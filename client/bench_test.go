@@ -22,6 +22,7 @@ func BenchmarkAdd(b *testing.B) {
 			once := &AddOptions{Repeat: 1}
 			b.ReportAllocs()
 			b.SetParallelism(per)
+			cpu0 := cpuTime(b)
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					id := tid.Add(1)
@@ -31,6 +32,7 @@ func BenchmarkAdd(b *testing.B) {
 					}
 				}
 			})
+			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }
@@ -46,6 +48,7 @@ func BenchmarkPipe(b *testing.B) {
 			var tid atomic.Uint64
 			b.ReportAllocs()
 			b.SetParallelism(8)
+			cpu0 := cpuTime(b)
 			b.RunParallel(func(pb *testing.PB) {
 				p := c.Pipeline()
 				for pb.Next() {
@@ -62,6 +65,7 @@ func BenchmarkPipe(b *testing.B) {
 					b.Error(err)
 				}
 			})
+			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }

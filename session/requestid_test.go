@@ -245,21 +245,25 @@ func TestRequestIDsRing(t *testing.T) {
 	var a, b []string
 	for p := h.c.reqIDs.first; p < h.c.reqIDs.next; p++ {
 		if e := h.c.reqIDs.at(p); !e.dead {
-			a = append(a, fmt.Sprintf("%v %d %x %x", e.key, e.tick, e.sum, e.reply()))
+			a = append(a, fmt.Sprintf("%v %d %x %x", e.key, e.tick, e.sum, h.c.reqIDs.reply(e)))
 		}
 	}
 	for p := r.reqIDs.first; p < r.reqIDs.next; p++ {
 		e := r.reqIDs.at(p)
-		b = append(b, fmt.Sprintf("%v %d %x %x", e.key, e.tick, e.sum, e.reply()))
+		b = append(b, fmt.Sprintf("%v %d %x %x", e.key, e.tick, e.sum, r.reqIDs.reply(e)))
 	}
 	assert.Equal(t, a, b)
 
-	var e reqEntry
+	var m requestIDs
+	e := m.push(reqKey{1, 2})
 	long := make([]byte, 100)
-	e.setReply(long)
-	assert.Equal(t, long, e.reply())
-	assert.Equal(t, uint64(reqEntryBytes+100), e.size())
-	e.setReply([]byte{1, 2, 3})
-	assert.Equal(t, []byte{1, 2, 3}, e.reply())
-	assert.Equal(t, uint64(reqEntryBytes), e.size())
+	m.setReply(e, long)
+	assert.Equal(t, long, m.reply(e))
+	assert.Equal(t, uint64(reqEntryBytes+100), m.size(e))
+	m.drop(0)
+	assert.Empty(t, m.big, "a dropped entry's long reply is forgotten")
+	e = m.push(reqKey{1, 3})
+	m.setReply(e, []byte{1, 2, 3})
+	assert.Equal(t, []byte{1, 2, 3}, m.reply(e))
+	assert.Equal(t, uint64(reqEntryBytes), m.size(e))
 }
