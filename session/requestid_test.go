@@ -267,3 +267,54 @@ func TestRequestIDsRing(t *testing.T) {
 	assert.Equal(t, []byte{1, 2, 3}, m.reply(e))
 	assert.Equal(t, uint64(reqEntryBytes), m.size(e))
 }
+
+// TestRequestIDsOff: with max_request_ids -1 nothing is remembered: a
+// change sent again with the same client and id applies again (the add
+// gets exists, the cancel not_found), as docs/PROTOCOL.md says of a server
+// that reports no request_id_ticks. Turning it off on a Core that
+// remembers (SetLimits, as a config reload does; recorded, so the replica
+// forgets at the same point) forgets at once, and a lower max_request_ids
+// forgets the oldest at once.
+func TestRequestIDsOff(t *testing.T) {
+	h := newHarness(t, func(_ *Config, l *Limits) { l.MaxRequestIDs = -1 })
+	s := h.session()
+	add := protocol.Request{Op: protocol.OpAdd, ID: 1, Receiver: 1, Tid: 1, After: 50, Client: testClient}
+	okUints(t, protocol.OpAdd, h.do(s, add)[0])
+	assert.Equal(t, protocol.CodeExists, h.do(s, add)[0].Code, "applied again")
+	cancel := protocol.Request{Op: protocol.OpCancel, ID: 2, Receiver: 1, Tid: 1, Client: testClient}
+	assert.Equal(t, protocol.KindOK, h.do(s, cancel)[0].Kind)
+	assert.Equal(t, protocol.CodeNotFound, h.do(s, cancel)[0].Code, "applied again")
+	n, bytes := h.c.RequestIDs()
+	assert.Zero(t, n)
+	assert.Zero(t, bytes)
+	assert.Zero(t, h.c.Stats().RequestIDs)
+
+	h = newHarness(t, nil)
+	s = h.session()
+	for i := range uint64(3) {
+		okUints(t, protocol.OpAdd, h.do(s, protocol.Request{Op: protocol.OpAdd, ID: 10 + i, Receiver: 2, Tid: i, After: 50, Client: testClient})[0])
+	}
+	retry := func(i uint64) protocol.Message {
+		return h.do(s, protocol.Request{Op: protocol.OpAdd, ID: 10 + i, Receiver: 2, Tid: i, After: 50, Client: testClient})[0]
+	}
+	l := h.c.Limits()
+	l.MaxRequestIDs = 2
+	h.c.SetLimits(l)
+	n, _ = h.c.RequestIDs()
+	assert.Equal(t, 2, n, "the oldest forgotten when the limit went down")
+	assert.Equal(t, protocol.CodeExists, retry(0).Code)
+	okUints(t, protocol.OpAdd, retry(2))
+
+	l.MaxRequestIDs = -1
+	h.c.SetLimits(l)
+	n, bytes = h.c.RequestIDs()
+	assert.Zero(t, n)
+	assert.Zero(t, bytes)
+	assert.Nil(t, h.c.reqIDs.ring, "the memory is given back")
+	assert.Equal(t, protocol.CodeExists, retry(2).Code, "forgotten: applied again")
+
+	l.MaxRequestIDs = 0 // the default again
+	h.c.SetLimits(l)
+	okUints(t, protocol.OpAdd, h.do(s, protocol.Request{Op: protocol.OpAdd, ID: 20, Receiver: 3, Tid: 1, After: 50, Client: testClient})[0])
+	okUints(t, protocol.OpAdd, h.do(s, protocol.Request{Op: protocol.OpAdd, ID: 20, Receiver: 3, Tid: 1, After: 50, Client: testClient})[0])
+}
