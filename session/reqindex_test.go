@@ -3,6 +3,7 @@ package session
 import (
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
@@ -70,8 +71,10 @@ func TestRequestIDIndexModel(t *testing.T) {
 
 // TestRequestIDIndexNoAllocs: once the ring holds max_request_ids, a
 // remembered change (a lookup that misses, a push, the oldest dropped)
-// allocates nothing.
+// allocates nothing; an entry is one 64-byte cache line (reqEntryBytes,
+// the docs' 80 bytes a change, count on it).
 func TestRequestIDIndexNoAllocs(t *testing.T) {
+	require.Equal(t, uintptr(64), unsafe.Sizeof(reqEntry{}))
 	var r requestIDs
 	const limit = 1000
 	id := uint64(0)
