@@ -318,3 +318,34 @@ func TestRequestIDsOff(t *testing.T) {
 	okUints(t, protocol.OpAdd, h.do(s, protocol.Request{Op: protocol.OpAdd, ID: 20, Receiver: 3, Tid: 1, After: 50, Client: testClient})[0])
 	okUints(t, protocol.OpAdd, h.do(s, protocol.Request{Op: protocol.OpAdd, ID: 20, Receiver: 3, Tid: 1, After: 50, Client: testClient})[0])
 }
+
+// TestSnapshotCopiesRequestIDs: Snapshot copies the memory of request ids
+// and AppendNext encodes the copy off the loop, so changes remembered and
+// forgotten after Snapshot (here enough to wrap the ring around and push
+// out every entry it held) do not reach the snapshot: its bytes are those
+// of a snapshot encoded at once.
+func TestSnapshotCopiesRequestIDs(t *testing.T) {
+	h := newHarness(t, func(_ *Config, l *Limits) { l.MaxRequestIDs = 50 })
+	s := h.session()
+	add := func(i uint64) {
+		okUints(t, protocol.OpAdd, h.do(s, protocol.Request{Op: protocol.OpAdd, ID: 100 + i, Receiver: 4, Tid: i, After: 500, Client: testClient})[0])
+	}
+	for i := range uint64(60) {
+		add(i)
+	}
+	h.flush()
+	now := h.c.Snapshot()
+	want, _ := now.AppendNext(nil, 0)
+	now.Release()
+	snap := h.c.Snapshot()
+	for i := uint64(60); i < 200; i++ {
+		add(i)
+	}
+	got, _ := snap.AppendNext(nil, 0)
+	snap.Release()
+	assert.Equal(t, want, got)
+	r, err := Restore(h.c.cfg, got, nil, nil)
+	require.NoError(t, err)
+	n, _ := r.RequestIDs()
+	assert.Equal(t, 50, n)
+}
