@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+
+	"github.com/tickwheel/tickwheel/server"
 )
 
 // BenchmarkAdd: synchronous Add calls from many goroutines sharing one
@@ -14,25 +16,33 @@ import (
 // Add round trip. callers is the number of calling goroutines.
 func BenchmarkAdd(b *testing.B) {
 	for _, per := range []int{1, 8, 64} {
-		callers := per * runtime.GOMAXPROCS(0)
-		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
-			ctx := context.Background()
-			c := benchClient(b)
-			var tid atomic.Uint64
-			once := &AddOptions{Repeat: 1}
-			b.ReportAllocs()
-			b.SetParallelism(per)
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					id := tid.Add(1)
-					if _, err := c.Add(ctx, id%1024, id, 1_000_000, once); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-		})
+		benchAdd(b, per, nil)
 	}
+}
+
+// benchAdd is BenchmarkAdd with per callers per processor, on a server
+// configured by mutate.
+func benchAdd(b *testing.B, per int, mutate func(*server.Config)) {
+	callers := per * runtime.GOMAXPROCS(0)
+	b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+		ctx := context.Background()
+		c := benchClient(b, mutate)
+		var tid atomic.Uint64
+		once := &AddOptions{Repeat: 1}
+		b.ReportAllocs()
+		b.SetParallelism(per)
+		cpu0 := cpuTime(b)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				id := tid.Add(1)
+				if _, err := c.Add(ctx, id%1024, id, 1_000_000, once); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+	})
 }
 
 // BenchmarkPipe: adds sent in Pipes of batch requests by 8 goroutines per
@@ -40,36 +50,55 @@ func BenchmarkAdd(b *testing.B) {
 // op is one add.
 func BenchmarkPipe(b *testing.B) {
 	for _, batch := range []int{16, 256, 1000} {
-		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			ctx := context.Background()
-			c := benchClient(b)
-			var tid atomic.Uint64
-			b.ReportAllocs()
-			b.SetParallelism(8)
-			b.RunParallel(func(pb *testing.PB) {
-				p := c.Pipeline()
-				for pb.Next() {
-					id := tid.Add(1)
-					p.Add(id%1024, id, 1_000_000, nil)
-					if p.Len() == batch {
-						if err := p.Exec(ctx); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				}
-				if err := p.Exec(ctx); err != nil {
-					b.Error(err)
-				}
-			})
-		})
+		benchPipe(b, batch, nil)
 	}
 }
 
-// benchClient returns a Client of a fresh in-process frozen server, both
-// closed when the benchmark ends.
-func benchClient(b *testing.B) *Client {
-	srv := startServer(b, nil)
+// benchPipe is BenchmarkPipe with Pipes of batch adds, on a server
+// configured by mutate.
+func benchPipe(b *testing.B, batch int, mutate func(*server.Config)) {
+	b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+		ctx := context.Background()
+		c := benchClient(b, mutate)
+		var tid atomic.Uint64
+		b.ReportAllocs()
+		b.SetParallelism(8)
+		cpu0 := cpuTime(b)
+		b.RunParallel(func(pb *testing.PB) {
+			p := c.Pipeline()
+			for pb.Next() {
+				id := tid.Add(1)
+				p.Add(id%1024, id, 1_000_000, nil)
+				if p.Len() == batch {
+					if err := p.Exec(ctx); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}
+			if err := p.Exec(ctx); err != nil {
+				b.Error(err)
+			}
+		})
+		b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+	})
+}
+
+// BenchmarkRequestIDsOff is BenchmarkPipe (batch=256) and BenchmarkAdd
+// (8 callers per processor) against a server with limits.max_request_ids
+// -1: the client sends no request ids and the server remembers nothing,
+// the path as it was before request ids.
+func BenchmarkRequestIDsOff(b *testing.B) {
+	off := func(c *server.Config) { c.Limits.MaxRequestIDs = -1 }
+	b.Run("Pipe", func(b *testing.B) { benchPipe(b, 256, off) })
+	b.Run("Add", func(b *testing.B) { benchAdd(b, 8, off) })
+}
+
+// benchClient returns a Client of a fresh in-process frozen server
+// configured by mutate (nil: the tests' defaults), both closed when the
+// benchmark ends.
+func benchClient(b *testing.B, mutate func(*server.Config)) *Client {
+	srv := startServer(b, mutate)
 	c, err := Dial(context.Background(), srv.Addr(), WithLogger(discardLogger()))
 	if err != nil {
 		b.Fatal(err)

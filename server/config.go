@@ -411,9 +411,12 @@ func checkLimits(l *Limits) error {
 		{"max_name", l.MaxName}, {"max_list_page", l.MaxListPage}, {"max_receivers", l.MaxReceivers},
 		{"ack_retention_ticks", l.AckRetentionTicks}, {"max_outbound_total", l.MaxOutboundTotal},
 		{"max_bulk_per_turn", l.MaxBulkPerTurn}, {"max_request_ids", l.MaxRequestIDs}, {"request_id_ticks", l.RequestIDTicks}} {
-		if f.v < 0 {
+		if f.v < 0 && (f.key != "max_request_ids" || f.v != -1) {
 			return keyErr("limits."+f.key, "%d: limits must not be negative", f.v)
 		}
+	}
+	if l.MaxRequestIDs > maxRequestIDs {
+		return keyErr("limits.max_request_ids", "%d is above %d (-1 remembers none)", l.MaxRequestIDs, maxRequestIDs)
 	}
 	switch {
 	case l.MaxFrame < 64 || l.MaxFrame > 64<<20:
@@ -441,7 +444,7 @@ func (c *Config) sessionConfig() session.Config {
 // wireLimits are the limits as hello reports them.
 func (c *Config) wireLimits() protocol.Limits {
 	l, t := &c.Limits, &c.Timeouts
-	return protocol.Limits{
+	w := protocol.Limits{
 		MaxFrame: uint64(l.MaxFrame), MaxData: uint64(l.MaxData), MaxTimersPerReceiver: uint64(l.MaxTimersPerReceiver),
 		MaxTimers: uint64(l.MaxTimers), MaxReceiversPerSession: uint64(l.MaxReceiversPerSession),
 		MaxBacklog: uint64(l.MaxBacklog), MaxOutbound: uint64(l.MaxOutbound),
@@ -453,6 +456,14 @@ func (c *Config) wireLimits() protocol.Limits {
 		FrameTimeoutMs: uint64(t.Frame.Milliseconds()),
 		MaxOutbox:      uint64(l.MaxOutbox), MaxOutboxBytes: uint64(l.MaxOutboxBytes),
 		MaxOutboxTotal: uint64(l.MaxOutboxTotal), MaxOutboxBytesTotal: uint64(l.MaxOutboxBytesTotal),
-		MaxRequestIDs: uint64(l.MaxRequestIDs), RequestIDTicks: uint64(l.RequestIDTicks),
+		MaxRequestIDs: uint64(max(l.MaxRequestIDs, 0)), RequestIDTicks: uint64(l.RequestIDTicks),
 	}
+	if l.MaxRequestIDs < 0 { // remembers none: clients must not count on it (protocol.Limits)
+		w.RequestIDTicks = 0
+	}
+	return w
 }
+
+// maxRequestIDs bounds limits.max_request_ids: 100M remembered changes
+// take about 8 GiB (session.Limits.MaxRequestIDs).
+const maxRequestIDs = 100_000_000

@@ -217,7 +217,7 @@ func (c *Core) Stats() protocol.Stats {
 		FiredTotal: c.firedTotal, DroppedTotal: c.droppedTotal,
 		ReceiverBytes: c.ReceiverBytes(), RetainedReceivers: uint64(c.idleN),
 		TickNs: c.cfg.TickNs, Speed: c.speed, Frozen: c.frozen,
-		RequestIDs: uint64(len(c.reqIDs.byKey)), RequestIDBytes: c.reqIDs.bytes,
+		RequestIDs: uint64(c.reqIDs.live), RequestIDBytes: c.reqIDs.bytes,
 	}
 }
 

@@ -89,8 +89,9 @@ func (c *Core) applyRecorded(s *Session, req *protocol.Request, payload []byte) 
 	}
 	c.refused = false
 	at := len(s.out) // where this request's reply begins (noteReplied)
-	// A retry of a change with a request id (requestid.go):
-	if req.Client != 0 && changesTimers(req.Op) && c.retried(s, req, payload) {
+	// A retry of a change with a request id (requestid.go), unless the
+	// Core remembers none (max_request_ids -1):
+	if req.Client != 0 && c.remembers() && changesTimers(req.Op) && c.retried(s, req, payload) {
 		c.noteReplied(s, at) // behind the first one's record, if it is in flight
 		return
 	}
@@ -98,7 +99,7 @@ func (c *Core) applyRecorded(s *Session, req *protocol.Request, payload []byte) 
 	if c.refused {
 		return
 	}
-	if req.Client != 0 && changesTimers(req.Op) {
+	if req.Client != 0 && c.remembers() && changesTimers(req.Op) {
 		c.rememberReply(s, req, payload, at)
 	}
 	c.logOpen(s)

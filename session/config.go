@@ -80,9 +80,12 @@ type Limits struct {
 	// the server remembers, so that a client's retry after a failover or a
 	// lost connection gets the first reply instead of applying the change
 	// twice (requestid.go): past it the oldest is forgotten. Each costs
-	// about 128 bytes (a reply longer than 30 bytes adds its length; stats
-	// request_id_bytes).
-	// Default 100000.
+	// about 80 bytes, up to twice that while the ring that holds them is
+	// partly empty (stats request_id_bytes). -1 turns the memory off: no
+	// change is remembered, hello reports max_request_ids and
+	// request_id_ticks 0 so that clients send no ids and do not retry
+	// changes themselves, and a change that is sent twice anyway applies
+	// twice. Default 100000.
 	MaxRequestIDs int `yaml:"max_request_ids"`
 	// RequestIDTicks is how long, in ticks of tw-time, a remembered change
 	// answers retries; an older one is forgotten. Default 30000 (5 minutes

@@ -344,6 +344,7 @@ func (c *Core) Limits() Limits { return c.limits }
 func (c *Core) SetLimits(l Limits) {
 	c.limits = l.WithDefaults()
 	c.rec.limits(&c.limits)
+	c.trimRequestIDs()     // a smaller max_request_ids, or -1: forgotten now
 	if c.parkedTotal > 0 { // more room, perhaps
 		for _, r := range append([]*receiver(nil), c.waiting...) {
 			c.refill(r)

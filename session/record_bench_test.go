@@ -57,6 +57,7 @@ func BenchmarkRecordAdd(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			i := uint64(live)
+			cpu0 := session.CPUTime(b)
 			for b.Loop() {
 				add.ID, add.Tid = i, i
 				recBytes = turn(&add)
@@ -64,6 +65,7 @@ func BenchmarkRecordAdd(b *testing.B) {
 				turn(&cancel)
 				i++
 			}
+			b.ReportMetric(float64(session.CPUTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
 			b.ReportMetric(float64(recBytes), "record-bytes")
 		})
 	}
@@ -104,9 +106,11 @@ func BenchmarkRecordAddTurn64(b *testing.B) {
 	var recBytes int
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := session.CPUTime(b)
 	for n := 0; n < b.N; n += 64 {
 		recBytes = turn()
 	}
+	b.ReportMetric(float64(session.CPUTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(recBytes), "record-bytes/turn")
 }
 
@@ -148,6 +152,7 @@ func BenchmarkRecordAddRequestID(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	i := uint64(live)
+	cpu0 := session.CPUTime(b)
 	for b.Loop() {
 		id++
 		add.ID, add.Tid = id, i
@@ -157,4 +162,5 @@ func BenchmarkRecordAddRequestID(b *testing.B) {
 		turn(&cancel)
 		i++
 	}
+	b.ReportMetric(float64(session.CPUTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
 }

@@ -212,10 +212,10 @@ func dumpState(c *Core, receivers []uint64, live bool) string {
 	groups := encoder{}
 	c.appendGroups(&groups) // the groups, paused marks and bulk operations, canonical
 	p("groups %x", groups.b)
-	p("requestIDs %d bytes %d", len(c.reqIDs.byKey), c.reqIDs.bytes)
+	p("requestIDs %d bytes %d", c.reqIDs.live, c.reqIDs.bytes)
 	for pos := c.reqIDs.first; pos < c.reqIDs.next; pos++ {
 		if e := c.reqIDs.at(pos); !e.dead {
-			p("  request %d/%d tick %d sum %x reply %x", e.key.client, e.key.id, e.tick, e.sum, e.reply())
+			p("  request %d/%d tick %d sum %x reply %x", e.key.client, e.key.id, e.tick, e.sum, c.reqIDs.reply(e))
 		}
 	}
 	for _, w := range c.waiters {

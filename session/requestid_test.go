@@ -245,21 +245,107 @@ func TestRequestIDsRing(t *testing.T) {
 	var a, b []string
 	for p := h.c.reqIDs.first; p < h.c.reqIDs.next; p++ {
 		if e := h.c.reqIDs.at(p); !e.dead {
-			a = append(a, fmt.Sprintf("%v %d %x %x", e.key, e.tick, e.sum, e.reply()))
+			a = append(a, fmt.Sprintf("%v %d %x %x", e.key, e.tick, e.sum, h.c.reqIDs.reply(e)))
 		}
 	}
 	for p := r.reqIDs.first; p < r.reqIDs.next; p++ {
 		e := r.reqIDs.at(p)
-		b = append(b, fmt.Sprintf("%v %d %x %x", e.key, e.tick, e.sum, e.reply()))
+		b = append(b, fmt.Sprintf("%v %d %x %x", e.key, e.tick, e.sum, r.reqIDs.reply(e)))
 	}
 	assert.Equal(t, a, b)
 
-	var e reqEntry
+	var m requestIDs
+	e := m.push(reqKey{1, 2})
 	long := make([]byte, 100)
-	e.setReply(long)
-	assert.Equal(t, long, e.reply())
-	assert.Equal(t, uint64(reqEntryBytes+100), e.size())
-	e.setReply([]byte{1, 2, 3})
-	assert.Equal(t, []byte{1, 2, 3}, e.reply())
-	assert.Equal(t, uint64(reqEntryBytes), e.size())
+	m.setReply(e, long)
+	assert.Equal(t, long, m.reply(e))
+	assert.Equal(t, uint64(reqEntryBytes+100), m.size(e))
+	m.drop(0)
+	assert.Empty(t, m.big, "a dropped entry's long reply is forgotten")
+	e = m.push(reqKey{1, 3})
+	m.setReply(e, []byte{1, 2, 3})
+	assert.Equal(t, []byte{1, 2, 3}, m.reply(e))
+	assert.Equal(t, uint64(reqEntryBytes), m.size(e))
+}
+
+// TestRequestIDsOff: with max_request_ids -1 nothing is remembered: a
+// change sent again with the same client and id applies again (the add
+// gets exists, the cancel not_found), as docs/PROTOCOL.md says of a server
+// that reports no request_id_ticks. Turning it off on a Core that
+// remembers (SetLimits, as a config reload does; recorded, so the replica
+// forgets at the same point) forgets at once, and a lower max_request_ids
+// forgets the oldest at once.
+func TestRequestIDsOff(t *testing.T) {
+	h := newHarness(t, func(_ *Config, l *Limits) { l.MaxRequestIDs = -1 })
+	s := h.session()
+	add := protocol.Request{Op: protocol.OpAdd, ID: 1, Receiver: 1, Tid: 1, After: 50, Client: testClient}
+	okUints(t, protocol.OpAdd, h.do(s, add)[0])
+	assert.Equal(t, protocol.CodeExists, h.do(s, add)[0].Code, "applied again")
+	cancel := protocol.Request{Op: protocol.OpCancel, ID: 2, Receiver: 1, Tid: 1, Client: testClient}
+	assert.Equal(t, protocol.KindOK, h.do(s, cancel)[0].Kind)
+	assert.Equal(t, protocol.CodeNotFound, h.do(s, cancel)[0].Code, "applied again")
+	n, bytes := h.c.RequestIDs()
+	assert.Zero(t, n)
+	assert.Zero(t, bytes)
+	assert.Zero(t, h.c.Stats().RequestIDs)
+
+	h = newHarness(t, nil)
+	s = h.session()
+	for i := range uint64(3) {
+		okUints(t, protocol.OpAdd, h.do(s, protocol.Request{Op: protocol.OpAdd, ID: 10 + i, Receiver: 2, Tid: i, After: 50, Client: testClient})[0])
+	}
+	retry := func(i uint64) protocol.Message {
+		return h.do(s, protocol.Request{Op: protocol.OpAdd, ID: 10 + i, Receiver: 2, Tid: i, After: 50, Client: testClient})[0]
+	}
+	l := h.c.Limits()
+	l.MaxRequestIDs = 2
+	h.c.SetLimits(l)
+	n, _ = h.c.RequestIDs()
+	assert.Equal(t, 2, n, "the oldest forgotten when the limit went down")
+	assert.Equal(t, protocol.CodeExists, retry(0).Code)
+	okUints(t, protocol.OpAdd, retry(2))
+
+	l.MaxRequestIDs = -1
+	h.c.SetLimits(l)
+	n, bytes = h.c.RequestIDs()
+	assert.Zero(t, n)
+	assert.Zero(t, bytes)
+	assert.Nil(t, h.c.reqIDs.ring, "the memory is given back")
+	assert.Equal(t, protocol.CodeExists, retry(2).Code, "forgotten: applied again")
+
+	l.MaxRequestIDs = 0 // the default again
+	h.c.SetLimits(l)
+	okUints(t, protocol.OpAdd, h.do(s, protocol.Request{Op: protocol.OpAdd, ID: 20, Receiver: 3, Tid: 1, After: 50, Client: testClient})[0])
+	okUints(t, protocol.OpAdd, h.do(s, protocol.Request{Op: protocol.OpAdd, ID: 20, Receiver: 3, Tid: 1, After: 50, Client: testClient})[0])
+}
+
+// TestSnapshotCopiesRequestIDs: Snapshot copies the memory of request ids
+// and AppendNext encodes the copy off the loop, so changes remembered and
+// forgotten after Snapshot (here enough to wrap the ring around and push
+// out every entry it held) do not reach the snapshot: its bytes are those
+// of a snapshot encoded at once.
+func TestSnapshotCopiesRequestIDs(t *testing.T) {
+	h := newHarness(t, func(_ *Config, l *Limits) { l.MaxRequestIDs = 50 })
+	s := h.session()
+	add := func(i uint64) {
+		okUints(t, protocol.OpAdd, h.do(s, protocol.Request{Op: protocol.OpAdd, ID: 100 + i, Receiver: 4, Tid: i, After: 500, Client: testClient})[0])
+	}
+	for i := range uint64(60) {
+		add(i)
+	}
+	h.flush()
+	now := h.c.Snapshot()
+	want, _ := now.AppendNext(nil, 0)
+	now.Release()
+	snap := h.c.Snapshot()
+	for i := uint64(60); i < 200; i++ {
+		add(i)
+	}
+	got, _ := snap.AppendNext(nil, 0)
+	snap.Release()
+	assert.Equal(t, want, got)
+	r, err := Restore(h.c.cfg, got, nil, nil)
+	require.NoError(t, err)
+	n, _ := r.RequestIDs()
+	assert.Equal(t, 50, n)
 }

@@ -305,7 +305,8 @@ func (c *Core) sessionByID(d *decoder, id uint64) *Session {
 type Snapshot struct {
 	core   []byte         // the core section up to the groups, encoded when taken
 	groups *groupsSnap    // the groups and their members, encoded by AppendNext
-	tail   []byte         // the rest of the core section, encoded when taken
+	tail   []byte         // the rest of the core section up to the request ids, encoded when taken
+	reqIDs reqSnap        // the memory of request ids, encoded by AppendNext
 	recvs  []receiverSnap // the receivers, encoded by AppendNext
 	frozen *wheel.Frozen
 	next   int // stage: 0 core, 1 receivers (from recv), 2 the wheel
@@ -315,16 +316,17 @@ type Snapshot struct {
 // Snapshot takes a copy of the state for encoding. Its cost on the loop is
 // the sessions' and receivers' records (backlog frames are shared, not
 // copied), a copy of the groups' member nodes (one memcpy, 32 bytes a
-// grouped timer: the members are encoded by AppendNext; see groupsSnap)
-// and the wheel's Freeze, which shares the timers' pages (the wheel
-// encodes a page itself before it first writes it, until the encoder has
-// walked them: wheel.Frozen).
+// grouped timer: the members are encoded by AppendNext; see groupsSnap),
+// a copy of the memory of request ids (64 bytes an entry, encoded by
+// AppendNext; see reqSnap) and the wheel's Freeze, which shares the
+// timers' pages (the loop saves a node before its first write to it,
+// until the encoder has walked its page: wheel.Frozen).
 func (c *Core) Snapshot() *Snapshot {
 	head, tail := encoder{}, encoder{}
 	c.appendCoreHead(&head)
 	c.appendGroupsTail(&tail)
-	c.appendRequestIDs(&tail)
-	return &Snapshot{core: head.b, groups: c.groupsSnap(false), tail: tail.b, recvs: c.receiverSnaps(), frozen: c.wheel.Freeze()}
+	return &Snapshot{core: head.b, groups: c.groupsSnap(false), tail: tail.b, reqIDs: c.reqIDs.copyLive(),
+		recvs: c.receiverSnaps(), frozen: c.wheel.Freeze()}
 }
 
 // SetYield makes the encoding call yield now and then (see
@@ -351,6 +353,8 @@ func (s *Snapshot) AppendNext(dst []byte, max int) (out []byte, done bool) {
 			s.groups.appendGroups(&e)
 			s.groups = nil // the copy of the nodes is garbage now
 			e.b = append(e.b, s.tail...)
+			s.reqIDs.append(&e)
+			s.reqIDs = reqSnap{}
 			e.int(len(s.recvs))
 			dst = e.b
 			s.next = 1
