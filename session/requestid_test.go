@@ -322,8 +322,8 @@ func TestRequestIDsOff(t *testing.T) {
 // TestSnapshotCopiesRequestIDs: Snapshot copies the memory of request ids
 // and AppendNext encodes the copy off the loop, so changes remembered and
 // forgotten after Snapshot (here enough to wrap the ring around and push
-// out every entry it held) do not reach the snapshot: its bytes are those
-// of a snapshot encoded at once.
+// out every entry it held) do not reach the snapshot: it restores to the state
+// of a snapshot encoded at once (the core section byte for byte).
 func TestSnapshotCopiesRequestIDs(t *testing.T) {
 	h := newHarness(t, func(_ *Config, l *Limits) { l.MaxRequestIDs = 50 })
 	s := h.session()
@@ -343,7 +343,7 @@ func TestSnapshotCopiesRequestIDs(t *testing.T) {
 	}
 	got, _ := snap.AppendNext(nil, 0)
 	snap.Release()
-	assert.Equal(t, want, got)
+	requireSameState(t, h.c.cfg, want, got, "the snapshot taken before the changes")
 	r, err := Restore(h.c.cfg, got, nil, nil)
 	require.NoError(t, err)
 	n, _ := r.RequestIDs()
