@@ -39,7 +39,11 @@ func main() {
 	turns := flag.Int("turns", 200, "turns measured without a snapshot, per phase")
 	tick := flag.Duration("tick", 10*time.Millisecond, "wall time per turn")
 	phases := flag.String("phases", "steady,growing", "the phases to measure, in order")
+	memDetail := flag.Bool("mem", false, "after the adds, print where the process's memory goes: the runtime's memory classes and /proc/self/status, per timer")
+	heapProfile := flag.String("heapprofile", "", "after the adds, write a heap profile (pprof) to this file")
 	flag.Parse()
+	memReport = *memDetail
+	heapProfilePath = *heapProfile
 	if err := run(*n, *receivers, *fires, *grow, *turns, *tick, strings.Split(*phases, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, "wheelscale:", err)
 		os.Exit(1)
@@ -112,7 +116,13 @@ func run(n, receivers, fires, grow, turns int, tick time.Duration, phases []stri
 		n, receivers, float64(n)/addAll.Seconds(), float64(min(n, 1_000_000))/first1M.Seconds(), float64(min(n, 1_000_000))/last1M.Seconds(),
 		float64(rss)/(1<<20), float64(rss)/float64(n), float64(ms.HeapInuse)/float64(n), os.Getenv("GOGC"), limitString())
 
+	if err := reportMemory(n); err != nil {
+		return err
+	}
 	for _, phase := range phases {
+		if phase == "" {
+			continue
+		}
 		turn := d.steadyTurn
 		if phase == "growing" {
 			turn = func() error { return d.growTurn(grow) }
