@@ -242,9 +242,13 @@ func (x *index) find(k Key) uint32 {
 }
 
 // build indexes the nodes nsent..n-1 of the slab, all live timers without
-// an index entry (a wheel being restored), in a table of at most 3/8 load,
-// where a wheel that grew to that many timers has between 3/8 and 3/4:
-// the wheel can then double before it resizes its index. It reports false
+// an index entry (a wheel being restored), in the smallest table that holds
+// them within 3/4, as a wheel that grew to that many timers has (between
+// 3/8 and 3/4): 4 bytes an entry, 5.3–10.7 bytes a timer. (It used to be
+// sized at most 3/8 full, so that the restored wheel could double before a
+// rehash in one turn; with the incremental move that room is not needed,
+// and it cost a restarted server 1 GiB of index at 100M timers instead
+// of 512 MiB.) It reports false
 // when two of the timers have the same key. The entries are read in slab
 // order and each one's table entry is prefetched some nodes ahead, so that
 // the cache misses of a large table overlap.
@@ -252,7 +256,7 @@ func (x *index) build() bool {
 	s := x.nodes
 	count := s.n - s.nsent
 	size := uint64(minIndexSize)
-	for uint64(count)*8 > size*3 {
+	for uint64(count)*4 > size*3 {
 		size *= 2
 	}
 	x.table, x.mask = make([]uint32, size), size-1

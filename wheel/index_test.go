@@ -327,3 +327,42 @@ func TestIndexRebuildSpread(t *testing.T) {
 		t.Errorf("one insertion moved %d entries, want at most %d", worst, maxMoved)
 	}
 }
+
+// TestIndexBuildSize: a restored wheel's index is the smallest table that
+// holds its timers within 3/4, as a wheel that grew to them has (it was
+// twice that: 1 GiB at 100M timers, 10.7 bytes a timer where 5.4 do), and
+// the wheel grows on from there, each timer found.
+func TestIndexBuildSize(t *testing.T) {
+	for _, n := range []int{40, 48, 49, 3000, 3072, 3073, 20_000} {
+		w := newWheel(t, 0, Config{})
+		for i := range n {
+			if err := w.Add(Key{uint64(i % 7), uint64(i)}, Spec{After: 1 + uint64(i%500)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var snap []byte
+		f := w.Freeze()
+		for done := false; !done; {
+			snap, done = f.AppendNext(snap, 1<<16)
+		}
+		f.Release()
+		r, err := Restore(Config{}, snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := len(r.index.table)
+		if n*4 > size*3 || size > minIndexSize && n*4 <= size/2*3 {
+			t.Errorf("%d timers restored into an index of %d entries: want the smallest power of two (at least %d) that holds them within 3/4", n, size, minIndexSize)
+		}
+		for i := n; i < n+n/2+100; i++ {
+			if err := r.Add(Key{uint64(i % 7), uint64(i)}, Spec{After: 1 + uint64(i%500)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range n + n/2 + 100 {
+			if _, err := r.Get(Key{uint64(i % 7), uint64(i)}); err != nil {
+				t.Fatalf("n=%d: timer %d: %v", n, i, err)
+			}
+		}
+	}
+}

@@ -49,8 +49,7 @@ func Restore(cfg Config, snapshot []byte) (*Wheel, error) {
 // freezing it gives the same bytes. NextEvent is the same too when the
 // geometry is (it reports ticks at which timers move down a level, which
 // depend on the geometry). Only the memory layout differs: the timers are
-// packed in add order, and the index is sized with room for twice as many
-// timers before it grows.
+// packed in add order, and the index is the smallest within 3/4 full.
 //
 // Input that is not a valid snapshot makes Write or Wheel return an error
 // wrapping ErrSnapshot (or ErrSnapshotVersion, or ErrFull when it holds
