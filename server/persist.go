@@ -160,7 +160,7 @@ func (s *Server) recoverCore(j *journal.Journal) (recovered, error) {
 	if data, index, ok := j.Snapshot(); ok {
 		read := &progressReader{r: data, prog: newProgress(s.log, "recovery: reading the snapshot", "bytes",
 			uint64(max(j.Stats().SnapshotBytes, 0)), progressEvery, clock)}
-		b, err := io.ReadAll(read)
+		b, err := readSized(read, j.Stats().SnapshotBytes)
 		data.Close()
 		if err != nil {
 			return rec, fmt.Errorf("snapshot at index %d: %w", index, err)
@@ -509,6 +509,29 @@ func (p *persist) close() { _ = p.j.Close() }
 
 // progressReader passes a reader's bytes through, reporting how many have
 // been read to prog.
+// readSized reads r to its end into one buffer of size bytes (the size
+// the file should have), allocated once; more than that grows it as
+// io.ReadAll would. io.ReadAll itself grows its buffer by a quarter at a
+// time from 512 bytes: for a snapshot of 1.8 GB (100M timers) that is
+// about 70 copies, some 7 GB moved and page-faulted in, and up to twice the
+// snapshot's bytes held at once while the last copy is made.
+func readSized(r io.Reader, size int64) ([]byte, error) {
+	b := make([]byte, 0, max(size, 0)+1) // +1: EOF is seen without growing
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
+}
+
 type progressReader struct {
 	r    io.Reader
 	n    uint64

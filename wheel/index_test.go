@@ -8,7 +8,9 @@ import (
 // TestIndexChurn drives the index alone against a Go map through long runs
 // of inserts and deletes (the firing of a burst, then refilling): every key
 // is found where it should be, absent keys are not, and live entries plus
-// tombstones never pass 3/4 of the table, so every probe run ends.
+// tombstones never pass 3/4 of the table, so every probe run ends; no
+// insertion moves more than migrateStep entries to the new table (all of
+// them, before).
 func TestIndexChurn(t *testing.T) {
 	var s slab
 	s.init(4) // 4 sentinels, as the smallest wheel has
@@ -17,8 +19,14 @@ func TestIndexChurn(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	live := map[Key]uint32{}
 	var keys []Key
+	worst := 0
 	add := func(k Key) {
+		inTable, first := x.count-x.oldLive, &x.table[0]
 		x.reserve()
+		if &x.table[0] != first {
+			inTable = 0
+		}
+		worst = max(worst, int(x.count-x.oldLive-inTable))
 		h := hash(k)
 		pos, old := x.lookupHash(k, h)
 		if old != 0 {
@@ -65,6 +73,18 @@ func TestIndexChurn(t *testing.T) {
 		if used*4 > len(x.table)*3 {
 			t.Fatalf("round %d: %d of %d entries used, above 3/4", round, used, len(x.table))
 		}
+		oldLive := 0
+		for p, e := range x.old {
+			if e != 0 && e != tomb {
+				if uint64(p) < x.moved {
+					t.Fatalf("round %d: old position %d below the moved mark %d still holds %#x", round, p, x.moved, e)
+				}
+				oldLive++
+			}
+		}
+		if oldLive != int(x.oldLive) {
+			t.Fatalf("round %d: %d live entries in the old table, counted %d", round, oldLive, x.oldLive)
+		}
 		for k, i := range live {
 			if _, got := x.lookup(k); got != i {
 				t.Fatalf("round %d: lookup %v = %d, want %d", round, k, got, i)
@@ -79,6 +99,7 @@ func TestIndexChurn(t *testing.T) {
 			}
 		}
 	}
+	moves := 0
 	for round := range 60 {
 		// Fill to a random size, then delete most of it in random order,
 		// with a few re-adds of deleted keys in between.
@@ -86,6 +107,9 @@ func TestIndexChurn(t *testing.T) {
 			add(Key{rng.Uint64N(64), rng.Uint64()})
 		}
 		check(round)
+		if x.old != nil {
+			moves++
+		}
 		for n := len(keys) * (50 + rng.IntN(50)) / 100; n > 0; n-- {
 			j := rng.IntN(len(keys))
 			k := keys[j]
@@ -95,8 +119,250 @@ func TestIndexChurn(t *testing.T) {
 			}
 		}
 		check(round)
+		if x.old != nil {
+			moves++
+		}
+	}
+	if moves == 0 {
+		t.Error("no check ran while the index was moving to a new table")
+	}
+	if worst > maxMoved {
+		t.Errorf("one insertion moved %d entries to the new table, want at most %d", worst, maxMoved)
 	}
 	if len(x.table) > 8192 {
 		t.Errorf("the table grew to %d entries for at most ~3000 live keys: tombstones should be rebuilt away, not grown past", len(x.table))
+	}
+}
+
+// maxMoved is how many entries one insertion may move to a new table
+// (migrateStep); before, the insertion that passed 3/4 moved all of them.
+const maxMoved = 4
+
+// liveEntries counts the entries of t that are neither empty nor tombstones.
+func liveEntries(t []uint32) int {
+	n := 0
+	for _, e := range t {
+		if e != 0 && e != tomb {
+			n++
+		}
+	}
+	return n
+}
+
+// TestIndexGrowthSpread: a wheel whose index doubles several times, then
+// churns (rounds of cancels, adds and firings), never moves more than migrateStep
+// entries into the index's table in one Add, and none in an Advance or a
+// Cancel; every timer stays found. Before, the Add that passed 3/4 rehashed
+// every entry in one call (733 ms at 10M timers, in one loop turn).
+func TestIndexGrowthSpread(t *testing.T) {
+	w := newWheel(t, 0, Config{})
+	x := &w.index
+	rng := rand.New(rand.NewPCG(3, 4))
+	live := map[Key]bool{}
+	var keys []Key
+	// moved returns the entries op moved into the table: what it holds
+	// after, less what it held before (nothing when op started a new
+	// table) and the insertions op made.
+	moved := func(op func(), inserted int) int {
+		before, first := liveEntries(x.table), &x.table[0]
+		op()
+		if &x.table[0] != first {
+			before = 0
+		}
+		return liveEntries(x.table) - before - inserted
+	}
+	worst, grown := 0, 0
+	tid := uint64(0)
+	add := func(after uint64) {
+		tid++
+		k := Key{tid % 97, tid}
+		size, first := len(x.table), &x.table[0]
+		if m := moved(func() {
+			if err := w.Add(k, Spec{After: after, Repeat: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}, 1); m > worst {
+			worst = m
+		}
+		if &x.table[0] != first && len(x.table) > size {
+			grown++
+		}
+		live[k] = true
+		keys = append(keys, k)
+	}
+	cancel := func(j int) {
+		if m := moved(func() { _ = w.Cancel(keys[j]) }, 0); m > 0 {
+			t.Fatalf("a Cancel moved %d entries into the table", m)
+		}
+		delete(live, keys[j])
+		keys[j] = keys[len(keys)-1]
+		keys = keys[:len(keys)-1]
+	}
+	check := func() {
+		for k := range live {
+			if _, err := w.Get(k); err != nil {
+				t.Fatalf("%v (added, not fired or cancelled): %v", k, err)
+			}
+		}
+		if w.Len() != len(live) {
+			t.Fatalf("Len %d, want %d", w.Len(), len(live))
+		}
+	}
+	// Grow to 3000 timers (a table of 4096 entries), checking midway
+	// through each move as well.
+	for range 3000 {
+		add(1_000_000)
+		if x.old != nil && x.moved > 0 && x.moved < uint64(len(x.old))/2 && tid%7 == 0 {
+			check()
+		}
+	}
+	// Rounds of cancelling most timers and adding back up to 1500, some
+	// of which fire on the way (TestIndexChurn rebuilds at the same size).
+	for range 12 {
+		for len(keys) > 300 {
+			cancel(rng.IntN(len(keys)))
+		}
+		for i := 0; len(live) < 1500; i++ {
+			add(1 + rng.Uint64N(2000))
+			if i%10 == 9 {
+				if m := moved(func() {
+					w.Advance(w.Now()+1, 0, func(f *Fire) { delete(live, f.Key) })
+				}, 0); m > 0 {
+					t.Fatalf("an Advance moved %d entries into the table", m)
+				}
+			}
+			if x.old != nil && i%37 == 0 {
+				check()
+			}
+		}
+		check()
+	}
+	check()
+	if worst > maxMoved {
+		t.Errorf("one Add moved %d entries into the index, want at most %d", worst, maxMoved)
+	}
+	if grown < 5 {
+		t.Errorf("the index grew %d times: want several", grown)
+	}
+	t.Logf("%d timers live, index of %d entries, grown %d times, at most %d entries moved by one Add", len(live), len(x.table), grown, worst)
+}
+
+// TestIndexRebuildSpread: an index whose tombstones fill it is rebuilt at
+// the same size, a few entries per insertion, with every key found while
+// it moves. The tombstones are made on purpose: a table filled to 3/4
+// loses every entry but the last of each probe run (each deletion's next
+// entry is still there, so each leaves a tombstone), then takes keys that
+// land on empty entries until the next insertion must rebuild.
+func TestIndexRebuildSpread(t *testing.T) {
+	var s slab
+	s.init(4)
+	var x index
+	x.init(&s)
+	for len(x.table) < 1024 || x.count < 767 {
+		k := Key{1, uint64(x.count) + 1}
+		x.reserve()
+		pos, _ := x.lookup(k)
+		i, _ := s.alloc()
+		n := s.at(i)
+		n.receiver, n.tid, n.wprev = k.Receiver, k.Tid, 0
+		x.insertAt(pos, hash(k), i)
+	}
+	for x.old != nil { // finish the last doubling
+		x.reserve()
+	}
+	if len(x.table) != 1024 {
+		t.Fatalf("table of %d entries, want 1024", len(x.table))
+	}
+	for p := range x.table {
+		if e := x.table[p]; e != 0 && e != tomb && x.table[(p+1)&int(x.mask)] != 0 {
+			x.deleteAt(uint64(p))
+			s.release(e & idxMask)
+		}
+	}
+	if x.tombs < 384 {
+		t.Fatalf("%d tombstones, want at least 3/8 of the table", x.tombs)
+	}
+	live := map[Key]uint32{}
+	for i := s.nsent; i < s.n; i++ {
+		if n := s.get(i); n.wprev != markFree {
+			live[Key{n.receiver, n.tid}] = i
+		}
+	}
+	first, worst := &x.table[0], 0
+	for tid := uint64(1 << 40); x.old == nil && &x.table[0] == first; tid++ {
+		k := Key{2, tid}
+		if pos, _ := x.lookup(k); x.table[pos] == tomb && x.count+x.tombs+1 <= 768 {
+			continue // it would reuse a tombstone: take keys that add one
+		}
+		inTable := x.count
+		x.reserve()
+		if &x.table[0] != first {
+			inTable = 0
+		}
+		worst = max(worst, int(x.count-x.oldLive-inTable))
+		pos, _ := x.lookup(k)
+		i, _ := s.alloc()
+		n := s.at(i)
+		n.receiver, n.tid, n.wprev = k.Receiver, k.Tid, 0
+		x.insertAt(pos, hash(k), i)
+		live[k] = i
+	}
+	if len(x.table) != 1024 {
+		t.Fatalf("rebuilt at %d entries, want the same size (1024) for %d live", len(x.table), x.count)
+	}
+	for x.old != nil {
+		for k, i := range live {
+			if _, got := x.lookup(k); got != i {
+				t.Fatalf("while moving: %v found as %d, want %d", k, got, i)
+			}
+		}
+		inTable := x.count - x.oldLive
+		x.reserve()
+		worst = max(worst, int(x.count-x.oldLive-inTable))
+	}
+	if x.tombs != 0 || int(x.count) != len(live) || liveEntries(x.table) != len(live) {
+		t.Errorf("after the rebuild: %d tombstones, count %d, %d entries, want 0, %d, %d", x.tombs, x.count, liveEntries(x.table), len(live), len(live))
+	}
+	if worst > maxMoved {
+		t.Errorf("one insertion moved %d entries, want at most %d", worst, maxMoved)
+	}
+}
+
+// TestIndexBuildSize: a restored wheel's index is the smallest table that
+// holds its timers within 3/4, as a wheel that grew to them has (it was
+// twice that: 1 GiB at 100M timers, 10.7 bytes a timer where 5.4 do), and
+// the wheel grows on from there, each timer found.
+func TestIndexBuildSize(t *testing.T) {
+	for _, n := range []int{40, 48, 49, 3000, 3072, 3073, 20_000} {
+		w := newWheel(t, 0, Config{})
+		for i := range n {
+			if err := w.Add(Key{uint64(i % 7), uint64(i)}, Spec{After: 1 + uint64(i%500)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var snap []byte
+		f := w.Freeze()
+		for done := false; !done; {
+			snap, done = f.AppendNext(snap, 1<<16)
+		}
+		f.Release()
+		r, err := Restore(Config{}, snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := len(r.index.table)
+		if n*4 > size*3 || size > minIndexSize && n*4 <= size/2*3 {
+			t.Errorf("%d timers restored into an index of %d entries: want the smallest power of two (at least %d) that holds them within 3/4", n, size, minIndexSize)
+		}
+		for i := n; i < n+n/2+100; i++ {
+			if err := r.Add(Key{uint64(i % 7), uint64(i)}, Spec{After: 1 + uint64(i%500)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range n + n/2 + 100 {
+			if _, err := r.Get(Key{uint64(i % 7), uint64(i)}); err != nil {
+				t.Fatalf("n=%d: timer %d: %v", n, i, err)
+			}
+		}
 	}
 }

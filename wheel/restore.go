@@ -52,8 +52,7 @@ func Restore(cfg Config, snapshot []byte) (*Wheel, error) {
 // depend on the geometry). Only the memory layout differs: the timers are
 // packed in the snapshot's record order (format 3: slab order, with the
 // nodes the loop saved during the snapshot where the encoder met them;
-// older formats: add order), and the index is sized with room for twice as many
-// timers before it grows.
+// older formats: add order), and the index is the smallest within 3/4 full.
 //
 // Input that is not a valid snapshot makes Write or Wheel return an error
 // wrapping ErrSnapshot (or ErrSnapshotVersion, or ErrFull when it holds

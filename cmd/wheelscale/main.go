@@ -44,7 +44,11 @@ func main() {
 	tick := flag.Duration("tick", 10*time.Millisecond, "wall time per turn")
 	phases := flag.String("phases", "steady,growing", "the phases to measure, in order")
 	during := flag.Int("during", 0, "turns to measure while snapshots are written, one after another (0: while one is)")
+	memDetail := flag.Bool("mem", false, "after the adds, print where the process's memory goes: the runtime's memory classes and /proc/self/status, per timer")
+	heapProfile := flag.String("heapprofile", "", "after the adds, write a heap profile (pprof) to this file")
 	flag.Parse()
+	memReport = *memDetail
+	heapProfilePath = *heapProfile
 	if err := run(*n, *receivers, *fires, *grow, *turns, *during, *tick, strings.Split(*phases, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, "wheelscale:", err)
 		os.Exit(1)
@@ -117,7 +121,13 @@ func run(n, receivers, fires, grow, turns, minDuring int, tick time.Duration, ph
 		n, receivers, float64(n)/addAll.Seconds(), float64(min(n, 1_000_000))/first1M.Seconds(), float64(min(n, 1_000_000))/last1M.Seconds(),
 		float64(rss)/(1<<20), float64(rss)/float64(n), float64(ms.HeapInuse)/float64(n), os.Getenv("GOGC"), limitString())
 
+	if err := reportMemory(n); err != nil {
+		return err
+	}
 	for _, phase := range phases {
+		if phase == "" {
+			continue
+		}
 		turn := d.steadyTurn
 		// Every 100 ticks (the default geometry) a level-1 slot comes down.
 		cascade := func() bool { return d.w.Now()%100 == 0 }
