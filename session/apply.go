@@ -90,17 +90,26 @@ func (c *Core) applyRecorded(s *Session, req *protocol.Request, payload []byte) 
 	c.refused = false
 	at := len(s.out) // where this request's reply begins (noteReplied)
 	// A retry of a change with a request id (requestid.go), unless the
-	// Core remembers none (max_request_ids -1):
-	if req.Client != 0 && c.remembers() && changesTimers(req.Op) && c.retried(s, req, payload) {
+	// Core remembers none (max_request_ids -1), is answered; or, of a bulk
+	// operation in progress, adopted: a change, recorded (a replay adopts
+	// it too).
+	remember := req.Client != 0 && c.remembers() && changesTimers(req.Op)
+	answer := retryApply
+	if remember {
+		answer = c.retried(s, req, payload)
+	}
+	switch answer {
+	case retryAnswered:
 		c.noteReplied(s, at) // behind the first one's record, if it is in flight
 		return
-	}
-	c.dispatch(s, req)
-	if c.refused {
-		return
-	}
-	if req.Client != 0 && c.remembers() && changesTimers(req.Op) {
-		c.rememberReply(s, req, payload, at)
+	case retryApply:
+		c.dispatch(s, req)
+		if c.refused {
+			return
+		}
+		if remember {
+			c.rememberReply(s, req, payload, at)
+		}
 	}
 	c.logOpen(s)
 	if sync != nil {

@@ -34,9 +34,13 @@ import (
 
 // bulkOp is a bulk operation in progress. Owned by the event loop.
 type bulkOp struct {
-	s  *Session // nil once its session closed: the operation goes on, unanswered
+	s  *Session // nil once its session closed: the operation goes on, unanswered (until a retry adopts it)
 	id uint64   // the request id, for the reply
-	op protocol.Op
+	// client is the request's client id while the memory of request ids
+	// holds a pending entry for it (requestid.go), which finishBulk fills
+	// in; 0: none.
+	client uint64
+	op     protocol.Op
 	// receiver's timers, or group's when group is non-zero.
 	receiver, group uint64
 	// A group's operation walks the members from cur through end in the
@@ -271,17 +275,48 @@ func (c *Core) bulkOne(op *bulkOp, k wheel.Key, member uint32) {
 	}
 }
 
-// finishBulk answers a completed operation.
+// finishBulk answers a completed operation, and remembers its reply for
+// retries when its request id is pending (requestid.go), even when its
+// session has closed: a retry then gets that reply.
 func (c *Core) finishBulk(op *bulkOp) {
 	s := op.s
 	if s == nil || s.closed {
+		if op.client != 0 {
+			c.fillPending(op, protocol.AppendOK(nil, op.id, op.n))
+		}
 		return
 	}
 	at := len(s.out)
 	s.out = protocol.AppendOK(s.out, op.id, op.n)
+	if op.client != 0 {
+		c.fillPending(op, s.out[at:])
+	}
 	s.waiting = false
 	c.noteReplied(s, at)
 	c.markDirty(s)
+}
+
+// bulkOf returns the operation in progress whose pending request id is k,
+// or nil.
+func (c *Core) bulkOf(k reqKey) *bulkOp {
+	for _, op := range c.bulk {
+		if op.client == k.client && op.id == k.id {
+			return op
+		}
+	}
+	return nil
+}
+
+// startedBulk returns the operation session s just started with request
+// id, when it did not complete in the same apply (its reply waits), or
+// nil. A session waits for its operation, so it has at most one.
+func (c *Core) startedBulk(s *Session, id uint64) *bulkOp {
+	if n := len(c.bulk); n > 0 {
+		if op := c.bulk[n-1]; op.s == s && op.id == id && op.client == 0 {
+			return op
+		}
+	}
+	return nil
 }
 
 // GroupBytes estimates the memory of the groups: about 48 bytes per

@@ -59,7 +59,8 @@ func (c *Core) groupsSnap(share bool) *groupsSnap {
 // session (0: closed), request id, op, receiver, group, then for a
 // group's operation the keys of its cursor and end (or none when done),
 // for a receiver's its next tid, whether it is done and the tids it skips
-// in order; and the count so far. Member nodes are not written: positions
+// in order; and the count so far, then (version 12) the client id of its
+// pending request id (0: none). Member nodes are not written: positions
 // are keys, so the bytes depend only on the state. Any goroutine may call
 // it, once.
 func (g *groupsSnap) appendGroups(e *encoder) {
@@ -112,6 +113,7 @@ func (c *Core) appendGroupsTail(e *encoder) {
 			}
 		}
 		e.uv(op.n)
+		e.uv(op.client)
 	}
 }
 
@@ -169,6 +171,9 @@ func (c *Core) restoreGroups(d *decoder) {
 			}
 		}
 		op.n = d.uv()
+		if d.version >= 12 {
+			op.client = d.uv() // (older versions remembered no bulk operation in progress)
+		}
 		if d.err != nil {
 			return
 		}

@@ -30,6 +30,18 @@ import (
 // The key includes a fingerprint of the request's bytes (FNV-1a): a known
 // client and id with other bytes is a client's bug (one id for two
 // requests), answered request_id_reused and not applied.
+//
+// A bulk operation (bulk.go) that does not complete in the apply that
+// starts it replies in a later turn: it is remembered as pending (an
+// entry with no reply, n 0: no reply frame is empty) and carries its
+// client id (bulkOp.client), so that finishBulk fills in the reply when
+// it completes, whether or not its session is still open. A retry of a
+// pending one is not applied again: when the first session has closed
+// (a lost connection, a failover) the retrying session adopts the
+// operation and gets its reply when it completes; while the first
+// session is open the retry is answered bad_state. An entry and its
+// operation stay linked: forgetting a pending entry (forgetReq) unlinks
+// its operation, which then goes on unremembered.
 
 // reqKey identifies a request: its client id and request id.
 type reqKey struct{ client, id uint64 }
@@ -44,7 +56,7 @@ type reqEntry struct {
 	key   reqKey
 	tick  uint64
 	sum   uint64
-	n     uint8 // the reply's length in small, or replyBig
+	n     uint8 // the reply's length in small, or replyBig; 0: pending (a bulk operation in progress)
 	dead  bool  // forgotten, or superseded by a later entry of the same key (an expired one applied again)
 	small [replyInline]byte
 }
@@ -153,31 +165,68 @@ func payloadSum(b []byte) uint64 {
 	return h
 }
 
+// retryAnswer is what retried did with a change.
+type retryAnswer uint8
+
+const (
+	retryApply    retryAnswer = iota // not a retry (or one past the window): apply it
+	retryAnswered                    // answered from memory, or refused: nothing changed
+	retryAdopted                     // adopted a bulk operation in progress: a change, recorded
+)
+
 // retried answers the change req of session s from memory when it is a
-// retry of one applied within the window: the first reply again (true).
-// A known key with another payload is answered request_id_reused (true).
-// It returns false when req must be applied. Neither answer changes state.
-func (c *Core) retried(s *Session, req *protocol.Request, payload []byte) bool {
+// retry of one applied within the window: the first reply again
+// (retryAnswered). A known key with another payload is answered
+// request_id_reused (retryAnswered). A retry of a bulk operation still in
+// progress (a pending entry) is adopted by s when the operation's session
+// has closed (retryAdopted: s waits for its reply, as the first session
+// did), else answered bad_state (retryAnswered). It returns retryApply
+// when req must be applied. Only an adoption changes state.
+func (c *Core) retried(s *Session, req *protocol.Request, payload []byte) retryAnswer {
 	r := &c.reqIDs
 	r.found = 0
 	pos, ok := r.lookup(reqKey{req.Client, req.ID})
 	if !ok {
-		return false
+		return retryApply
 	}
 	e := r.at(pos)
 	if c.reqExpired(e) {
 		r.found = pos + 1
-		return false
+		return retryApply
 	}
 	if e.sum != payloadSum(payload) {
 		c.fail(s, req.ID, protocol.CodeRequestIDReused, fmt.Sprintf("request id %d of client %d was used for another request %d ticks ago: "+
 			"a client numbers each change it sends apart", req.ID, req.Client, c.Now()-e.tick))
-		return true
+		return retryAnswered
+	}
+	if e.n == 0 {
+		return c.retriedPending(s, req)
 	}
 	r.hits++
 	s.out = append(s.out, r.reply(e)...)
 	c.refused = true // nothing changed: recorded as its reply's length
-	return true
+	return retryAnswered
+}
+
+// retriedPending answers a retry of the bulk operation in progress that
+// req names (see retried).
+func (c *Core) retriedPending(s *Session, req *protocol.Request) retryAnswer {
+	op := c.bulkOf(reqKey{req.Client, req.ID})
+	if op == nil { // (cannot happen: a pending entry's operation is in progress)
+		c.log.Error("session: a pending request id has no bulk operation", "client", req.Client, "id", req.ID)
+		c.fail(s, req.ID, protocol.CodeInternal, fmt.Sprintf("request id %d of client %d: its operation was lost", req.ID, req.Client))
+		return retryAnswered
+	}
+	if op.s != nil && !op.s.closed {
+		c.fail(s, req.ID, protocol.CodeBadState, fmt.Sprintf("request id %d of client %d is still in progress on another connection: "+
+			"retry once that connection has closed (its reply goes to the retry then), or wait for its reply there", req.ID, req.Client))
+		return retryAnswered
+	}
+	c.reqIDs.hits++
+	op.s = s
+	s.waiting = true
+	c.more = true
+	return retryAdopted
 }
 
 // remembers reports whether the Core remembers changes with a request id
@@ -190,23 +239,61 @@ func (c *Core) reqExpired(e *reqEntry) bool {
 }
 
 // rememberReply remembers the reply of the change req that was just
-// applied, found at s.out[at:], then forgets entries past the window.
+// applied, found at s.out[at:], then forgets entries past the window. A
+// bulk operation that did not complete in this apply has no reply yet:
+// it is remembered as pending and linked to its operation (bulkOp.client),
+// whose finishBulk fills in the reply.
 func (c *Core) rememberReply(s *Session, req *protocol.Request, payload []byte, at int) {
 	frame := replyFrame(s.out[at:])
+	var op *bulkOp
 	if frame == nil {
-		c.log.Error("session: a change's reply was not found to remember for retries", "op", req.Op, "id", req.ID)
-		return // (cannot happen: every change is answered)
+		if op = c.startedBulk(s, req.ID); op == nil {
+			c.log.Error("session: a change's reply was not found to remember for retries", "op", req.Op, "id", req.ID)
+			return // (cannot happen: every change is answered, or is a bulk operation in progress)
+		}
 	}
 	r := &c.reqIDs
 	if r.found != 0 { // expired, applied again
-		r.drop(r.found - 1)
+		c.forgetReq(r.found - 1)
 		r.found = 0
 	}
 	e := r.push(reqKey{req.Client, req.ID})
 	e.tick, e.sum = c.Now(), payloadSum(payload)
-	r.setReply(e, frame)
+	if op != nil {
+		op.client = req.Client // pending: n 0
+	} else {
+		r.setReply(e, frame)
+	}
 	r.bytes += r.size(e)
 	c.trimRequestIDs()
+}
+
+// fillPending remembers reply (a frame) for the pending entry of bulk
+// operation op, which just completed, and unlinks it.
+func (c *Core) fillPending(op *bulkOp, reply []byte) {
+	r := &c.reqIDs
+	pos, ok := r.lookup(reqKey{op.client, op.id})
+	op.client = 0
+	if !ok || r.at(pos).n != 0 { // (cannot happen: forgetReq unlinks)
+		c.log.Error("session: a bulk operation's pending request id was not found", "id", op.id)
+		return
+	}
+	e := r.at(pos)
+	r.bytes -= r.size(e)
+	r.setReply(e, reply)
+	r.bytes += r.size(e)
+}
+
+// forgetReq forgets the live entry at pos; a pending one's operation goes
+// on unremembered (its retry would be applied as a new request).
+func (c *Core) forgetReq(pos uint64) {
+	r := &c.reqIDs
+	if e := r.at(pos); e.n == 0 {
+		if op := c.bulkOf(e.key); op != nil {
+			op.client = 0
+		}
+	}
+	r.drop(pos)
 }
 
 // replyFrame returns the first reply frame (header included; kind ok or
@@ -240,7 +327,7 @@ func (c *Core) trimRequestIDs() {
 		switch {
 		case e.dead:
 		case r.live > c.limits.MaxRequestIDs || c.reqExpired(e):
-			r.drop(r.first)
+			c.forgetReq(r.first)
 		default:
 			return
 		}
@@ -258,7 +345,8 @@ func (c *Core) RequestIDs() (n int, bytes uint64) {
 }
 
 // appendRequestIDs appends the remembered changes to a snapshot, oldest
-// first: count, then per entry client, id, tick, fingerprint, reply.
+// first: count, then per entry client, id, tick, fingerprint, reply (empty:
+// pending, a bulk operation in progress that names it, version 12).
 func (c *Core) appendRequestIDs(e *encoder) {
 	q := c.reqIDs.copyLive()
 	q.append(e)
@@ -337,9 +425,19 @@ func (c *Core) restoreRequestIDs(d *decoder) {
 			d.fail(fmt.Errorf("request id %d of client %d listed twice", k.id, k.client))
 			return
 		}
+		if len(reply) == 0 && c.bulkOf(k) == nil {
+			d.fail(fmt.Errorf("request id %d of client %d is pending with no bulk operation in progress", k.id, k.client))
+			return
+		}
 		en := r.push(k)
 		en.tick, en.sum = tick, sum
 		r.setReply(en, reply)
 		r.bytes += r.size(en)
+	}
+	for _, op := range c.bulk {
+		if pos, ok := r.lookup(reqKey{op.client, op.id}); op.client != 0 && (!ok || r.at(pos).n != 0) {
+			d.fail(fmt.Errorf("bulk operation of request id %d of client %d has no pending entry", op.id, op.client))
+			return
+		}
 	}
 }

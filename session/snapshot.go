@@ -79,9 +79,14 @@ import (
 // Version 11 added, after it, the changes remembered for retries with a
 // request id (requestid.go: appendRequestIDs). Older versions remember
 // none.
+//
+// Version 12 added, last in each bulk operation in progress, the client
+// id of its pending request id (bulkOp.client), and pending entries (an
+// empty reply) to the memory of request ids. Version 11's operations have
+// none.
 const (
 	snapMagic   = "TWCS"
-	snapVersion = 11
+	snapVersion = 12
 )
 
 // ErrTickChanged is returned (wrapped) by Restore when the snapshot was
