@@ -123,7 +123,7 @@ func newDetCore(t *testing.T, replicated bool) *detCore {
 	cfg := Config{AdminToken: testAdminToken, ClientToken: detClient, TickNs: 1_000_000, MaxFiresPerTurn: 40, ServerVersion: "det"}
 	limits := Limits{MaxData: 64, MaxDataTotal: 3000, MaxTimers: 150, MaxTimersPerReceiver: 20, MaxReceiversPerSession: 5,
 		MaxBacklog: 8, MaxBacklogTotal: 50, MaxBacklogBytes: 600, MaxOutbound: 1500, MaxOutboundTotal: 2500, MaxListPage: 5, MaxListBytes: 600,
-		MaxOutbox: 6, MaxOutboxTotal: 30, MaxOutboxBytes: 500, MaxBulkPerTurn: 3}
+		MaxOutbox: 6, MaxOutboxTotal: 30, MaxOutboxBytes: 500, MaxBulkPerTurn: 1}
 	w, err := wheel.New(start, wheel.Config{Levels: 4, Slots: 8})
 	require.NoError(t, err)
 	d := &detCore{t: t, c: New(cfg, limits, w, nil, nil), now: start, conns: make(map[uint64]*detConn)}
@@ -234,7 +234,7 @@ func (d *detCore) request(rng *rand.Rand, slot int) []byte {
 		d.add(rng, &req)
 	case x < 57:
 		req.Op = protocol.OpCancel
-	case x < 59: // bulk operations (issue 27): of a receiver, or of a group, chunked 3 timers a turn
+	case x < 59: // bulk operations (issue 27): of a receiver, or of a group, chunked 1 timer a turn (so that a cancel_all with a request id is often pending: requestid.go)
 		req.Op = [...]protocol.Op{protocol.OpCancelAll, protocol.OpPauseAll, protocol.OpResumeAll, protocol.OpResumeAll}[rng.IntN(4)]
 		if rng.IntN(2) == 0 {
 			req.Receiver, req.Group = 0, 1+uint64(rng.IntN(3))
