@@ -67,6 +67,7 @@ type Restorer struct {
 	// positions read so far, and which were.
 	dueNodes []uint32
 	dueOrd   []uint32
+	dueLate  []uint64
 	dueSeen  []uint64
 	left     uint64 // records still to come
 	prev     uint64 // the previous record's receiver

@@ -46,7 +46,7 @@ func TestRestoreRaw(t *testing.T) {
 		rec(recSameRecv|recEveryDelay|recPaused, 2, 7),       // receiver 5, tid 2, paused with 7 left
 		rec(recEveryDelay|recRepeat|recFired, 6, 1, 4, 3, 2), // receiver 6: repeat 3, fired 2
 		append(rec(recData, 0, 9, 0, 1, 2), 'h', 'i'),        // receiver 0, tid 9, due now, every 1
-		[]byte{0}, // the due order: the one due timer
+		[]byte{0, 0}, // the due order: the one due timer, due now
 	)
 	w, err := Restore(Config{}, snap)
 	require.NoError(t, err)
@@ -85,12 +85,14 @@ func TestRestoreErrors(t *testing.T) {
 		{"empty", nil, ErrSnapshot},
 		{"magic", []byte("TWSX\x01\x00\x00"), ErrSnapshot},
 		{"short magic", []byte("TX"), ErrSnapshot},
-		{"version", []byte("TWSN\x03\x00\x00"), ErrSnapshotVersion},
+		{"version", []byte("TWSN\x04\x00\x00"), ErrSnapshotVersion},
 		{"version 0", []byte("TWSN\x00\x00\x00"), ErrSnapshotVersion},
 		{"due order missing", rawSnapshot(0, 1, rec(0, 5, 1, 0, 3)), ErrSnapshot},
-		{"due order out of range", rawSnapshot(0, 2, rec(0, 5, 1, 0, 3), rec(recSameRecv, 2, 0, 3), []byte{0, 2}), ErrSnapshot},
-		{"due order repeated", rawSnapshot(0, 2, rec(0, 5, 1, 0, 3), rec(recSameRecv, 2, 0, 3), []byte{1, 1}), ErrSnapshot},
-		{"due order too long", rawSnapshot(0, 1, rec(0, 5, 1, 0, 3), []byte{0, 0}), ErrSnapshot},
+		{"due order out of range", rawSnapshot(0, 2, rec(0, 5, 1, 0, 3), rec(recSameRecv, 2, 0, 3), []byte{0, 0, 2, 0}), ErrSnapshot},
+		{"due order repeated", rawSnapshot(0, 2, rec(0, 5, 1, 0, 3), rec(recSameRecv, 2, 0, 3), []byte{1, 0, 1, 0}), ErrSnapshot},
+		{"due order too long", rawSnapshot(0, 1, rec(0, 5, 1, 0, 3), []byte{0, 0, 0}), ErrSnapshot},
+		{"due order lateness missing", rawSnapshot(0, 1, rec(0, 5, 1, 0, 3), []byte{0}), ErrSnapshot},
+		{"due before tick 0", rawSnapshot(3, 1, rec(0, 5, 1, 0, 3), []byte{0, 4}), ErrSnapshot},
 		{"count", rawSnapshot(0, maxNodes), ErrFull},
 		{"records missing", rawSnapshot(0, 2, good), ErrSnapshot},
 		{"flags", rawSnapshot(0, 1, rec(0x40, 5, 1, 10, 3)), ErrSnapshot},
@@ -245,11 +247,34 @@ func TestRestoreDueOrder(t *testing.T) {
 		}
 		return ks
 	}
-	snap := rawSnapshot(50, 3, recs[0], recs[1], recs[2], []byte{2, 0, 1})
+	snap := rawSnapshot(50, 3, recs[0], recs[1], recs[2], []byte{2, 0, 0, 0, 1, 0})
 	w, err := Restore(Config{}, snap)
 	require.NoError(t, err)
 	assert.Equal(t, snap, snapshotOf(t, w, 0))
 	assert.Equal(t, []Key{{6, 1}, {5, 1}, {5, 2}}, keys(w))
+
+	// Version 2: no lateness, the due timers are due at Now.
+	w, err = Restore(Config{}, rawSnapshotV(2, 50, 3, recs[0], recs[1], recs[2], []byte{2, 0, 1}))
+	require.NoError(t, err)
+	assert.Equal(t, []Key{{6, 1}, {5, 1}, {5, 2}}, keys(w))
+
+	// Version 3: each due timer fires with the tick it was due at, in the
+	// order given ({6 1} due 49, then receiver 5's: {5 2} due 40, {5 1}
+	// due 48), and is re-armed from it: {5 2} every 3 is due again at 43,
+	// before Now, so it joins its receiver's queue before {5 1}, and at 46
+	// too, then at 49 after it; the rest are due after 50.
+	snap = rawSnapshot(50, 3, recs[0], recs[1], recs[2], []byte{2, 1, 1, 10, 0, 2})
+	w, err = Restore(Config{}, snap)
+	require.NoError(t, err)
+	assert.Equal(t, snap, snapshotOf(t, w, 0))
+	in, err := w.Get(Key{5, 2})
+	require.NoError(t, err)
+	assert.Equal(t, Info{Key: Key{5, 2}, Due: 40, Every: 3}, in)
+	var ks []Key
+	var ticks []uint64
+	w.Advance(50, 0, func(f *Fire) { ks, ticks = append(ks, f.Key), append(ticks, f.Tick) })
+	assert.Equal(t, []Key{{6, 1}, {5, 2}, {5, 2}, {5, 2}, {5, 1}, {5, 2}}, ks)
+	assert.Equal(t, []uint64{49, 40, 43, 46, 48, 49}, ticks)
 
 	w, err = Restore(Config{}, rawSnapshotV(1, 50, 3, recs...))
 	require.NoError(t, err)

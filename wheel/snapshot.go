@@ -11,7 +11,7 @@ import (
 	"unsafe"
 )
 
-// Snapshot format, version 2. A snapshot holds the wheel's observable state
+// Snapshot format, version 3. A snapshot holds the wheel's observable state
 // and nothing of its layout: Now, and every live timer with all it shows
 // through Get, List and Advance. Varints are encoding/binary's unsigned
 // varints, in their shortest form.
@@ -21,7 +21,8 @@ import (
 //	now      varint
 //	count    varint: the number of records that follow
 //	records  count of them, in add order (below)
-//	due      varints: the firing order of the timers due now (snapshot_due.go)
+//	due      varints: the firing order of the timers due, and how late each
+//	         is (snapshot_due.go)
 //	crc      4 bytes, little-endian CRC-32C (Castagnoli) of all the bytes before it
 //
 // A record is one timer:
@@ -30,7 +31,7 @@ import (
 //	receiver  varint, absent with recSameRecv (the previous record's receiver;
 //	          0 before the first record)
 //	tid       varint
-//	delay     varint: due - now for an armed timer (0: due now, not fired yet),
+//	delay     varint: due - now for an armed timer (0: due, not fired yet),
 //	          the remaining ticks for a paused one
 //	every     varint >= 1, absent with recEveryDelay (every equals delay)
 //	repeat    varint in 1..2^32-1, present with recRepeat (absent: 0, forever)
@@ -50,7 +51,12 @@ import (
 // fire in add order but in rounds by receiver (fair.go), so a snapshot
 // taken part-way through a tick says the order of the rest. Version 1
 // snapshots are still read (their due timers fire in add order).
-const SnapshotVersion = 2
+//
+// Version 3 added each due timer's lateness to the due section: a bounded
+// Advance that left timers due lets a later one move time on while they
+// wait (fair.go), so a due timer may be due before Now(). Version 2
+// snapshots are still read (their due timers are due at Now()).
+const SnapshotVersion = 3
 
 var snapMagic = [4]byte{'T', 'W', 'S', 'N'}
 
@@ -103,13 +109,18 @@ type Frozen struct {
 	extras []*cowBlock[extra]
 	big    [][]byte // the long payloads, by index, as extras.big
 	order  []uint64 // the live timers as order<<32|node index, sorted
-	due    []uint32 // the due order section (prepareDue)
-	st     *frozenState
+	due    []uint32 // the due order section (prepareDue): positions
+	// dueLate is each due timer's lateness, in the order of due.
+	dueLate []uint64
+	st      *frozenState
 
 	// dueFirst is the first node of the due list at the Freeze, dueSent
 	// the list's sentinel: a list head, which is not in the frozen pages,
 	// while the due timers' own links are.
 	dueFirst, dueSent uint32
+	// dueRing is, in rotation mode, the ring at the Freeze from its front:
+	// each receiver's queue as its first and last node (nil in list mode).
+	dueRing [][2]uint32
 
 	// yield, when set, is called every yieldEvery timers of the work
 	// before the first record (SetYield).
@@ -182,6 +193,9 @@ func (w *Wheel) Freeze() *Frozen {
 
 		dueFirst: w.nodes.get(w.due).wnext, dueSent: w.due,
 	}
+	if w.rot.on {
+		f.dueRing = w.rotRing()
+	}
 	runtime.AddCleanup(f, (*frozenState).unpin, st)
 	return f
 }
@@ -203,7 +217,7 @@ func (f *Frozen) Release() {
 	if f.nodes == nil {
 		return
 	}
-	f.nodes, f.extras, f.big, f.order, f.due = nil, nil, nil, nil, nil
+	f.nodes, f.extras, f.big, f.order, f.due, f.dueLate, f.dueRing = nil, nil, nil, nil, nil, nil, nil
 	f.st.unpin()
 }
 
@@ -297,7 +311,7 @@ func (f *Frozen) appendRecord(dst []byte, n *node) []byte {
 		data = payloadOf(x, f.big)
 	}
 	var flags byte
-	delay := n.due - f.now
+	delay := n.due - min(n.due, f.now) // 0 for a due timer (its lateness is in the due section)
 	if n.wprev == markPaused {
 		flags, delay = recPaused, n.due
 	}

@@ -6,50 +6,83 @@ import (
 	"slices"
 )
 
-// The due order section of a snapshot (version 2). The timers due at Now()
-// not fired yet (records with delay 0, not paused: m of them) fire in the
-// same-tick order (fair.go), which is not their add order, so the snapshot
-// says it: m varints, one per such timer in firing order, each its position
-// (0..m-1) among those m records in record order. Each position appears
-// once; with m = 0 the section is empty. A version 1 snapshot has no
+// The due order section (version 2, and 3 with each timer's lateness).
+// The timers due at or before Now() not fired yet (records with delay 0,
+// not paused: m of them) fire in the rotation's order (fair.go), which is
+// not their add order, so the snapshot says it: m entries, one per such
+// timer in firing order, each its position (0..m-1) among those m records
+// in record order, a varint, and in version 3 then how many ticks before
+// Now() it was due, a varint (0 but after a bounded Advance left timers
+// due and a later one moved time on: see Advance). Each position appears
+// once; with m = 0 the section is empty. A version 2 section has no
+// lateness (every due timer is due at Now()); a version 1 snapshot has no
 // section: its due timers fire in add order.
 
-// prepareDue lists, for the frozen due list in firing order, each timer's
-// position among the due timers in add order (Frozen.due). The list is
-// walked from dueFirst through the frozen nodes' links to its sentinel.
+// prepareDue lists, for the frozen due set in firing order, each timer's
+// position among the due timers in add order, and its lateness
+// (Frozen.due, Frozen.dueLate). In list mode the list is the order, walked
+// from dueFirst through the frozen nodes' links to its sentinel; in
+// rotation mode (dueRing) the queues are walked and the ring run.
 func (f *Frozen) prepareDue() {
-	var a []uint64
-	for i, k := f.dueFirst, uint64(0); i != f.dueSent; k++ {
+	var fire []uint32 // the due timers' nodes, in firing order
+	if f.dueRing == nil {
+		for i := f.dueFirst; i != f.dueSent; i = frozenGet(f.nodes, i).wnext {
+			fire = append(fire, i)
+		}
+	} else {
+		cur, end := make([]uint32, len(f.dueRing)), make([]uint32, len(f.dueRing))
+		for k, g := range f.dueRing {
+			cur[k], end[k] = g[0], g[1]
+		}
+		for len(cur) > 0 { // the rotation: each queue's first, in ring order, and again
+			k := 0
+			for j, i := range cur {
+				fire = append(fire, i)
+				if i != end[j] {
+					cur[k], end[k] = frozenGet(f.nodes, i).wnext, end[j]
+					k++
+				}
+			}
+			cur, end = cur[:k], end[:k]
+		}
+		f.dueRing = nil
+	}
+	a := make([]uint64, len(fire))
+	late := make([]uint64, len(fire))
+	for k, i := range fire {
 		n := frozenGet(f.nodes, i)
-		a = append(a, uint64(n.order())<<32|k)
-		i = n.wnext
+		a[k] = uint64(n.order())<<32 | uint64(k)
+		late[k] = f.now - n.due
 	}
 	slices.Sort(a) // by add order; the low half is the firing position
 	ord := make([]uint32, len(a))
 	for j, e := range a {
 		ord[uint32(e)] = uint32(j)
 	}
-	f.due = ord
+	f.due, f.dueLate = ord, late
 }
 
-// appendDue appends the due order section's varints until len(dst) reaches
-// stop or the last is appended, after which the stage is stageTrailer.
+// appendDueOrder appends the due order section's entries until len(dst)
+// reaches stop or the last is appended, after which the stage is
+// stageTrailer.
 func (f *Frozen) appendDueOrder(dst []byte, stop int) []byte {
 	for f.nextDue < len(f.due) {
 		if len(dst) >= stop {
 			return dst
 		}
 		dst = binary.AppendUvarint(dst, uint64(f.due[f.nextDue]))
+		dst = binary.AppendUvarint(dst, f.dueLate[f.nextDue])
 		f.nextDue++
 	}
 	f.stage = stageTrailer
 	return dst
 }
 
-// dueOrder parses the due order section's varints and, after the last,
+// dueOrder parses the due order section's entries and, after the last,
 // relinks the restored wheel's due list (in add order until then) into
-// that order; the stage becomes stageTrailer. It returns the bytes
-// consumed, or need (see consume) when b ends inside a varint.
+// that order, each timer due its lateness before Now(); the stage becomes
+// stageTrailer. It returns the bytes consumed, or need (see consume) when
+// b ends inside an entry.
 func (r *Restorer) dueOrder(b []byte) (n, need int, err error) {
 	w := r.w
 	if r.dueNodes == nil { // first call: the due timers, in add order
@@ -68,20 +101,35 @@ func (r *Restorer) dueOrder(b []byte) (n, need int, err error) {
 		if v >= uint64(m) || r.dueSeen[v/64]&(1<<(v%64)) != 0 {
 			return n, 0, fmt.Errorf("%w: due order: position %d of %d due timers repeated or out of range", ErrSnapshot, v, m)
 		}
+		var late uint64
+		if r.version >= 3 {
+			if late, off = getUvarint(b, off); off < 0 {
+				return varFail2(off, b, n, "due lateness")
+			}
+			if late > w.now {
+				return n, 0, fmt.Errorf("%w: due order: a timer due %d ticks before tick %d", ErrSnapshot, late, w.now)
+			}
+		}
 		r.dueSeen[v/64] |= 1 << (v % 64)
 		r.dueOrd = append(r.dueOrd, uint32(v))
+		r.dueLate = append(r.dueLate, late)
 		n = off
 	}
-	prev := w.due
-	for _, j := range r.dueOrd {
+	prev, behind := w.due, false
+	for k, j := range r.dueOrd {
 		i := r.dueNodes[j]
+		w.nodes.at(i).due = w.now - r.dueLate[k]
+		behind = behind || r.dueLate[k] != 0
 		w.nodes.at(prev).wnext = i
 		w.nodes.at(i).wprev = prev
 		prev = i
 	}
 	w.nodes.at(prev).wnext = w.due
 	w.nodes.at(w.due).wprev = prev
-	r.dueNodes, r.dueOrd, r.dueSeen = nil, nil, nil
+	if behind { // list mode holds timers due at Now() only (OldestDue)
+		w.toRotation()
+	}
+	r.dueNodes, r.dueOrd, r.dueSeen, r.dueLate = nil, nil, nil, nil
 	r.stage = stageTrailer
 	return n, 0, nil
 }
