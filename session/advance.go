@@ -125,13 +125,20 @@ func (c *Core) answerWaiters(done bool) {
 		return
 	}
 	now := c.wheel.Now()
+	oldest := now
+	if !done {
+		oldest, _ = c.wheel.OldestDue()
+	}
 	kept := c.waiters[:0]
 	for _, w := range c.waiters {
 		// (done means now is the target, >= w.target. A bounded Advance
 		// that stopped with timers left at w.target leaves now ==
 		// w.target: answering then would put the reply before some of
 		// the events it covers.)
-		reached := done || now > w.target
+		// A backlog may hold timers due before now: a bounded Advance
+		// that left timers due lets the next one move time on (see
+		// wheel.Advance), so the oldest of them must be past w.target.
+		reached := done || now > w.target && oldest > w.target
 		switch {
 		case w.s == nil && w.done == nil: // its session closed
 		case !reached:

@@ -16,15 +16,15 @@ import (
 // round in the order the receivers' first timers were added); a
 // receiver's own timers fire in due order, then add order within a tick.
 // A bounded Advance (max > 0) that finds timers still due (a bounded call
-// before it stopped at its max) first moves time on to the next tick at or before
-// `to` at which timers fall due, and they join the rotation (Now() becomes
-// that tick, or `to` when there is none): so a receiver whose timer fell
-// due meanwhile fires within a round of the receivers with timers due,
-// not after the whole backlog; each firing still reports the tick it was
-// due at (Fire.Tick), which is then before Now(). Time moves on by one
-// such tick per call while timers are still due; otherwise Advance goes
-// tick by tick, Now() the tick it fires, and the firings come in order of
-// due tick. A timer that becomes due at Now() after its tick's order was made
+// before it stopped at its max) first moves time on by one tick, when
+// Now() is before `to`, and the timers due on it join the rotation: so a
+// receiver whose timer falls due while another's backlog drains fires
+// within a round of the receivers with timers due, in the call that
+// reaches its tick, not after the whole backlog; each firing still reports
+// the tick it was due at (Fire.Tick), which is then before Now(). While
+// timers are still due time moves on by that one tick per call; otherwise
+// Advance goes tick by tick, Now() the tick it fires, and the firings come
+// in order of due tick. A timer that becomes due at Now() after its tick's order was made
 // (Resume with no ticks left, Reschedule to Now()) fires after its
 // receiver's other due timers. A repeating timer is re-armed from its
 // scheduled tick (no drift), so crossing k of its periods yields k
@@ -99,26 +99,25 @@ func (w *Wheel) Advance(to uint64, max int, fn func(*Fire)) (fired int, done boo
 	}
 }
 
-// catchUp moves time on to the next tick at or before `to` at which
-// timers fall due, while timers are still due (a backlog): that tick's
-// timers join the rotation in add order, and Now() becomes the tick; with
-// none by `to`, Now() becomes `to`. One tick per call: the backlog is what
-// a bounded Advance could not fire, so the wheel runs ahead of it by at
-// most a tick per call (as a server's loop turns follow its clock), which
-// keeps the repeating timers of the backlog mostly re-armed into the
-// future rather than into its queues.
+// catchUp moves time on by one tick, when Now() is before `to`, while
+// timers are still due (a backlog): the tick's timers join the rotation in
+// add order. One tick per call: the backlog is what a bounded Advance
+// could not fire, and a server calls Advance once per loop turn as its
+// clock moves on, so the wheel follows the clock while the backlog drains
+// (a turn at least per tick), without running far ahead of the backlog:
+// its repeating timers are mostly re-armed into the future rather than
+// into its queues, and a fast-forward that a freeze stops stops near the
+// firings.
 func (w *Wheel) catchUp(to uint64) {
-	for w.rot.on || !w.dueEmpty() {
-		t, ok := w.nextEvent()
-		if !ok || t > to {
-			break
-		}
-		w.setNow(t, false)
-		if w.turn() {
-			return
-		}
+	if w.now >= to {
+		return
 	}
-	w.setNow(to, false)
+	t := w.now + 1
+	next, ok := w.nextEvent()
+	w.setNow(t, false)
+	if ok && next == t {
+		w.turn()
+	}
 }
 
 // ahead returns the node k places after i in the due list, or the due

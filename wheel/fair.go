@@ -18,10 +18,9 @@ import "fmt"
 //     tick; a timer that becomes due at Now() after its receiver's others
 //     (Resume with no ticks left, Reschedule to Now()) goes to the end of
 //     its receiver's queue;
-//   - when a bounded Advance leaves timers due (a backlog), the next
-//     bounded call moves time on to the next tick by its `to` at which
-//     timers fall due, and they join the rotation before it fires (one
-//     such tick per call), so a receiver with nothing else due fires
+//   - when a bounded Advance leaves timers due (a backlog), each later
+//     bounded call moves time on by one tick (up to its `to`), and the
+//     timers due on it join the rotation before it fires, so a receiver with nothing else due fires
 //     within a round of the rotation, however many timers another receiver
 //     has in its queue: a million timers of one receiver on one tick no
 //     longer hold back another receiver's timer of the next tick (an

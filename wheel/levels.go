@@ -174,9 +174,7 @@ func (w *Wheel) refreshOverflowMin() {
 // them join the rotation in add order (fair.go). A slot already in add order (the common
 // case: timers added in order and moved down in order) is spliced in whole;
 // only an unsorted one is sorted.
-//
-// It reports whether timers fell due at t.
-func (w *Wheel) turn() (due bool) {
+func (w *Wheel) turn() {
 	t := w.now
 	top := w.levels - 1
 	if sp := w.span[top]; sp != 0 && w.blockStart[top] == t && w.overflowMin-w.overflowMin%sp == t {
@@ -196,7 +194,7 @@ func (w *Wheel) turn() (due bool) {
 	s := t - w.blockStart[0]
 	bit := uint64(1) << (s & 63)
 	if w.occupied[0][s>>6]&bit == 0 {
-		return false
+		return
 	}
 	w.occupied[0][s>>6] &^= bit
 	head := w.sentinel(0, s)
@@ -221,7 +219,7 @@ func (w *Wheel) turn() (due bool) {
 	if w.dueEmpty() {
 		w.linkDue(first, last)
 		w.fairOrder()
-		return true
+		return
 	}
 	// Timers still due (Advance's catchUp): the tick's join the rotation
 	// in add order.
@@ -234,7 +232,6 @@ func (w *Wheel) turn() (due bool) {
 		w.rotAppend(i)
 		i = next
 	}
-	return true
 }
 
 // linkDue makes the chain first..last (linked by wnext/wprev) the due list,

@@ -120,26 +120,14 @@ func (m *refModel) settle() {
 	}
 }
 
-// catchUp is an Advance's start with timers still due: now moves to the
-// next tick by target at which timers fall due, and they join (or to
-// target when there is none).
+// catchUp is a bounded Advance's start with timers still due: now moves
+// on by a tick, up to target, and the timers due then join.
 func (m *refModel) catchUp(target uint64) {
-	if len(m.ring) == 0 {
+	if len(m.ring) == 0 || m.now >= target {
 		return
 	}
-	var next uint64
-	found := false
-	for _, t := range m.timers {
-		if !t.paused && t.due > m.now && t.due <= target && (!found || t.due < next) {
-			next, found = t.due, true
-		}
-	}
-	if !found {
-		m.now = target
-		return
-	}
-	m.now = next
-	for _, t := range m.dueAt(next) {
+	m.now++
+	for _, t := range m.dueAt(m.now) {
 		m.join(t, true)
 	}
 }
