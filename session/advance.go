@@ -49,6 +49,17 @@ func (c *Core) SetClockHook(fn func(op ClockOp, speed float64, ticks uint64) uin
 // added "after 1" must not fire with the ticks already gone by.
 func (c *Core) Now() uint64 { return max(c.target, c.wheel.Now()) }
 
+// behind returns the tick the wheel has fired everything before: its Now,
+// or the tick the oldest timer still due was due at when a backlog drains
+// while the wheel follows the clock (see wheel.Advance). Stats' lag counts
+// from it.
+func (c *Core) behind() uint64 {
+	if t, ok := c.wheel.OldestDue(); ok {
+		return t
+	}
+	return c.wheel.Now()
+}
+
 // Speed and Frozen return the clock settings admins have made: the server
 // sets its clock from them after recovery.
 func (c *Core) Speed() float64 { return c.speed }

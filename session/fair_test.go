@@ -143,6 +143,9 @@ func TestBigTickNextTickOtherReceiver(t *testing.T) {
 		turns++
 		more = h.c.Advance(target, perTurn)
 		h.rep.sync()
+		if more {
+			require.Equal(t, target-due, h.c.Stats().Lag, "lag counts from the oldest timer still due")
+		}
 		for _, m := range h.take(b.s) {
 			require.Equal(t, protocol.KindFire, m.Kind)
 			require.Zero(t, bTurn, "receiver 2's timer fired twice")
