@@ -1,7 +1,5 @@
 package wheel
 
-import "fmt"
-
 // The order of the due timers: the rotation. The timers due at or before
 // Now() and not fired yet (the due set) fire in rotation by receiver: the
 // receivers with due timers stand in a ring, each with its own queue of
@@ -237,10 +235,7 @@ func (w *Wheel) rotInsert(i uint32) {
 	}
 	n := w.nodes.at(i)
 	j := g.last
-	for guard := 0; ; guard++ {
-		if guard > 1<<22 {
-			panic(fmt.Sprintf("rotInsert loop: i=%d g=%+v j=%d", i, *g, j))
-		}
+	for {
 		m := w.nodes.at(j)
 		if m.due < n.due || m.due == n.due && m.order() < n.order() {
 			break
