@@ -108,3 +108,60 @@ func TestLimitMaxInboundWhileDeferred(t *testing.T) {
 	}
 	waitUntil(t, "the greedy session to be closed", func() bool { return admin.stats().Sessions == 1 })
 }
+
+// A receiver's timer due on the tick after 20,000 timers of another
+// receiver is delivered among the first events of the burst, through a
+// real connection: the first loop turn after the one that reaches its
+// tick fires it (the wheel's rotation while a backlog drains), not the
+// 200th, after all 20,000 (issue 24 item 12, the next tick: 1M timers on
+// one cron minute held an unrelated receiver's timer hundreds of ms).
+// Both receivers are bound on one connection, so the order of their
+// events on it is the order they were written in; every event still comes
+// once, each receiver's in order, with the tick it was due at.
+func TestNextTickOtherReceiverEarly(t *testing.T) {
+	const n, perTurn = 20_000, 100
+	srv := startServer(t, func(c *Config) { c.MaxFiresPerTurn = perTurn })
+	c := helloClient(t, srv, "game")
+	c.bind(1, false)
+	c.bind(2, false)
+	var adds []byte
+	first := c.id + 1
+	for tid := range uint64(n) {
+		c.id++
+		adds = protocol.AppendRequest(adds, &protocol.Request{Op: protocol.OpAdd, ID: c.id, Receiver: 1, Tid: tid, After: 100, Repeat: 1})
+	}
+	c.write(adds)
+	for id := first; id <= c.id; id++ {
+		require.Equal(t, protocol.KindOK, c.reply(id).Kind)
+	}
+	c.add(protocol.Request{Receiver: 2, Tid: 1, After: 101, Repeat: 1})
+
+	begin := time.Now()
+	ffID := c.send(protocol.Request{Op: protocol.OpFastForward, Ticks: 101})
+	bAt, next := -1, uint64(0)
+	var bWait time.Duration
+	for i := 0; ; i++ {
+		m, err := c.read()
+		require.NoError(t, err)
+		if m.Kind != protocol.KindFire {
+			require.Equal(t, ffID, m.ID)
+			assert.Equal(t, []uint64{start + 101, n + 1}, okUints(t, protocol.OpFastForward, m))
+			require.Equal(t, n+1, i, "events before the fast-forward's reply")
+			break
+		}
+		f := m.Fire
+		if f.Receiver == 2 {
+			require.Equal(t, -1, bAt, "receiver 2's event came twice")
+			bAt, bWait = i, time.Since(begin)
+			assert.Equal(t, uint64(start+101), f.Tick)
+			continue
+		}
+		require.Equal(t, next, f.Tid, "receiver 1's events in add order, each once")
+		require.Equal(t, uint64(start+100), f.Tick)
+		next++
+	}
+	all := time.Since(begin)
+	t.Logf("receiver 2's event was event %d of %d (about turn %d of %d), after %v; the burst took %v", bAt+1, n+1, bAt/perTurn+1, n/perTurn, bWait, all)
+	assert.Equal(t, uint64(n), next)
+	assert.LessOrEqual(t, bAt, 2*perTurn, "receiver 2's event waited for more than the turn after its tick's")
+}

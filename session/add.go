@@ -210,7 +210,7 @@ func (c *Core) Stats() protocol.Stats {
 		}
 	}
 	return protocol.Stats{
-		Now: now, Target: c.target, Lag: c.target - min(now, c.target),
+		Now: now, Target: c.target, Lag: c.target - min(c.behind(), c.target),
 		Timers: uint64(c.wheel.Len()), Sessions: uint64(sessions), Connections: uint64(len(c.sessions)),
 		Receivers: uint64(len(c.receivers)), BacklogEvents: c.backlogEvents,
 		OutboxEvents: c.outboxEvents, WaitingFirings: c.parkedTotal,

@@ -49,6 +49,17 @@ func (c *Core) SetClockHook(fn func(op ClockOp, speed float64, ticks uint64) uin
 // added "after 1" must not fire with the ticks already gone by.
 func (c *Core) Now() uint64 { return max(c.target, c.wheel.Now()) }
 
+// behind returns the tick the wheel has fired everything before: its Now,
+// or the tick the oldest timer still due was due at when a backlog drains
+// while the wheel follows the clock (see wheel.Advance). Stats' lag counts
+// from it.
+func (c *Core) behind() uint64 {
+	if t, ok := c.wheel.OldestDue(); ok {
+		return t
+	}
+	return c.wheel.Now()
+}
+
 // Speed and Frozen return the clock settings admins have made: the server
 // sets its clock from them after recovery.
 func (c *Core) Speed() float64 { return c.speed }
@@ -125,13 +136,20 @@ func (c *Core) answerWaiters(done bool) {
 		return
 	}
 	now := c.wheel.Now()
+	oldest := now
+	if !done {
+		oldest, _ = c.wheel.OldestDue()
+	}
 	kept := c.waiters[:0]
 	for _, w := range c.waiters {
 		// (done means now is the target, >= w.target. A bounded Advance
 		// that stopped with timers left at w.target leaves now ==
 		// w.target: answering then would put the reply before some of
 		// the events it covers.)
-		reached := done || now > w.target
+		// A backlog may hold timers due before now: a bounded Advance
+		// that left timers due lets the next one move time on (see
+		// wheel.Advance), so the oldest of them must be past w.target.
+		reached := done || now > w.target && oldest > w.target
 		switch {
 		case w.s == nil && w.done == nil: // its session closed
 		case !reached:

@@ -5,32 +5,42 @@ import (
 	"unsafe"
 )
 
-// Advance moves the wheel's time to tick `to`, firing in order every timer due
-// at or before it and calling fn (if not nil) once per firing. The *Fire
-// passed to fn belongs to the wheel and is reused: it is valid only until fn
+// Advance moves the wheel's time to tick `to`, firing every timer due at or
+// before it and calling fn (if not nil) once per firing. The *Fire passed
+// to fn belongs to the wheel and is reused: it is valid only until fn
 // returns (copy what must outlive it, Data included).
 //
-// Firings come in order of due tick. Timers due on the same tick fire in
-// rounds by receiver (fair.go): first each receiver's earliest-added timer
-// due on the tick, then each receiver's second, and so on, each round in
-// the order the timers were first added; so one receiver's timers fire in
-// add order, and a receiver with many timers due on a tick does not hold
-// back the others. The order is made when Advance reaches the tick and
-// kept across bounded calls; a timer that becomes due at Now() after that
-// (Resume with no ticks left, Reschedule to Now()) fires after the timers
-// already due. A repeating timer is re-armed from its
-// scheduled tick (no drift), so crossing k of its periods yields k firings,
-// each with its own Tick. While fn runs, Now() is the firing's Tick; the
-// firing timer has already been re-armed, or removed if this was its Last
-// firing. fn may call any method of the wheel except Advance, with immediate
-// effect: a timer it adds that falls due at or before `to` fires in this call.
+// Timers fire in the rotation of the due set (fair.go): a tick reached
+// with nothing else due fires in rounds by receiver (each receiver's
+// earliest-added timer due on it, then each one's second, and so on, each
+// round in the order the receivers' first timers were added); a
+// receiver's own timers fire in due order, then add order within a tick.
+// A bounded Advance (max > 0) that finds timers still due (a bounded call
+// before it stopped at its max) first moves time on by one tick, when
+// Now() is before `to`, and the timers due on it join the rotation: so a
+// receiver whose timer falls due while another's backlog drains fires
+// within a round of the receivers with timers due, in the call that
+// reaches its tick, not after the whole backlog; each firing still reports
+// the tick it was due at (Fire.Tick), which is then before Now(). While
+// timers are still due time moves on by that one tick per call; otherwise
+// Advance goes tick by tick, Now() the tick it fires, and the firings come
+// in order of due tick. A timer that becomes due at Now() after its tick's order was made
+// (Resume with no ticks left, Reschedule to Now()) fires after its
+// receiver's other due timers. A repeating timer is re-armed from its
+// scheduled tick (no drift), so crossing k of its periods yields k
+// firings, each with its own Tick; a firing due at or before Now() again
+// joins its receiver's queue in due order. While fn runs, Now() is at or
+// after the firing's Tick; the firing timer has already been re-armed, or
+// removed if this was its Last firing. fn may call any method of the wheel
+// except Advance, with immediate effect: a timer it adds that falls due at
+// or before `to` fires in this call.
 //
 // With max > 0, Advance fires at most max timers. If more are due at or
-// before `to` it returns done == false with Now() the due tick of the next
-// one, which the next call fires first; otherwise done is true. With
-// max <= 0 there is no limit. done == true means Now() == to and everything
-// due by then has fired. A `to` before Now() is treated as Now(): time never
-// goes back. Empty ticks cost nothing: the work is the firings, plus moving
+// before `to` it returns done == false, the rest due at Now() or before,
+// to fire first on the next call; otherwise done is true. With max <= 0
+// there is no limit. done == true means Now() == to and everything due by
+// then has fired. A `to` before Now() is treated as Now(): time never goes
+// back. Empty ticks cost nothing: the work is the firings, plus moving
 // each timer down at most once per level.
 func (w *Wheel) Advance(to uint64, max int, fn func(*Fire)) (fired int, done bool) {
 	if to < w.now {
@@ -39,7 +49,20 @@ func (w *Wheel) Advance(to uint64, max int, fn func(*Fire)) (fired int, done boo
 	w.extra.holding = true
 	defer w.extra.endHold()
 	d := w.nodes.at(w.due)
+	if max > 0 && d.wnext != w.due {
+		w.catchUp(to)
+	}
 	for {
+		if w.rot.on {
+			for w.rot.on {
+				if max > 0 && fired >= max {
+					return fired, false
+				}
+				w.fire(w.rotNext(), fn)
+				fired++
+			}
+			continue
+		}
 		if d.wnext != w.due {
 			// far runs lookahead timers ahead of the one firing, to prefetch.
 			far, prefetching := w.due, len(w.index.table) >= prefetchMin
@@ -60,7 +83,11 @@ func (w *Wheel) Advance(to uint64, max int, fn func(*Fire)) (fired int, done boo
 				w.nodes.at(n.wnext).wprev = w.due
 				w.fire(i, fn)
 				fired++
+				if w.rot.on { // the list changed other than at its head
+					break
+				}
 			}
+			continue
 		}
 		t, ok := w.nextEvent()
 		if !ok || t > to {
@@ -68,6 +95,27 @@ func (w *Wheel) Advance(to uint64, max int, fn func(*Fire)) (fired int, done boo
 			return fired, true
 		}
 		w.setNow(t, false)
+		w.turn()
+	}
+}
+
+// catchUp moves time on by one tick, when Now() is before `to`, while
+// timers are still due (a backlog): the tick's timers join the rotation in
+// add order. One tick per call: the backlog is what a bounded Advance
+// could not fire, and a server calls Advance once per loop turn as its
+// clock moves on, so the wheel follows the clock while the backlog drains
+// (a turn at least per tick), without running far ahead of the backlog:
+// its repeating timers are mostly re-armed into the future rather than
+// into its queues, and a fast-forward that a freeze stops stops near the
+// firings.
+func (w *Wheel) catchUp(to uint64) {
+	if w.now >= to {
+		return
+	}
+	t := w.now + 1
+	next, ok := w.nextEvent()
+	w.setNow(t, false)
+	if ok && next == t {
 		w.turn()
 	}
 }
@@ -111,7 +159,7 @@ func (w *Wheel) prefetchRemoval(i uint32) {
 func (w *Wheel) fire(i uint32, fn func(*Fire)) {
 	n := w.nodes.at(i)
 	n.wprev = markFiring
-	t := w.now
+	t := n.due
 	every := uint64(n.every)
 	n.fired++
 	ev := &w.ev // set field by field: see server's onFire on composite literals
@@ -136,7 +184,11 @@ func (w *Wheel) fire(i uint32, fn func(*Fire)) {
 		w.remove(i, pos)
 	} else {
 		n.due = t + every
-		w.place(i)
+		if n.due <= w.now { // the wheel ran ahead of a backlog
+			w.joinDue(i, false)
+		} else {
+			w.place(i)
+		}
 	}
 	if fn != nil {
 		if !ev.Last {

@@ -12,13 +12,15 @@
 //		// f.Tick is start+3, +6, +9, +12; f.Last on the fourth firing
 //	})
 //
-// Timers fire in order of due tick, and timers due on the same tick in
-// rounds by receiver: each receiver's earliest-added one, then each one's
-// second, and so on, each round in the order they were first added. So a
-// receiver's own timers fire in add order, timers of receivers with one
-// each in plain add order, and one receiver's million timers due on a tick
-// do not hold back another receiver's timer due then: it fires in the
-// tick's first round. A repeating timer is re-armed from its
+// Timers due on the same tick fire in rounds by receiver: each receiver's
+// earliest-added one, then each one's second, and so on, each round in the
+// order the receivers' first timers were added. So a receiver's own timers
+// fire in due order, then add order; timers of receivers with one each in
+// plain add order; and one receiver's million timers due on a tick do not
+// hold back another receiver's timer due then: it fires in the tick's
+// first round. Nor one due on a later tick: when a bounded Advance leaves
+// timers due, the next one moves time on a tick and the timers due then
+// join the rotation of receivers (fair.go) before it fires. A repeating timer is re-armed from its
 // scheduled tick, so it never drifts, and an Advance across k of its periods
 // fires it k times, each with its own tick. Time only moves forward.
 //

@@ -76,3 +76,37 @@ func BenchmarkBigTickFirstTurn(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBigTickNextTick: 1M timers of one receiver due on one tick (a
+// cron minute of 10 ms ticks, every 6,000 ticks) and one timer of another
+// receiver due on the next tick. One op is the Advances of a server's loop
+// turns from the big tick's first, each bounded to 10,000 firings with
+// `to` a tick further each turn, until the other receiver's timer has
+// fired: the time and turns it waited. The rest is fired untimed.
+// turns-to-B reports the turns.
+func BenchmarkBigTickNextTick(b *testing.B) {
+	const n, perTurn = 1_000_000, 10_000
+	w := newWheel(b, 0, Config{})
+	for i := range n {
+		if err := w.Add(Key{1, uint64(i + 1)}, Spec{After: 6000}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	other := Key{1 << 40, 1}
+	if err := w.Add(other, Spec{After: 6001, Every: 6000}); err != nil {
+		b.Fatal(err)
+	}
+	turns := 0
+	b.ResetTimer()
+	for range b.N {
+		due := w.Now() + 6000
+		for to, fired := due, false; !fired; to++ {
+			turns++
+			w.Advance(to, perTurn, func(f *Fire) { fired = fired || f.Key == other })
+		}
+		b.StopTimer()
+		w.Advance(due+1, 0, nil)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(turns)/float64(b.N), "turns-to-B")
+}

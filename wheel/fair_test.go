@@ -112,3 +112,115 @@ func TestSortBySeqRuns(t *testing.T) {
 		require.Equal(t, want, w.sortBySeq(slices.Clone(a)), "%d entries in %d runs", n, runs)
 	}
 }
+
+// A receiver's timer due on the tick after another receiver's 100,000
+// fires in the first bounded Advance that reaches its tick, not after all
+// of them (issue 24 item 12: with firings in due-tick order it was the
+// 100,001st, 100 Advances of 1,000 later, each a loop turn of a server
+// whose clock moves a tick per turn). Every timer still fires once, never
+// before its tick, each reporting the tick it was due at; receiver 1's in
+// add order; and Now() never passes the Advance's `to`.
+func TestFairNextTick(t *testing.T) {
+	const n, perCall = 100_000, 1000
+	w := newWheel(t, 0, Config{})
+	for i := range n {
+		require.NoError(t, w.Add(Key{Receiver: 1, Tid: uint64(i)}, Spec{After: 60, Repeat: 1}))
+	}
+	require.NoError(t, w.Add(Key{Receiver: 2, Tid: 1}, Spec{After: 61, Repeat: 1}))
+
+	calls, bCall, next := 0, 0, uint64(0)
+	for to, done := uint64(60), false; !done; to++ {
+		calls++
+		_, done = w.Advance(to, perCall, func(f *Fire) {
+			require.LessOrEqual(t, f.Tick, to, "fired before its tick")
+			require.LessOrEqual(t, f.Tick, w.Now())
+			if f.Receiver == 2 {
+				require.Zero(t, bCall, "receiver 2's timer fired twice")
+				bCall = calls
+				assert.Equal(t, uint64(61), f.Tick)
+				return
+			}
+			require.Equal(t, next, f.Tid, "receiver 1's timers in add order")
+			next++
+			require.Equal(t, uint64(60), f.Tick)
+		})
+		require.LessOrEqual(t, w.Now(), to)
+	}
+	assert.Equal(t, 2, bCall, "receiver 2's timer fired in this Advance (the first to reach tick 61)")
+	assert.Equal(t, uint64(n), next)
+	assert.Equal(t, n/perCall+1, calls)
+	assert.Equal(t, 0, w.Len())
+}
+
+// While a backlog drains, each later tick's timers join the rotation: a
+// receiver that gets a timer on every tick (receiver 2) fires each within
+// the Advance that reaches its tick, one per receiver per round, while the
+// backlog's receiver (1) goes on in its own order. A repeating timer of the
+// backlog whose next firing falls due before the backlog is done (every 3
+// ticks, 20 Advances of backlog) fires again from its receiver's queue, in
+// due order, each firing once: receiver 3's two timers alternate by tick.
+func TestFairBacklogJoins(t *testing.T) {
+	const n, perCall = 20_000, 1000
+	w := newWheel(t, 0, Config{})
+	for i := range n {
+		require.NoError(t, w.Add(Key{Receiver: 1, Tid: uint64(i)}, Spec{After: 10, Repeat: 1}))
+	}
+	require.NoError(t, w.Add(Key{Receiver: 3, Tid: 1}, Spec{After: 10, Every: 3, Repeat: 10}))
+	require.NoError(t, w.Add(Key{Receiver: 3, Tid: 2}, Spec{After: 11, Every: 3, Repeat: 10}))
+	for k := range uint64(40) {
+		require.NoError(t, w.Add(Key{Receiver: 2, Tid: k}, Spec{At: 11 + k, Repeat: 1}))
+	}
+	last := map[uint64]uint64{} // each receiver's last firing's tick
+	var got3 []Key
+	fired := 0
+	for to := uint64(10); w.Len() > 0; to++ {
+		w.Advance(to, perCall, func(f *Fire) {
+			fired++
+			require.LessOrEqual(t, f.Tick, to)
+			require.GreaterOrEqual(t, f.Tick, last[f.Receiver], "receiver %d's firings in due order", f.Receiver)
+			last[f.Receiver] = f.Tick
+			switch f.Receiver {
+			case 2:
+				assert.Equal(t, to, f.Tick, "receiver 2's timer of tick %d fired in the Advance to %d", f.Tick, to)
+			case 3:
+				got3 = append(got3, f.Key)
+			}
+		})
+	}
+	assert.Equal(t, n+20+40, fired)
+	require.Len(t, got3, 20)
+	for i, k := range got3 {
+		assert.Equal(t, uint64(1+i%2), k.Tid, "receiver 3's firing %d", i)
+	}
+	assert.Equal(t, 0, w.Len())
+}
+
+// A snapshot taken while a backlog drains in rotation (the wheel ahead of
+// the timers still due) restores a wheel that fires the rest in the same
+// order, with the same ticks, and freezes to the same bytes.
+func TestFairSnapshotMidBacklog(t *testing.T) {
+	w := newWheel(t, 0, Config{})
+	for i := range 5000 {
+		require.NoError(t, w.Add(Key{Receiver: uint64(1 + i%3), Tid: uint64(i)}, Spec{After: 10, Every: uint64(1 + i%7), Repeat: 3}))
+	}
+	for k := range uint64(30) {
+		require.NoError(t, w.Add(Key{Receiver: 9, Tid: k}, Spec{At: 11 + k/2, Repeat: 1}))
+	}
+	w.Advance(10, 1000, nil)
+	w.Advance(11, 1000, nil)
+	w.Advance(12, 1000, nil) // two ticks joined a backlog
+	require.True(t, w.rot.on)
+	require.Less(t, w.Now(), uint64(20))
+	snap := snapshotOf(t, w, 0)
+	r := restoreOf(t, Config{Levels: 3, Slots: 3}, snap, nil)
+	assert.Equal(t, snap, snapshotOf(t, r, 0))
+	log := func(w *Wheel) (fs []Fire) {
+		for to, done := w.Now(), false; !done; to++ {
+			_, done = w.Advance(to, 700, func(f *Fire) { fs = append(fs, *f) })
+		}
+		return fs
+	}
+	a, b := log(w), log(r)
+	require.NotEmpty(t, a)
+	assert.Equal(t, a, b)
+}

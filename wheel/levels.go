@@ -167,10 +167,11 @@ func (w *Wheel) refreshOverflowMin() {
 	w.overflowMin, w.overflowStale = m, false
 }
 
-// turn does the work of tick now = t, reached by nextEvent with the due list
-// empty: it moves down the slots that start at t, highest level first, then
-// makes the timers due at t the due list, in add order, and relinks it into
-// the same-tick order (fairOrder). A slot already in add order (the common
+// turn does the work of tick now = t, reached by nextEvent: it moves down
+// the slots that start at t, highest level first, then makes the timers due
+// at t the due list, in add order, and relinks it into the same-tick order
+// (fairOrder); or, when timers are still due (Advance's catchUp), makes
+// them join the rotation in add order (fair.go). A slot already in add order (the common
 // case: timers added in order and moved down in order) is spliced in whole;
 // only an unsorted one is sorted.
 func (w *Wheel) turn() {
@@ -200,25 +201,37 @@ func (w *Wheel) turn() {
 	h := w.nodes.at(head)
 	first, last := h.wnext, h.wprev
 	h.wnext, h.wprev = head, head
-	if w.unsorted[s>>6]&bit == 0 {
+	if w.unsorted[s>>6]&bit != 0 {
+		w.unsorted[s>>6] &^= bit
+		a := w.dueBuf[:0]
+		for i := first; i != head; i = w.nodes.at(i).wnext {
+			a = append(a, uint64(w.nodes.at(i).order())<<32|uint64(i))
+		}
+		a = w.sortBySeq(a)
+		for j := 1; j < len(a); j++ {
+			p, q := uint32(a[j-1]), uint32(a[j])
+			w.nodes.at(p).wnext = q
+			w.nodes.at(q).wprev = p
+		}
+		first, last = uint32(a[0]), uint32(a[len(a)-1])
+		w.dueBuf = a[:0]
+	}
+	if w.dueEmpty() {
 		w.linkDue(first, last)
 		w.fairOrder()
 		return
 	}
-	w.unsorted[s>>6] &^= bit
-	a := w.dueBuf[:0]
-	for i := first; i != head; i = w.nodes.at(i).wnext {
-		a = append(a, uint64(w.nodes.at(i).order())<<32|uint64(i))
+	// Timers still due (Advance's catchUp): the tick's join the rotation
+	// in add order.
+	if !w.rot.on {
+		w.toRotation()
 	}
-	a = w.sortBySeq(a)
-	for j := 1; j < len(a); j++ {
-		p, q := uint32(a[j-1]), uint32(a[j])
-		w.nodes.at(p).wnext = q
-		w.nodes.at(q).wprev = p
+	w.nodes.at(last).wnext = nilIdx
+	for i := first; i != nilIdx; {
+		next := w.nodes.at(i).wnext
+		w.rotAppend(i)
+		i = next
 	}
-	w.linkDue(uint32(a[0]), uint32(a[len(a)-1]))
-	w.dueBuf = a[:0]
-	w.fairOrder()
 }
 
 // linkDue makes the chain first..last (linked by wnext/wprev) the due list,

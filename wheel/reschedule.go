@@ -9,9 +9,14 @@ package wheel
 // timer just re-armed, and the move takes effect at once.
 //
 // It returns ErrNotFound, ErrPaused for a paused timer (its remaining ticks
-// are what Resume uses), or ErrPast when due is before Now(). A due equal
-// to Now() puts the timer after those due now not fired yet: it fires in
-// the Advance running (when called from its callback) or the next one.
+// are what Resume uses), or ErrPast when due is before Now(), except for
+// the timer firing in the callback that calls it, which may move to any
+// tick after the firing's Tick: when a bounded Advance left a backlog,
+// Now() may be past it (see Advance), and a calendar timer's next firing
+// after a late one may be due already. A due equal to Now() puts the timer
+// at the end of its receiver's due timers; one before Now() among them in
+// due order, then add order: it fires in the Advance running (when called
+// from its callback) or the next one.
 func (w *Wheel) Reschedule(k Key, due uint64) error {
 	i := w.firing // the timer firing now: no look-up (see Wheel.firing)
 	if i == 0 || w.nodes.get(i).receiver != k.Receiver || w.nodes.get(i).tid != k.Tid {
@@ -23,17 +28,20 @@ func (w *Wheel) Reschedule(k Key, due uint64) error {
 	switch {
 	case n.wprev == markPaused:
 		return ErrPaused
-	case due < w.now:
+	case due < w.now && (i != w.firing || due <= w.ev.Tick):
 		return ErrPast
 	case n.due == due:
 		return nil
 	}
-	w.unlink(i)
+	w.unlinkArmed(i)
 	w.noteUnlinked(n.due)
 	n.due = due
-	if due == w.now {
+	switch {
+	case due == w.now:
 		w.appendDue(i)
-	} else {
+	case due < w.now: // the firing timer, in a wheel ahead of its backlog
+		w.joinDue(i, false)
+	default:
 		w.place(i)
 	}
 	return nil

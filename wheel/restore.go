@@ -69,6 +69,7 @@ type Restorer struct {
 	// positions read so far, and which were.
 	dueNodes []uint32
 	dueOrd   []uint32
+	dueLate  []uint64
 	dueSeen  []uint64
 	count    uint64 // records in the snapshot
 	left     uint64 // records still to come

@@ -85,12 +85,14 @@ func TestRestoreErrors(t *testing.T) {
 		{"empty", nil, ErrSnapshot},
 		{"magic", []byte("TWSX\x01\x00\x00"), ErrSnapshot},
 		{"short magic", []byte("TX"), ErrSnapshot},
-		{"version", []byte("TWSN\x04\x00\x00"), ErrSnapshotVersion},
+		{"version", []byte("TWSN\x05\x00\x00"), ErrSnapshotVersion},
 		{"version 0", []byte("TWSN\x00\x00\x00"), ErrSnapshotVersion},
 		{"due order missing", rawSnapshot(0, 1, rec(0, 5, 1, 0, 3)), ErrSnapshot},
 		{"due order out of range", rawSnapshot(0, 2, rec(0, 5, 1, 0, 3), rec(recSameRecv, 2, 0, 3), []byte{0, 2}), ErrSnapshot},
 		{"due order repeated", rawSnapshot(0, 2, rec(0, 5, 1, 0, 3), rec(recSameRecv, 2, 0, 3), []byte{1, 1}), ErrSnapshot},
 		{"due order too long", rawSnapshot(0, 1, rec(0, 5, 1, 0, 3), []byte{0, 0}), ErrSnapshot},
+		{"due order lateness missing", rawSnapshotV(4, 0, 1, rec(recFirst, 5, 1, zz(0), 0, 3), []byte{0}), ErrSnapshot},
+		{"due before tick 0", rawSnapshotV(4, 3, 1, rec(recFirst, 5, 1, zz(0), 0, 3), []byte{0, 4}), ErrSnapshot},
 		{"count", rawSnapshot(0, maxNodes), ErrFull},
 		{"records missing", rawSnapshot(0, 2, good), ErrSnapshot},
 		{"flags", rawSnapshot(0, 1, rec(0x40, 5, 1, 10, 3)), ErrSnapshot},
@@ -250,6 +252,26 @@ func TestRestoreDueOrder(t *testing.T) {
 	require.NoError(t, err)
 	requireSameState(t, snap, snapshotOf(t, w, 0))
 	assert.Equal(t, []Key{{6, 1}, {5, 1}, {5, 2}}, keys(w))
+
+	// Version 4: each due timer fires with the tick it was due at, in the
+	// order given ({6 1} due 49, then receiver 5's: {5 2} due 40, {5 1}
+	// due 48), and is re-armed from it: {5 2} every 3 is due again at 43,
+	// before Now, so it joins its receiver's queue before {5 1}, and at 46
+	// too, then at 49 after it; the rest are due after 50. The records are
+	// version 3's (seq 0, 1, 2: add order as above).
+	snap = rawSnapshotV(4, 50, 3, rec(recFirst, 5, 1, zz(0), 0, 3), rec(recSameRecv, 2, zz(1), 0, 3),
+		rec(0, 6, 1, zz(1), 0, 3), []byte{2, 1, 1, 10, 0, 2})
+	w, err = Restore(Config{}, snap)
+	require.NoError(t, err)
+	requireSameState(t, snap, snapshotOf(t, w, 0))
+	in, err := w.Get(Key{5, 2})
+	require.NoError(t, err)
+	assert.Equal(t, Info{Key: Key{5, 2}, Due: 40, Every: 3}, in)
+	var ks []Key
+	var ticks []uint64
+	w.Advance(50, 0, func(f *Fire) { ks, ticks = append(ks, f.Key), append(ticks, f.Tick) })
+	assert.Equal(t, []Key{{6, 1}, {5, 2}, {5, 2}, {5, 2}, {5, 1}, {5, 2}}, ks)
+	assert.Equal(t, []uint64{49, 40, 43, 46, 48, 49}, ticks)
 
 	w, err = Restore(Config{}, rawSnapshotV(1, 50, 3, recs...))
 	require.NoError(t, err)

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 )
 
-// Snapshot format, version 3. A snapshot holds the wheel's observable state
+// Snapshot format, version 4. A snapshot holds the wheel's observable state
 // and nothing of its layout but the order its records come in: Now, and
 // every live timer with all it shows through Get, List and Advance.
 // Varints are encoding/binary's unsigned varints, in their shortest form.
@@ -19,7 +19,8 @@ import (
 //	now      varint
 //	count    varint: the number of records that follow
 //	records  count of them, in runs (below)
-//	due      varints: the firing order of the timers due now (snapshot_due.go)
+//	due      varints: the firing order of the timers due, and how late each
+//	         is (snapshot_due.go)
 //	crc      4 bytes, little-endian CRC-32C (Castagnoli) of all the bytes before it
 //
 // A record is one timer:
@@ -32,7 +33,7 @@ import (
 //	seq       varint: the zigzag of seq minus the previous record's seq (0
 //	          before the first record of a run); seq is the timer's add
 //	          sequence number, below 2^31, each timer's its own
-//	delay     varint: due - now for an armed timer (0: due now, not fired yet),
+//	delay     varint: due - now for an armed timer (0: due, not fired yet),
 //	          the remaining ticks for a paused one
 //	every     varint >= 1, absent with recEveryDelay (every equals delay)
 //	repeat    varint in 1..2^32-1, present with recRepeat (absent: 0, forever)
@@ -54,12 +55,19 @@ import (
 // (Config) is not part of the state: a snapshot may be restored into any
 // geometry.
 //
-// Version 3 has records in slab order with their seq, so that the encoder
-// needs no list of the timers in add order and the wheel's owner can
-// save a node before writing it without knowing where its record goes. Version 2 (records in add order, without
-// seq, then the due section) and version 1 (no due section: the due timers
-// fire in add order) are still read.
-const SnapshotVersion = 3
+// Version 2 added the due section: the timers due on one tick no longer
+// fire in add order but in rounds by receiver (fair.go), so a snapshot
+// taken part-way through a tick says the order of the rest. Version 3 has
+// records in slab order with their seq, so that the encoder needs no list
+// of the timers in add order and the wheel's owner can save a node before
+// writing it without knowing where its record goes. Version 4 adds each
+// due timer's lateness to the due section: a bounded Advance that left
+// timers due lets a later one move time on while they wait (fair.go), so
+// a due timer may be due before Now(). Versions 1 (records in add order,
+// no due section: the due timers fire in add order), 2 (records in add
+// order, then the due section) and 3 (no lateness: the due timers are due
+// at Now()) are still read.
+const SnapshotVersion = 4
 
 var snapMagic = [4]byte{'T', 'W', 'S', 'N'}
 
@@ -115,10 +123,12 @@ type Frozen struct {
 
 	nodes []*cowBlock[node] // the wheel's pages at the Freeze; nil once released
 	bar   *barrier
-	// due is the due list at the Freeze (the timers due now not fired yet)
-	// as seq<<32|position, in firing order until the due stage sorts it.
-	due []uint64
-	st  *frozenState
+	// due is the due set at the Freeze (the timers due and not fired yet)
+	// as seq<<32|position, in firing order until the due stage sorts it;
+	// dueLate is how many ticks before Now each was due, in firing order.
+	due     []uint64
+	dueLate []uint64
+	st      *frozenState
 
 	// yield, when set, is called while the encoder waits for the wheel's
 	// owner to finish saving a node (SetYield); runtime.Gosched otherwise.
@@ -194,28 +204,57 @@ func (w *Wheel) Freeze() *Frozen {
 	bar := newBarrier(first, end, s.n, claims, gen)
 	s.bars = append(s.bars, bar)
 	st := &frozenState{shared: w.frz, bar: bar}
+	due, late := w.dueList()
 	f := &Frozen{
 		now: w.now, count: int(w.index.count),
-		nodes: s.arr.freeze(s.nsent),
-		bar:   bar,
-		due:   w.dueList(),
-		st:    st,
-		enc:   encoder{now: w.now, extras: extras, big: big, fresh: true},
-		page:  bar.first,
+		nodes:   s.arr.freeze(s.nsent),
+		bar:     bar,
+		due:     due,
+		dueLate: late,
+		st:      st,
+		enc:     encoder{now: w.now, extras: extras, big: big, fresh: true},
+		page:    bar.first,
 	}
 	runtime.AddCleanup(f, (*frozenState).unpin, st)
 	return f
 }
 
-// dueList returns the due list, each timer as seq<<32|position.
-func (w *Wheel) dueList() []uint64 {
-	var a []uint64
-	for i, k := w.nodes.get(w.due).wnext, uint64(0); i != w.due; k++ {
-		n := w.nodes.get(i)
-		a = append(a, uint64(n.order())<<32|k)
-		i = n.wnext
+// dueList returns the due set in firing order, each timer as
+// seq<<32|position (its position in firing order), and how many ticks
+// before Now each was due. In list mode the due list is the firing order;
+// in rotation mode the ring is run: each receiver's queue's first, in ring
+// order, and again (fair.go). It costs O(due) on the owner's goroutine.
+func (w *Wheel) dueList() (a, late []uint64) {
+	var fire []uint32
+	if !w.rot.on {
+		for i := w.nodes.get(w.due).wnext; i != w.due; i = w.nodes.get(i).wnext {
+			fire = append(fire, i)
+		}
+	} else {
+		ring := w.rotRing()
+		cur, end := make([]uint32, len(ring)), make([]uint32, len(ring))
+		for k, g := range ring {
+			cur[k], end[k] = g[0], g[1]
+		}
+		for len(cur) > 0 {
+			k := 0
+			for j, i := range cur {
+				fire = append(fire, i)
+				if i != end[j] {
+					cur[k], end[k] = w.nodes.get(i).wnext, end[j]
+					k++
+				}
+			}
+			cur, end = cur[:k], end[:k]
+		}
 	}
-	return a
+	a, late = make([]uint64, len(fire)), make([]uint64, len(fire))
+	for k, i := range fire {
+		n := w.nodes.get(i)
+		a[k] = uint64(n.order())<<32 | uint64(k)
+		late[k] = w.now - n.due
+	}
+	return a, late
 }
 
 // Now returns the frozen wheel's Now.
@@ -235,7 +274,7 @@ func (f *Frozen) Release() {
 	if f.nodes == nil {
 		return
 	}
-	f.nodes, f.due, f.dueRank, f.enc = nil, nil, nil, encoder{}
+	f.nodes, f.due, f.dueLate, f.dueRank, f.enc = nil, nil, nil, nil, encoder{}
 	f.st.unpin()
 }
 
@@ -405,7 +444,7 @@ func (e *encoder) appendRecord(dst []byte, n *node) []byte {
 	if e.fresh {
 		flags, e.prevRecv, e.prevSeq, e.fresh = recFirst, 0, 0, false
 	}
-	delay := n.due - e.now
+	delay := n.due - min(n.due, e.now) // 0 for a due timer (its lateness is in the due section)
 	if n.wprev == markPaused {
 		flags, delay = flags|recPaused, n.due
 	}

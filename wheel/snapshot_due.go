@@ -6,16 +6,20 @@ import (
 	"slices"
 )
 
-// The due order section of a snapshot (versions 2 and 3). The timers due
-// at Now() not fired yet (records with delay 0, not paused: m of them) fire
-// in the same-tick order (fair.go), which is not their add order, so the
-// snapshot says it: m varints, one per such timer in firing order, each its
-// position (0..m-1) among those m timers in add order (version 2: record
-// order, which is add order; version 3: seq order). Each position appears
-// once; with m = 0 the section is empty. A version 1 snapshot has no
-// section: its due timers fire in add order.
+// The due order section of a snapshot (versions 2 to 4). The timers due at
+// or before Now() not fired yet (records with delay 0, not paused: m of
+// them) fire in the rotation's order (fair.go), which is not their add
+// order, so the snapshot says it: m entries, one per such timer in firing
+// order, each its position (0..m-1) among those m timers in add order
+// (version 2: record order, which is add order; versions 3 and 4: seq
+// order), a varint, and in version 4 then how many ticks before Now() it
+// was due, a varint (0 but after a bounded Advance left timers due and a
+// later one moved time on: see Advance). Each position appears once; with
+// m = 0 the section is empty. Versions 2 and 3 have no lateness (every due
+// timer is due at Now()); a version 1 snapshot has no section: its due
+// timers fire in add order.
 
-// rankDue lists, for the due list at the Freeze in firing order, each
+// rankDue lists, for the due set at the Freeze in firing order, each
 // timer's position among the due timers in add order (Frozen.dueRank).
 func (f *Frozen) rankDue() {
 	a := f.due
@@ -27,7 +31,7 @@ func (f *Frozen) rankDue() {
 	f.dueRank, f.due = ord, nil
 }
 
-// appendDueOrder appends the due order section's varints until len(dst)
+// appendDueOrder appends the due order section's entries until len(dst)
 // reaches stop or the last is appended, after which the stage is
 // stageTrailer.
 func (f *Frozen) appendDueOrder(dst []byte, stop int) []byte {
@@ -39,16 +43,18 @@ func (f *Frozen) appendDueOrder(dst []byte, stop int) []byte {
 			return dst
 		}
 		dst = binary.AppendUvarint(dst, uint64(f.dueRank[f.nextDue]))
+		dst = binary.AppendUvarint(dst, f.dueLate[f.nextDue])
 		f.nextDue++
 	}
 	f.stage = stageTrailer
 	return dst
 }
 
-// dueOrder parses the due order section's varints and, after the last,
+// dueOrder parses the due order section's entries and, after the last,
 // relinks the restored wheel's due list (in add order until then) into
-// that order; the stage becomes stageTrailer. It returns the bytes
-// consumed, or need (see consume) when b ends inside a varint.
+// that order, each timer due its lateness before Now(); the stage becomes
+// stageTrailer. It returns the bytes consumed, or need (see consume) when
+// b ends inside an entry.
 func (r *Restorer) dueOrder(b []byte) (n, need int, err error) {
 	w := r.w
 	if r.dueNodes == nil { // first call: the due timers, in add order
@@ -67,20 +73,35 @@ func (r *Restorer) dueOrder(b []byte) (n, need int, err error) {
 		if v >= uint64(m) || r.dueSeen[v/64]&(1<<(v%64)) != 0 {
 			return n, 0, fmt.Errorf("%w: due order: position %d of %d due timers repeated or out of range", ErrSnapshot, v, m)
 		}
+		var late uint64
+		if r.version >= 4 {
+			if late, off = getUvarint(b, off); off < 0 {
+				return varFail2(off, b, n, "due lateness")
+			}
+			if late > w.now {
+				return n, 0, fmt.Errorf("%w: due order: a timer due %d ticks before tick %d", ErrSnapshot, late, w.now)
+			}
+		}
 		r.dueSeen[v/64] |= 1 << (v % 64)
 		r.dueOrd = append(r.dueOrd, uint32(v))
+		r.dueLate = append(r.dueLate, late)
 		n = off
 	}
-	prev := w.due
-	for _, j := range r.dueOrd {
+	prev, behind := w.due, false
+	for k, j := range r.dueOrd {
 		i := r.dueNodes[j]
+		w.nodes.at(i).due = w.now - r.dueLate[k]
+		behind = behind || r.dueLate[k] != 0
 		w.nodes.at(prev).wnext = i
 		w.nodes.at(i).wprev = prev
 		prev = i
 	}
 	w.nodes.at(prev).wnext = w.due
 	w.nodes.at(w.due).wprev = prev
-	r.dueNodes, r.dueOrd, r.dueSeen = nil, nil, nil
+	if behind { // list mode holds timers due at Now() only (OldestDue)
+		w.toRotation()
+	}
+	r.dueNodes, r.dueOrd, r.dueSeen, r.dueLate = nil, nil, nil, nil
 	r.stage = stageTrailer
 	return n, 0, nil
 }

@@ -138,9 +138,9 @@ func (w *Wheel) Pause(k Key) error {
 	if n.wprev == markPaused {
 		return ErrPaused
 	}
-	w.unlink(i)
+	w.unlinkArmed(i)
 	w.noteUnlinked(n.due)
-	n.due -= w.now
+	n.due -= min(n.due, w.now) // a due timer has 0 ticks left
 	n.wprev, n.wnext = markPaused, nilIdx
 	return nil
 }
@@ -185,7 +185,7 @@ func (w *Wheel) info(i uint32) Info {
 		in.Remaining = n.due
 		in.Due = satAdd(w.now, n.due)
 	} else {
-		in.Remaining = n.due - w.now
+		in.Remaining = n.due - min(n.due, w.now) // 0 for a due timer, also one due before Now()
 	}
 	if n.hasExtra() {
 		x := w.extra.get(n.every)
@@ -200,7 +200,7 @@ func (w *Wheel) info(i uint32) Info {
 func (w *Wheel) remove(i uint32, pos uint64) {
 	n := w.nodes.at(i)
 	if n.wprev != markPaused && n.wprev != markFiring {
-		w.unlink(i)
+		w.unlinkArmed(i)
 		w.noteUnlinked(n.due)
 	}
 	w.index.deleteAt(pos)

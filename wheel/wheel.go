@@ -130,6 +130,7 @@ type Wheel struct {
 	// now reaches it and orders it.
 	due  uint32
 	fair fairState // fairOrder's scratch
+	rot  rotState  // the rotation mode (fair.go), on while a backlog is merged
 	// unsorted marks the level-0 slots whose list is not in add order (a
 	// timer came down from a higher level, or was re-armed, behind a newer
 	// one), so turn sorts only those.

@@ -422,7 +422,7 @@ func TestNextEvent(t *testing.T) {
 
 // TestLargeBurst: a burst of one-shot timers due on one tick, in a wheel
 // whose index is large enough for Advance to prefetch (prefetchMin), fires
-// every live timer once, in add order, and empties the index. The callback
+// every live timer once, each receiver's in add order, and empties the index. The callback
 // cancels some timers still pending and re-adds others, and a repeating
 // timer is mixed in, so prefetching stale or non-last entries is exercised.
 func TestLargeBurst(t *testing.T) {
@@ -436,14 +436,18 @@ func TestLargeBurst(t *testing.T) {
 		require.NoError(t, w.Add(Key{i % 97, i}, spec))
 	}
 	require.GreaterOrEqual(t, len(w.index.table), prefetchMin)
-	var next uint64
+	next := map[uint64]uint64{} // per receiver: the least tid not fired yet
 	cancelled := map[uint64]bool{}
 	fired, done := w.Advance(1, 0, func(f *Fire) {
-		for next < f.Tid && cancelled[next] {
-			next++
+		r := f.Receiver
+		if _, ok := next[r]; !ok {
+			next[r] = r
 		}
-		require.Equal(t, next, f.Tid, "add order")
-		next++
+		for next[r] < f.Tid && cancelled[next[r]] {
+			next[r] += 97
+		}
+		require.Equal(t, next[r], f.Tid, "receiver %d's in add order", r)
+		next[r] += 97
 		if f.Tid%10 == 3 && f.Tid+5 < n {
 			k := Key{(f.Tid + 5) % 97, f.Tid + 5}
 			require.NoError(t, w.Cancel(k))
