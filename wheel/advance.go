@@ -65,7 +65,7 @@ func (w *Wheel) Advance(to uint64, max int, fn func(*Fire)) (fired int, done boo
 		}
 		if d.wnext != w.due {
 			// far runs lookahead timers ahead of the one firing, to prefetch.
-			far, prefetching := w.due, len(w.index.table) >= prefetchMin
+			far, prefetching := w.due, w.index.table.len() >= prefetchMin
 			if prefetching {
 				far = w.ahead(d.wnext, lookahead)
 			}
@@ -152,7 +152,7 @@ func (w *Wheel) prefetchRemoval(i uint32) {
 		return
 	}
 	x := &w.index
-	prefetch(unsafe.Pointer(&x.table[hash(Key{n.receiver, n.tid})&x.mask]))
+	prefetch(unsafe.Pointer(x.table.at(hash(Key{n.receiver, n.tid}) & x.mask)))
 }
 
 // fire fires timer i, just taken from the due list.

@@ -8,7 +8,8 @@ import (
 // cowArray is the storage of the slab's nodes and of the extras: items
 // addressed by uint32 index, in pages of pageLen items, references to the
 // pages in blocks of blockPages. Growing appends a block (all its pages
-// allocated at once) and never moves an item, so a wheel of millions of
+// allocated at once; the slab's in one allocation, see grow) and never
+// moves an item, so a wheel of millions of
 // timers grows without copying them.
 //
 // # Copy on write, versioned per snapshot
@@ -87,10 +88,29 @@ func locate(i uint32) (block, page, item uint32) {
 }
 
 // grow appends a block: room for blockPages*pageLen more items, zeroed.
-func (a *cowArray[T]) grow() {
+// With together, the block's pages are one allocation (for nodes: 112 KiB,
+// a span of its own with no unused tail, against a span record and a
+// 128-byte tail per 9 pages of 896 bytes allocated one by one: about 2
+// bytes a timer); it is for an array whose pages own never copies (the
+// slab's: its write barrier saves nodes instead), since a page copied out
+// of such a block would leave its old place in the block allocated for as
+// long as any other page of the block lives. Without together (the
+// extras, whose pages are copied on write), each page is its own
+// allocation, freed once no reader holds it.
+func (a *cowArray[T]) grow(together bool) {
 	b := &cowBlock[T]{epoch: a.epoch}
+	var all *[blockPages]cowPage[T]
+	if together {
+		all = new([blockPages]cowPage[T])
+	}
 	for p := range b.pages {
-		b.pages[p] = pageRef[T]{p: new(cowPage[T]), epoch: a.epoch}
+		var pg *cowPage[T]
+		if together {
+			pg = &all[p]
+		} else {
+			pg = new(cowPage[T])
+		}
+		b.pages[p] = pageRef[T]{p: pg, epoch: a.epoch}
 	}
 	a.blocks = append(a.blocks, b)
 }

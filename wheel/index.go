@@ -31,18 +31,94 @@ import "unsafe"
 // growing wheel's turn far over a tick; now no insertion moves more than
 // migrateStep entries. migrateStep positions per insertion finish the move
 // well before the new table could fill (see reserve).
+//
+// # Allocating a big table a chunk at a time
+//
+// A table is in chunks of at most chunkLen entries (1 MiB), and a big
+// table's chunks are allocated ahead, one every spareEvery insertions once
+// the table is 5/8 full (prepare), so that the move that starts at 3/4
+// finds the new table ready: no insertion allocates (and has the runtime
+// zero) more than one chunk, where a make of the new table zeroed 512 MiB
+// in one turn at 100M timers. The chunks of a doubled table are ready
+// after 1/16 of the table's insertions, half of the 1/8 between 5/8 and
+// 3/4. Chunks made ahead and not used (a move that rebuilds at the same
+// size needs half of them) are kept for the next move.
 type index struct {
-	table []uint32
+	table itable
 	mask  uint64
 	count uint32 // live entries, in both tables
 	tombs uint32 // tombstones in table
 	nodes *slab
-	// old is the table being moved from (nil: none), oldMask its mask,
-	// oldLive its live entries and moved the positions already moved.
-	old     []uint32
+	// old is the table being moved from (no chunks: none), oldMask its
+	// mask, oldLive its live entries and moved the positions already moved.
+	old     itable
 	oldMask uint64
 	oldLive uint32
 	moved   uint64
+	// spare are zeroed chunks made ahead for the next table (prepare).
+	spare [][]uint32
+}
+
+// itable is an index table: a power of two of entries, in chunks of
+// chunkLen entries, or one chunk when smaller.
+type itable struct{ c [][]uint32 }
+
+// Chunks of 2^18 entries (1 MiB); spareEvery insertions per chunk made
+// ahead (see index).
+const (
+	chunkShift = 18
+	chunkLen   = 1 << chunkShift
+	chunkMask  = chunkLen - 1
+	spareEvery = chunkLen / 32
+)
+
+// at returns entry p, which must be below len.
+func (t *itable) at(p uint64) *uint32 { return &t.c[p>>chunkShift][p&chunkMask] }
+
+// len returns the number of entries, 0 for no table.
+func (t *itable) len() uint64 {
+	if len(t.c) == 0 {
+		return 0
+	}
+	return uint64(len(t.c)) * uint64(len(t.c[0]))
+}
+
+// moving reports whether a move to a new table is going on.
+func (x *index) moving() bool { return x.old.c != nil }
+
+// newTable returns a zeroed table of size entries (a power of two), made
+// of the spare chunks where there are enough, the missing ones made now.
+func (x *index) newTable(size uint64) itable {
+	if size <= chunkLen {
+		return itable{c: [][]uint32{make([]uint32, size)}}
+	}
+	c := make([][]uint32, size>>chunkShift)
+	for i := range c {
+		if l := len(x.spare); l > 0 {
+			c[i], x.spare[l-1], x.spare = x.spare[l-1], nil, x.spare[:l-1]
+		} else {
+			c[i] = make([]uint32, chunkLen)
+		}
+	}
+	return itable{c: c}
+}
+
+// prepare, called by an insertion while no move is going on, makes one
+// chunk of the next table when the table is past 5/8 full and the chunks
+// made so far are fewer than one per spareEvery insertions past 5/8, up to
+// the chunks a doubled table needs (none for a table of at most one chunk,
+// made at once).
+func (x *index) prepare() {
+	size := x.table.len()
+	need := 2 * size >> chunkShift
+	if 2*size <= chunkLen || uint64(len(x.spare)) >= need {
+		return
+	}
+	fill, start := uint64(x.count+x.tombs), size*5/8
+	if fill < start || fill-start < uint64(len(x.spare))*spareEvery {
+		return
+	}
+	x.spare = append(x.spare, make([]uint32, chunkLen))
 }
 
 const (
@@ -62,7 +138,7 @@ func tag(h uint64) uint32 { return uint32(h>>60) << tagShift }
 
 func (x *index) init(nodes *slab) {
 	x.nodes = nodes
-	x.table = make([]uint32, minIndexSize)
+	x.table = x.newTable(minIndexSize)
 	x.mask = minIndexSize - 1
 }
 
@@ -96,47 +172,49 @@ const inOld = 1 << 63
 // move starts while one is going on; the check below finishes a move at
 // once if that ever failed to hold, which the arithmetic rules out.
 func (x *index) reserve() {
-	if x.old != nil {
+	if x.moving() {
 		x.migrate(migrateStep)
-		if x.old == nil || x.fits() {
+		if !x.moving() || x.fits() {
 			return
 		}
-		x.migrate(len(x.old))
+		x.migrate(x.old.len())
 	}
 	if x.fits() {
+		x.prepare()
 		return
 	}
-	size := uint64(len(x.table))
+	size := x.table.len()
 	if uint64(x.count+1)*8 > size*3 { // live entries above half the limit: grow
 		size *= 2
 	}
 	x.old, x.oldMask, x.oldLive, x.moved = x.table, x.mask, x.count, 0
-	x.table, x.mask, x.tombs = make([]uint32, size), size-1, 0
+	x.table, x.mask, x.tombs = x.newTable(size), size-1, 0
 	x.migrate(migrateStep)
 }
 
 // fits reports whether the table has room for one more entry within 3/4.
 func (x *index) fits() bool {
-	return uint64(x.count-x.oldLive+x.tombs+1)*4 <= uint64(len(x.table))*3
+	return uint64(x.count-x.oldLive+x.tombs+1)*4 <= x.table.len()*3
 }
 
 // migrate moves the live entries of the next k positions of the old table
 // into the table, leaving tombstones, and drops the old table after its last
 // position. Each entry moved reads its node for the key's hash.
-func (x *index) migrate(k int) {
-	end := min(x.moved+uint64(k), uint64(len(x.old)))
+func (x *index) migrate(k uint64) {
+	end := min(x.moved+k, x.old.len())
 	for p := x.moved; p < end; p++ {
-		e := x.old[p]
-		if e == 0 || e == tomb {
+		e := x.old.at(p)
+		if *e == 0 || *e == tomb {
 			continue
 		}
-		x.old[p] = tomb
+		i := *e & idxMask
+		*e = tomb
 		x.oldLive--
-		x.put(x.nodes.get(e&idxMask), e&idxMask)
+		x.put(x.nodes.get(i), i)
 	}
 	x.moved = end
-	if end == uint64(len(x.old)) {
-		x.old, x.oldMask, x.oldLive, x.moved = nil, 0, 0, 0
+	if end == x.old.len() {
+		x.old, x.oldMask, x.oldLive, x.moved = itable{}, 0, 0, 0
 	}
 }
 
@@ -150,22 +228,22 @@ func (x *index) lookup(k Key) (pos uint64, i uint32) {
 
 // lookupHash is lookup with h == hash(k) already computed.
 func (x *index) lookupHash(k Key, h uint64) (pos uint64, i uint32) {
-	pos, i = x.probe(x.table, x.mask, k, h)
-	if i != 0 || x.old == nil {
+	pos, i = x.probe(&x.table, x.mask, k, h)
+	if i != 0 || !x.moving() {
 		return pos, i
 	}
-	if p, j := x.probe(x.old, x.oldMask, k, h); j != 0 {
+	if p, j := x.probe(&x.old, x.oldMask, k, h); j != 0 {
 		return p | inOld, j
 	}
 	return pos, 0
 }
 
 // probe looks k up in table t of mask m, as lookupHash describes.
-func (x *index) probe(t []uint32, m uint64, k Key, h uint64) (pos uint64, i uint32) {
+func (x *index) probe(t *itable, m uint64, k Key, h uint64) (pos uint64, i uint32) {
 	tg := tag(h)
 	free := noPos
 	for p := h & m; ; p = (p + 1) & m {
-		e := t[p]
+		e := *t.at(p)
 		if e == 0 {
 			if free != noPos {
 				return free, 0
@@ -190,10 +268,11 @@ func (x *index) probe(t []uint32, m uint64, k Key, h uint64) (pos uint64, i uint
 // insertAt stores node i, whose key hashes to h, at the position pos
 // returned by lookup for an absent key.
 func (x *index) insertAt(pos, h uint64, i uint32) {
-	if x.table[pos] == tomb {
+	e := x.table.at(pos)
+	if *e == tomb {
 		x.tombs--
 	}
-	x.table[pos] = tag(h) | i
+	*e = tag(h) | i
 	x.count++
 }
 
@@ -205,18 +284,19 @@ func (x *index) insertAt(pos, h uint64, i uint32) {
 func (x *index) deleteAt(p uint64) {
 	x.count--
 	if p&inOld != 0 {
-		x.old[p&^inOld] = tomb
+		*x.old.at(p &^ inOld) = tomb
 		x.oldLive--
 		return
 	}
-	if x.table[(p+1)&x.mask] != 0 {
-		x.table[p] = tomb
+	t := &x.table
+	if *t.at((p + 1) & x.mask) != 0 {
+		*t.at(p) = tomb
 		x.tombs++
 		return
 	}
-	x.table[p] = 0
-	for q := (p - 1) & x.mask; x.table[q] == tomb; q = (q - 1) & x.mask {
-		x.table[q] = 0
+	*t.at(p) = 0
+	for q := (p - 1) & x.mask; *t.at(q) == tomb; q = (q - 1) & x.mask {
+		*t.at(q) = 0
 		x.tombs--
 	}
 }
@@ -226,13 +306,14 @@ func (x *index) deleteAt(p uint64) {
 func (x *index) put(n *node, i uint32) {
 	h := hash(Key{n.receiver, n.tid})
 	p := h & x.mask
-	for e := x.table[p]; e != 0 && e != tomb; e = x.table[p] {
+	for e := *x.table.at(p); e != 0 && e != tomb; e = *x.table.at(p) {
 		p = (p + 1) & x.mask
 	}
-	if x.table[p] == tomb {
+	e := x.table.at(p)
+	if *e == tomb {
 		x.tombs--
 	}
-	x.table[p] = tag(h) | i
+	*e = tag(h) | i
 }
 
 // find returns the node index of k, or 0 when absent.
@@ -259,15 +340,16 @@ func (x *index) build() bool {
 	for uint64(count)*4 > size*3 {
 		size *= 2
 	}
-	x.table, x.mask = make([]uint32, size), size-1
+	x.spare = nil
+	x.table, x.mask = x.newTable(size), size-1
 	x.count, x.tombs = count, 0
-	x.old, x.oldMask, x.oldLive, x.moved = nil, 0, 0, 0
+	x.old, x.oldMask, x.oldLive, x.moved = itable{}, 0, 0, 0
 	const ahead = 16
 	var hs [ahead]uint64 // hashes of the nodes ahead, by index mod ahead
 	keyHash := func(i uint32) uint64 {
 		n := s.get(i)
 		h := hash(Key{n.receiver, n.tid})
-		prefetch(unsafe.Pointer(&x.table[h&x.mask]))
+		prefetch(unsafe.Pointer(x.table.at(h & x.mask)))
 		return h
 	}
 	for i := s.nsent; i < s.n && i < s.nsent+ahead; i++ {
@@ -280,7 +362,7 @@ func (x *index) build() bool {
 		}
 		n, t := s.get(i), tag(h)
 		p := h & x.mask
-		for e := x.table[p]; e != 0; e = x.table[p] {
+		for e := *x.table.at(p); e != 0; e = *x.table.at(p) {
 			if e&^idxMask == t {
 				if m := s.get(e & idxMask); m.receiver == n.receiver && m.tid == n.tid {
 					return false
@@ -288,7 +370,7 @@ func (x *index) build() bool {
 			}
 			p = (p + 1) & x.mask
 		}
-		x.table[p] = t | i
+		*x.table.at(p) = t | i
 	}
 	return true
 }

@@ -2,6 +2,7 @@ package wheel
 
 import (
 	"math/rand/v2"
+	"runtime/metrics"
 	"testing"
 )
 
@@ -21,9 +22,9 @@ func TestIndexChurn(t *testing.T) {
 	var keys []Key
 	worst := 0
 	add := func(k Key) {
-		inTable, first := x.count-x.oldLive, &x.table[0]
+		inTable, first := x.count-x.oldLive, x.table.at(0)
 		x.reserve()
-		if &x.table[0] != first {
+		if x.table.at(0) != first {
 			inTable = 0
 		}
 		worst = max(worst, int(x.count-x.oldLive-inTable))
@@ -59,7 +60,7 @@ func TestIndexChurn(t *testing.T) {
 			t.Fatalf("round %d: count %d, want %d", round, x.count, len(live))
 		}
 		tombs, used := 0, 0
-		for _, e := range x.table {
+		for _, e := range flat(&x.table) {
 			if e == tomb {
 				tombs++
 			}
@@ -70,11 +71,11 @@ func TestIndexChurn(t *testing.T) {
 		if tombs != int(x.tombs) {
 			t.Fatalf("round %d: %d tombstones, counted %d", round, tombs, x.tombs)
 		}
-		if used*4 > len(x.table)*3 {
-			t.Fatalf("round %d: %d of %d entries used, above 3/4", round, used, len(x.table))
+		if used*4 > int(x.table.len())*3 {
+			t.Fatalf("round %d: %d of %d entries used, above 3/4", round, used, int(x.table.len()))
 		}
 		oldLive := 0
-		for p, e := range x.old {
+		for p, e := range flat(&x.old) {
 			if e != 0 && e != tomb {
 				if uint64(p) < x.moved {
 					t.Fatalf("round %d: old position %d below the moved mark %d still holds %#x", round, p, x.moved, e)
@@ -107,7 +108,7 @@ func TestIndexChurn(t *testing.T) {
 			add(Key{rng.Uint64N(64), rng.Uint64()})
 		}
 		check(round)
-		if x.old != nil {
+		if x.moving() {
 			moves++
 		}
 		for n := len(keys) * (50 + rng.IntN(50)) / 100; n > 0; n-- {
@@ -119,7 +120,7 @@ func TestIndexChurn(t *testing.T) {
 			}
 		}
 		check(round)
-		if x.old != nil {
+		if x.moving() {
 			moves++
 		}
 	}
@@ -129,14 +130,23 @@ func TestIndexChurn(t *testing.T) {
 	if worst > maxMoved {
 		t.Errorf("one insertion moved %d entries to the new table, want at most %d", worst, maxMoved)
 	}
-	if len(x.table) > 8192 {
-		t.Errorf("the table grew to %d entries for at most ~3000 live keys: tombstones should be rebuilt away, not grown past", len(x.table))
+	if int(x.table.len()) > 8192 {
+		t.Errorf("the table grew to %d entries for at most ~3000 live keys: tombstones should be rebuilt away, not grown past", int(x.table.len()))
 	}
 }
 
 // maxMoved is how many entries one insertion may move to a new table
 // (migrateStep); before, the insertion that passed 3/4 moved all of them.
 const maxMoved = 4
+
+// flat returns a copy of the entries of t, in order.
+func flat(t *itable) []uint32 {
+	var out []uint32
+	for _, c := range t.c {
+		out = append(out, c...)
+	}
+	return out
+}
 
 // liveEntries counts the entries of t that are neither empty nor tombstones.
 func liveEntries(t []uint32) int {
@@ -164,19 +174,19 @@ func TestIndexGrowthSpread(t *testing.T) {
 	// after, less what it held before (nothing when op started a new
 	// table) and the insertions op made.
 	moved := func(op func(), inserted int) int {
-		before, first := liveEntries(x.table), &x.table[0]
+		before, first := liveEntries(flat(&x.table)), x.table.at(0)
 		op()
-		if &x.table[0] != first {
+		if x.table.at(0) != first {
 			before = 0
 		}
-		return liveEntries(x.table) - before - inserted
+		return liveEntries(flat(&x.table)) - before - inserted
 	}
 	worst, grown := 0, 0
 	tid := uint64(0)
 	add := func(after uint64) {
 		tid++
 		k := Key{tid % 97, tid}
-		size, first := len(x.table), &x.table[0]
+		size, first := int(x.table.len()), x.table.at(0)
 		if m := moved(func() {
 			if err := w.Add(k, Spec{After: after, Repeat: 1}); err != nil {
 				t.Fatal(err)
@@ -184,7 +194,7 @@ func TestIndexGrowthSpread(t *testing.T) {
 		}, 1); m > worst {
 			worst = m
 		}
-		if &x.table[0] != first && len(x.table) > size {
+		if x.table.at(0) != first && int(x.table.len()) > size {
 			grown++
 		}
 		live[k] = true
@@ -212,7 +222,7 @@ func TestIndexGrowthSpread(t *testing.T) {
 	// through each move as well.
 	for range 3000 {
 		add(1_000_000)
-		if x.old != nil && x.moved > 0 && x.moved < uint64(len(x.old))/2 && tid%7 == 0 {
+		if x.moving() && x.moved > 0 && x.moved < x.old.len()/2 && tid%7 == 0 {
 			check()
 		}
 	}
@@ -231,7 +241,7 @@ func TestIndexGrowthSpread(t *testing.T) {
 					t.Fatalf("an Advance moved %d entries into the table", m)
 				}
 			}
-			if x.old != nil && i%37 == 0 {
+			if x.moving() && i%37 == 0 {
 				check()
 			}
 		}
@@ -244,7 +254,7 @@ func TestIndexGrowthSpread(t *testing.T) {
 	if grown < 5 {
 		t.Errorf("the index grew %d times: want several", grown)
 	}
-	t.Logf("%d timers live, index of %d entries, grown %d times, at most %d entries moved by one Add", len(live), len(x.table), grown, worst)
+	t.Logf("%d timers live, index of %d entries, grown %d times, at most %d entries moved by one Add", len(live), int(x.table.len()), grown, worst)
 }
 
 // TestIndexRebuildSpread: an index whose tombstones fill it is rebuilt at
@@ -258,7 +268,7 @@ func TestIndexRebuildSpread(t *testing.T) {
 	s.init(4)
 	var x index
 	x.init(&s)
-	for len(x.table) < 1024 || x.count < 767 {
+	for int(x.table.len()) < 1024 || x.count < 767 {
 		k := Key{1, uint64(x.count) + 1}
 		x.reserve()
 		pos, _ := x.lookup(k)
@@ -267,14 +277,14 @@ func TestIndexRebuildSpread(t *testing.T) {
 		n.receiver, n.tid, n.wprev = k.Receiver, k.Tid, 0
 		x.insertAt(pos, hash(k), i)
 	}
-	for x.old != nil { // finish the last doubling
+	for x.moving() { // finish the last doubling
 		x.reserve()
 	}
-	if len(x.table) != 1024 {
-		t.Fatalf("table of %d entries, want 1024", len(x.table))
+	if int(x.table.len()) != 1024 {
+		t.Fatalf("table of %d entries, want 1024", int(x.table.len()))
 	}
-	for p := range x.table {
-		if e := x.table[p]; e != 0 && e != tomb && x.table[(p+1)&int(x.mask)] != 0 {
+	for p := range x.table.len() {
+		if e := *x.table.at(p); e != 0 && e != tomb && *x.table.at((p + 1) & x.mask) != 0 {
 			x.deleteAt(uint64(p))
 			s.release(e & idxMask)
 		}
@@ -288,15 +298,15 @@ func TestIndexRebuildSpread(t *testing.T) {
 			live[Key{n.receiver, n.tid}] = i
 		}
 	}
-	first, worst := &x.table[0], 0
-	for tid := uint64(1 << 40); x.old == nil && &x.table[0] == first; tid++ {
+	first, worst := x.table.at(0), 0
+	for tid := uint64(1 << 40); !x.moving() && x.table.at(0) == first; tid++ {
 		k := Key{2, tid}
-		if pos, _ := x.lookup(k); x.table[pos] == tomb && x.count+x.tombs+1 <= 768 {
+		if pos, _ := x.lookup(k); *x.table.at(pos) == tomb && x.count+x.tombs+1 <= 768 {
 			continue // it would reuse a tombstone: take keys that add one
 		}
 		inTable := x.count
 		x.reserve()
-		if &x.table[0] != first {
+		if x.table.at(0) != first {
 			inTable = 0
 		}
 		worst = max(worst, int(x.count-x.oldLive-inTable))
@@ -307,10 +317,10 @@ func TestIndexRebuildSpread(t *testing.T) {
 		x.insertAt(pos, hash(k), i)
 		live[k] = i
 	}
-	if len(x.table) != 1024 {
-		t.Fatalf("rebuilt at %d entries, want the same size (1024) for %d live", len(x.table), x.count)
+	if int(x.table.len()) != 1024 {
+		t.Fatalf("rebuilt at %d entries, want the same size (1024) for %d live", int(x.table.len()), x.count)
 	}
-	for x.old != nil {
+	for x.moving() {
 		for k, i := range live {
 			if _, got := x.lookup(k); got != i {
 				t.Fatalf("while moving: %v found as %d, want %d", k, got, i)
@@ -320,8 +330,8 @@ func TestIndexRebuildSpread(t *testing.T) {
 		x.reserve()
 		worst = max(worst, int(x.count-x.oldLive-inTable))
 	}
-	if x.tombs != 0 || int(x.count) != len(live) || liveEntries(x.table) != len(live) {
-		t.Errorf("after the rebuild: %d tombstones, count %d, %d entries, want 0, %d, %d", x.tombs, x.count, liveEntries(x.table), len(live), len(live))
+	if x.tombs != 0 || int(x.count) != len(live) || liveEntries(flat(&x.table)) != len(live) {
+		t.Errorf("after the rebuild: %d tombstones, count %d, %d entries, want 0, %d, %d", x.tombs, x.count, liveEntries(flat(&x.table)), len(live), len(live))
 	}
 	if worst > maxMoved {
 		t.Errorf("one insertion moved %d entries, want at most %d", worst, maxMoved)
@@ -350,7 +360,7 @@ func TestIndexBuildSize(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		size := len(r.index.table)
+		size := int(r.index.table.len())
 		if n*4 > size*3 || size > minIndexSize && n*4 <= size/2*3 {
 			t.Errorf("%d timers restored into an index of %d entries: want the smallest power of two (at least %d) that holds them within 3/4", n, size, minIndexSize)
 		}
@@ -365,4 +375,49 @@ func TestIndexBuildSize(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestIndexGrowsAChunkAtATime: a wheel whose index doubles past one chunk
+// (2^19 to 2^20 entries, 4 MiB) allocates no more than a chunk (1 MiB) in
+// any one Add, the new table's chunks made ahead over the insertions
+// before the move (a make of the whole new table in one Add zeroed 512
+// MiB in one turn at 100M timers), and every timer is still found after.
+func TestIndexGrowsAChunkAtATime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("adds 600k timers")
+	}
+	w := newWheel(t, 0, Config{})
+	x := &w.index
+	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	allocated := func() uint64 {
+		metrics.Read(sample)
+		return sample[0].Value.Uint64()
+	}
+	var tid, worst uint64
+	add := func() {
+		tid++
+		before := allocated()
+		if err := w.Add(Key{tid % 1000, tid}, Spec{After: 1_000_000}); err != nil {
+			t.Fatal(err)
+		}
+		worst = max(worst, allocated()-before)
+	}
+	for x.table.len() < 1<<19 || x.count < 1<<19*5/8-1000 { // unmeasured: the slab's and smaller tables' growth
+		tid++
+		if err := w.Add(Key{tid % 1000, tid}, Spec{After: 1_000_000}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for x.table.len() < 1<<20 || x.moving() {
+		add()
+	}
+	if worst > chunkLen*4*3/2 {
+		t.Errorf("an Add allocated %d bytes while the index doubled to %d entries, want at most about a chunk (%d)", worst, x.table.len(), chunkLen*4)
+	}
+	for i := uint64(1); i <= tid; i += 997 {
+		if x.find(Key{i % 1000, i}) == 0 {
+			t.Fatalf("timer %d not found after the move", i)
+		}
+	}
+	t.Logf("%d timers, index of %d entries in %d chunks, at most %d bytes allocated by one Add", tid, x.table.len(), len(x.table.c), worst)
 }

@@ -80,7 +80,7 @@ func (s *slab) init(nsent uint32) {
 
 func (s *slab) grow(i uint32) {
 	for i >= s.arr.len() {
-		s.arr.grow()
+		s.arr.grow(true)
 		s.free.grow(s.arr.len())
 	}
 }

@@ -435,7 +435,7 @@ func TestLargeBurst(t *testing.T) {
 		}
 		require.NoError(t, w.Add(Key{i % 97, i}, spec))
 	}
-	require.GreaterOrEqual(t, len(w.index.table), prefetchMin)
+	require.GreaterOrEqual(t, int(w.index.table.len()), prefetchMin)
 	next := map[uint64]uint64{} // per receiver: the least tid not fired yet
 	cancelled := map[uint64]bool{}
 	fired, done := w.Advance(1, 0, func(f *Fire) {
