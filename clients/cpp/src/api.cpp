@@ -78,7 +78,8 @@ Result<std::unique_ptr<Client>> Client::connect(Options opts) noexcept {
     auto im = std::make_unique<Impl>(std::move(opts));
     if (std::string err; !detail::net_init(err)) return Error{make_error_code(errc::connect_failed), err, ""};
     if (!im->waker.ok()) {
-      return Error{make_error_code(errc::connect_failed), "wake channel: " + detail::last_error().message(), ""};
+      const std::error_code ec = detail::last_error();
+      return Error{make_error_code(errc::connect_failed), "wake channel: " + ec.message(), ""};
     }
     if (im->opt.tls.enabled) {
       auto t = detail::TlsContext::make(im->opt.tls);

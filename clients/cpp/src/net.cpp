@@ -80,7 +80,13 @@ const std::error_category& winsock_category() {
 }
 }  // namespace
 
-std::error_code last_error() { return std::error_code(WSAGetLastError(), winsock_category()); }
+std::error_code last_error() {
+  // Read the code first: winsock_category()'s first call (a guarded static,
+  // TlsGetValue inside) resets the thread's last error to 0 (seen under Wine:
+  // a refused connect said "Success").
+  const int e = WSAGetLastError();
+  return std::error_code(e, winsock_category());
+}
 
 bool would_block(const std::error_code& ec) {
   return ec.category() == winsock_category() && (ec.value() == WSAEWOULDBLOCK || ec.value() == WSAEINTR);
@@ -186,7 +192,10 @@ void WakePipe::drain() noexcept {
 
 bool net_init(std::string&) { return true; }
 
-std::error_code last_error() { return std::error_code(errno, std::generic_category()); }
+std::error_code last_error() {
+  const int e = errno;  // before anything else can change it
+  return std::error_code(e, std::generic_category());
+}
 
 bool would_block(const std::error_code& ec) {
   return ec.category() == std::generic_category() &&
@@ -357,13 +366,15 @@ socket_t tcp_connect(const std::string& addr, Clock::time_point deadline, std::s
   for (addrinfo* ai = res; ai; ai = ai->ai_next) {
     fd = open_socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
     if (fd == kNoSocket) {
-      err = addr + ": socket: " + last_error().message();
+      const std::error_code ec = last_error();
+      err = addr + ": socket: " + ec.message();
       continue;
     }
     bool ok = ::connect(fd, ai->ai_addr, static_cast<socklen_t>(ai->ai_addrlen)) == 0;
     if (!ok && in_progress(last_error())) ok = wait_connected(fd, deadline);
     if (ok) break;
-    err = addr + ": " + last_error().message();
+    const std::error_code ec = last_error();
+    err = addr + ": " + ec.message();
     close_fd(fd);
     fd = kNoSocket;
   }
