@@ -76,7 +76,11 @@ Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Result<std::unique_ptr<Client>> Client::connect(Options opts) noexcept {
   try {
     auto im = std::make_unique<Impl>(std::move(opts));
-    if (im->wake_fds[0] < 0) return Error{make_error_code(errc::connect_failed), "pipe failed", ""};
+    if (std::string err; !detail::net_init(err)) return Error{make_error_code(errc::connect_failed), err, ""};
+    if (!im->waker.ok()) {
+      const std::error_code ec = detail::last_error();
+      return Error{make_error_code(errc::connect_failed), "wake channel: " + ec.message(), ""};
+    }
     if (im->opt.tls.enabled) {
       auto t = detail::TlsContext::make(im->opt.tls);
       if (!t) return t.error();

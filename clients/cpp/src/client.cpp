@@ -4,10 +4,6 @@
 // I/O thread without the lock held.
 #include "client_impl.hpp"
 
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -47,19 +43,11 @@ bool dedups(const HelloInfo& h) {
 
 Client::Impl::Impl(Options o) : opt(std::move(o)), client_id(new_client_id()) {
   addrs = detail::split_addresses(opt.addresses);
-  if (::pipe2(wake_fds, O_CLOEXEC | O_NONBLOCK) != 0) wake_fds[0] = wake_fds[1] = -1;
 }
 
-Client::Impl::~Impl() {
-  conn.close();
-  detail::close_fd(wake_fds[0]);
-  detail::close_fd(wake_fds[1]);
-}
+Client::Impl::~Impl() { conn.close(); }
 
-void Client::Impl::wake() {
-  char c = 1;
-  [[maybe_unused]] ssize_t n = ::write(wake_fds[1], &c, 1);
-}
+void Client::Impl::wake() { waker.signal(); }
 
 void Client::Impl::submit(Request r, Handler h) {
   std::unique_lock<std::mutex> lk(mu);
@@ -378,33 +366,32 @@ void Client::Impl::run() {
   std::vector<std::uint8_t> buf(64 * 1024);
   while (true) {
     bool want_read, want_write;
-    int sock;
+    detail::socket_t sock;
     short rev, wev;
     bool buffered;
     {
       std::lock_guard<std::mutex> lk(mu);
       if (closing || dead) return;
-      sock = connected ? conn.fd() : -1;
+      sock = connected ? conn.fd() : detail::kNoSocket;
       want_read = items.size() < opt.event_buffer;  // backpressure: a full queue stops reading
       want_write = !out.empty() && batching == 0;
       rev = conn.read_events();
       wev = conn.write_events();
       buffered = conn.buffered();
     }
-    if (sock < 0) {
+    if (sock == detail::kNoSocket) {
       reconnect();
       continue;
     }
     pollfd pf[2] = {{sock, static_cast<short>((want_read ? rev : 0) | (want_write ? wev : 0)), 0},
-                    {wake_fds[0], POLLIN, 0}};
+                    {waker.read_end(), POLLIN, 0}};
     // Bytes TLS holds already decrypted are not the socket's: do not wait for them.
-    int n = ::poll(pf, 2, want_read && buffered ? 0 : poll_timeout());
-    if (n < 0 && errno != EINTR) return lose(std::string("poll: ") + std::strerror(errno));
-    if (pf[1].revents & POLLIN) {
-      char drain[256];
-      while (::read(wake_fds[0], drain, sizeof drain) > 0) {
-      }
+    int n = detail::poll_sockets(pf, 2, want_read && buffered ? 0 : poll_timeout());
+    if (n < 0) {
+      std::error_code ec = detail::last_error();
+      if (!detail::would_block(ec)) return lose("poll: " + ec.message());
     }
+    if (pf[1].revents & POLLIN) waker.drain();
     const short re = pf[0].revents;
     if ((want_read && ((re & rev) || buffered)) || (re & (POLLHUP | POLLERR))) {
       ssize_t got = conn.read(buf.data(), buf.size());

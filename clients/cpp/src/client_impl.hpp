@@ -2,7 +2,6 @@
 // and poll() (internal header).
 #pragma once
 
-#include <fcntl.h>
 
 #include <condition_variable>
 #include <deque>
@@ -76,7 +75,7 @@ struct Client::Impl {
 
   const Options opt;
   std::vector<std::string> addrs;
-  int wake_fds[2] = {-1, -1};
+  detail::WakePipe waker;  ///< wakes the I/O thread out of poll (wake())
   std::thread io;
 
   mutable std::mutex mu;

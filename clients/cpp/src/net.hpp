@@ -4,23 +4,107 @@
 // following over an address list.
 #pragma once
 
+#ifdef _WIN32
+#ifndef _WIN32_WINNT
+#define _WIN32_WINNT 0x0600  // Vista: WSAPoll, inet_pton
+#endif
+#ifndef WIN32_LEAN_AND_MEAN
+#define WIN32_LEAN_AND_MEAN
+#endif
+#ifndef NOMINMAX
+#define NOMINMAX
+#endif
+#include <winsock2.h>
+#include <ws2tcpip.h>
+#ifdef _MSC_VER
+#include <BaseTsd.h>
+typedef SSIZE_T ssize_t;
+#endif
+#else
+#include <poll.h>
 #include <sys/types.h>
+#endif
 
 #include <chrono>
+#include <cstddef>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "tickwheel/tickwheel.hpp"
 
 namespace tickwheel::detail {
 
+// Platform helpers (src/net.cpp): the only place that knows how sockets,
+// the wake channel and socket errors differ between Linux, other POSIX
+// systems (macOS, the BSDs) and Windows (Winsock2). Features are tested
+// with their macros (SOCK_NONBLOCK, MSG_NOSIGNAL, SO_NOSIGPIPE, ...), not
+// by OS name, except Winsock itself (_WIN32).
+
+#ifdef _WIN32
+using socket_t = SOCKET;                          ///< a Winsock socket handle
+inline const socket_t kNoSocket = INVALID_SOCKET;  ///< no socket
+#else
+using socket_t = int;             ///< a file descriptor
+inline const socket_t kNoSocket = -1;  ///< no socket
+#endif
+
+/// net_init starts the socket library once per process (WSAStartup on
+/// Windows; nothing elsewhere). Thread-safe; false (and err) when it failed.
+bool net_init(std::string& err);
+
+/// open_socket makes a socket that is non-blocking, not inherited by child
+/// processes (close-on-exec; on Windows not inheritable), and never raises
+/// SIGPIPE (SO_NOSIGPIPE where sends cannot say MSG_NOSIGNAL). kNoSocket
+/// and last_error() on failure.
+socket_t open_socket(int family, int type, int protocol);
+
+/// close_fd closes a socket, ignoring errors; kNoSocket is ignored.
+void close_fd(socket_t fd) noexcept;
+
+/// sock_send / sock_recv: send (never raising SIGPIPE) and recv on a
+/// socket; a count, or -1 and last_error().
+ssize_t sock_send(socket_t fd, const void* buf, std::size_t n);
+ssize_t sock_recv(socket_t fd, void* buf, std::size_t n);
+
+/// poll_sockets: poll() (WSAPoll on Windows) on n sockets; the count ready,
+/// 0 on timeout, -1 and last_error() on failure.
+int poll_sockets(pollfd* fds, std::size_t n, int timeout_ms);
+
+/// last_error: the calling thread's last socket error (errno, or
+/// WSAGetLastError on Windows) as a std::error_code whose message() says
+/// what happened.
+std::error_code last_error();
+/// would_block: ec means "try again later" (EAGAIN, EWOULDBLOCK, EINTR;
+/// WSAEWOULDBLOCK, WSAEINTR), not a failed connection.
+bool would_block(const std::error_code& ec);
+
+/// WakePipe lets other threads wake the I/O thread out of poll_sockets: a
+/// non-blocking pipe on POSIX (pipe2, else pipe + fcntl), a connected
+/// loopback TCP pair on Windows (WSAPoll polls sockets only). Owned by the
+/// Client; signal() may be called from any thread.
+class WakePipe {
+ public:
+  WakePipe();  ///< ok() says whether it could be made
+  ~WakePipe();
+  WakePipe(const WakePipe&) = delete;
+  WakePipe& operator=(const WakePipe&) = delete;
+  bool ok() const { return rd_ != kNoSocket; }
+  socket_t read_end() const { return rd_; }  ///< poll it for POLLIN
+  void signal() noexcept;                    ///< makes read_end readable
+  void drain() noexcept;                     ///< reads all that signal() wrote
+
+ private:
+  socket_t rd_ = kNoSocket, wr_ = kNoSocket;
+};
+
 class TlsContext;
 
 /// Conn is one connection's transport: a connected non-blocking socket and,
 /// with TLS, its TLS session (OpenSSL's SSL over the socket; src/tls.cpp).
 /// Owned by one thread at a time: dial's caller, then the I/O thread. Never
-/// raises SIGPIPE (writes use MSG_NOSIGNAL, TLS's too).
+/// raises SIGPIPE (writes go through sock_send, TLS's too).
 class Conn {
  public:
   /// What read and write return besides a byte count.
@@ -28,14 +112,14 @@ class Conn {
   static constexpr ssize_t kError = -2;  ///< the connection failed: error() says why
 
   Conn();
-  explicit Conn(int fd);  ///< takes a connected non-blocking socket (or -1)
+  explicit Conn(socket_t fd);  ///< takes a connected non-blocking socket (or kNoSocket)
   Conn(Conn&& o) noexcept;
   Conn& operator=(Conn&& o) noexcept;
   Conn(const Conn&) = delete;
   Conn& operator=(const Conn&) = delete;
   ~Conn();
 
-  int fd() const { return fd_; }
+  socket_t fd() const { return fd_; }
   bool tls() const { return tls_ != nullptr; }
   /// read reads up to n bytes: a count > 0, 0 when the peer closed the
   /// connection, kAgain, or kError. With TLS it reads every whole record
@@ -69,7 +153,7 @@ class Conn {
 
  private:
   friend class TlsContext;
-  int fd_ = -1;
+  socket_t fd_ = kNoSocket;
   std::unique_ptr<Tls> tls_;
   std::string err_;
   bool tls_err_ = false;
@@ -122,8 +206,5 @@ Result<Dialed> dial(const std::vector<std::string>& addrs, const std::string& fi
 
 /// tls_built: the library was compiled with TLS (TICKWHEEL_HAVE_TLS).
 bool tls_built();
-
-/// close_fd closes a socket, ignoring errors.
-void close_fd(int fd) noexcept;
 
 }  // namespace tickwheel::detail

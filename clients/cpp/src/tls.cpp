@@ -4,19 +4,18 @@
 // TLS is non-blocking like the socket: SSL_read and SSL_write say
 // WANT_READ / WANT_WRITE, which Conn turns into the poll events its owner
 // waits for (read_events, write_events). The SSL's BIO is this file's own
-// socket BIO, whose writes pass MSG_NOSIGNAL (OpenSSL's would raise SIGPIPE
-// on a connection the server closed).
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
+// socket BIO, whose writes go through sock_send, which never raises SIGPIPE
+// (OpenSSL's own would, on a connection the server closed).
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "net.hpp"
 
 #ifdef TICKWHEEL_HAVE_TLS
+#ifndef _WIN32
 #include <arpa/inet.h>
+#endif
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -25,19 +24,21 @@
 namespace tickwheel::detail {
 
 namespace {
-ssize_t plain_read(int fd, void* buf, std::size_t n, std::string& err) {
-  ssize_t got = ::recv(fd, buf, n, 0);
+ssize_t plain_read(socket_t fd, void* buf, std::size_t n, std::string& err) {
+  ssize_t got = sock_recv(fd, buf, n);
   if (got >= 0) return got;
-  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return Conn::kAgain;
-  err = std::strerror(errno);
+  std::error_code ec = last_error();
+  if (would_block(ec)) return Conn::kAgain;
+  err = ec.message();
   return Conn::kError;
 }
 
-ssize_t plain_write(int fd, const void* buf, std::size_t n, std::string& err) {
-  ssize_t w = ::send(fd, buf, n, MSG_NOSIGNAL);
+ssize_t plain_write(socket_t fd, const void* buf, std::size_t n, std::string& err) {
+  ssize_t w = sock_send(fd, buf, n);
   if (w >= 0) return w;
-  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return Conn::kAgain;
-  err = std::strerror(errno);
+  std::error_code ec = last_error();
+  if (would_block(ec)) return Conn::kAgain;
+  err = ec.message();
   return Conn::kError;
 }
 }  // namespace
@@ -56,14 +57,14 @@ struct Conn::Tls {};
 #endif
 
 Conn::Conn() = default;
-Conn::Conn(int fd) : fd_(fd) {}
+Conn::Conn(socket_t fd) : fd_(fd) {}
 Conn::Conn(Conn&& o) noexcept { *this = std::move(o); }
 
 Conn& Conn::operator=(Conn&& o) noexcept {
   if (this != &o) {
     close();
     fd_ = o.fd_;
-    o.fd_ = -1;
+    o.fd_ = kNoSocket;
     tls_ = std::move(o.tls_);
     err_ = std::move(o.err_);
     tls_err_ = o.tls_err_;
@@ -79,7 +80,7 @@ Conn::~Conn() { close(); }
 void Conn::close() noexcept {
   tls_.reset();
   close_fd(fd_);
-  fd_ = -1;
+  fd_ = kNoSocket;
 }
 
 short Conn::read_events() const { return read_wants_write_ ? POLLOUT : POLLIN; }
@@ -89,19 +90,19 @@ short Conn::write_events() const { return write_wants_read_ ? POLLIN : POLLOUT; 
 namespace {
 
 // The socket BIO: the fd is the BIO's data.
-int bio_fd(BIO* b) { return static_cast<int>(reinterpret_cast<intptr_t>(BIO_get_data(b))); }
+socket_t bio_fd(BIO* b) { return static_cast<socket_t>(reinterpret_cast<std::uintptr_t>(BIO_get_data(b))); }
 
 int bio_write(BIO* b, const char* buf, int len) {
   BIO_clear_retry_flags(b);
-  ssize_t n = ::send(bio_fd(b), buf, static_cast<std::size_t>(len), MSG_NOSIGNAL);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) BIO_set_retry_write(b);
+  ssize_t n = sock_send(bio_fd(b), buf, static_cast<std::size_t>(len));
+  if (n < 0 && would_block(last_error())) BIO_set_retry_write(b);
   return static_cast<int>(n);
 }
 
 int bio_read(BIO* b, char* buf, int len) {
   BIO_clear_retry_flags(b);
-  ssize_t n = ::recv(bio_fd(b), buf, static_cast<std::size_t>(len), 0);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) BIO_set_retry_read(b);
+  ssize_t n = sock_recv(bio_fd(b), buf, static_cast<std::size_t>(len));
+  if (n < 0 && would_block(last_error())) BIO_set_retry_read(b);
   return static_cast<int>(n);
 }
 
@@ -182,7 +183,8 @@ void tls_failure(Conn::Tls& t, std::string& err, bool& tls_err, int ssl_error, b
     err = t.addr + " refused the TLS client certificate: " + detail;
   } else if (ssl_error == SSL_ERROR_SYSCALL && detail.empty()) {
     tls_err = false;  // the network's
-    err = t.addr + ": " + (errno ? std::strerror(errno) : "connection closed during the TLS handshake");
+    const std::error_code ec = last_error();
+    err = t.addr + ": " + (ec.value() != 0 ? ec.message() : "connection closed during the TLS handshake");
   } else {
     err = "TLS with " + t.addr + ": " + (detail.empty() ? "error " + std::to_string(ssl_error) : detail);
   }
@@ -303,7 +305,7 @@ bool TlsContext::handshake(Conn& c, const std::string& addr, const std::string& 
     return false;
   }
   c.tls_->ssl = ssl;
-  BIO_set_data(bio, reinterpret_cast<void*>(static_cast<intptr_t>(c.fd_)));
+  BIO_set_data(bio, reinterpret_cast<void*>(static_cast<std::uintptr_t>(c.fd_)));
   SSL_set_bio(ssl, bio, bio);
   SSL_set_msg_callback(ssl, on_message);
   SSL_set_msg_callback_arg(ssl, c.tls_.get());
@@ -329,7 +331,7 @@ bool TlsContext::handshake(Conn& c, const std::string& addr, const std::string& 
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     pollfd p{c.fd_, ev, 0};
-    if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) {
+    if (left <= 0 || poll_sockets(&p, 1, static_cast<int>(left)) <= 0) {
       c.err_ = "TLS handshake with " + addr + ": no reply in time";
       c.tls_err_ = true;
       return false;
