@@ -109,7 +109,7 @@ func (r *requestIDs) grow() {
 	if 4*(r.live+1) > 3*size {
 		size = max(minRequestRing, 2*size)
 	}
-	if size > maxRequestRing {
+	if uint64(size) > maxRequestRing {
 		panic("session: the memory of request ids outgrew 2^31 entries") // (max_request_ids is checked far below)
 	}
 	old, first, next := r.ring, r.first, r.next
