@@ -29,7 +29,11 @@ func TestContextCancellation(t *testing.T) {
 	t0 := time.Now()
 	_, err := c.Ping(ctx)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.Less(t, time.Since(t0), time.Second, "returns promptly")
+	// The fake never replies and the Client has no call timeout of its
+	// own: only the context ends the call, so any bound well short of a
+	// hang shows that. 1 s was too short for -race -short at load ~10
+	// (1.72 s seen).
+	assert.Less(t, time.Since(t0), 10*time.Second, "returns on the context's deadline")
 	assert.Zero(t, c.pendingCalls(), "the abandoned call is forgotten")
 
 	ctx, cancel = context.WithCancel(context.Background())

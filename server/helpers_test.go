@@ -74,6 +74,11 @@ type rawClient struct {
 	// session is the session id from the hello reply
 	session uint64
 	hello   protocol.Hello
+	// wait, when set, replaces ioTimeout as the bound on each read: for
+	// a reply that comes only after long work (a fast-forward over many
+	// busy ticks), which a loaded -race machine may take well over
+	// ioTimeout to finish.
+	wait time.Duration
 }
 
 func dial(t *testing.T, srv *Server) *rawClient {
@@ -130,7 +135,11 @@ func (c *rawClient) write(b []byte) {
 
 // read returns the next server message.
 func (c *rawClient) read() (protocol.Message, error) {
-	c.conn.SetReadDeadline(time.Now().Add(ioTimeout))
+	wait := ioTimeout
+	if c.wait > 0 {
+		wait = c.wait
+	}
+	c.conn.SetReadDeadline(time.Now().Add(wait))
 	var hdr [4]byte
 	if _, err := io.ReadFull(c.r, hdr[:]); err != nil {
 		return protocol.Message{}, err

@@ -37,11 +37,17 @@ func closedWithTimeout(t *testing.T, c *rawClient, which string) time.Duration {
 	return took
 }
 
+// TestHandshakeTimeout: a connection that says nothing is closed once
+// timeouts.handshake has passed, with an error that names it; sessions
+// that said hello in time (the ticking one, one opened afterwards) are
+// served. The timeout is 1 s, not less: the hellos in time must be read
+// within it of their accept, which a full-package -race run at load ~25
+// (process stalls of 1-3 s seen in TestChaos) did not do within 200 ms.
 func TestHandshakeTimeout(t *testing.T) {
-	srv, tk := timeoutServer(t, Timeouts{Handshake: 200 * time.Millisecond, Idle: -1, Frame: -1})
+	srv, tk := timeoutServer(t, Timeouts{Handshake: time.Second, Idle: -1, Frame: -1})
 	silent := dial(t, srv)
 	took := closedWithTimeout(t, silent, "timeouts.handshake")
-	assert.Greater(t, took, 150*time.Millisecond, "closed before the handshake timeout")
+	assert.Greater(t, took, 750*time.Millisecond, "closed before the handshake timeout")
 	var last uint64
 	require.Positive(t, tk.drain(t, &last), "the ticking session kept receiving")
 	_ = helloClient(t, srv, "on time") // a hello in time is served
