@@ -487,8 +487,8 @@ func (c *Client) waitConn(ctx context.Context) (*conn, error) {
 // goroutine when the ok reply arrives, before any later message is handled.
 //
 // Reads are sent again on the next connection when a node answers
-// not_leader. So is a change (add, cancel, cancel_all, pause, resume)
-// when the server remembers request ids (its hello's request_id_ticks):
+// not_leader. So is a change (add, cancel, pause, resume, and the bulk
+// cancel_all, pause_all, resume_all, cancel_group) when the server remembers request ids (its hello's request_id_ticks):
 // it carries the Client's id and one request id on every attempt, and is
 // sent again, with the same ids, after not_leader or after its connection
 // was lost before the reply, as long as the next connection's server

@@ -255,7 +255,8 @@ func leaderHint(err error) string {
 // safe to send again (see Client.do).
 func isChange(op protocol.Op) bool {
 	switch op {
-	case protocol.OpAdd, protocol.OpCancel, protocol.OpCancelAll, protocol.OpPause, protocol.OpResume:
+	case protocol.OpAdd, protocol.OpCancel, protocol.OpCancelAll, protocol.OpPause, protocol.OpResume,
+		protocol.OpPauseAll, protocol.OpResumeAll, protocol.OpCancelGroup:
 		return true
 	}
 	return false

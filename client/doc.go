@@ -160,7 +160,8 @@
 //
 // Reads (Get, List, Ping, Stats) that a node answers with not_leader, as it
 // steps down, are sent again to the next leader. So are changes (Add,
-// Cancel, CancelAll, Pause, Resume), and also when the connection dropped
+// Cancel, Pause, Resume, and the bulk CancelAll, PauseAll, ResumeAll,
+// PauseGroup, ResumeGroup, CancelGroup), and also when the connection dropped
 // with the call in flight, on a server that remembers request ids (its
 // hello reports request_id_ticks): each
 // change carries the Client's random id and a request id that stays the

@@ -104,8 +104,9 @@ func eachFrame(r io.Reader, fn func(frame, payload []byte) bool) {
 // connection dies before its reply arrives. The Client reconnects and sends
 // it again with the same request id; the server answers with the first
 // reply instead of applying it twice. So Add returns the first add's due
-// tick (not ErrDisconnected, and not exists), CancelAll the count it
-// cancelled (not 0), and the server counts the retries.
+// tick (not ErrDisconnected, and not exists), PauseAll, ResumeGroup,
+// CancelGroup and CancelAll the count they changed (not 0), and the
+// server counts the retries.
 func TestChangeRetriedAfterLostReply(t *testing.T) {
 	srv := startServer(t, nil)
 	for _, tc := range []struct {
@@ -113,7 +114,20 @@ func TestChangeRetriedAfterLostReply(t *testing.T) {
 		call func(c *Client) (uint64, error)
 		want uint64
 	}{
-		{protocol.OpAdd, func(c *Client) (uint64, error) { return c.Add(tctx(t), 1, 1, 50, nil) }, start + 50},
+		{protocol.OpAdd, func(c *Client) (uint64, error) { return c.Add(tctx(t), 1, 1, 50, &AddOptions{Group: 5}) }, start + 50},
+		{protocol.OpPauseAll, func(c *Client) (uint64, error) {
+			n, err := c.PauseAll(tctx(t), 1)
+			return uint64(n), err
+		}, 1},
+		{protocol.OpResumeAll, func(c *Client) (uint64, error) {
+			n, err := c.ResumeGroup(tctx(t), 5)
+			return uint64(n), err
+		}, 1},
+		{protocol.OpCancelGroup, func(c *Client) (uint64, error) {
+			n, err := c.CancelGroup(tctx(t), 5)
+			return uint64(n), err
+		}, 1},
+		{protocol.OpAdd, func(c *Client) (uint64, error) { return c.Add(tctx(t), 1, 2, 50, nil) }, start + 50},
 		{protocol.OpCancelAll, func(c *Client) (uint64, error) {
 			n, err := c.CancelAll(tctx(t), 1)
 			return uint64(n), err
@@ -128,6 +142,6 @@ func TestChangeRetriedAfterLostReply(t *testing.T) {
 	}
 	st, err := srv.ReadMetrics(tctx(t), 0)
 	require.NoError(t, err)
-	assert.Equal(t, uint64(2), st.Counters.Retries)
+	assert.Equal(t, uint64(6), st.Counters.Retries)
 	assert.Equal(t, uint64(0), st.Stats.Timers, "added once, cancelled once")
 }

@@ -84,8 +84,9 @@ type Request struct {
 	// Addr the raft address the adds give it.
 	Command, Node, Addr string
 
-	// Client, when non-zero, makes a change request (add, cancel,
-	// cancel_all, pause, resume) idempotent: it names the client, and with
+	// Client, when non-zero, makes a change request (add, cancel, pause,
+	// resume, and the bulk ops cancel_all, pause_all, resume_all and
+	// cancel_group) idempotent: it names the client, and with
 	// ID identifies the request, so that the server, which remembers the
 	// outcome of recent identified changes, answers a retry of one it
 	// applied with the first reply instead of applying it again (see
@@ -105,9 +106,9 @@ var opArgs = [len(opNames)][]field{
 	OpGet:         {fReceiver, fTid},
 	OpList:        {fReceiver, fFromTid, fLimit},
 	OpCancelAll:   {fReceiver, fClient},
-	OpCancelGroup: {fGroup},
-	OpPauseAll:    {fReceiver, fGroup},
-	OpResumeAll:   {fReceiver, fGroup},
+	OpCancelGroup: {fGroup, fClient},
+	OpPauseAll:    {fReceiver, fGroup, fClient},
+	OpResumeAll:   {fReceiver, fGroup, fClient},
 	OpListGroup:   {fGroup, fFromReceiver, fFromTid, fLimit},
 	OpPause:       {fReceiver, fTid, fClient},
 	OpResume:      {fReceiver, fTid, fClient},
@@ -123,11 +124,14 @@ var opArgs = [len(opNames)][]field{
 // later ones are encoded only up to the last that is not at its default,
 // so a request that uses none of them has the bytes it always had.
 var baseArgs = [len(opNames)]int{
-	OpAdd:       8,
-	OpCancel:    2,
-	OpCancelAll: 1,
-	OpPause:     2,
-	OpResume:    2,
+	OpAdd:         8,
+	OpCancel:      2,
+	OpCancelAll:   1,
+	OpCancelGroup: 1,
+	OpPause:       2,
+	OpResume:      2,
+	OpPauseAll:    2,
+	OpResumeAll:   2,
 }
 
 // Missed-firing policies of an add (Request.Missed): what a repeating

@@ -212,3 +212,62 @@ func TestBulkSnapshotVersion11(t *testing.T) {
 	snap.Release()
 	assert.Equal(t, byte(snapVersion), again[len(snapMagic)])
 }
+
+// TestBulkRetryPauseAllCancelGroup: pause_all and cancel_group with a
+// request id, chunked (max_bulk_per_turn 2, 5 timers), are remembered
+// like cancel_all: a retry on another connection once each completed gets
+// the first reply byte for byte, [5], and changes nothing: the timer
+// resumed since stays running, the one added to the group since stays.
+func TestBulkRetryPauseAllCancelGroup(t *testing.T) {
+	h := newHarness(t, func(_ *Config, l *Limits) { l.MaxBulkPerTurn = 2 })
+	s := h.session()
+	for tid := range uint64(5) {
+		okUints(t, protocol.OpAdd, h.do(s, protocol.Request{Op: protocol.OpAdd, ID: 1 + tid, Receiver: 1, Tid: tid, After: 1000, Group: 77})[0])
+	}
+	first, again := h.session(), h.session()
+	decode := func(reply []byte) protocol.Message {
+		t.Helper()
+		var m protocol.Message
+		payload, _, err := protocol.SplitFrame(reply, 1<<20)
+		require.NoError(t, err)
+		require.NoError(t, protocol.DecodeMessage(payload, &m))
+		return m
+	}
+	paused := func(tid uint64) bool {
+		t.Helper()
+		info, err := h.c.Wheel().Get(wheel.Key{Receiver: 1, Tid: tid})
+		require.NoError(t, err)
+		return info.Paused
+	}
+
+	pause := frame(protocol.Request{Op: protocol.OpPauseAll, ID: 21, Receiver: 1, Client: testClient})
+	h.apply(first, pause)
+	require.Empty(t, h.replyBytes(first), "the reply waits for the last chunk")
+	h.catchUp()
+	reply := h.replyBytes(first)
+	require.NotEmpty(t, reply)
+	assert.Equal(t, []uint64{5}, okUints(t, protocol.OpPauseAll, decode(reply)))
+	okUints(t, protocol.OpResume, h.do(s, protocol.Request{Op: protocol.OpResume, ID: 6, Receiver: 1, Tid: 3})[0])
+	h.c.Close(first, 0)
+	assert.Equal(t, reply, h.rawReplies(again, pause), "the retry's reply is the first one")
+	h.catchUp()
+	assert.Zero(t, h.c.BulkInProgress())
+	for tid := range uint64(5) {
+		assert.Equal(t, tid != 3, paused(tid), "tid %d: the retry paused nothing (3 was resumed since)", tid)
+	}
+
+	cancel := frame(protocol.Request{Op: protocol.OpCancelGroup, ID: 22, Group: 77, Client: testClient})
+	third := h.session()
+	h.apply(again, cancel)
+	require.Empty(t, h.replyBytes(again), "the reply waits for the last chunk")
+	h.catchUp()
+	reply = h.replyBytes(again)
+	assert.Equal(t, []uint64{5}, okUints(t, protocol.OpCancelGroup, decode(reply)))
+	h.c.Close(again, 0)
+	okUints(t, protocol.OpAdd, h.do(s, protocol.Request{Op: protocol.OpAdd, ID: 9, Receiver: 1, Tid: 9, After: 1000, Group: 77})[0])
+	assert.Equal(t, reply, h.rawReplies(third, cancel), "the retry's reply is the first one")
+	h.catchUp()
+	_, err := h.c.Wheel().Get(wheel.Key{Receiver: 1, Tid: 9})
+	assert.NoError(t, err, "the timer added to the group after the first cancel_group is not cancelled by its retry")
+	assert.Equal(t, 1, h.c.Wheel().Len())
+}

@@ -23,7 +23,13 @@ std::uint64_t new_client_id() {
 
 // is_change: the ops that take a request id (PROTOCOL.md "Retrying changes").
 bool is_change(Op op) {
-  return op == Op::add || op == Op::cancel || op == Op::cancel_all || op == Op::pause || op == Op::resume;
+  switch (op) {
+    case Op::add: case Op::cancel: case Op::pause: case Op::resume:
+    case Op::cancel_all: case Op::pause_all: case Op::resume_all: case Op::cancel_group:
+      return true;
+    default:
+      return false;
+  }
 }
 
 // is_read: the ops that change nothing, asked again of the leader after

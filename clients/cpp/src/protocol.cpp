@@ -179,8 +179,17 @@ void encode_request(const Request& r, std::vector<std::uint8_t>& out) {
       pk.pack_uint64(r.receiver);
       if (r.client) pk.pack_uint64(r.client);
       break;
-    case Op::cancel_group: head(1); pk.pack_uint64(r.group); break;
-    case Op::pause_all: case Op::resume_all: head(2); pk.pack_uint64(r.receiver); pk.pack_uint64(r.group); break;
+    case Op::cancel_group:
+      head(r.client ? 2 : 1);
+      pk.pack_uint64(r.group);
+      if (r.client) pk.pack_uint64(r.client);
+      break;
+    case Op::pause_all: case Op::resume_all:
+      head(r.client ? 3 : 2);
+      pk.pack_uint64(r.receiver);
+      pk.pack_uint64(r.group);
+      if (r.client) pk.pack_uint64(r.client);
+      break;
     case Op::list_group:
       head(4);
       for (std::uint64_t v : {r.group, r.from_receiver, r.from_tid, r.limit}) pk.pack_uint64(v);

@@ -208,6 +208,40 @@ TEST(Reconnect, ChangesAreSentAgainWithTheirRequestId) {
   EXPECT_EQ(c->add(42, 7, 30).get().code(), errc::exists);
 }
 
+// The bulk ops carry a request id too: pause_all, resume_group and
+// cancel_group whose replies were lost are sent again, and the server
+// answers each with its first count (a second apply would count 0).
+TEST(Reconnect, BulkOpsAreSentAgainWithTheirRequestId) {
+  auto srv = testkit::Server::start();
+  ASSERT_TRUE(srv);
+  testkit::Relay relay(srv->addr());
+  auto c = testkit::connect(relay.addr());
+  ASSERT_TRUE(c);
+  auto admin = testkit::connect(srv->addr());
+  ASSERT_TRUE(admin);
+  AddOptions g;
+  g.group = 9;
+  for (std::uint64_t tid = 1; tid <= 3; tid++) ASSERT_TRUE(admin->add(44, tid, 50, g).get());
+
+  relay.deafen();  // the server applies what follows, in order; its replies are lost
+  auto paused = c->pause_all(44);
+  auto resumed = c->resume_group(9);
+  auto cancelled = c->cancel_group(9);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (admin->list(44).get().value().size() != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(admin->list(44).get().value().size(), 0u) << "the bulk ops were not applied";
+  ASSERT_EQ(relay.cut(), 1);
+
+  for (auto* f : {&paused, &resumed, &cancelled}) {
+    auto n = f->get();
+    ASSERT_TRUE(n) << n.error().message;
+    EXPECT_EQ(n.value(), 3u) << "the first reply's count";
+  }
+  EXPECT_EQ(c->reconnects(), 1u);
+}
+
 namespace {
 // SteppingDown passes one connection's hello through to the leader (so the
 // client sees the leader's limits), then answers the next request with

@@ -28,7 +28,7 @@ const ACK_BATCH = 256;
 const SAFE_TO_RETRY = new Set<string>(["get", "list", "ping", "stats", "cluster"]);
 
 /** The changes: sent with a request id, and again after not_leader or a lost connection, on a server that remembers request ids. */
-const CHANGES = new Set<string>(["add", "cancel", "cancel_all", "pause", "resume"]);
+const CHANGES = new Set<string>(["add", "cancel", "cancel_all", "pause", "resume", "pause_all", "resume_all", "cancel_group"]);
 
 /** A change's request id, fixed at its first attempt on a server that remembers request ids. */
 interface Attempt {
@@ -325,7 +325,8 @@ export class Client extends EventEmitter {
    * call sends one request and returns its OK result; onOK runs as the
    * reply is read. A read answered not_leader (the node steps down) is
    * asked again on the next connection. So is a change (add, cancel,
-   * cancel_all, pause, resume), and also after its connection dropped with
+   * pause, resume, and the bulk cancel_all, pause_all, resume_all,
+   * cancel_group), and also after its connection dropped with
    * it in flight, when the server remembers request ids (its hello's
    * request_id_ticks): it carries this client's id and one request id on
    * every attempt, and the server applies it at most once, answering a

@@ -130,7 +130,8 @@ export interface Request {
   node?: string;
   addr?: string;
   /**
-   * add, cancel, cancel_all, pause, resume: the client's id, which with the
+   * add, cancel, pause, resume and the bulk ops (cancel_all, pause_all,
+   * resume_all, cancel_group): the client's id, which with the
    * request's id makes a change the server applies at most once (its last
    * argument; docs/PROTOCOL.md, "Retrying changes"). 0 or absent: none.
    */
@@ -154,9 +155,9 @@ const opArgs: Record<number, Arg[]> = {
   [Op.get]: [["receiver", "u"], ["tid", "u"]],
   [Op.list]: [["receiver", "u"], ["fromTid", "u"], ["limit", "u"]],
   [Op.cancel_all]: [["receiver", "u"], ["client", "u"]],
-  [Op.cancel_group]: [["group", "u"]],
-  [Op.pause_all]: [["receiver", "u"], ["group", "u"]],
-  [Op.resume_all]: [["receiver", "u"], ["group", "u"]],
+  [Op.cancel_group]: [["group", "u"], ["client", "u"]],
+  [Op.pause_all]: [["receiver", "u"], ["group", "u"], ["client", "u"]],
+  [Op.resume_all]: [["receiver", "u"], ["group", "u"], ["client", "u"]],
   [Op.list_group]: [["group", "u"], ["fromReceiver", "u"], ["fromTid", "u"], ["limit", "u"]],
   [Op.pause]: [["receiver", "u"], ["tid", "u"], ["client", "u"]],
   [Op.resume]: [["receiver", "u"], ["tid", "u"], ["client", "u"]],
@@ -176,7 +177,10 @@ const opArgs: Record<number, Arg[]> = {
  * to the last that is set, so an add that uses none of them has the bytes
  * it always had.
  */
-const baseArgs: Record<number, number> = { [Op.add]: 8, [Op.cancel]: 2, [Op.cancel_all]: 1, [Op.pause]: 2, [Op.resume]: 2 };
+const baseArgs: Record<number, number> = {
+  [Op.add]: 8, [Op.cancel]: 2, [Op.cancel_all]: 1, [Op.pause]: 2, [Op.resume]: 2,
+  [Op.cancel_group]: 1, [Op.pause_all]: 2, [Op.resume_all]: 2,
+};
 
 function isDefault(r: Omit<Request, "id">, name: keyof Request): boolean {
   const v = (r as Request)[name];

@@ -274,8 +274,16 @@ test("a change whose reply the connection lost is sent again with its request id
       return p;
     };
     const now = await admin.ping(); // (frozen)
-    const due = await lostReply(() => c.add(4400, 1, 50), async () => (await admin.list(4400)).length === 1);
+    const due = await lostReply(() => c.add(4400, 1, 50, { group: 44 }), async () => (await admin.list(4400)).length === 1);
     assert.equal(due, now + 50n, "the first add's reply, not exists");
+    await admin.add(4400, 2, 60, { group: 44 });
+    const paused = await lostReply(() => c.pauseAll(4400), async () => (await admin.list(4400)).every((t) => t.paused));
+    assert.equal(paused, 2n, "the first pause_all's count, not 0");
+    const resumed = await lostReply(() => c.resumeGroup(44), async () => (await admin.list(4400)).every((t) => !t.paused));
+    assert.equal(resumed, 2n, "the first resume_all's count, not 0");
+    const cancelled = await lostReply(() => c.cancelGroup(44), async () => (await admin.list(4400)).length === 0);
+    assert.equal(cancelled, 2n, "the first cancel_group's count, not 0");
+    await admin.add(4400, 1, 50);
     await admin.add(4400, 2, 60);
     const n = await lostReply(() => c.cancelAll(4400), async () => (await admin.list(4400)).length === 0);
     assert.equal(n, 2n, "the first cancel_all's count, not 0");

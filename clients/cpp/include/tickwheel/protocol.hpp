@@ -135,7 +135,7 @@ struct Request {
   std::string schedule, zone;
   std::uint64_t missed = 0;
   std::uint64_t group = 0;   ///< add's group; pause_all/resume_all/list_group/cancel_group's group
-  std::uint64_t client = 0;  ///< request id's client (add, cancel, cancel_all, pause, resume); 0 = none
+  std::uint64_t client = 0;  ///< request id's client (add, cancel, pause, resume, the bulk ops); 0 = none
   std::uint64_t from_receiver = 0;  ///< list_group's cursor, with from_tid
   std::uint64_t from_tid = 0, limit = 0, seq = 0, ticks = 0;
   double speed = 0;
@@ -145,7 +145,8 @@ struct Request {
 /// encode_request appends r's frame (length header and msgpack array) to
 /// out, exactly as the Go encoder does: add's later arguments (after_ns,
 /// schedule, zone, missed, group, client) only up to the last one set, and
-/// cancel's, cancel_all's, pause's and resume's client only when set.
+/// the client of cancel, pause, resume and the bulk ops (cancel_all,
+/// pause_all, resume_all, cancel_group) only when set.
 void encode_request(const Request& r, std::vector<std::uint8_t>& out);
 
 /// A timer as get and list return it.

@@ -23,7 +23,7 @@ final class Calls {
       Protocol.STATS, Protocol.CLUSTER, Protocol.LIST_GROUP);
   /** The changes: sent with a request id, and again after not_leader or a lost connection, on a server that remembers request ids. */
   private static final Set<Integer> CHANGES = Set.of(Protocol.ADD, Protocol.CANCEL, Protocol.CANCEL_ALL,
-      Protocol.PAUSE, Protocol.RESUME);
+      Protocol.PAUSE, Protocol.RESUME, Protocol.PAUSE_ALL, Protocol.RESUME_ALL, Protocol.CANCEL_GROUP);
 
   private final ClientOptions o;
   private final Link link;
@@ -46,7 +46,8 @@ final class Calls {
   /**
    * call sends one request on the ready connection (waiting for one), with the request
    * timeout. A read answered not_leader is asked again on the next connection. So is a
-   * change (add, cancel, cancel_all, pause, resume), and also after its connection dropped
+   * change (add, cancel, pause, resume, and the bulk cancel_all, pause_all, resume_all,
+   * cancel_group), and also after its connection dropped
    * with it in flight, when the server remembers request ids (its hello's request_id_ticks):
    * it then carries this client's id and the same request id on every attempt, and the
    * server applies it at most once, answering a retry of one it applied with the first

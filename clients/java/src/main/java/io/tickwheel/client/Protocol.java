@@ -81,9 +81,9 @@ final class Protocol {
       case GET -> args("u:receiver,u:tid");
       case CANCEL, PAUSE, RESUME -> args("u:receiver,u:tid,u:client");
       case LIST -> args("u:receiver,u:from_tid,u:limit");
-      case PAUSE_ALL, RESUME_ALL -> args("u:receiver,u:group");
+      case PAUSE_ALL, RESUME_ALL -> args("u:receiver,u:group,u:client");
       case LIST_GROUP -> args("u:group,u:from_receiver,u:from_tid,u:limit");
-      case CANCEL_GROUP -> args("u:group");
+      case CANCEL_GROUP -> args("u:group,u:client");
       case ACK -> args("u:receiver,u:seq");
       case FAST_FORWARD -> args("u:ticks");
       case SET_SPEED -> args("f:speed");
@@ -95,14 +95,14 @@ final class Protocol {
   /**
    * How many of an op's arguments are always sent, for an op whose later arguments came
    * after version 1 first shipped: those (add's after_ns, schedule, zone, missed, group,
-   * client; cancel's, cancel_all's, pause's and resume's client) only up to the last one
+   * client; the client of cancel, pause, resume and the bulk ops) only up to the last one
    * set, so a request that uses none of them has the bytes it always had.
    */
   private static int baseArgs(int op) {
     return switch (op) {
       case ADD -> 8;
-      case CANCEL, PAUSE, RESUME -> 2;
-      case CANCEL_ALL -> 1;
+      case CANCEL, PAUSE, RESUME, PAUSE_ALL, RESUME_ALL -> 2;
+      case CANCEL_ALL, CANCEL_GROUP -> 1;
       default -> Integer.MAX_VALUE;
     };
   }

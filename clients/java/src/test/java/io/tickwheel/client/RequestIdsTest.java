@@ -76,7 +76,25 @@ class RequestIdsTest {
 
       // Changes after the reconnection carry new ids: a new add of the same tid is applied.
       assertEquals(now + 5 + 3, c.add(401, 1, 3).join());
+
+      // The bulk ops: applied, reply lost; the retry gets the first count, not 0.
+      admin.add(402, 1, 50, new AddOptions().group(42)).join();
+      admin.add(402, 2, 50, new AddOptions().group(42)).join();
+      assertEquals(2L, lostBulk(relay, () -> c.pauseAll(402), () -> admin.get(402, 2).join().paused()));
+      assertEquals(2L, lostBulk(relay, () -> c.resumeGroup(42), () -> !admin.get(402, 2).join().paused()));
+      assertEquals(2L, lostBulk(relay, () -> c.cancelGroup(42), () -> !exists(admin, 402, 2)));
     }
+  }
+
+  /** lostBulk makes the bulk call, waits until it was applied, cuts its reply and returns its result. */
+  private static long lostBulk(Relay relay, java.util.function.Supplier<CompletableFuture<Long>> bulk,
+      BooleanSupplier applied) throws InterruptedException {
+    relay.holdReplies = true;
+    CompletableFuture<Long> call = bulk.get();
+    waitFor("the bulk op applied", applied);
+    relay.cut();
+    relay.holdReplies = false;
+    return call.join();
   }
 
   @Test
