@@ -331,12 +331,31 @@ func errRecord(format string, args ...any) error {
 // snapshot's. It returns the record's length, or 0 with need (see
 // consume) or an error.
 func parseRecord(b []byte, prev, now uint64, t *snapTimer) (n, need int, err error) {
+	return parseRecordV(b, false, prev, 0, now, t)
+}
+
+// parseRecord3 is parseRecord for versions 3 and 4: prev and prevSeq are
+// the previous record's receiver and seq, unless the record starts a run.
+func parseRecord3(b []byte, prev uint64, prevSeq uint32, now uint64, t *snapTimer) (n, need int, err error) {
+	return parseRecordV(b, true, prev, prevSeq, now, t)
+}
+
+// parseRecordV parses a record with its seq (versions 3 and 4: seqs) or
+// without (versions 1 and 2).
+func parseRecordV(b []byte, seqs bool, prev uint64, prevSeq uint32, now uint64, t *snapTimer) (n, need int, err error) {
 	if len(b) == 0 {
 		return 0, 1, nil
 	}
 	fl := b[0]
-	if fl&^recAllV2 != 0 {
+	allowed := byte(recAllV2)
+	if seqs {
+		allowed = recAll
+	}
+	if fl&^allowed != 0 {
 		return 0, 0, errRecord("flags %#02x", fl)
+	}
+	if fl&recFirst != 0 {
+		prev, prevSeq = 0, 0
 	}
 	off, v := 1, uint64(0)
 	t.key.Receiver = prev
@@ -351,6 +370,16 @@ func parseRecord(b []byte, prev, now uint64, t *snapTimer) (n, need int, err err
 	}
 	if t.key.Tid, off = getUvarint(b, off); off < 0 {
 		return varFail(off, b, "tid")
+	}
+	if seqs {
+		if v, off = getUvarint(b, off); off < 0 {
+			return varFail(off, b, "seq")
+		}
+		seq := int64(prevSeq) + unzigzag(v)
+		if seq < 0 || seq > seqMask {
+			return 0, 0, errRecord("seq %d", seq)
+		}
+		t.seq = uint32(seq)
 	}
 	if t.delay, off = getUvarint(b, off); off < 0 {
 		return varFail(off, b, "delay")

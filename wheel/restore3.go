@@ -14,59 +14,6 @@ import (
 // add order is noted and sorted once the records are read (sortRestored),
 // with the due timers.
 
-// parseRecord3 is parseRecord for version 3: prev and prevSeq are the
-// previous record's receiver and seq, unless the record starts a run.
-func parseRecord3(b []byte, prev uint64, prevSeq uint32, now uint64, t *snapTimer) (n, need int, err error) {
-	if len(b) == 0 {
-		return 0, 1, nil
-	}
-	fl := b[0]
-	if fl&^recAll != 0 {
-		return 0, 0, errRecord("flags %#02x", fl)
-	}
-	if fl&recFirst != 0 {
-		prev, prevSeq = 0, 0
-	}
-	off, v := 1, uint64(0)
-	t.key.Receiver = prev
-	if fl&recSameRecv == 0 {
-		if v, off = getUvarint(b, off); off < 0 {
-			return varFail(off, b, "receiver")
-		}
-		if v == prev {
-			return 0, 0, errRecord("receiver %d written, same as the previous", v)
-		}
-		t.key.Receiver = v
-	}
-	if t.key.Tid, off = getUvarint(b, off); off < 0 {
-		return varFail(off, b, "tid")
-	}
-	if v, off = getUvarint(b, off); off < 0 {
-		return varFail(off, b, "seq")
-	}
-	seq := int64(prevSeq) + unzigzag(v)
-	if seq < 0 || seq > seqMask {
-		return 0, 0, errRecord("seq %d", seq)
-	}
-	t.seq = uint32(seq)
-	if t.delay, off = getUvarint(b, off); off < 0 {
-		return varFail(off, b, "delay")
-	}
-	t.every = t.delay
-	if fl&recEveryDelay == 0 {
-		if t.every, off = getUvarint(b, off); off < 0 {
-			return varFail(off, b, "every")
-		}
-		if t.every == t.delay {
-			return 0, 0, errRecord("every %d written, same as the delay", t.every)
-		}
-	}
-	if t.every == 0 {
-		return 0, 0, errRecord("every 0")
-	}
-	return parseRecordTail(b, fl, off, now, t)
-}
-
 // restoreTimer3 adds timer t, read from a version 3 snapshot, to the wheel
 // being restored (see restoreTimer): with its seq, its receiver's list
 // noted when t is older than the list's head, a due one only collected.
