@@ -20,22 +20,7 @@ import (
 // replica).
 func TestBigTickOtherReceiverFirstTurn(t *testing.T) {
 	const n, perTurn = 20_000, 1000
-	h := newHarness(t, func(c *Config, _ *Limits) { c.MaxFiresPerTurn = perTurn })
-	a, b := h.client("a"), h.client("b")
-	a.bind(1, false)
-	b.bind(2, false)
-	var adds []byte
-	for tid := range uint64(n) {
-		adds = protocol.AppendRequest(adds, &protocol.Request{Op: protocol.OpAdd, ID: tid + 1, Receiver: 1, Tid: tid, After: 100, Repeat: 1})
-	}
-	for len(adds) > 0 {
-		payload, k, err := protocol.SplitFrame(adds, 1<<20)
-		require.NoError(t, err)
-		h.apply(a.s, payload)
-		adds = adds[k:]
-	}
-	require.Len(t, h.take(a.s), n)
-	b.add(protocol.Request{Receiver: 2, Tid: 1, After: 100, Repeat: 1})
+	h, a, b := bigTick(t, n, perTurn, 100)
 
 	due := uint64(start + 100)
 	seen := make([]bool, n)
@@ -119,22 +104,7 @@ func TestBigTickSnapshotMidTick(t *testing.T) {
 // (the harness's replica).
 func TestBigTickNextTickOtherReceiver(t *testing.T) {
 	const n, perTurn = 20_000, 1000
-	h := newHarness(t, func(c *Config, l *Limits) { c.MaxFiresPerTurn = perTurn })
-	a, b := h.client("a"), h.client("b")
-	a.bind(1, false)
-	b.bind(2, false)
-	var adds []byte
-	for tid := range uint64(n) {
-		adds = protocol.AppendRequest(adds, &protocol.Request{Op: protocol.OpAdd, ID: tid + 1, Receiver: 1, Tid: tid, After: 100, Repeat: 1})
-	}
-	for len(adds) > 0 {
-		payload, k, err := protocol.SplitFrame(adds, 1<<20)
-		require.NoError(t, err)
-		h.apply(a.s, payload)
-		adds = adds[k:]
-	}
-	require.Len(t, h.take(a.s), n)
-	b.add(protocol.Request{Receiver: 2, Tid: 1, After: 101, Repeat: 1})
+	h, a, b := bigTick(t, n, perTurn, 101)
 
 	due := uint64(start + 100)
 	seen := make([]bool, n)
@@ -215,4 +185,27 @@ func TestBacklogSnapshotMidRotation(t *testing.T) {
 	}
 	require.Equal(t, n, r.receivers[1].n, "receiver 1's events")
 	require.Equal(t, 80, r.receivers[2].n+r.receivers[3].n, "receivers 2 and 3's events")
+}
+
+// bigTick makes a harness firing at most perTurn timers a turn, with n
+// one-shot timers of receiver 1 (bound by a session) due in 100 ticks and
+// one of receiver 2 due in bAfter ticks, each bound by its own session.
+func bigTick(t *testing.T, n int, perTurn int, bAfter uint64) (h *harness, a, b *client) {
+	h = newHarness(t, func(c *Config, _ *Limits) { c.MaxFiresPerTurn = perTurn })
+	a, b = h.client("a"), h.client("b")
+	a.bind(1, false)
+	b.bind(2, false)
+	var adds []byte
+	for tid := range uint64(n) {
+		adds = protocol.AppendRequest(adds, &protocol.Request{Op: protocol.OpAdd, ID: tid + 1, Receiver: 1, Tid: tid, After: 100, Repeat: 1})
+	}
+	for len(adds) > 0 {
+		payload, k, err := protocol.SplitFrame(adds, 1<<20)
+		require.NoError(t, err)
+		h.apply(a.s, payload)
+		adds = adds[k:]
+	}
+	require.Len(t, h.take(a.s), n)
+	b.add(protocol.Request{Receiver: 2, Tid: 1, After: bAfter, Repeat: 1})
+	return h, a, b
 }
