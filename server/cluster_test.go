@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"fmt"
+	"runtime/pprof"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,7 +101,11 @@ func startCluster(t *testing.T, mutate func(*Config)) [3]*Server {
 			select {
 			case <-srv.Done():
 			default:
-				require.NoError(t, srv.Stop(ctx))
+				if err := srv.Stop(ctx); err != nil {
+					var b strings.Builder
+					_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+					t.Fatalf("node %d: stop: %v; goroutines:\n%s", i+1, err, b.String())
+				}
 			}
 		})
 	}

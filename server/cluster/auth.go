@@ -130,10 +130,42 @@ func (a *authLayer) admit(c net.Conn) {
 		a.refusals.note(c.RemoteAddr(), err)
 		return
 	}
+	a.queue(c)
+}
+
+// queue hands c to raft's Accept, or closes it when the layer is closed:
+// a connection left in the queue would stay open with nobody reading it,
+// and the peer that dialed it would wait out its whole RPC timeout on
+// every request (raft's Shutdown on that peer waits for it too).
+func (a *authLayer) queue(c net.Conn) {
+	select {
+	case <-a.done:
+		c.Close()
+		return
+	default:
+	}
 	select {
 	case a.conns <- c:
 	case <-a.done:
 		c.Close()
+		return
+	}
+	select { // Close may have drained the queue before c went in
+	case <-a.done:
+		a.drain()
+	default:
+	}
+}
+
+// drain closes the connections queued and not accepted.
+func (a *authLayer) drain() {
+	for {
+		select {
+		case c := <-a.conns:
+			c.Close()
+		default:
+			return
+		}
 	}
 }
 
@@ -248,8 +280,13 @@ func (a *authLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net
 	return c, nil
 }
 
-// Accept returns the next authenticated connection.
+// Accept returns the next authenticated connection; after Close, none.
 func (a *authLayer) Accept() (net.Conn, error) {
+	select {
+	case <-a.done:
+		return nil, net.ErrClosed
+	default:
+	}
 	select {
 	case c := <-a.conns:
 		return c, nil
@@ -263,6 +300,7 @@ func (a *authLayer) Close() error {
 	a.closeOnce.Do(func() {
 		close(a.done)
 		err = a.ln.Close()
+		a.drain()
 	})
 	return err
 }

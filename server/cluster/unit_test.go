@@ -238,6 +238,28 @@ func TestHandshake(t *testing.T) {
 	}
 }
 
+// A connection authenticated but not yet accepted by raft when the layer
+// closes is closed with it: the peer that dialed it sees the connection
+// end at once, instead of waiting out its RPC timeout for an answer nobody
+// will read (a stopping leader's raft Shutdown waited 10 s on one).
+func TestCloseEndsQueuedConnections(t *testing.T) {
+	l, d, _ := authPair(t, "c", testToken, "c", testToken)
+	c, err := d.Dial(raft.ServerAddress(l.Addr().String()), time.Second)
+	require.NoError(t, err)
+	defer c.Close()
+	require.Eventually(t, func() bool { return len(l.conns) == 1 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, l.Close())
+	_, err = c.Write([]byte{1}) // an RPC raft would send
+	require.NoError(t, err)
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	_, err = c.Read(make([]byte, 1))
+	var ne net.Error
+	require.Error(t, err)
+	require.False(t, errors.As(err, &ne) && ne.Timeout(), "the queued connection was left open: %v", err)
+	_, err = l.Accept()
+	require.ErrorIs(t, err, net.ErrClosed)
+}
+
 // A burst of refusals logs one line, with the count of the others in the
 // next.
 func TestRefusalLogRateLimited(t *testing.T) {
