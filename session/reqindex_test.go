@@ -162,3 +162,47 @@ func BenchmarkSnapshotRequestIDs(b *testing.B) {
 		b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
 	})
 }
+
+// TestRequestIDIndexConsecutiveIDs: clients number their changes in
+// order, and the index keeps a client's consecutive ids together: the
+// reqBlock ids of a block have consecutive home slots in one cache line
+// (8 slots), so a new change's lookup and insert, and the oldest's drop,
+// touch the line the previous change's did. Blocks land at random: at the
+// default max_request_ids, in steady state, a lookup that misses probes
+// fewer than 4 slots on average (random keys: 0.8) — the blocks do not
+// pile up into long runs.
+func TestRequestIDIndexConsecutiveIDs(t *testing.T) {
+	const mask = 1<<18 - 1
+	for _, client := range []uint64{1, 0x5eed, 1 << 63} {
+		for id := uint64(0); id < 4096; id += reqBlock {
+			home := reqHash(reqKey{client, id}) & mask
+			for j := range uint64(reqBlock) {
+				h := reqHash(reqKey{client, id + j}) & mask
+				require.Equal(t, home+j, h, "client %d id %d", client, id+j)
+				require.Equal(t, home/8, h/8, "one cache line")
+			}
+		}
+	}
+
+	var r requestIDs
+	limit := Limits{}.WithDefaults().MaxRequestIDs
+	var probes, misses uint64
+	for id := uint64(1); id <= uint64(4*limit); id++ {
+		k := reqKey{client: 0x5eed, id: id}
+		if id > uint64(2*limit) {
+			m := uint64(len(r.slots) - 1)
+			for p := reqHash(k) & m; r.slots[p] != 0; p = (p + 1) & m {
+				probes++
+			}
+			misses++
+		}
+		r.push(k)
+		for r.live > limit {
+			if !r.at(r.first).dead {
+				r.drop(r.first)
+			}
+			r.first++
+		}
+	}
+	require.Less(t, float64(probes)/float64(misses), 4.0)
+}

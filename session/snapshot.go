@@ -84,9 +84,15 @@ import (
 // id of its pending request id (bulkOp.client), and pending entries (an
 // empty reply) to the memory of request ids. Version 11's operations have
 // none.
+//
+// Version 13 changed the fingerprint of a remembered request's bytes from
+// FNV-1a to XXH64 (payloadSum), and added after each entry's fingerprint
+// whether it is still FNV-1a (reqEntry.fnv). Versions 11 and 12's entries
+// are all FNV-1a: a retry of one is compared with FNV-1a, so it gets its
+// first reply after an upgrade as before.
 const (
 	snapMagic   = "TWCS"
-	snapVersion = 12
+	snapVersion = 13
 )
 
 // ErrTickChanged is returned (wrapped) by Restore when the snapshot was
