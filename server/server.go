@@ -113,6 +113,11 @@ type Server struct {
 	// goroutine's.
 	memBudgets, memLive, memFrame atomic.Int64
 	memLimit                      memLimiter
+	// recoveredSnapshot is the size of the snapshot New recovered from
+	// (0: none): its buffer and the decoding's scratch are garbage once
+	// the loop runs, which returnMemory gives back first (memreturn.go).
+	// Set before Start.
+	recoveredSnapshot int64
 
 	// The ticker rings the doorbell at the tick of the wheel's next event
 	// (see retime), an instant in ns since origin (the clock's monotonic
