@@ -94,9 +94,11 @@ func (s *Server) returnMemory(done <-chan struct{}) {
 		select {
 		case <-done:
 			s.memLimit.stop()
+			s.gcPace.stop()
 			return
 		case now := <-t.C:
-			s.memLimit.update(s, now) // memlimit.go
+			s.memLimit.update(s, now)                    // memlimit.go
+			s.gcPace.update(s, s.memLimit.isLifted(now)) // gcpace.go
 			if !m.due(now, s.conns.Load(), s.closed.Load(), heapSpan(samples)) {
 				continue
 			}
