@@ -11,11 +11,11 @@ import (
 // At the runtime's default (GOGC=100) the heap grows to twice what was
 // live at the last collection before the next one. That room is there
 // for garbage, but a server's live heap is mostly its timers' node pages
-// and index, which it makes little garbage beside (about 13 bytes an add
-// while adding 10M timers): the room fills with new timers and the
-// garbage of hours, and the process holds up to twice its timers. RSS was
-// 79–128 bytes a timer while adding 10M timers, 107.5 at 100M, against
-// about 64 for the timers themselves. The memory limit (memlimit.go) does
+// and index, which it makes little garbage beside (1.0 GB allocated in all
+// for 0.70 GB of heap at 9.7M timers added): the room fills with new
+// timers and the garbage of hours, and the process holds up to twice its
+// timers. RSS was 79–128 bytes a timer while adding 10M timers, 107.5 at
+// 100M, against about 64 for the timers themselves. The memory limit (memlimit.go) does
 // not stop that: it counts the budgets' 1.9 GiB at their defaults and a
 // quarter on top of the timers.
 //
@@ -27,13 +27,18 @@ import (
 //
 // that is 100 (the default) up to gcRoom of timers (4M timers without
 // data), then a room of gcRoom over the live heap, and never less than
-// gcPercentMin of it (10%: 0.64 GB at 100M timers). A collection costs CPU
-// in proportion to the live heap, but the timers' pages hold no pointers:
-// they are marked, not scanned (about 75 ms of CPU at 10M timers), and the
-// collections run on the runtime's workers beside the event loop. While
-// the timers grow, a collection comes every time the heap grows by
-// gc_percent (about 25 between 10M and 100M timers at 10%, against 4 at
-// 100%); without growth, as often as the garbage fills the room.
+// gcPercentMin of it (10%, from 42M timers: 0.64 GB at 100M). A
+// collection costs CPU in proportion to the live heap, but the timers'
+// pages hold no pointers: they are marked, not scanned (75–150 ms of CPU
+// at 10M timers, 63–273 ms at 60–96M), on the runtime's workers beside
+// the event loop. While the timers grow, a collection comes every time the
+// heap grows by gc_percent (38 while adding 100M); without growth, as
+// often as the garbage fills the room. The cost of the small room: an
+// allocation of the loop's that is big (the barrier's claim words that
+// Freeze allocates when the wheel outgrew them, 22 MB at 72M timers) and
+// falls at the start of a collection makes the loop do mark work first:
+// one snapshot's loop pause of 228 ms while adding 100M timers
+// (docs/BENCHMARKS.md, "RSS per timer at 100M in the server").
 //
 // When the collector takes too much CPU, the memory limiter lifts its
 // limit for a minute (memlimit.go); the pace goes back to 100 with it, so
