@@ -85,7 +85,7 @@ func (r *ScaleReport) Print(w io.Writer) {
 		r.RecoveryReady.Round(time.Millisecond), r.RecoveredTook, r.TimersRecovered, r.RecordsReplayed, r.FiringsReplayed, r.RSSRecoveredMiB)
 	if r.ReturnedLogged {
 		row("memory returned", "after the recovery in %v: RSS %.1f MiB, %.1f bytes per timer", r.ReturnedTook, r.RSSReturnedMiB, r.RSSReturnedMiB*(1<<20)/n)
-	} else {
+	} else if r.SnapshotBytes >= returnFrom {
 		row("memory returned", "not logged; RSS 30 s after the restart %.1f MiB, %.1f bytes per timer", r.RSSReturnedMiB, r.RSSReturnedMiB*(1<<20)/n)
 	}
 	if f := r.Firing; f != nil {
