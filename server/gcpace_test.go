@@ -20,8 +20,8 @@ func gogc() uint64 {
 // paces the collector by its timers' bytes: Go's default (100) for a
 // small state, a room of 256 MiB over the live heap above it, 10% at
 // least (100M timers without data: 10%, so the heap peaks near 1.1x the
-// timers, where at 100 it reached up to 2x: 107.5 bytes of RSS a timer
-// at 100M against about 64 for the timers); back to 100 while the memory
+// timers, where at 100 it may reach 2x: 67.6–107.5 bytes of RSS a timer
+// while adding 100M, against about 64 for the timers); back to 100 while the memory
 // limit is lifted for the collector's CPU; and the pace before the server
 // set one after it stops. (Not parallel: the pace is the process's.)
 func TestGCPaceFollowsTimers(t *testing.T) {
