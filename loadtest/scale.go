@@ -119,6 +119,7 @@ func Scale(ctx context.Context, p ScaleParams) (*ScaleReport, error) {
 	if st, err := ReadProc(s.PID()); err == nil {
 		rep.RSSRecoveredMiB = kib2mib(st.RSSKiB)
 	}
+	rep.readReturned(lb, s.PID())
 	if rep.TimersRecovered != p.N {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("the restart recovered %d timers, want %d", rep.TimersRecovered, p.N))
 	}
@@ -269,6 +270,31 @@ func logBegan(l map[string]string) time.Time {
 	}
 	took, _ := time.ParseDuration(l["took"])
 	return at.Add(-took)
+}
+
+// returnFrom is the snapshot size from which the server returns the memory
+// of its recovery at start (server/memreturn.go, memReturnRecovered).
+const returnFrom = 8 << 20
+
+// readReturned waits for the restarted server to return the memory its
+// recovery let go (its "memory returned after recovery" line), 30 s at
+// most (a server without that line: RSS 30 s after the restart), and
+// reads its RSS then. Under returnFrom of snapshot it reads it at once.
+func (rep *ScaleReport) readReturned(lb *logBuffer, pid int) {
+	wait := 30 * time.Second
+	if rep.SnapshotBytes < returnFrom {
+		wait = 0
+	}
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if l := lb.lines("memory returned after recovery"); len(l) > 0 {
+			rep.ReturnedTook, _ = time.ParseDuration(l[0]["took"])
+			rep.ReturnedLogged = true
+			break
+		}
+	}
+	if st, err := ReadProc(pid); err == nil {
+		rep.RSSReturnedMiB = kib2mib(st.RSSKiB)
+	}
 }
 
 func kib2mib(k int64) float64 { return float64(k) / 1024 }

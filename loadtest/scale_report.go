@@ -26,6 +26,12 @@ type ScaleReport struct {
 	// RSS of the server: empty, with the N timers, after the firing plan,
 	// its peak (VmHWM), and after the restart.
 	RSSEmptyMiB, RSSAddedMiB, RSSFiredMiB, HWMMiB, RSSRecoveredMiB float64
+	// RSSReturnedMiB is the RSS once the restarted server returned what
+	// its recovery let go (ReturnedLogged, in ReturnedTook), or 30 s
+	// after the restart when it logged no such return.
+	RSSReturnedMiB float64
+	ReturnedLogged bool
+	ReturnedTook   time.Duration
 
 	// The first snapshot of all N timers begun after the adds.
 	SnapshotBytes  int64
@@ -77,6 +83,11 @@ func (r *ScaleReport) Print(w io.Writer) {
 	}
 	row("recovery", "%v exec to accepting connections (server: took %v; %d timers, %d records and %d firings replayed); RSS %.1f MiB",
 		r.RecoveryReady.Round(time.Millisecond), r.RecoveredTook, r.TimersRecovered, r.RecordsReplayed, r.FiringsReplayed, r.RSSRecoveredMiB)
+	if r.ReturnedLogged {
+		row("memory returned", "after the recovery in %v: RSS %.1f MiB, %.1f bytes per timer", r.ReturnedTook, r.RSSReturnedMiB, r.RSSReturnedMiB*(1<<20)/n)
+	} else if r.SnapshotBytes >= returnFrom {
+		row("memory returned", "not logged; RSS 30 s after the restart %.1f MiB, %.1f bytes per timer", r.RSSReturnedMiB, r.RSSReturnedMiB*(1<<20)/n)
+	}
 	if f := r.Firing; f != nil {
 		row("firing", "%d/s for %v: %d of %d delivered, %d early, %d duplicates", r.Rate, r.Duration, f.Delivered, f.Expected, f.Early, f.Duplicates)
 		if l := f.Lateness; l != nil {

@@ -36,6 +36,11 @@ const (
 // for the tests only).
 var memReturnHeap uint64 = 64 << 20
 
+// memReturnRecovered is the snapshot size from which the memory of a
+// recovery is returned at start (returnRecovered): below it, what would be
+// returned is not worth a collection.
+const memReturnRecovered = 8 << 20
+
 // heapSpan returns the bytes of heap the runtime holds from the OS and has
 // not released: objects (live or not yet swept), free and unused spans.
 func heapSpan(samples []metrics.Sample) uint64 {
@@ -77,19 +82,23 @@ func (m *memReturner) due(now time.Time, open int64, closed, span uint64) bool {
 	return true
 }
 
-// returnMemory runs until done is closed (see the comment above).
+// returnMemory runs until done is closed (see the comment above). It
+// first returns what a recovery left (returnRecovered).
 func (s *Server) returnMemory(done <-chan struct{}) {
 	t := time.NewTicker(memReturnEvery)
 	defer t.Stop()
 	var m memReturner
 	samples := heapSamples()
+	s.returnRecovered(samples)
 	for {
 		select {
 		case <-done:
 			s.memLimit.stop()
+			s.gcPace.stop()
 			return
 		case now := <-t.C:
-			s.memLimit.update(s, now) // memlimit.go
+			s.memLimit.update(s, now)                    // memlimit.go
+			s.gcPace.update(s, s.memLimit.isLifted(now)) // gcpace.go
 			if !m.due(now, s.conns.Load(), s.closed.Load(), heapSpan(samples)) {
 				continue
 			}
@@ -100,4 +109,26 @@ func (s *Server) returnMemory(done <-chan struct{}) {
 				"open", s.conns.Load())
 		}
 	}
+}
+
+// returnRecovered returns to the OS, once, the memory a recovery from a
+// snapshot used and let go: the snapshot read into one buffer of its size
+// (about 18 bytes a timer: 1.8 GB at 100M timers) and the decoding's
+// scratch. Nothing refers to them once New has returned, but the collector
+// frees them only at its next cycle, which with the heap's goal at twice
+// the recovered timers may come long after, and freed heap under that
+// goal stays resident: at 100M timers RSS was 83 bytes a timer after a
+// restart against about 65 for the timers. Called first by returnMemory,
+// so right after the server accepts connections and off the event loop;
+// the collection's CPU is proportional to the live heap, mostly
+// pointer-free pages that it marks without scanning (about 0.1 s at 10M
+// timers).
+func (s *Server) returnRecovered(samples []metrics.Sample) {
+	if s.recoveredSnapshot < memReturnRecovered {
+		return
+	}
+	began, before := time.Now(), heapSpan(samples)
+	debug.FreeOSMemory()
+	s.log.Info("memory returned after recovery", "snapshot_bytes", s.recoveredSnapshot, "heap_before", before,
+		"heap_after", heapSpan(samples), "took", time.Since(began).Round(time.Millisecond))
 }

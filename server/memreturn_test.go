@@ -167,3 +167,73 @@ func TestPowerPieces(t *testing.T) {
 		require.Equal(t, out, joined, "n %d", n)
 	}
 }
+
+// TestMemoryReturnedAfterRecovery: a server that recovered a state from
+// a snapshot of 24 MB (12,000 timers of 2 KiB of data) returns the
+// snapshot's buffer and the decoding's scratch to the OS right after it
+// starts: within 10 s, without anything else running a collection, the
+// heap the runtime gave back to the OS grows by 3/4 of the snapshot at
+// least. Before, the buffer, garbage once decoded, stayed resident until
+// the collector's next cycle (on an idle server, the runtime's forced one
+// after 2 minutes; with the heap's goal at twice the live heap, long
+// after a busy one's start too): at 100M timers RSS was 83 bytes a timer
+// after a restart, about 18 of them the snapshot. The state is made here; the
+// recovery runs in a child process, whose heap holds nothing else.
+func TestMemoryReturnedAfterRecovery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("holds about 60 MiB")
+	}
+	const timers, dataLen = 12_000, 2048
+	dir := os.Getenv("TICKWHEEL_RECOVERY_DIR")
+	if dir == "" {
+		dir = t.TempDir()
+		fillState(t, dir, timers, dataLen)
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestMemoryReturnedAfterRecovery$", "-test.v", "-test.count=1")
+		cmd.Env = append(os.Environ(), "TICKWHEEL_RECOVERY_DIR="+dir)
+		out, err := cmd.CombinedOutput()
+		t.Logf("child:\n%s", out)
+		require.NoError(t, err, "the measurement in a child process failed")
+		return
+	}
+	released := []metrics.Sample{{Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(released)
+	before := released[0].Value.Uint64()
+	srv := startServer(t, durable(dir, "everysec"))
+	snap := uint64(srv.recoveredSnapshot)
+	require.Greater(t, snap, uint64(timers*dataLen), "the recovery must read a snapshot of the timers' data")
+	var returned uint64
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		metrics.Read(released)
+		returned = released[0].Value.Uint64() - min(before, released[0].Value.Uint64())
+		if returned >= snap*3/4 || time.Now().After(deadline) {
+			break
+		}
+	}
+	t.Logf("after the recovery of a %d KiB snapshot: %d KiB of heap returned to the OS, %d KiB held",
+		snap>>10, returned>>10, heapSpan(heapSamples())>>10)
+	require.GreaterOrEqual(t, returned, snap*3/4, "the recovery's buffers stay resident")
+}
+
+// fillState leaves in dir the durable state of a stopped server holding
+// timers timers of dataLen bytes of data each, over 16 receivers.
+func fillState(t *testing.T, dir string, timers, dataLen int) {
+	srv := newServer(t, durable(dir, "everysec"))
+	c := helloClient(t, srv, "filler")
+	const batch = 500
+	data := make([]byte, dataLen)
+	for k := 0; k < timers; k += batch {
+		reqs := make([]protocol.Request, 0, batch)
+		for i := k; i < min(k+batch, timers); i++ {
+			data[0], data[1] = byte(i), byte(i>>8)
+			reqs = append(reqs, protocol.Request{Op: protocol.OpAdd, Receiver: uint64(1 + i%16), Tid: uint64(i), After: 1_000_000, Data: data})
+		}
+		buf, ids := c.pipeline(reqs...)
+		c.write(buf)
+		for _, id := range ids {
+			m := c.reply(id)
+			require.Equal(t, protocol.KindOK, m.Kind, "add: %s %s", m.Code, m.Text)
+		}
+	}
+	c.conn.Close()
+	stopNow(t, srv)
+}

@@ -172,6 +172,7 @@ func (s *Server) recoverCore(j *journal.Journal) (recovered, error) {
 			return rec, fmt.Errorf("snapshot at index %d: %w", index, err)
 		}
 		s.core, rec.snapshotIndex = core, index
+		s.recoveredSnapshot = int64(len(b))
 	}
 	if s.core == nil && j.LastIndex() > 0 {
 		return rec, fmt.Errorf("the log holds records up to index %d but no snapshot: the state they start from is gone", j.LastIndex())

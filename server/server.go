@@ -113,6 +113,12 @@ type Server struct {
 	// goroutine's.
 	memBudgets, memLive, memFrame atomic.Int64
 	memLimit                      memLimiter
+	gcPace                        gcPacer
+	// recoveredSnapshot is the size of the snapshot New recovered from
+	// (0: none): its buffer and the decoding's scratch are garbage once
+	// the loop runs, which returnMemory gives back first (memreturn.go).
+	// Set before Start.
+	recoveredSnapshot int64
 
 	// The ticker rings the doorbell at the tick of the wheel's next event
 	// (see retime), an instant in ns since origin (the clock's monotonic
@@ -276,6 +282,7 @@ func (s *Server) Start() error {
 	s.accepting.Store(true)
 	go s.acceptLoop()
 	s.memLimit.start(s)       // memlimit.go
+	s.gcPace.start(s)         // gcpace.go
 	go s.returnMemory(s.done) // memreturn.go
 	s.ring()                  // requests served before the doorbell existed may have left work
 	s.m.ready.Store(true)

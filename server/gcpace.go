@@ -1,0 +1,142 @@
+package server
+
+import (
+	"os"
+	"runtime/debug"
+	"time"
+)
+
+// The collector's pace for a heap of many timers.
+//
+// At the runtime's default (GOGC=100) the heap grows to twice what was
+// live at the last collection before the next one. That room is there
+// for garbage, but a server's live heap is mostly its timers' node pages
+// and index, which it makes little garbage beside (1.0 GB allocated in all
+// for 0.70 GB of heap at 9.7M timers added): the room fills with new
+// timers and the garbage of hours, and the process holds up to twice its
+// timers. RSS was 79–128 bytes a timer while adding 10M timers, 67.6–107.5
+// at 100M (by where the count fell between two collections), against about
+// 64 for the timers themselves. The memory limit (memlimit.go) does
+// not stop that: it counts the budgets' 1.9 GiB at their defaults and a
+// quarter on top of the timers.
+//
+// So, unless the operator set GOGC or gc_percent, the server sets GOGC
+// (debug.SetGCPercent) from the bytes it counts for its timers (what the
+// memory limit derives from: memTimerBytes a timer, their data, groups):
+//
+//	gc_percent = 100 × gcRoom / timers' bytes, between gcPercentMin and 100
+//
+// that is 100 (the default) up to gcRoom of timers (4M timers without
+// data), then a room of gcRoom over the live heap, and never less than
+// gcPercentMin of it (10%, from 42M timers: 0.64 GB at 100M). A
+// collection costs CPU in proportion to the live heap, but the timers'
+// pages hold no pointers: they are marked, not scanned (75–150 ms of CPU
+// at 10M timers, 63–273 ms at 60–96M), on the runtime's workers beside
+// the event loop. While the timers grow, a collection comes every time the
+// heap grows by gc_percent (38 while adding 100M); without growth, as
+// often as the garbage fills the room. The cost of the small room: an
+// allocation of the loop's that is big (the barrier's claim words that
+// Freeze allocates when the wheel outgrew them, 22 MB at 72M timers) and
+// falls at the start of a collection makes the loop do mark work first:
+// one snapshot's loop pause of 228 ms while adding 100M timers
+// (docs/BENCHMARKS.md, "RSS per timer at 100M in the server").
+//
+// When the collector takes too much CPU, the memory limiter lifts its
+// limit for a minute (memlimit.go); the pace goes back to 100 with it, so
+// that a load making much garbage is not collected back to back either.
+
+const (
+	gcRoom       = 256 << 20
+	gcPercentMin = 10
+	gcPercentMax = 100
+)
+
+// gcPacer sets the collector's pace. Owned by the goroutine that returns
+// memory (memreturn.go), but for start (Start).
+type gcPacer struct {
+	mode  string // "derived", "config", "GOGC" or "off"
+	set   int    // the percent set last (0: none set by the server)
+	prior int    // the percent before the server set one, for stop
+}
+
+// gcPaceMode returns how the pace is chosen: by the GOGC environment
+// variable (the runtime has read it: the server leaves it), off
+// (gc_percent negative: the runtime's default), the configured percent, or
+// derived.
+func gcPaceMode(configured int) string {
+	switch {
+	case os.Getenv("GOGC") != "":
+		return "GOGC"
+	case configured < 0:
+		return "off"
+	case configured > 0:
+		return "config"
+	}
+	return "derived"
+}
+
+// derivedGCPercent returns GOGC for live bytes of timers (see above).
+func derivedGCPercent(live int64) int {
+	if live <= gcRoom {
+		return gcPercentMax
+	}
+	return int(max(gcRoom*gcPercentMax/live, gcPercentMin))
+}
+
+// want returns the percent to set now, or 0 for none; lifted reports
+// whether the memory limit is lifted for the collector's CPU.
+func (g *gcPacer) want(s *Server, lifted bool) int {
+	switch g.mode {
+	case "config":
+		return s.cfg.GCPercent
+	case "derived":
+		if lifted {
+			return gcPercentMax
+		}
+		return derivedGCPercent(s.memLive.Load())
+	}
+	return 0
+}
+
+// start sets the first pace and logs it (Start published the recovered
+// timers before the loop ran).
+func (g *gcPacer) start(s *Server) {
+	g.mode = gcPaceMode(s.cfg.GCPercent)
+	if v := g.want(s, false); v > 0 {
+		g.prior = debug.SetGCPercent(v)
+		g.set = v
+	}
+	s.log.Info("garbage collector pace", "mode", g.mode, "gc_percent", g.set, "timers_and_data", s.memLive.Load())
+}
+
+// update sets the pace again when what it derives from moved it by 1/8 at
+// least, or to either end. Every second; lifted as for want.
+func (g *gcPacer) update(s *Server, lifted bool) {
+	v := g.want(s, lifted)
+	if v <= 0 || v == g.set {
+		return
+	}
+	if g.set > 0 && v > gcPercentMin && v < gcPercentMax && absDiff(int64(v), int64(g.set))*8 < int64(g.set) {
+		return
+	}
+	if g.set == 0 {
+		g.prior = debug.SetGCPercent(v)
+	} else {
+		debug.SetGCPercent(v)
+	}
+	s.log.Debug("garbage collector pace", "gc_percent", v, "was", g.set)
+	g.set = v
+}
+
+// stop puts back the pace the process had before start set one.
+func (g *gcPacer) stop() {
+	if g.set > 0 {
+		debug.SetGCPercent(g.prior)
+		g.set = 0
+	}
+}
+
+// isLifted reports whether the memory limit is lifted at now.
+func (m *memLimiter) isLifted(now time.Time) bool {
+	return !m.lifted.IsZero() && now.Before(m.lifted)
+}
