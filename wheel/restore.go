@@ -81,10 +81,11 @@ type Restorer struct {
 	maxSeq   uint32
 	anySeq   bool
 	unsorted map[uint64]struct{}
-	crc      uint32 // of the bytes consumed, the checksum excluded
-	carry    []byte // the start of a part cut between Writes
-	need     int    // the length of that part, as far as known
-	built    bool   // the index is built: w is ready
+	crc      uint32        // of the bytes consumed, the checksum excluded
+	carry    []byte        // the start of a part cut between Writes
+	need     int           // the length of that part, as far as known
+	built    bool          // the index is built: w is ready
+	ib       *IndexBuilder // made by the header
 	err      error
 	t        snapTimer
 }
@@ -157,7 +158,7 @@ func (r *Restorer) Wheel() (*Wheel, error) {
 		return nil, r.fail(fmt.Errorf("%w: truncated (%s)", ErrSnapshot, r.where()))
 	}
 	if !r.built {
-		if !r.w.index.build() {
+		if !r.ib.finish(r.Ready(), &r.w.index) {
 			return nil, r.fail(fmt.Errorf("%w: two timers have the same key", ErrSnapshot))
 		}
 		r.built = true
@@ -166,8 +167,30 @@ func (r *Restorer) Wheel() (*Wheel, error) {
 }
 
 func (r *Restorer) fail(err error) error {
-	r.err, r.w, r.carry = err, nil, nil
+	r.err, r.w, r.carry, r.ib = err, nil, nil, nil
 	return err
+}
+
+// IndexBuilder returns the builder of the restored wheel's key index, for
+// a caller that builds it on another goroutine while the Restorer decodes
+// (see IndexBuilder for the contract), or nil before the header has been
+// written or after an error. Without a caller's Adds, Wheel builds the
+// whole index itself. Every call returns the same builder.
+func (r *Restorer) IndexBuilder() *IndexBuilder {
+	if r.err != nil || r.w == nil {
+		return nil
+	}
+	return r.ib
+}
+
+// Ready returns how far the Restorer has decoded, for IndexBuilder.Add: the
+// timers of the records written so far (a record cut between two Writes
+// excluded). Call it on the goroutine that calls Write.
+func (r *Restorer) Ready() RestoreMark {
+	if r.w == nil {
+		return RestoreMark{}
+	}
+	return RestoreMark{n: r.w.nodes.n, blocks: r.w.nodes.arr.blocks}
 }
 
 func (r *Restorer) where() string {
@@ -248,6 +271,7 @@ func (r *Restorer) header(b []byte) (n, need int, err error) {
 		return 0, 0, fmt.Errorf("%w: the snapshot has %d timers, the geometry room for %d", ErrFull, count, limit)
 	}
 	r.w, _ = New(now, r.cfg) // cfg is valid
+	r.ib = newIndexBuilder(&r.w.nodes, uint32(count))
 	r.count, r.left = count, count
 	r.stage = stageRecords
 	return off, 0, nil
