@@ -151,6 +151,6 @@ func (b *IndexBuilder) finish(mark RestoreMark, x *index) bool {
 	x.table, x.mask = b.table, b.mask
 	x.count, x.tombs = b.count, 0
 	x.old, x.oldMask, x.oldLive, x.moved = itable{}, 0, 0, 0
-	b.table = itable{}
+	b.table, b.next = itable{}, b.end // a later Add does nothing
 	return true
 }
