@@ -323,7 +323,28 @@ func (r *Restorer) records(b []byte) (n, need int, err error) {
 // offset after it, or varShort when b ends first, or varBad when it
 // overflows a uint64 or is not in its shortest form.
 func getUvarint(b []byte, off int) (uint64, int) {
-	if off < len(b) && b[off] < 0x80 {
+	if off+4 <= len(b) { // up to 4 bytes from one load: tids, delays below 2^28
+		x := binary.LittleEndian.Uint32(b[off:])
+		switch {
+		case x&0x80 == 0:
+			return uint64(x & 0x7f), off + 1
+		case x&0x8000 == 0:
+			if x&0xff00 == 0 {
+				return 0, varBad
+			}
+			return uint64(x&0x7f | x>>1&0x3f80), off + 2
+		case x&0x800000 == 0:
+			if x&0xff0000 == 0 {
+				return 0, varBad
+			}
+			return uint64(x&0x7f | x>>1&0x3f80 | x>>2&0x1fc000), off + 3
+		case x&0x80000000 == 0:
+			if x&0xff000000 == 0 {
+				return 0, varBad
+			}
+			return uint64(x&0x7f | x>>1&0x3f80 | x>>2&0x1fc000 | x>>3&0xfe00000), off + 4
+		}
+	} else if off < len(b) && b[off] < 0x80 {
 		return uint64(b[off]), off + 1
 	}
 	v, k := binary.Uvarint(b[off:])

@@ -1,6 +1,7 @@
 package wheel
 
 import (
+	"encoding/binary"
 	"math/rand/v2"
 	"runtime"
 	"testing"
@@ -115,4 +116,35 @@ func TestRestoreHeaderCountCostsNothing(t *testing.T) {
 	require.ErrorContains(t, err, "records missing")
 	runtime.ReadMemStats(&after)
 	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<20), "bytes allocated")
+}
+
+// TestGetUvarint: getUvarint, with its fast path for up to 4 bytes, reads
+// what binary.Uvarint reads, and refuses a varint that is not in its
+// shortest form (a last byte of 0) or is cut, whatever follows it.
+func TestGetUvarint(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	var cases [][]byte
+	for _, v := range []uint64{0, 1, 0x7f, 0x80, 0x3fff, 0x4000, 1<<21 - 1, 1 << 21, 1<<28 - 1, 1 << 28, 1<<35 + 3, 1<<64 - 1} {
+		cases = append(cases, binary.AppendUvarint(nil, v))
+	}
+	for range 2000 {
+		cases = append(cases, binary.AppendUvarint(nil, rng.Uint64()>>rng.IntN(64)))
+	}
+	cases = append(cases, []byte{0x80, 0}, []byte{0xff, 0x80, 0}, []byte{0x81, 0x80, 0x80, 0}, []byte{0x80, 0x80, 0x80, 0x80, 0},
+		[]byte{0x80}, []byte{0xff, 0xff, 0xff}, []byte{0x80, 0x80, 0x80, 0x80})
+	for _, c := range cases {
+		for _, tail := range [][]byte{nil, {0x05}, {0x80, 0x80, 0x80, 0x80}} {
+			b := append(append([]byte{0x99}, c...), tail...)
+			v, off := getUvarint(b, 1)
+			want, k := binary.Uvarint(b[1:])
+			switch {
+			case k == 0:
+				require.Equal(t, varShort, off, "% x", b)
+			case k < 0 || b[k] == 0 && k > 1:
+				require.Equal(t, varBad, off, "% x", b)
+			default:
+				require.Equal(t, [2]uint64{want, uint64(1 + k)}, [2]uint64{v, uint64(off)}, "% x", b)
+			}
+		}
+	}
 }
