@@ -400,7 +400,7 @@ func Restore(cfg Config, data []byte, log *slog.Logger, peer PeerLog) (*Core, er
 	if err != nil {
 		return nil, err
 	}
-	w, err := wheel.Restore(wheel.Config{}, rest)
+	w, err := restoreWheel(rest)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSnapshot, err)
 	}

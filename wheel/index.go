@@ -1,7 +1,5 @@
 package wheel
 
-import "unsafe"
-
 // index maps a Key to its node with open addressing and linear probing. Each
 // entry is the node index (below 2^28) with 4 bits of the key's hash on top,
 // so a probe reads the node only on a likely match; 0 is empty (no timer has
@@ -320,57 +318,4 @@ func (x *index) put(n *node, i uint32) {
 func (x *index) find(k Key) uint32 {
 	_, i := x.lookup(k)
 	return i
-}
-
-// build indexes the nodes nsent..n-1 of the slab, all live timers without
-// an index entry (a wheel being restored), in the smallest table that holds
-// them within 3/4, as a wheel that grew to that many timers has (between
-// 3/8 and 3/4): 4 bytes an entry, 5.3–10.7 bytes a timer. (It used to be
-// sized at most 3/8 full, so that the restored wheel could double before a
-// rehash in one turn; with the incremental move that room is not needed,
-// and it cost a restarted server 1 GiB of index at 100M timers instead
-// of 512 MiB.) It reports false
-// when two of the timers have the same key. The entries are read in slab
-// order and each one's table entry is prefetched some nodes ahead, so that
-// the cache misses of a large table overlap.
-func (x *index) build() bool {
-	s := x.nodes
-	count := s.n - s.nsent
-	size := uint64(minIndexSize)
-	for uint64(count)*4 > size*3 {
-		size *= 2
-	}
-	x.spare = nil
-	x.table, x.mask = x.newTable(size), size-1
-	x.count, x.tombs = count, 0
-	x.old, x.oldMask, x.oldLive, x.moved = itable{}, 0, 0, 0
-	const ahead = 16
-	var hs [ahead]uint64 // hashes of the nodes ahead, by index mod ahead
-	keyHash := func(i uint32) uint64 {
-		n := s.get(i)
-		h := hash(Key{n.receiver, n.tid})
-		prefetch(unsafe.Pointer(x.table.at(h & x.mask)))
-		return h
-	}
-	for i := s.nsent; i < s.n && i < s.nsent+ahead; i++ {
-		hs[i%ahead] = keyHash(i)
-	}
-	for i := s.nsent; i < s.n; i++ {
-		h := hs[i%ahead]
-		if j := i + ahead; j < s.n {
-			hs[j%ahead] = keyHash(j)
-		}
-		n, t := s.get(i), tag(h)
-		p := h & x.mask
-		for e := *x.table.at(p); e != 0; e = *x.table.at(p) {
-			if e&^idxMask == t {
-				if m := s.get(e & idxMask); m.receiver == n.receiver && m.tid == n.tid {
-					return false
-				}
-			}
-			p = (p + 1) & x.mask
-		}
-		*x.table.at(p) = t | i
-	}
-	return true
 }

@@ -20,7 +20,9 @@ import (
 func (r *Restorer) restoreTimer3(t *snapTimer) {
 	w := r.w
 	i, _ := w.nodes.alloc() // the header checked the count
-	n := w.nodes.at(i)
+	// The wheel being restored has never been frozen: no page is shared, so
+	// the nodes are written through get, without at's write barrier check.
+	n := w.nodes.get(i)
 	n.receiver, n.tid, n.seq, n.repeat, n.fired = t.key.Receiver, t.key.Tid, t.seq, t.repeat, uint32(t.fired)
 	r.maxSeq, r.anySeq = max(r.maxSeq, t.seq), true
 	if t.every <= math.MaxUint32 && len(t.data) == 0 && t.fired <= math.MaxUint32 {
@@ -30,13 +32,18 @@ func (r *Restorer) restoreTimer3(t *snapTimer) {
 		w.extra.at(n.every).firedHi = uint32(t.fired >> 32)
 		n.seq |= flagExtra
 	}
-	w.recvAppend(t.key.Receiver, i)
-	if next := n.rnext; next != nilIdx && w.nodes.get(next).order() >= t.seq {
-		if r.unsorted == nil {
-			r.unsorted = make(map[uint64]struct{})
+	// recvAppend, with the old head read once.
+	l := w.recv.ref(t.key.Receiver)
+	n.rprev, n.rnext = nilIdx, nilIdx
+	if l.count != 0 {
+		h := w.nodes.get(l.head)
+		n.rnext, h.rprev = l.head, i
+		if h.order() >= t.seq {
+			r.noteUnsorted(t.key.Receiver)
 		}
-		r.unsorted[t.key.Receiver] = struct{}{}
 	}
+	l.head = i
+	l.count++
 	switch {
 	case t.paused:
 		n.due, n.wprev, n.wnext = t.delay, markPaused, nilIdx
@@ -47,6 +54,15 @@ func (r *Restorer) restoreTimer3(t *snapTimer) {
 		n.due = w.now + t.delay
 		w.place(i)
 	}
+}
+
+// noteUnsorted notes that recv's list is not in add order (sortRestored
+// sorts it).
+func (r *Restorer) noteUnsorted(recv uint64) {
+	if r.unsorted == nil {
+		r.unsorted = make(map[uint64]struct{})
+	}
+	r.unsorted[recv] = struct{}{}
 }
 
 // sortRestored ends the records of a version 3 snapshot: it sorts the

@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -205,6 +206,10 @@ func FuzzRestore(f *testing.F) {
 		if err2 == nil {
 			err2 = err3
 		}
+		w3, err4 := restoreBuilding(cfg, data, nil) // the index built on another goroutine
+		if (err == nil) != (err4 == nil) {
+			t.Fatalf("one Write: %v; index built aside: %v", err, err4)
+		}
 		if err != nil {
 			if !errors.Is(err, ErrSnapshot) && !errors.Is(err, ErrSnapshotVersion) && !errors.Is(err, ErrFull) {
 				t.Fatalf("unexpected error %v", err)
@@ -221,6 +226,10 @@ func FuzzRestore(f *testing.F) {
 			t.Fatalf("re-snapshot differs:\n got %s\nwant %s", got, dumpState(w))
 		}
 		requireSameWheels(t, w, w2, receiversOf(w))
+		requireSameWheels(t, w, w3, receiversOf(w))
+		if dumpState(w3) != dumpState(w) || !reflect.DeepEqual(w3.index.table, w.index.table) {
+			t.Fatalf("index built aside: another wheel")
+		}
 		w.Advance(w.Now()+1000, 500, nil)
 	})
 }

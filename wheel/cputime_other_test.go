@@ -1,0 +1,8 @@
+//go:build !unix
+
+package wheel
+
+import "time"
+
+// cpuTime is not measured here: cpu-ns/timer reads 0.
+func cpuTime() time.Duration { return 0 }

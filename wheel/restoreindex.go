@@ -1,0 +1,156 @@
+package wheel
+
+import "unsafe"
+
+// IndexBuilder builds the key index of a wheel being restored, a part at a
+// time, so that a caller with a second core can build it on another
+// goroutine while the Restorer goes on decoding: building the index of 10M
+// timers cost about as much as decoding them (its table, 64 MiB then, is
+// written at random, a cache miss per timer).
+//
+// It reads only the keys of the nodes the Restorer finished (those a
+// RestoreMark covers), through the slab's block list as the mark saw it,
+// and writes only its own table, which the Restorer hands to the wheel in
+// Wheel. The Restorer meanwhile writes other nodes, and other fields of
+// the finished ones (their list links), never a key; it never moves a node
+// (the slab grows by appending blocks, which leaves the blocks and the
+// part of the block list a mark holds as they were). It takes no lock and
+// starts no goroutine.
+//
+// Ownership: after Restorer.IndexBuilder returns it, the caller owns it: it
+// may call Add on one goroutine at a time, each time with a mark
+// Restorer.Ready returned (on the Restorer's goroutine, after a Write)
+// before that Add (a channel send of the mark orders them), and must have
+// the last Add return before it calls Restorer.Wheel, which indexes what
+// is left and takes the table. The index is the same whatever the marks:
+// the nodes are inserted in slab order, as one pass over them would.
+//
+// The table's chunks are made as they are first written, so that a header
+// claiming more timers than the records that follow costs no memory.
+type IndexBuilder struct {
+	table itable
+	mask  uint64
+	count uint32 // the timers to index
+	next  uint32 // the next node to index
+	end   uint32 // the slab index after the last timer
+	dup   bool   // two timers have the same key
+}
+
+// RestoreMark is how far a Restorer has decoded: the nodes below n are
+// finished, and blocks is the slab's block list that holds them.
+type RestoreMark struct {
+	n      uint32
+	blocks []*cowBlock[node]
+}
+
+// newIndexBuilder returns the builder of the index of the count timers
+// the header announced, to be at slab indices nsent.. of s.
+// The table is the smallest that holds them within 3/4, as a wheel that
+// grew to that many timers has (between 3/8 and 3/4 full): 4 bytes an
+// entry, 5.3–10.7 bytes a timer.
+func newIndexBuilder(s *slab, count uint32) *IndexBuilder {
+	size := uint64(minIndexSize)
+	for uint64(count)*4 > size*3 {
+		size *= 2
+	}
+	t := itable{c: make([][]uint32, max(size>>chunkShift, 1))} // see lazyAt
+	return &IndexBuilder{
+		table: t,
+		mask:  size - 1,
+		count: count,
+		next:  s.nsent,
+		end:   s.nsent + count,
+	}
+}
+
+// Add indexes the nodes mark covers (a value Restorer.Ready returned),
+// from where the previous Add stopped (see IndexBuilder for who
+// may call it when). It reports false when two of the timers indexed so far
+// have the same key; it then indexes nothing more. A mark at or below the
+// previous one does nothing.
+//
+// The nodes are read in slab order, and each one's table entry is
+// prefetched some nodes ahead, so that the cache misses of a large table
+// overlap.
+func (b *IndexBuilder) Add(mark RestoreMark) bool {
+	if b.dup {
+		return false
+	}
+	end, blocks := min(mark.n, b.end), mark.blocks
+	if b.next >= end {
+		return true
+	}
+	const ahead = 16
+	var hs [ahead]uint64 // hashes of the nodes ahead, by index mod ahead
+	keyHash := func(i uint32) uint64 {
+		n := frozenGet(blocks, i)
+		h := hash(Key{n.receiver, n.tid})
+		prefetch(unsafe.Pointer(b.lazyAt(h & b.mask)))
+		return h
+	}
+	start := b.next
+	for i := start; i < end && i < start+ahead; i++ {
+		hs[i%ahead] = keyHash(i)
+	}
+	for i := start; i < end; i++ {
+		h := hs[i%ahead]
+		if j := i + ahead; j < end {
+			hs[j%ahead] = keyHash(j)
+		}
+		if !b.insert(blocks, i, h) {
+			b.dup = true
+			return false
+		}
+	}
+	b.next = end
+	return true
+}
+
+// insert puts node i, whose key hashes to h, in the first empty entry of
+// its probe run, or reports false when the run holds a node with its key.
+func (b *IndexBuilder) insert(blocks []*cowBlock[node], i uint32, h uint64) bool {
+	n, t := frozenGet(blocks, i), tag(h)
+	p := h & b.mask
+	for e := *b.lazyAt(p); e != 0; e = *b.lazyAt(p) {
+		if e&^idxMask == t {
+			if m := frozenGet(blocks, e&idxMask); m.receiver == n.receiver && m.tid == n.tid {
+				return false
+			}
+		}
+		p = (p + 1) & b.mask
+	}
+	*b.lazyAt(p) = t | i
+	return true
+}
+
+// lazyAt returns entry p of the table, making its chunk first if it is
+// not made yet (the chunks of a table are chunkLen entries, or one chunk of
+// the whole table when smaller).
+func (b *IndexBuilder) lazyAt(p uint64) *uint32 {
+	c := &b.table.c[p>>chunkShift]
+	if *c == nil {
+		*c = make([]uint32, min(b.mask+1, chunkLen))
+	}
+	return &(*c)[p&chunkMask]
+}
+
+// finish indexes the nodes mark covers not indexed yet, which must be
+// every timer, and gives the table to x,
+// which then holds every timer and no tombstone. It reports false, and
+// leaves x alone, when two timers have the same key.
+func (b *IndexBuilder) finish(mark RestoreMark, x *index) bool {
+	if !b.Add(mark) {
+		return false
+	}
+	for i := range b.table.c { // chunks no key hashed into
+		if b.table.c[i] == nil {
+			b.table.c[i] = make([]uint32, min(b.mask+1, chunkLen))
+		}
+	}
+	x.spare = nil
+	x.table, x.mask = b.table, b.mask
+	x.count, x.tombs = b.count, 0
+	x.old, x.oldMask, x.oldLive, x.moved = itable{}, 0, 0, 0
+	b.table, b.next = itable{}, b.end // a later Add does nothing
+	return true
+}
