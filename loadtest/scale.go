@@ -36,8 +36,16 @@ type ScaleParams struct {
 	// for its used_memory per member.
 	RedisAddr string
 	RedisN    int
-	Log       io.Writer // the servers' logs are also copied here (nil: kept only)
-	Logf      func(string, ...any)
+	// Quiet, after the firing plan: snapshots turned off (SIGHUP), the
+	// same plan again with none being written, the loop's turns while
+	// stats, /metrics, the status page and a list page are asked for, and
+	// the idle CPU over IdleFor (scale_quiet.go). HTTPAddr is the
+	// server's operator listener, given to it by Scale (Args).
+	Quiet    bool
+	IdleFor  time.Duration
+	HTTPAddr string
+	Log      io.Writer // the servers' logs are also copied here (nil: kept only)
+	Logf     func(string, ...any)
 }
 
 // scaleBase is the first of the scale timers' receivers: no other
@@ -69,6 +77,12 @@ func Scale(ctx context.Context, p ScaleParams) (*ScaleReport, error) {
 	}
 	defer os.Remove(conf)
 	args := append([]string{"-data-dir", p.Dir, "-fsync", "everysec", "-config", conf}, p.Args...)
+	if p.Quiet {
+		if p.HTTPAddr, err = freeLoopback(); err != nil {
+			return nil, err
+		}
+		args = append(args, "-http-addr", p.HTTPAddr) // a later -http-addr wins over SpawnWith's
+	}
 	lb := &logBuffer{out: p.Log}
 	var live *Spawned // killed on the way out
 	defer func() {
@@ -106,6 +120,11 @@ func Scale(ctx context.Context, p ScaleParams) (*ScaleReport, error) {
 
 	if err := p.fire(ctx, s, lb, rep); err != nil {
 		return rep, err
+	}
+	if p.Quiet {
+		if err := p.quiet(ctx, s, lb, conf, rep); err != nil {
+			return rep, err
+		}
 	}
 
 	s.Kill()
@@ -169,19 +188,24 @@ func (p *ScaleParams) writeConfig() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	perReceiver := (p.N+p.Receivers-1)/p.Receivers + 1
-	plan := int(int64(p.Rate)*int64(p.Duration)/int64(time.Second)) + 1000
 	interval := "-1s" // none
 	if p.SnapshotInterval > 0 {
 		interval = p.SnapshotInterval.String()
 	}
-	_, err = fmt.Fprintf(f, "limits:\n  max_timers: %d\n  max_timers_per_receiver: %d\n  max_receivers: %d\n"+
-		"snapshot:\n  every_records: 10\n  min_interval: %s\n",
-		p.N+plan, max(perReceiver, 100_000), max(p.Receivers+100_000, 1_000_000), interval)
+	_, err = f.WriteString(p.config(interval))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	return filepath.Clean(f.Name()), err
+}
+
+// config is the server's config file with snapshot.min_interval interval.
+func (p *ScaleParams) config(interval string) string {
+	perReceiver := (p.N+p.Receivers-1)/p.Receivers + 1
+	plan := 2 * (int(int64(p.Rate)*int64(p.Duration)/int64(time.Second)) + 1000) // the firing plan, and the quiet phase's
+	return fmt.Sprintf("limits:\n  max_timers: %d\n  max_timers_per_receiver: %d\n  max_receivers: %d\n"+
+		"snapshot:\n  every_records: 10\n  min_interval: %s\n",
+		p.N+plan, max(perReceiver, 100_000), max(p.Receivers+100_000, 1_000_000), interval)
 }
 
 // scaleTimer is the i-th scale timer: receiver scaleBase + i % receivers,

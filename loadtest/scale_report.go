@@ -48,7 +48,14 @@ type ScaleReport struct {
 	FiringsReplayed int
 
 	Firing *Result // the firing plan (the lateness scenario)
-	Redis  *RedisMemory
+	// With Quiet: the same plan with no snapshot being written, the loop's
+	// turns while stats and the operator pages were asked for, and the
+	// idle CPU (% of a core) over IdleFor.
+	FiringQuiet *Result
+	Probes      []TurnProbe
+	IdleCPU     float64
+	IdleFor     time.Duration
+	Redis       *RedisMemory
 
 	Problems []string
 }
@@ -96,6 +103,22 @@ func (r *ScaleReport) Print(w io.Writer) {
 		if l := f.TickLateness; l != nil {
 			row("after its tick", "p50 %s ms, p99 %s ms, p99.9 %s ms, max %s ms", ms(l.P50), ms(l.P99), ms(l.P999), ms(l.Max))
 		}
+	}
+	if f := r.FiringQuiet; f != nil {
+		row("firing, no snapshot", "%d/s for %v: %d of %d delivered, %d early, %d duplicates", r.Rate, r.Duration, f.Delivered, f.Expected, f.Early, f.Duplicates)
+		if l := f.Lateness; l != nil {
+			row("fire lateness", "p50 %s ms, p99 %s ms, p99.9 %s ms, max %s ms", ms(l.P50), ms(l.P99), ms(l.P999), ms(l.Max))
+		}
+		if l := f.TickLateness; l != nil {
+			row("after its tick", "p50 %s ms, p99 %s ms, p99.9 %s ms, max %s ms", ms(l.P50), ms(l.P99), ms(l.P999), ms(l.Max))
+		}
+	}
+	for _, pr := range r.Probes {
+		row("loop turns: "+pr.What, "%d requests: %d turns, the longest ≤ %g ms (its bucket); round trip max %v",
+			pr.Requests, pr.Turns, pr.LongestTurnLE*1000, pr.RoundTripMax.Round(time.Microsecond))
+	}
+	if r.IdleFor > 0 {
+		row("idle CPU", "%.4f%% of a core over %v", r.IdleCPU, r.IdleFor)
 	}
 	if m := r.Redis; m != nil {
 		row("redis", "%d ZSET members at %.0f/s: used_memory %.1f MiB over the empty key, %.1f bytes per member; RSS %.1f MiB",

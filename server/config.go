@@ -194,7 +194,8 @@ type SnapshotPolicy struct {
 	// MinInterval is the least time from the start of one snapshot to the
 	// next (besides the one at a graceful stop): encoding competes with the
 	// event loop for CPU, so a busy log must not make snapshots back to
-	// back. Default 10s; negative means none.
+	// back. Default 10s; negative means none. A reload that changes it
+	// counts the new value from the last snapshot's start.
 	MinInterval time.Duration `yaml:"min_interval"`
 }
 

@@ -68,6 +68,7 @@ type persist struct {
 	firings     uint64
 	snap        *snapshotRun // the snapshot being written, or nil
 	snapRetryAt int64        // ns since origin: no snapshot is started before it
+	snapStartAt int64        // ns since origin: when the last snapshot started (0: none since start)
 	snapFailAt  int64        // ns since origin: after a failure, none before it (snapshot.every_firings' too)
 	syncQueued  bool         // a syncPass is queued on the loop
 	// snapshots counts those completed since start; snapDone is when the

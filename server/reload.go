@@ -97,6 +97,12 @@ func (s *Server) applyLive(next Config) {
 	s.cfg.Timeouts = next.Timeouts
 	s.tlsHandshake.Store(int64(next.Timeouts.Handshake))
 	s.cfg.Snapshot = next.Snapshot
+	if p := s.persist; p != nil && p.snapStartAt != 0 && p.snapRetryAt != p.snapFailAt {
+		// A changed min_interval counts from the last snapshot's start, as
+		// if it had been in force then: the next one no longer comes at
+		// the time the old interval set.
+		p.snapRetryAt = p.snapStartAt + int64(s.cfg.Snapshot.MinInterval)
+	}
 	s.cfg.MaxFiresPerTurn = next.MaxFiresPerTurn
 	s.cfg.LogLevel = next.LogLevel
 	s.core.SetLimits(l)

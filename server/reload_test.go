@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,4 +63,42 @@ func TestReload(t *testing.T) {
 	require.Equal(t, "limits.max_frame", ce.Key)
 	c.add(protocol.Request{Receiver: 2, Tid: 1, After: 10})
 	c.add(protocol.Request{Receiver: 2, Tid: 2, After: 10}) // the limit is still 2
+}
+
+// A reloaded snapshot.min_interval holds from the last snapshot's start:
+// raised, no snapshot comes at the time the old interval had set (one
+// did, a plain 10 s after the last, when the scale scenario turned
+// snapshots off to measure lateness without one).
+func TestReloadMinIntervalHoldsFromTheLastSnapshot(t *testing.T) {
+	var logs lockedBuffer
+	cfg := Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1000, AdminToken: testAdminToken, DataDir: t.TempDir(),
+		Snapshot: SnapshotPolicy{EveryRecords: 1, MinInterval: 200 * time.Millisecond}}
+	srv := runLogged(t, cfg, &logs)
+	c := helloClient(t, srv, "c")
+	written := func() int { return strings.Count(logs.String(), `msg="snapshot written"`) }
+	tid := uint64(0)
+	addFor := func(d time.Duration) {
+		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			tid++
+			c.add(protocol.Request{Receiver: 1, Tid: tid, After: 1000})
+		}
+	}
+	addFor(500 * time.Millisecond) // snapshots every 200 ms
+	time.Sleep(100 * time.Millisecond)
+	before := written()
+	require.GreaterOrEqual(t, before, 2, "snapshots every 200 ms while adding")
+
+	next := cfg
+	next.Snapshot.MinInterval = time.Hour
+	_, err := srv.Reload(context.Background(), next)
+	require.NoError(t, err)
+	addFor(600 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
+	require.Equal(t, before, written(), "snapshots written after min_interval was raised to 1h")
+
+	next.Snapshot.MinInterval = -1 // none: the next record may start one
+	_, err = srv.Reload(context.Background(), next)
+	require.NoError(t, err)
+	addFor(300 * time.Millisecond)
+	require.Eventually(t, func() bool { return written() > before }, 5*time.Second, 20*time.Millisecond, "no snapshot after min_interval was lowered")
 }

@@ -54,7 +54,8 @@ func (s *Server) startSnapshot() error {
 		s.snapshotFailed(err)
 		return err
 	}
-	p.snapRetryAt = s.nowNs() + int64(s.cfg.Snapshot.MinInterval)
+	p.snapStartAt = s.nowNs()
+	p.snapRetryAt = p.snapStartAt + int64(s.cfg.Snapshot.MinInterval)
 	began := time.Now()
 	run := &snapshotRun{snap: s.core.Snapshot(), done: make(chan struct{}), index: index, began: began,
 		records: p.records, firings: p.firings}

@@ -47,7 +47,8 @@ type barrier struct {
 	first, end uint32 // pages [first, end) may hold frozen timers
 	n          uint32 // the slab's high-water mark at the Freeze
 
-	claims *claimSet     // a word a page from first: saved nodes' bits, claimEnc, gen
+	claims *claimSet     // its words: saved nodes' bits, claimEnc, gen; back to the spares after
+	words  []*claimChunk // claims.chunks at the Freeze, covering [0, end): the encoder's to read
 	gen    uint32        // the generation of claims' words that are this barrier's
 	doneTo atomic.Uint32 // the encoder has finished with every page below
 	over   atomic.Bool   // the walk is finished, or the Frozen released
@@ -70,29 +71,73 @@ const (
 	maxGen   = 1<<(32-genShift) - 1
 )
 
-// claimSet is the claim words of a barrier, reused by the next barrier
-// once the loop has dropped this one (slab.pruneBars): a new generation
-// makes every word empty without clearing them, so that Freeze does not
-// clear 4 bytes per 16 timers (25 MB at 100M) on the loop. Owned by the
-// loop between barriers.
+// claimSet is the claim words of a barrier, a word per node page from page
+// 0, in chunks of claimChunkLen. A set is reused by the next barrier once
+// the loop has dropped this one (slab.pruneBars): a new generation makes
+// every word empty without clearing them. And a spare set grows with the
+// slab, a chunk or two per block the slab adds (slab.grow), so that
+// Freeze finds one that covers the slab and allocates no claim words: a
+// make of 4 bytes per 16 timers (25 MB at 100M), which the runtime zeroes
+// when it reuses freed heap, took 15 ms of the first Freeze after a start
+// at 100M timers (7,700 page faults). Owned by the loop between barriers;
+// a barrier reads its own copy of chunks, which the loop never changes.
 type claimSet struct {
-	words []atomic.Uint32
-	gen   uint32 // the last generation handed out
+	chunks []*claimChunk
+	gen    uint32 // the last generation handed out
 }
 
-// claimsFor returns a claim set of at least pages words and a generation
-// of it no word holds: a spare one when one is long enough, else a new one
-// with room for a quarter more.
-func (s *slab) claimsFor(pages uint32) (*claimSet, uint32) {
+// claimChunk is claimChunkLen claim words (4 KiB), fresh ones 0: the
+// generation of no barrier, so empty.
+type claimChunk [claimChunkLen]atomic.Uint32
+
+const (
+	claimChunkShift = 10
+	claimChunkLen   = 1 << claimChunkShift
+	claimChunkMask  = claimChunkLen - 1
+)
+
+// covers returns the pages the set has words for.
+func (cs *claimSet) covers() uint32 { return uint32(len(cs.chunks)) << claimChunkShift }
+
+// extend adds chunks, at most k, toward covering pages pages.
+func (cs *claimSet) extend(pages uint32, k int) {
+	for ; k > 0 && cs.covers() < pages; k-- {
+		cs.chunks = append(cs.chunks, new(claimChunk))
+	}
+}
+
+// claimsFor returns a claim set covering pages [0, end) and a generation
+// of it no word holds: the spare one that covers the most, extended to end
+// if the slab outgrew it, else (every spare in use or at its last
+// generation) a new one.
+func (s *slab) claimsFor(end uint32) (*claimSet, uint32) {
+	best := -1
 	for k, cs := range s.spareClaims {
-		if uint32(len(cs.words)) >= pages && cs.gen < maxGen {
-			s.spareClaims = append(s.spareClaims[:k], s.spareClaims[k+1:]...)
-			cs.gen++
-			return cs, cs.gen
+		if cs.gen < maxGen && (best < 0 || cs.covers() > s.spareClaims[best].covers()) {
+			best = k
 		}
 	}
-	cs := &claimSet{words: make([]atomic.Uint32, pages+pages/4), gen: 1}
-	return cs, 1
+	cs := &claimSet{}
+	if best >= 0 {
+		cs = s.spareClaims[best]
+		s.spareClaims = append(s.spareClaims[:best], s.spareClaims[best+1:]...)
+	}
+	cs.extend(end, int(maxNodes/pageLen))
+	cs.gen++
+	return cs, cs.gen
+}
+
+// growClaims extends the spare claim sets toward covering the slab's
+// pages, two chunks each at most: called for each block the slab adds (an
+// eighth of a chunk), so a spare catches up with a slab that grew while
+// its barrier was in use. It first takes back the sets of the barriers
+// that are over.
+func (s *slab) growClaims() {
+	s.pruneBars()
+	pages := s.arr.len() / pageLen
+	for _, cs := range s.spareClaims {
+		cs.extend(pages, 2)
+	}
 }
 
 // pruneBars drops the barriers that are over from the loop's list, and
@@ -127,7 +172,7 @@ type logChunk struct {
 const logChunkLen = 1024
 
 func newBarrier(first, end, n uint32, claims *claimSet, gen uint32) *barrier {
-	b := &barrier{first: first, end: end, n: n, claims: claims, gen: gen}
+	b := &barrier{first: first, end: end, n: n, claims: claims, words: claims.chunks, gen: gen}
 	b.doneTo.Store(first)
 	return b
 }
@@ -135,7 +180,7 @@ func newBarrier(first, end, n uint32, claims *claimSet, gen uint32) *barrier {
 // word returns page p's claim word as it is (to compare and swap) and as
 // this barrier reads it (another generation's is empty).
 func (b *barrier) word(p uint32) (w *atomic.Uint32, raw, cur uint32) {
-	w = &b.claims.words[p-b.first]
+	w = &b.words[p>>claimChunkShift][p&claimChunkMask]
 	raw, cur = w.Load(), b.gen<<genShift
 	if raw>>genShift == b.gen {
 		cur = raw

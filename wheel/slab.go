@@ -60,7 +60,8 @@ type slab struct {
 	free  freeSet
 	nsent uint32
 	bars  []*barrier // the barriers of the Frozens not done walking (owned by the loop)
-	// spareClaims are the claim sets of barriers dropped, for the next.
+	// spareClaims are the claim sets of barriers dropped, for the next,
+	// and at first one made for the first barrier; grown with the slab.
 	spareClaims []*claimSet
 }
 
@@ -71,6 +72,7 @@ func (s *slab) init(nsent uint32) {
 	nsent = (nsent + pageLen - 1) &^ (pageLen - 1)
 	s.nsent = nsent
 	s.n = nsent
+	s.spareClaims = []*claimSet{{}} // grown with the slab, for the first Freeze (claimsFor)
 	for i := uint32(0); i < nsent; i++ {
 		s.grow(i)
 		n := s.at(i)
@@ -82,6 +84,7 @@ func (s *slab) grow(i uint32) {
 	for i >= s.arr.len() {
 		s.arr.grow(true)
 		s.free.grow(s.arr.len())
+		s.growClaims()
 	}
 }
 

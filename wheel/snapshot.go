@@ -200,7 +200,7 @@ func (w *Wheel) Freeze() *Frozen {
 	s := &w.nodes
 	s.pruneBars()
 	first, end := s.nsent/pageLen, (s.n+pageLen-1)/pageLen
-	claims, gen := s.claimsFor(end - first)
+	claims, gen := s.claimsFor(end)
 	bar := newBarrier(first, end, s.n, claims, gen)
 	s.bars = append(s.bars, bar)
 	st := &frozenState{shared: w.frz, bar: bar}

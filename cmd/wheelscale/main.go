@@ -46,9 +46,19 @@ func main() {
 	during := flag.Int("during", 0, "turns to measure while snapshots are written, one after another (0: while one is)")
 	memDetail := flag.Bool("mem", false, "after the adds, print where the process's memory goes: the runtime's memory classes and /proc/self/status, per timer")
 	heapProfile := flag.String("heapprofile", "", "after the adds, write a heap profile (pprof) to this file")
+	flag.DurationVar(&slowTurn, "slow", 0, "print each turn (and Freeze) of at least this much CPU: its wall time, its longest wheel call, the collections that ran in it (0: none)")
+	tracePath := flag.String("trace", "", "write an execution trace (runtime/trace) of the phases to this file")
 	flag.Parse()
 	memReport = *memDetail
 	heapProfilePath = *heapProfile
+	if *tracePath != "" {
+		stop, err := startTrace(*tracePath)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "wheelscale:", err)
+			os.Exit(1)
+		}
+		defer stop()
+	}
 	if err := run(*n, *receivers, *fires, *grow, *turns, *during, *tick, strings.Split(*phases, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, "wheelscale:", err)
 		os.Exit(1)
@@ -63,17 +73,28 @@ type driver struct {
 	span      uint64 // ticks the timers' due ticks spread over
 	next      uint64 // the next tid
 	fired     int
+	call      longest // the longest wheel call of the turn (with -slow)
 }
 
 func (d *driver) add(after uint64) error {
 	d.next++
-	return d.w.Add(wheel.Key{Receiver: d.next % d.receivers, Tid: d.next}, wheel.Spec{After: after, Repeat: 1})
+	if slowTurn == 0 {
+		return d.w.Add(wheel.Key{Receiver: d.next % d.receivers, Tid: d.next}, wheel.Spec{After: after, Repeat: 1})
+	}
+	t0 := time.Now()
+	err := d.w.Add(wheel.Key{Receiver: d.next % d.receivers, Tid: d.next}, wheel.Spec{After: after, Repeat: 1})
+	d.call.note(time.Since(t0))
+	return err
 }
 
 // steadyTurn fires the timers due on the next tick and adds as many.
 func (d *driver) steadyTurn() error {
 	before := d.fired
+	t0 := time.Now()
 	d.w.Advance(d.w.Now()+1, 0, func(*wheel.Fire) { d.fired++ })
+	if slowTurn != 0 {
+		d.call.note(time.Since(t0))
+	}
 	for range d.fired - before {
 		if err := d.add(d.span); err != nil {
 			return err
@@ -134,7 +155,8 @@ func run(n, receivers, fires, grow, turns, minDuring int, tick time.Duration, ph
 		if phase == "growing" {
 			turn, cascade = func() error { return d.growTurn(grow) }, nil
 		}
-		base, err := turnsFor(turns, tick, turn, cascade, nil)
+		probe := &turnProbe{phase: phase, call: &d.call}
+		base, err := turnsFor(turns, tick, turn, cascade, nil, probe)
 		if err != nil {
 			return err
 		}
@@ -145,12 +167,16 @@ func run(n, receivers, fires, grow, turns, minDuring int, tick time.Duration, ph
 		snaps := 0
 		for snaps == 0 || len(during) < minDuring {
 			runtime.LockOSThread()
-			t1 := threadCPU()
+			t1, pw := threadCPU(), probe.begin()
 			f = w.Freeze()
-			pause = max(pause, threadCPU()-t1)
+			took := threadCPU() - t1
+			pause = max(pause, took)
+			probe.end("freeze", took, pw)
 			runtime.UnlockOSThread()
 			enc = encode(f)
-			d, err := turnsFor(0, tick, turn, cascade, enc.done)
+			probe.during = true
+			d, err := turnsFor(0, tick, turn, cascade, enc.done, probe)
+			probe.during = false
 			during = append(during, d...)
 			if err != nil {
 				return err
@@ -197,7 +223,7 @@ func encode(f *wheel.Frozen) *encoding {
 // closed, and returns the CPU time of each (threadCPU).
 // A turn for which cascade returns true (it moved a level-1 slot down) is
 // returned negated.
-func turnsFor(k int, tick time.Duration, turn func() error, cascade func() bool, stop <-chan struct{}) ([]time.Duration, error) {
+func turnsFor(k int, tick time.Duration, turn func() error, cascade func() bool, stop <-chan struct{}, probe *turnProbe) ([]time.Duration, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var out []time.Duration
@@ -210,11 +236,12 @@ func turnsFor(k int, tick time.Duration, turn func() error, cascade func() bool,
 			default:
 			}
 		}
-		t0 := threadCPU()
+		t0, pw := threadCPU(), probe.begin()
 		if err := turn(); err != nil {
 			return out, err
 		}
 		took := threadCPU() - t0
+		probe.end("turn", took, pw)
 		if cascade != nil && cascade() {
 			took = -took // marked: stats and cascadeMax tell them apart
 		}

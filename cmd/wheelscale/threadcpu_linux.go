@@ -16,3 +16,13 @@ func threadCPU() time.Duration {
 	}
 	return time.Duration(ts.Nano())
 }
+
+// threadFaults returns the page faults the calling thread took (minor:
+// memory mapped without I/O, such as a first touch of fresh heap).
+func threadFaults() (minor int64) {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_THREAD, &ru) != nil {
+		return 0
+	}
+	return ru.Minflt
+}

@@ -8,3 +8,6 @@ import "time"
 // reports 0, so the turn times wheelscale prints mean something on Linux
 // only (the machine its figures in docs/BENCHMARKS.md come from).
 func threadCPU() time.Duration { return 0 }
+
+// threadFaults returns 0: no per-thread fault count here.
+func threadFaults() int64 { return 0 }

@@ -215,6 +215,9 @@ type Journal struct {
 	tailNext int          // the TAIL slot the next write goes to (tail.go)
 	repaired RepairReport // what Options.Repair gave up
 	aside    string       // the directory it moved files into; "" if none
+	// deleting is closed when the covered segments being deleted off the
+	// loop (maintain) are gone; nil when none are.
+	deleting chan struct{}
 
 	// mu guards what a SnapshotWriter's Commit shares with the loop.
 	mu        sync.Mutex
@@ -572,6 +575,7 @@ func (j *Journal) Close() error {
 		errs = append(errs, fmt.Errorf("journal: %d records left unwritten at Close: %w",
 			len(j.q.ents)-j.q.next, err))
 	}
+	j.waitDeletions()
 	trimmed := j.alloc > j.act.size
 	if err := j.trimActive(); err != nil {
 		errs = append(errs, err)

@@ -74,7 +74,8 @@ func TestRetentionDeletesCoveredSegments(t *testing.T) {
 	segsAfterFirst := len(segFiles(t, dir))
 	appendRecs(t, j, 201, 400, 100)
 	snapshotAt(t, j, snapContent(400))
-	appendRecs(t, j, 401, 401, 100) // the loop deletes at its next write
+	appendRecs(t, j, 401, 401, 100) // the loop starts the deletion at its next write
+	j.waitDeletions()
 	for _, f := range segFiles(t, dir) {
 		if id := segID(f); id <= int64(j.snapSeg) && id < int64(j.act.id) && lastOf(t, f) <= s1 {
 			t.Fatalf("segment %s covered by snapshot %d not deleted", f, s1)

@@ -283,21 +283,51 @@ func (j *Journal) rewind(err error) {
 }
 
 // maintain deletes the segments a committed snapshot has made deletable
-// (the journal holds no descriptor on them: only on the active segment).
+// (the journal holds no descriptor on them: only on the active segment),
+// on a goroutine of its own: the caller is the server's event loop
+// (Append), and unlinking them while a big snapshot was being written
+// held the loop 148 ms at 10M timers (docs/BENCHMARKS.md, "Loop pauses and
+// lateness at 100M"). One batch is deleted at a time, oldest first, so
+// the directory always holds a suffix of the log; Close waits for it. A
+// crash before the deletion leaves covered segments, which the next Open
+// deletes.
 func (j *Journal) maintain() {
+	if j.deleting != nil {
+		select {
+		case <-j.deleting:
+			j.deleting = nil
+		default:
+			return // one batch at a time, in order: maint stays set for the next call
+		}
+	}
 	j.mu.Lock()
 	del := j.toDelete
 	j.toDelete = nil
 	j.maint.Store(false)
 	j.mu.Unlock()
-	for _, p := range del {
-		j.remove(p)
+	if len(del) == 0 {
+		return
 	}
-	if len(del) > 0 {
+	done := make(chan struct{})
+	j.deleting = done
+	go func() {
+		defer close(done)
+		for _, p := range del {
+			j.remove(p)
+		}
 		if err := j.opts.FS.SyncDir(j.dir); err != nil {
 			j.log.Warn("journal: fsync of the directory after deleting segments", "err", err)
 		}
 		j.log.Info("journal: deleted log segments covered by snapshots", "files", len(del))
+	}()
+}
+
+// waitDeletions waits until the segments maintain is deleting are gone.
+// Called on the loop (Close).
+func (j *Journal) waitDeletions() {
+	if j.deleting != nil {
+		<-j.deleting
+		j.deleting = nil
 	}
 }
 

@@ -47,6 +47,8 @@ func run() int {
 	flag.DurationVar(&p.Lead, "lead", 200*time.Millisecond, "the firing plan adds each timer this long before its due")
 	flag.StringVar(&p.RedisAddr, "redis", "", "also add the timers to this Redis server as one sorted set (used_memory per member); e.g. 127.0.0.1:6390 (loadtest/peers.sh start)")
 	flag.IntVar(&p.RedisN, "redis-n", 0, "members for Redis (default -n)")
+	flag.BoolVar(&p.Quiet, "quiet", false, "after the firing plan: snapshots off (SIGHUP), the plan again without one, the loop's turns while stats, /metrics, the status page and a list page are asked for, and the idle CPU")
+	flag.DurationVar(&p.IdleFor, "idle", time.Minute, "with -quiet: how long to measure the idle CPU (0: not)")
 	serverCPUs := flag.String("server-cpus", "0", "the CPU list (taskset syntax) the server is pinned to")
 	genCPUs := flag.String("gen-cpus", "1", "the CPU list the generator pins itself to")
 	noPin := flag.Bool("no-pin", false, "do not pin with taskset")
@@ -66,6 +68,9 @@ func run() int {
 	}
 	p.Logf = log.Printf
 	budget := p.Duration + time.Duration(p.N)*20*time.Microsecond + 10*time.Minute
+	if p.Quiet {
+		budget += p.Duration + p.IdleFor + time.Duration(p.N)*time.Microsecond + 5*time.Minute // the quiet phase, its wait for a snapshot
+	}
 	return loadtest.RunTool("tickwheel-scale-", *dir, *serverLog, budget,
 		func(ctx context.Context, dir string, serverLog io.Writer) (loadtest.ToolReport, error) {
 			p.Dir, p.Log = dir, serverLog
