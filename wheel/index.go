@@ -116,27 +116,7 @@ func (x *index) prepare() {
 	if fill < start || fill-start < uint64(len(x.spare))*spareEvery {
 		return
 	}
-	c := make([]uint32, chunkLen)
-	touchPages(c)
-	x.spare = append(x.spare, c)
-}
-
-// pageEntries is the entries in 4 KiB, the smallest page of memory.
-const pageEntries = 4096 / 4
-
-// touchPages writes an entry of each 4 KiB of c, a chunk made ahead, so
-// that the kernel maps its pages now, one chunk per spareEvery insertions,
-// and not at the move's first insertions: a chunk fresh from the system is
-// not mapped until written (the runtime does not zero it), and the
-// insertions of a move go to random positions of the new table, so its
-// first turns each took a page fault per insertion (10k faults, ~30 ms of
-// a growing turn of 10k adds at 12M timers, for the 1 GiB table at 100M
-// over many turns). The cost: the next table is resident from the time it
-// is made (between 5/8 and 3/4 full), not from the move's start.
-func touchPages(c []uint32) {
-	for i := 0; i < len(c); i += pageEntries {
-		c[i] = 0
-	}
+	x.spare = append(x.spare, make([]uint32, chunkLen))
 }
 
 const (
