@@ -241,26 +241,24 @@ func (x *index) lookup(k Key) (pos uint64, i uint32) {
 
 // lookupHash is lookup with h == hash(k) already computed. It probes the
 // table itself, as probe does (a call of probe cost a quarter of an add's
-// look-up), and the old table, while moving, through probeOld.
+// look-up), and the old table, while moving, through lookupOld.
 func (x *index) lookupHash(k Key, h uint64) (pos uint64, i uint32) {
 	tg := tag(h)
 	free := noPos
 	for p := h & x.mask; ; {
 		c := x.table.c[p>>chunkShift]
 		base := p &^ chunkMask
-		off := p - base
-		for j, e := range c[off:] {
+		for j := p - base; j < uint64(len(c)); j++ {
+			e := c[j]
 			if e <= tomb { // empty or a tombstone
 				if free == noPos {
-					free = base + off + uint64(j)
+					free = base + j
 				}
 				if e != 0 {
 					continue
 				}
 				if x.moving() {
-					if p, j := x.probeOld(k, h); j != 0 {
-						return p | inOld, j
-					}
+					return x.lookupOld(k, h, free)
 				}
 				return free, 0
 			}
@@ -268,11 +266,20 @@ func (x *index) lookupHash(k Key, h uint64) (pos uint64, i uint32) {
 				continue
 			}
 			if n := x.nodes.get(e & idxMask); n.receiver == k.Receiver && n.tid == k.Tid {
-				return base + off + uint64(j), e & idxMask
+				return base + j, e & idxMask
 			}
 		}
 		p = (base + uint64(len(c))) & x.mask
 	}
+}
+
+// lookupOld ends lookupHash for a key absent from the table while moving:
+// its position in the old table, marked inOld, when it is there, else free.
+func (x *index) lookupOld(k Key, h, free uint64) (pos uint64, i uint32) {
+	if p, j := x.probeOld(k, h); j != 0 {
+		return p | inOld, j
+	}
+	return free, 0
 }
 
 // probeOld looks k up in the old table while moving, as probe does, and
@@ -304,11 +311,11 @@ func (x *index) probe(t *itable, m uint64, k Key, h uint64, p uint64) (pos uint6
 	for {
 		c := t.c[p>>chunkShift]
 		base := p &^ chunkMask
-		off := p - base
-		for j, e := range c[off:] {
+		for j := p - base; j < uint64(len(c)); j++ {
+			e := c[j]
 			if e <= tomb { // empty or a tombstone
 				if free == noPos {
-					free = base + off + uint64(j)
+					free = base + j
 				}
 				if e == 0 {
 					return free, 0
@@ -319,7 +326,7 @@ func (x *index) probe(t *itable, m uint64, k Key, h uint64, p uint64) (pos uint6
 				continue
 			}
 			if n := x.nodes.get(e & idxMask); n.receiver == k.Receiver && n.tid == k.Tid {
-				return base + off + uint64(j), e & idxMask
+				return base + j, e & idxMask
 			}
 		}
 		p = (base + uint64(len(c))) & m
