@@ -309,7 +309,7 @@ func (w *Wheel) rotRemove(i uint32) {
 // unlinkArmed takes armed node i out of its slot, or out of the due set
 // (switching to rotation mode: the rest keeps the rotation's order).
 func (w *Wheel) unlinkArmed(i uint32) {
-	if !w.inDue(w.nodes.at(i)) {
+	if !w.inDue(w.nodes.get(i)) {
 		w.unlink(i)
 		return
 	}

@@ -53,6 +53,10 @@ type index struct {
 	oldMask uint64
 	oldLive uint32
 	moved   uint64
+	// runStart is where the old table's probe run that reaches moved
+	// starts: positions runStart..moved-1 are all tombstones, and
+	// runStart-1, when runStart > 0, is empty (see probeOld).
+	runStart uint64
 	// spare are zeroed chunks made ahead for the next table (prepare).
 	spare [][]uint32
 }
@@ -175,44 +179,53 @@ func (x *index) reserve() {
 		if !x.moving() || x.fits() {
 			return
 		}
-		x.migrate(x.old.len())
+		x.migrate(x.oldMask + 1)
 	}
 	if x.fits() {
 		x.prepare()
 		return
 	}
-	size := x.table.len()
+	size := x.mask + 1
 	if uint64(x.count+1)*8 > size*3 { // live entries above half the limit: grow
 		size *= 2
 	}
-	x.old, x.oldMask, x.oldLive, x.moved = x.table, x.mask, x.count, 0
+	x.old, x.oldMask, x.oldLive, x.moved, x.runStart = x.table, x.mask, x.count, 0, 0
 	x.table, x.mask, x.tombs = x.newTable(size), size-1, 0
 	x.migrate(migrateStep)
 }
 
 // fits reports whether the table has room for one more entry within 3/4.
 func (x *index) fits() bool {
-	return uint64(x.count-x.oldLive+x.tombs+1)*4 <= x.table.len()*3
+	return uint64(x.count-x.oldLive+x.tombs+1)*4 <= (x.mask+1)*3
 }
 
 // migrate moves the live entries of the next k positions of the old table
 // into the table, leaving tombstones, and drops the old table after its last
-// position. Each entry moved reads its node for the key's hash.
+// position. Each entry moved reads its node for the key's hash. It keeps
+// runStart: an empty position moved ends the run that reaches moved.
 func (x *index) migrate(k uint64) {
-	end := min(x.moved+k, x.old.len())
-	for p := x.moved; p < end; p++ {
-		e := x.old.at(p)
-		if *e == 0 || *e == tomb {
-			continue
+	size := x.oldMask + 1
+	end := min(x.moved+k, size)
+	for p := x.moved; p < end; {
+		c := x.old.c[p>>chunkShift]
+		base := p &^ chunkMask
+		stop := min(end-base, uint64(len(c)))
+		for j := p - base; j < stop; j++ {
+			switch e := c[j]; e {
+			case 0:
+				x.runStart = base + j + 1
+			case tomb:
+			default:
+				c[j] = tomb
+				x.oldLive--
+				x.put(x.nodes.get(e&idxMask), e&idxMask)
+			}
 		}
-		i := *e & idxMask
-		*e = tomb
-		x.oldLive--
-		x.put(x.nodes.get(i), i)
+		p = base + stop
 	}
 	x.moved = end
-	if end == x.old.len() {
-		x.old, x.oldMask, x.oldLive, x.moved = itable{}, 0, 0, 0
+	if end == size {
+		x.old, x.oldMask, x.oldLive, x.moved, x.runStart = itable{}, 0, 0, 0, 0
 	}
 }
 
@@ -224,42 +237,97 @@ func (x *index) lookup(k Key) (pos uint64, i uint32) {
 	return x.lookupHash(k, hash(k))
 }
 
-// lookupHash is lookup with h == hash(k) already computed.
+// lookupHash is lookup with h == hash(k) already computed. It probes the
+// table itself, as probe does (a call of probe cost a quarter of an add's
+// look-up), and the old table, while moving, through lookupOld.
 func (x *index) lookupHash(k Key, h uint64) (pos uint64, i uint32) {
-	pos, i = x.probe(&x.table, x.mask, k, h)
-	if i != 0 || !x.moving() {
-		return pos, i
-	}
-	if p, j := x.probe(&x.old, x.oldMask, k, h); j != 0 {
-		return p | inOld, j
-	}
-	return pos, 0
-}
-
-// probe looks k up in table t of mask m, as lookupHash describes.
-func (x *index) probe(t *itable, m uint64, k Key, h uint64) (pos uint64, i uint32) {
 	tg := tag(h)
 	free := noPos
-	for p := h & m; ; p = (p + 1) & m {
-		e := *t.at(p)
-		if e == 0 {
-			if free != noPos {
+	for p := h & x.mask; ; {
+		c := x.table.c[p>>chunkShift]
+		base := p &^ chunkMask
+		for j := p - base; j < uint64(len(c)); j++ {
+			e := c[j]
+			if e <= tomb { // empty or a tombstone
+				if free == noPos {
+					free = base + j
+				}
+				if e != 0 {
+					continue
+				}
+				if x.moving() {
+					return x.lookupOld(k, h, free)
+				}
 				return free, 0
 			}
-			return p, 0
-		}
-		if e == tomb {
-			if free == noPos {
-				free = p
+			if (e^tg)>>tagShift != 0 {
+				continue
 			}
-			continue
+			if n := x.nodes.get(e & idxMask); n.receiver == k.Receiver && n.tid == k.Tid {
+				return base + j, e & idxMask
+			}
 		}
-		if e&^idxMask != tg {
-			continue
+		p = (base + uint64(len(c))) & x.mask
+	}
+}
+
+// lookupOld ends lookupHash for a key absent from the table while moving:
+// its position in the old table, marked inOld, when it is there, else free.
+func (x *index) lookupOld(k Key, h, free uint64) (pos uint64, i uint32) {
+	if p, j := x.probeOld(k, h); j != 0 {
+		return p | inOld, j
+	}
+	return free, 0
+}
+
+// probeOld looks k up in the old table while moving, as probe does, and
+// returns 0 for its node index when k is not there. Positions below moved
+// hold no live entry, and the old table never gets an empty position back
+// (deletions and moves leave tombstones): so k, if present, sits in the
+// unbroken run from its home to moved and on. A home below runStart has an
+// empty position before moved: k is absent, with nothing read. A home from
+// runStart to moved probes from moved on, past the tombstones.
+func (x *index) probeOld(k Key, h uint64) (pos uint64, i uint32) {
+	p := h & x.oldMask
+	if p < x.moved {
+		if p < x.runStart {
+			return 0, 0
 		}
-		if n := x.nodes.get(e & idxMask); n.receiver == k.Receiver && n.tid == k.Tid {
-			return p, e & idxMask
+		p = x.moved
+	}
+	return x.probe(&x.old, x.oldMask, k, h, p)
+}
+
+// probe looks k up in table t of mask m from position p (k's home, or a
+// later position of its probe run), as lookupHash describes. It reads the
+// entries through the sub-slice of one chunk at a time: a probe run rarely
+// crosses a chunk, and within one each entry costs one load and no bounds
+// check beyond the loop's.
+func (x *index) probe(t *itable, m uint64, k Key, h uint64, p uint64) (pos uint64, i uint32) {
+	tg := tag(h)
+	free := noPos
+	for {
+		c := t.c[p>>chunkShift]
+		base := p &^ chunkMask
+		for j := p - base; j < uint64(len(c)); j++ {
+			e := c[j]
+			if e <= tomb { // empty or a tombstone
+				if free == noPos {
+					free = base + j
+				}
+				if e == 0 {
+					return free, 0
+				}
+				continue
+			}
+			if (e^tg)>>tagShift != 0 {
+				continue
+			}
+			if n := x.nodes.get(e & idxMask); n.receiver == k.Receiver && n.tid == k.Tid {
+				return base + j, e & idxMask
+			}
 		}
+		p = (base + uint64(len(c))) & m
 	}
 }
 
@@ -287,12 +355,19 @@ func (x *index) deleteAt(p uint64) {
 		return
 	}
 	t := &x.table
-	if *t.at((p + 1) & x.mask) != 0 {
-		*t.at(p) = tomb
+	c, j := t.c[p>>chunkShift], p&chunkMask
+	var next uint32
+	if j+1 < uint64(len(c)) {
+		next = c[j+1]
+	} else {
+		next = *t.at((p + 1) & x.mask)
+	}
+	if next != 0 {
+		c[j] = tomb
 		x.tombs++
 		return
 	}
-	*t.at(p) = 0
+	c[j] = 0
 	for q := (p - 1) & x.mask; *t.at(q) == tomb; q = (q - 1) & x.mask {
 		*t.at(q) = 0
 		x.tombs--
@@ -300,18 +375,24 @@ func (x *index) deleteAt(p uint64) {
 }
 
 // put stores node i, whose key is in neither table, in the first free
-// entry (empty, or a tombstone it reuses) of its probe run in the table.
+// entry (empty, or a tombstone it reuses) of its probe run in the table,
+// read a chunk at a time as probe does.
 func (x *index) put(n *node, i uint32) {
 	h := hash(Key{n.receiver, n.tid})
-	p := h & x.mask
-	for e := *x.table.at(p); e != 0 && e != tomb; e = *x.table.at(p) {
-		p = (p + 1) & x.mask
+	for p := h & x.mask; ; {
+		c := x.table.c[p>>chunkShift]
+		base := p &^ chunkMask
+		for j := p - base; j < uint64(len(c)); j++ {
+			if e := c[j]; e == 0 || e == tomb {
+				if e == tomb {
+					x.tombs--
+				}
+				c[j] = tag(h) | i
+				return
+			}
+		}
+		p = (base + uint64(len(c))) & x.mask
 	}
-	e := x.table.at(p)
-	if *e == tomb {
-		x.tombs--
-	}
-	*e = tag(h) | i
 }
 
 // find returns the node index of k, or 0 when absent.

@@ -3,6 +3,7 @@ package wheel
 import (
 	"math/rand/v2"
 	"runtime/metrics"
+	"strconv"
 	"testing"
 )
 
@@ -420,4 +421,86 @@ func TestIndexGrowsAChunkAtATime(t *testing.T) {
 		}
 	}
 	t.Logf("%d timers, index of %d entries in %d chunks, at most %d bytes allocated by one Add", tid, x.table.len(), len(x.table.c), worst)
+}
+
+// TestIndexLookupWhileMoving checks every key after each insertion of a move
+// to a new table, and after deletions from the old one: a key whose home in
+// the old table is below the moved mark but whose probe run reaches past it
+// is found there (probeOld skips only homes whose run ends before the mark,
+// and probes the rest from the mark on), and absent keys are not found. The
+// old table is filled to 3/4 first, where probe runs are longest.
+func TestIndexLookupWhileMoving(t *testing.T) {
+	var s slab
+	s.init(4)
+	var x index
+	x.init(&s)
+	rng := rand.New(rand.NewPCG(3, 4))
+	live := map[Key]uint32{}
+	var keys []Key
+	add := func() {
+		k := Key{rng.Uint64N(8), rng.Uint64()}
+		x.reserve()
+		h := hash(k)
+		pos, old := x.lookupHash(k, h)
+		if old != 0 {
+			t.Fatalf("add %v: already there as node %d", k, old)
+		}
+		i, ok := s.alloc()
+		if !ok {
+			t.Fatal("slab full")
+		}
+		n := s.at(i)
+		n.receiver, n.tid, n.wprev = k.Receiver, k.Tid, 0
+		x.insertAt(pos, h, i)
+		live[k] = i
+		keys = append(keys, k)
+	}
+	check := func(when string) {
+		if x.moving() {
+			for p := x.runStart; p < x.moved; p++ {
+				if *x.old.at(p) == 0 {
+					t.Fatalf("%s: old position %d, between runStart %d and moved %d, is empty", when, p, x.runStart, x.moved)
+				}
+			}
+			if x.runStart > 0 && *x.old.at(x.runStart - 1) != 0 {
+				t.Fatalf("%s: old position %d, before runStart, is not empty", when, x.runStart-1)
+			}
+		}
+		for k, i := range live {
+			if _, got := x.lookup(k); got != i {
+				t.Fatalf("%s: lookup %v = %d, want %d (moved %d of %d)", when, k, got, i, x.moved, x.oldMask+1)
+			}
+		}
+		for range 300 {
+			if k := (Key{rng.Uint64N(8), rng.Uint64()}); live[k] == 0 {
+				if _, got := x.lookup(k); got != 0 {
+					t.Fatalf("%s: absent %v found as %d", when, k, got)
+				}
+			}
+		}
+	}
+	moves := 0
+	for round := range 6 {
+		for !x.moving() {
+			add()
+		}
+		moves++
+		for step := 0; x.moving(); step++ {
+			check("round " + strconv.Itoa(round) + " step " + strconv.Itoa(step))
+			if step%8 == 7 { // delete a key, in the old table or the new
+				j := rng.IntN(len(keys))
+				k := keys[j]
+				pos, i := x.lookup(k)
+				x.deleteAt(pos)
+				s.release(i)
+				delete(live, k)
+				keys[j], keys = keys[len(keys)-1], keys[:len(keys)-1]
+			}
+			add()
+		}
+		check("round " + strconv.Itoa(round) + " end")
+	}
+	if moves != 6 {
+		t.Fatalf("%d moves, want 6", moves)
+	}
 }

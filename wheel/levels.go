@@ -52,7 +52,7 @@ func (w *Wheel) setNow(t uint64, all bool) {
 // place links node i, whose due tick is >= now, into the slot it belongs to
 // relative to now (or the overflow list when it is beyond the top level).
 func (w *Wheel) place(i uint32) {
-	d := w.nodes.at(i).due
+	d := w.nodes.get(i).due
 	if rel := d - w.blockStart[0]; w.span[0] == 0 || rel < w.span[0] {
 		w.linkSlot0(rel, i)
 		return
@@ -103,7 +103,7 @@ func (w *Wheel) linkTail(s, i uint32) {
 
 // unlink takes armed or due node i out of the wheel.
 func (w *Wheel) unlink(i uint32) {
-	n := w.nodes.at(i)
+	n := w.nodes.get(i) // only read: the barrier is for writes
 	p, q := n.wprev, n.wnext
 	w.nodes.at(p).wnext = q
 	w.nodes.at(q).wprev = p

@@ -198,7 +198,7 @@ func (w *Wheel) info(i uint32) Info {
 
 // remove deletes timer i, whose index entry is at pos, from every structure.
 func (w *Wheel) remove(i uint32, pos uint64) {
-	n := w.nodes.at(i)
+	n := w.nodes.get(i) // only read here; release writes through at
 	if n.wprev != markPaused && n.wprev != markFiring {
 		w.unlinkArmed(i)
 		w.noteUnlinked(n.due)
@@ -228,7 +228,7 @@ func (w *Wheel) recvAppend(r uint64, i uint32) {
 }
 
 func (w *Wheel) recvRemove(r uint64, i uint32) {
-	n := w.nodes.at(i)
+	n := w.nodes.get(i) // only read: the barrier is for writes
 	l := w.recv.entry(r)
 	if l.count == 1 {
 		w.recv.delete(r)
