@@ -24,5 +24,5 @@ func threadFaults() (minor int64) {
 	if unix.Getrusage(unix.RUSAGE_THREAD, &ru) != nil {
 		return 0
 	}
-	return ru.Minflt
+	return int64(ru.Minflt) // int32 on 32-bit Linux
 }
