@@ -35,9 +35,12 @@ func TestFreezeAllocatesNoClaimWords(t *testing.T) {
 	freeze := func(what string) *Frozen {
 		before := allocated()
 		f := w.Freeze()
-		// Claim words for n timers: n/16 pages × 4 bytes = n/4 bytes.
-		if got := allocated() - before; got > n/32 {
-			t.Errorf("%s of %d timers allocated %d bytes, want under %d (no claim words: %d bytes)", what, w.Len(), got, n/32, w.Len()/4)
+		// Claim words for n timers: n/16 pages × 4 bytes = n/4 bytes. The
+		// runtime counts small allocations a span at a time (its cache's
+		// refills), so the Frozen's own few objects show as 0 or ~16 KB:
+		// the bound is half the claim words of n timers.
+		if got := allocated() - before; got > n/8 {
+			t.Errorf("%s of %d timers allocated %d bytes, want under %d (no claim words: %d bytes)", what, w.Len(), got, n/8, w.Len()/4)
 		}
 		return f
 	}
