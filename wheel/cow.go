@@ -75,6 +75,11 @@ type pageRef[T any] struct {
 type cowBlock[T any] struct {
 	pages [blockPages]pageRef[T]
 	epoch uint32
+	// all is the block's pages as one allocation, when grow made them
+	// together (the slab's, never copied: pages[p].p == &all[p] always),
+	// so that a read finds a node without loading its page's ref, a cache
+	// miss of its own in a big wheel; nil otherwise.
+	all *[blockPages]cowPage[T]
 }
 
 // len returns the number of items the array has room for.
@@ -102,6 +107,7 @@ func (a *cowArray[T]) grow(together bool) {
 	var all *[blockPages]cowPage[T]
 	if together {
 		all = new([blockPages]cowPage[T])
+		b.all = all
 	}
 	for p := range b.pages {
 		var pg *cowPage[T]

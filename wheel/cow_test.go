@@ -305,6 +305,7 @@ func TestSlabBlockIsOneAllocation(t *testing.T) {
 		t.Helper()
 		for bi, b := range w.nodes.arr.blocks {
 			base := uintptr(unsafe.Pointer(b.pages[0].p))
+			require.Equal(t, base, uintptr(unsafe.Pointer(b.all)), "block %d: slab.get reads its nodes through all", bi)
 			for p, r := range b.pages {
 				require.Equal(t, base+uintptr(p)*unsafe.Sizeof(cowPage[node]{}), uintptr(unsafe.Pointer(r.p)),
 					"block %d page %d is not in the block's allocation", bi, p)

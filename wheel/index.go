@@ -1,5 +1,7 @@
 package wheel
 
+import "unsafe"
+
 // index maps a Key to its node with open addressing and linear probing. Each
 // entry is the node index (below 2^28) with 4 bits of the key's hash on top,
 // so a probe reads the node only on a likely match; 0 is empty (no timer has
@@ -226,6 +228,22 @@ func (x *index) migrate(k uint64) {
 	x.moved = end
 	if end == size {
 		x.old, x.oldMask, x.oldLive, x.moved, x.runStart = itable{}, 0, 0, 0, 0
+		return
+	}
+	x.prefetchMoving(min(end+k, size))
+}
+
+// prefetchMoving asks the CPU for the nodes of the live entries of the old
+// table from the moved mark up to end, which the next migrate reads for
+// their keys' hashes: in old-table order they lie anywhere in the slab, a
+// cache miss each, and the insertions between two migrates give the loads
+// time to land (a pipelined client's adds spent a fifth of their CPU in
+// migrate's node reads while the index doubled).
+func (x *index) prefetchMoving(end uint64) {
+	for p := x.moved; p < end; p++ {
+		if e := *x.old.at(p); e > tomb {
+			prefetch(unsafe.Pointer(x.nodes.get(e & idxMask)))
+		}
 	}
 }
 

@@ -118,7 +118,13 @@ func (s *slab) own(bi, pi, j uint32) *pageRef[node] {
 }
 
 // get returns the node at index i, only to read (see cowArray.get).
-func (s *slab) get(i uint32) *node { return s.arr.get(i) }
+func (s *slab) get(i uint32) *node {
+	bi, pi, j := locate(i)
+	if b := s.arr.blocks[bi]; b.all != nil {
+		return &b.all[pi][j]
+	}
+	return s.arr.get(i)
+}
 
 // alloc returns the index of an unused node, whose fields the caller must
 // all set, or false when the slab is full.
