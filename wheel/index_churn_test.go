@@ -16,47 +16,20 @@ func TestIndexChurnDuringMoves(t *testing.T) {
 		seeds = 4
 	}
 	for seed := range seeds {
-		var s slab
-		s.init(4)
-		var x index
-		x.init(&s)
+		ih := newIndexHarness(t)
+		x, live := &ih.x, ih.live
 		rng := rand.New(rand.NewPCG(seed, 7))
-		live := map[Key]uint32{}
-		var keys []Key
-		target := 50 + int(rng.Uint64N(3000))
+		target := 0
 		for op := 0; op < 20000; op++ {
 			if op%2000 == 0 {
 				target = 20 + int(rng.Uint64N(3000))
 			}
-			if len(keys) < target && rng.Uint64N(10) < 6 || len(keys) == 0 {
-				k := Key{rng.Uint64N(8), rng.Uint64N(1 << 40)}
-				if _, ok := live[k]; ok {
-					continue
+			if len(ih.keys) == 0 || len(ih.keys) < target && rng.Uint64N(10) < 6 {
+				if k := (Key{rng.Uint64N(8), rng.Uint64N(1 << 40)}); live[k] == 0 {
+					ih.add(k, nil)
 				}
-				x.reserve()
-				h := hash(k)
-				pos, old := x.lookupHash(k, h)
-				if old != 0 {
-					t.Fatalf("seed %d op %d: add %v: already there", seed, op, k)
-				}
-				i, _ := s.alloc()
-				n := s.at(i)
-				n.receiver, n.tid, n.wprev = k.Receiver, k.Tid, 0
-				x.insertAt(pos, h, i)
-				live[k] = i
-				keys = append(keys, k)
 			} else {
-				j := int(rng.Uint64N(uint64(len(keys))))
-				k := keys[j]
-				pos, i := x.lookup(k)
-				if i != live[k] {
-					t.Fatalf("seed %d op %d: delete %v: found %d, want %d (moving %v)", seed, op, k, i, live[k], x.moving())
-				}
-				x.deleteAt(pos)
-				s.release(i)
-				delete(live, k)
-				keys[j] = keys[len(keys)-1]
-				keys = keys[:len(keys)-1]
+				ih.del(int(rng.Uint64N(uint64(len(ih.keys)))))
 			}
 			if x.moving() || op%97 == 0 {
 				for k, i := range live {

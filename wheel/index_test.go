@@ -14,48 +14,20 @@ import (
 // insertion moves more than migrateStep entries to the new table (all of
 // them, before).
 func TestIndexChurn(t *testing.T) {
-	var s slab
-	s.init(4) // 4 sentinels, as the smallest wheel has
-	var x index
-	x.init(&s)
+	ih := newIndexHarness(t)
+	x, live := &ih.x, ih.live
 	rng := rand.New(rand.NewPCG(1, 2))
-	live := map[Key]uint32{}
-	var keys []Key
 	worst := 0
 	add := func(k Key) {
 		inTable, first := x.count-x.oldLive, x.table.at(0)
-		x.reserve()
-		if x.table.at(0) != first {
-			inTable = 0
-		}
-		worst = max(worst, int(x.count-x.oldLive-inTable))
-		h := hash(k)
-		pos, old := x.lookupHash(k, h)
-		if old != 0 {
-			t.Fatalf("add %v: already there as node %d", k, old)
-		}
-		i, ok := s.alloc()
-		if !ok {
-			t.Fatal("slab full")
-		}
-		n := s.at(i)
-		n.receiver, n.tid, n.wprev = k.Receiver, k.Tid, 0
-		x.insertAt(pos, h, i)
-		live[k] = i
-		keys = append(keys, k)
+		ih.add(k, func() {
+			if x.table.at(0) != first {
+				inTable = 0
+			}
+			worst = max(worst, int(x.count-x.oldLive-inTable))
+		})
 	}
-	del := func(j int) {
-		k := keys[j]
-		pos, i := x.lookup(k)
-		if i != live[k] {
-			t.Fatalf("delete %v: found node %d, want %d", k, i, live[k])
-		}
-		x.deleteAt(pos)
-		s.release(i)
-		delete(live, k)
-		keys[j] = keys[len(keys)-1]
-		keys = keys[:len(keys)-1]
-	}
+	del := ih.del
 	check := func(round int) {
 		if int(x.count) != len(live) {
 			t.Fatalf("round %d: count %d, want %d", round, x.count, len(live))
@@ -105,16 +77,16 @@ func TestIndexChurn(t *testing.T) {
 	for round := range 60 {
 		// Fill to a random size, then delete most of it in random order,
 		// with a few re-adds of deleted keys in between.
-		for target := rng.IntN(3000); len(keys) < target; {
+		for target := rng.IntN(3000); len(ih.keys) < target; {
 			add(Key{rng.Uint64N(64), rng.Uint64()})
 		}
 		check(round)
 		if x.moving() {
 			moves++
 		}
-		for n := len(keys) * (50 + rng.IntN(50)) / 100; n > 0; n-- {
-			j := rng.IntN(len(keys))
-			k := keys[j]
+		for n := len(ih.keys) * (50 + rng.IntN(50)) / 100; n > 0; n-- {
+			j := rng.IntN(len(ih.keys))
+			k := ih.keys[j]
 			del(j)
 			if rng.IntN(10) == 0 {
 				add(k)
@@ -430,31 +402,10 @@ func TestIndexGrowsAChunkAtATime(t *testing.T) {
 // and probes the rest from the mark on), and absent keys are not found. The
 // old table is filled to 3/4 first, where probe runs are longest.
 func TestIndexLookupWhileMoving(t *testing.T) {
-	var s slab
-	s.init(4)
-	var x index
-	x.init(&s)
+	ih := newIndexHarness(t)
+	x, live := &ih.x, ih.live
 	rng := rand.New(rand.NewPCG(3, 4))
-	live := map[Key]uint32{}
-	var keys []Key
-	add := func() {
-		k := Key{rng.Uint64N(8), rng.Uint64()}
-		x.reserve()
-		h := hash(k)
-		pos, old := x.lookupHash(k, h)
-		if old != 0 {
-			t.Fatalf("add %v: already there as node %d", k, old)
-		}
-		i, ok := s.alloc()
-		if !ok {
-			t.Fatal("slab full")
-		}
-		n := s.at(i)
-		n.receiver, n.tid, n.wprev = k.Receiver, k.Tid, 0
-		x.insertAt(pos, h, i)
-		live[k] = i
-		keys = append(keys, k)
-	}
+	add := func() { ih.add(Key{rng.Uint64N(8), rng.Uint64()}, nil) }
 	check := func(when string) {
 		if x.moving() {
 			for p := x.runStart; p < x.moved; p++ {
@@ -488,13 +439,7 @@ func TestIndexLookupWhileMoving(t *testing.T) {
 		for step := 0; x.moving(); step++ {
 			check("round " + strconv.Itoa(round) + " step " + strconv.Itoa(step))
 			if step%8 == 7 { // delete a key, in the old table or the new
-				j := rng.IntN(len(keys))
-				k := keys[j]
-				pos, i := x.lookup(k)
-				x.deleteAt(pos)
-				s.release(i)
-				delete(live, k)
-				keys[j], keys = keys[len(keys)-1], keys[:len(keys)-1]
+				ih.del(rng.IntN(len(ih.keys)))
 			}
 			add()
 		}
@@ -503,4 +448,60 @@ func TestIndexLookupWhileMoving(t *testing.T) {
 	if moves != 6 {
 		t.Fatalf("%d moves, want 6", moves)
 	}
+}
+
+// indexHarness is an index over a slab of its own, and a Go map of what
+// it must hold, for the index tests.
+type indexHarness struct {
+	t    *testing.T
+	s    slab
+	x    index
+	live map[Key]uint32
+	keys []Key
+}
+
+func newIndexHarness(t *testing.T) *indexHarness {
+	ih := &indexHarness{t: t, live: map[Key]uint32{}}
+	ih.s.init(4) // 4 sentinels, as the smallest wheel has
+	ih.x.init(&ih.s)
+	return ih
+}
+
+// add inserts k, which must be absent, as a wheel's Add does: reserve
+// (then afterReserve, when not nil), look up, insert.
+func (ih *indexHarness) add(k Key, afterReserve func()) {
+	ih.t.Helper()
+	ih.x.reserve()
+	if afterReserve != nil {
+		afterReserve()
+	}
+	h := hash(k)
+	pos, old := ih.x.lookupHash(k, h)
+	if old != 0 {
+		ih.t.Fatalf("add %v: already there as node %d", k, old)
+	}
+	i, ok := ih.s.alloc()
+	if !ok {
+		ih.t.Fatal("slab full")
+	}
+	n := ih.s.at(i)
+	n.receiver, n.tid, n.wprev = k.Receiver, k.Tid, 0
+	ih.x.insertAt(pos, h, i)
+	ih.live[k] = i
+	ih.keys = append(ih.keys, k)
+}
+
+// del deletes keys[j], which the look-up must find as its node.
+func (ih *indexHarness) del(j int) {
+	ih.t.Helper()
+	k := ih.keys[j]
+	pos, i := ih.x.lookup(k)
+	if i != ih.live[k] {
+		ih.t.Fatalf("delete %v: found node %d, want %d (moving %v)", k, i, ih.live[k], ih.x.moving())
+	}
+	ih.x.deleteAt(pos)
+	ih.s.release(i)
+	delete(ih.live, k)
+	ih.keys[j] = ih.keys[len(ih.keys)-1]
+	ih.keys = ih.keys[:len(ih.keys)-1]
 }
