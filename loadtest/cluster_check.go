@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,6 +44,11 @@ type ClusterReport struct {
 	// events it dropped and of events reported dropped.
 	EventsAcked, EventsUnsure, EventsDelivered, EventsLost, Duplicates, OutOfOrder int
 	Redelivered, Dropped                                                           uint64
+	// EventsDetail names the first lost and duplicated events: each lost
+	// tid with when its add was acknowledged, and the seqs its neighbours
+	// came with; each duplicate with its seqs (what to look for in the
+	// nodes' logs).
+	EventsDetail string
 
 	// The porcupine history: operations, outcomes, and the verdict.
 	Operations   int
@@ -69,6 +76,9 @@ func (r *ClusterReport) Print(w io.Writer) {
 	fmt.Fprintf(w, "linearizability (porcupine, add/cancel/get of a key→present map): %s over %d operations (ok %d, exists %d, not_found %d, unknown %d)\n",
 		verdict(r.Linearizable), r.Operations, r.Outcomes[clustertest.OK], r.Outcomes[clustertest.Exists],
 		r.Outcomes[clustertest.NotFound], r.Outcomes[clustertest.Unknown])
+	if r.EventsDetail != "" {
+		fmt.Fprintf(w, "events lost or duplicated:\n%s", r.EventsDetail)
+	}
 	if r.Violation != "" {
 		fmt.Fprintf(w, "violation:\n%s", r.Violation)
 	}
@@ -215,10 +225,13 @@ type adder struct {
 	mu            sync.Mutex
 	acked, unsure map[uint64]bool
 	lastDue       time.Time // the latest due of an add sent
+	start         time.Time
+	ackedAt       map[uint64]time.Duration // since start, for the report's detail
 }
 
 func (a *adder) run(ctx context.Context, cl *client.Client, receiver uint64) {
 	a.acked, a.unsure = map[uint64]bool{}, map[uint64]bool{}
+	a.start, a.ackedAt = time.Now(), map[uint64]time.Duration{}
 	for tid := uint64(1); ctx.Err() == nil; tid++ {
 		after := 24 * time.Hour // never fires in the run
 		if receiver == nemEventReceiver {
@@ -230,6 +243,7 @@ func (a *adder) run(ctx context.Context, cl *client.Client, receiver uint64) {
 		a.mu.Lock()
 		if err == nil {
 			a.acked[tid] = true
+			a.ackedAt[tid] = time.Since(a.start)
 		} else {
 			a.unsure[tid] = true
 		}
@@ -248,7 +262,8 @@ func (a *adder) run(ctx context.Context, cl *client.Client, receiver uint64) {
 type consumer struct {
 	c        *client.Client
 	mu       sync.Mutex
-	got      map[uint64]int // deliveries by tid
+	got      map[uint64]int      // deliveries by tid
+	seqs     map[uint64][]uint64 // the seqs each tid came with
 	lastSeq  uint64
 	outOrder int
 	n        atomic.Int64
@@ -259,7 +274,7 @@ func newConsumer(ctx context.Context, dial func(string, ...client.Option) (*clie
 	if err != nil {
 		return nil, err
 	}
-	k := &consumer{c: cl, got: map[uint64]int{}}
+	k := &consumer{c: cl, got: map[uint64]int{}, seqs: map[uint64][]uint64{}}
 	bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if _, err := cl.Bind(bctx, nemEventReceiver, &client.BindOptions{Ack: client.AckAuto}); err != nil {
@@ -273,6 +288,7 @@ func newConsumer(ctx context.Context, dial func(string, ...client.Option) (*clie
 			}
 			k.mu.Lock()
 			k.got[ev.Tid]++
+			k.seqs[ev.Tid] = append(k.seqs[ev.Tid], ev.Seq)
 			if ev.Seq <= k.lastSeq && k.got[ev.Tid] == 1 {
 				k.outOrder++ // a new event with a seq not above the last one
 			}
@@ -311,6 +327,7 @@ func (k *consumer) count(a *adder, r *ClusterReport) {
 	}
 	r.OutOfOrder = k.outOrder
 	k.mu.Unlock()
+	r.EventsDetail = k.detail(a)
 	r.Redelivered, r.Dropped = k.c.Redelivered(), k.c.Dropped()
 }
 
@@ -361,4 +378,34 @@ func countAdds(ctx context.Context, dial func(string, ...client.Option) (*client
 		}
 	}
 	return nil
+}
+
+// detail describes the first few lost and duplicated events of a's adds.
+func (k *consumer) detail(a *adder) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var lost, dup []uint64
+	for tid := range a.acked {
+		if k.got[tid] == 0 {
+			lost = append(lost, tid)
+		}
+	}
+	for tid, n := range k.got {
+		if n > 1 {
+			dup = append(dup, tid)
+		}
+	}
+	slices.Sort(lost)
+	slices.Sort(dup)
+	var b strings.Builder
+	for _, tid := range lost[:min(len(lost), 5)] {
+		fmt.Fprintf(&b, "  lost tid %d: add acknowledged at +%v; tid %d came as seqs %v, tid %d as %v\n", tid,
+			a.ackedAt[tid].Round(time.Millisecond), tid-1, k.seqs[tid-1], tid+1, k.seqs[tid+1])
+	}
+	for _, tid := range dup[:min(len(dup), 5)] {
+		fmt.Fprintf(&b, "  duplicate tid %d: seqs %v (add acknowledged at +%v)\n", tid, k.seqs[tid], a.ackedAt[tid].Round(time.Millisecond))
+	}
+	return b.String()
 }
