@@ -231,9 +231,12 @@ func (a *acker) bound(cn *conn, receiver uint64, mode AckMode, pending, first ui
 	}
 	acked := satSub(first, 1) // the server's acked seq
 	st.mode, st.cn, st.recvd, st.sent = mode, cn, acked, acked
+	a.log.Debug("tickwheel: bound in acknowledged mode", "receiver", receiver, "first_seq", first, "pending", pending,
+		"handed", st.handed, "handled", st.handled, "kept", st.kept.n)
 	if st.handed > satAdd(acked, pending) {
 		// The server's outbox ends below what it delivered before: its
 		// numbering started again.
+		a.log.Debug("tickwheel: the server's numbering started again", "receiver", receiver, "handed", st.handed)
 		st.restart()
 	}
 	st.trim(acked)
@@ -279,6 +282,10 @@ func (a *acker) fire(cn *conn, f *protocol.Fire, idx uint64) (dup, acked bool) {
 		// event (a renumbering the reply could not show). Past the kept
 		// window (maxKept), the seq alone decides.
 		if fp, ok := st.kept.find(f.Seq); !ok || fp == fingerprint(f.Tid, f.Tick, f.Fired) {
+			if !ok {
+				a.log.Debug("tickwheel: a redelivered seq past the kept events is taken for a duplicate", "receiver", f.Receiver,
+					"seq", f.Seq, "tid", f.Tid, "handed", st.handed, "kept_first", st.kept.first, "kept", st.kept.n)
+			}
 			a.redelivered.Add(1)
 			if st.handled > st.sent && st.recvd >= st.handled {
 				// The redelivery has caught up with what the user took
@@ -288,6 +295,8 @@ func (a *acker) fire(cn *conn, f *protocol.Fire, idx uint64) (dup, acked bool) {
 			}
 			return true, true
 		}
+		a.log.Debug("tickwheel: a redelivered seq is a new event: a new numbering", "receiver", f.Receiver, "seq", f.Seq,
+			"tid", f.Tid, "handed", st.handed, "handled", st.handled)
 		st.restart() // not what was delivered with that seq: a new numbering
 	}
 	st.handed = f.Seq

@@ -1,12 +1,14 @@
 package loadtest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	mrand "math/rand/v2"
 	"net"
 	"os"
@@ -40,8 +42,16 @@ type ClusterParams struct {
 	// timers (default 16).
 	Clients, Keys int
 	Log           io.Writer // the servers' logs (nil: discarded)
-	Logf          func(format string, args ...any)
-	Seed          uint64 // the nemesis's choices (0: random)
+	// LogDir, when set, takes each node's log instead, appended to
+	// LogDir/<node id>.log across its restarts.
+	LogDir string
+	// LogLevel is the servers' -log-level (default warn).
+	LogLevel string
+	// ClientLog is where the clients log (nil: discarded); the consumer's
+	// client logs its binds and the duplicates it drops at debug level.
+	ClientLog *slog.Logger
+	Logf      func(format string, args ...any)
+	Seed      uint64 // the nemesis's choices (0: random)
 }
 
 // clusterNode is one process of the cluster and its addresses.
@@ -125,10 +135,18 @@ func (c *nemCluster) start(ctx context.Context, i int) error {
 	if log == nil {
 		log = io.Discard
 	}
+	if c.p.LogDir != "" {
+		f, err := os.OpenFile(filepath.Join(c.p.LogDir, n.id+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close() // the child has its own descriptor
+		log = f
+	}
 	s, err := SpawnWith(ctx, SpawnOptions{Path: c.p.Bin, Addr: n.client, Log: log,
 		Env: []string{"TICKWHEEL_ADMIN_TOKEN=" + c.token},
 		Args: []string{"-data-dir", n.dir, "-cluster-id", "nemesis", "-node-id", n.id, "-peers", n.peers,
-			"-raft-addr", n.raft, "-fsync", "always", "-log-level", "warn"}})
+			"-raft-addr", n.raft, "-fsync", "always", "-log-level", cmp.Or(c.p.LogLevel, "warn")}})
 	if err != nil {
 		return fmt.Errorf("node %s: %w", n.id, err)
 	}

@@ -128,8 +128,12 @@ func ClusterNemesis(ctx context.Context, p ClusterParams) (*ClusterReport, error
 	dial := func(name string, opts ...client.Option) (*client.Client, error) {
 		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		return client.Dial(dctx, c.addrs(), append([]client.Option{client.WithToken(c.token), client.WithName(name),
-			client.WithReconnect(20*time.Millisecond, 300*time.Millisecond)}, opts...)...)
+		base := []client.Option{client.WithToken(c.token), client.WithName(name),
+			client.WithReconnect(20*time.Millisecond, 300*time.Millisecond)}
+		if p.ClientLog != nil {
+			base = append(base, client.WithLogger(p.ClientLog.With("client", name)))
+		}
+		return client.Dial(dctx, c.addrs(), append(base, opts...)...)
 	}
 	cons, err := newConsumer(ctx, dial)
 	if err != nil {

@@ -2,6 +2,8 @@ package loadtest
 
 import (
 	"context"
+	"log/slog"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -30,8 +32,19 @@ func TestClusterNemesisShort(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rep, err := ClusterNemesis(ctx, ClusterParams{Bin: bin, Dir: t.TempDir(), Duration: 20 * time.Second,
-		Every: 1500 * time.Millisecond, Logf: t.Logf})
+	p := ClusterParams{Bin: bin, Dir: t.TempDir(), Duration: 20 * time.Second, Every: 1500 * time.Millisecond, Logf: t.Logf}
+	if dir := os.Getenv("TICKWHEEL_NEMESIS_LOGS"); dir != "" {
+		// Keep the run's logs for a post-mortem: the servers' at info
+		// level, the clients' at debug level.
+		cl, err := os.Create(filepath.Join(dir, "clients.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		p.LogDir, p.LogLevel = dir, "info"
+		p.ClientLog = slog.New(slog.NewTextHandler(cl, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	rep, err := ClusterNemesis(ctx, p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -162,8 +162,10 @@ type fsm struct {
 	mu      sync.Mutex
 	clients map[string]string // node id → client address; guarded by mu
 	failed  error             // guarded by mu: the consumer's Apply error that stopped applying
-	// handed is the index of the last log the consumer has taken (Apply
-	// returned), or of the snapshot last restored; guarded by mu.
+	// handed is the index of the last log handed to the consumer: its
+	// Apply has returned, is running, or is about to run; guarded by mu.
+	// (Committed rebuilds up to it; the consumer drops what an Apply still
+	// running delivers up to there.)
 	handed uint64
 }
 
@@ -199,20 +201,23 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	f.mu.Lock()
 	failed := f.failed
+	if failed == nil && len(logs) > 0 {
+		// Before the consumer's Apply, not after it returns: the consumer
+		// may run a rebuild (Committed) between the end of its Apply and
+		// the return here, and that rebuild must hold these entries, which
+		// are never delivered again.
+		f.handed = logs[len(logs)-1].Index
+	}
 	f.mu.Unlock()
 	if len(entries) > 0 && failed == nil {
 		if err := f.consumer.Apply(entries); err != nil {
 			f.node.cfg.Log.Error("cluster: the consumer could not apply committed entries; this node stops applying",
 				"first_index", entries[0].Index, "err", err)
-			failed = err
+			f.mu.Lock()
+			f.failed = err
+			f.mu.Unlock()
 		}
 	}
-	f.mu.Lock()
-	f.failed = failed
-	if failed == nil && len(logs) > 0 {
-		f.handed = logs[len(logs)-1].Index
-	}
-	f.mu.Unlock()
 	return resp
 }
 

@@ -30,6 +30,10 @@ type recConsumer struct {
 	last     uint64   // index of the last entry applied
 	restores int
 	applied  chan struct{} // rung after each Apply and Restore
+	// afterApply, when set, runs at the end of each Apply with the index
+	// of its last entry, where a server's event loop would run its next
+	// task (e.g. a follow's rebuild) before raft's Apply call returns.
+	afterApply func(last uint64)
 }
 
 func newRecConsumer() *recConsumer { return &recConsumer{applied: make(chan struct{}, 1)} }
@@ -54,7 +58,11 @@ func (c *recConsumer) Apply(entries []Entry) error {
 			c.stints = append(c.stints, e.Stint)
 		}
 	}
+	last, after := c.last, c.afterApply
 	c.mu.Unlock()
+	if after != nil {
+		after(last)
+	}
 	c.ring()
 	return nil
 }

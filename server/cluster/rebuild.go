@@ -13,13 +13,17 @@ import (
 // stopped leading and must drop the state it executed speculatively: it
 // reads the latest raft snapshot into restore (restore(nil) when there is
 // none: the state starts empty), then hands the committed record entries
-// after it, in order, to apply, up to the last entry Consumer.Apply has
-// returned from (or the snapshot's index, if that is later). It returns
+// after it, in order, to apply, up to the last entry handed to
+// Consumer.Apply (or the snapshot's index, if that is later). It returns
 // that index: entries Consumer.Apply delivers afterwards with an index up
-// to it are already in the rebuilt state and must be dropped.
+// to it — an Apply that was already called and waits for the consumer's
+// loop — are already in the rebuilt state and must be dropped. Every entry
+// Apply delivered before is in it too, even from a call that has not
+// returned yet (the last batch of a leader's own entries, which its Apply
+// skipped: TestCommittedRebuildAfterApply).
 //
 // Call it where Consumer.Apply and Restore deliver (the server's event
-// loop): an Apply blocked meanwhile holds entries after upto. If raft
+// loop): entries after upto come later through Apply. If raft
 // compacts the log under it (a newer snapshot), it starts again from that
 // snapshot, at most three times.
 func (n *Node) Committed(restore func(io.Reader) error, apply func([]Entry) error) (upto uint64, err error) {
