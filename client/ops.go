@@ -475,6 +475,16 @@ func (c *Client) ClusterPromote(ctx context.Context, id string) (protocol.Cluste
 	return c.cluster(ctx, &protocol.Request{Op: protocol.OpCluster, Command: protocol.ClusterPromote, Node: id})
 }
 
+// ClusterCheck asks for a state check: the leader marks its replicated
+// log, and every node hashes its state at the mark. It returns once the
+// mark is committed, with the check's id in Cluster.Check; each node's
+// digest for it is on that node's status page (/status.json, cluster
+// state_check), and the digests must all be equal. ErrUnavailable when
+// leadership changed before the mark committed: ask again.
+func (c *Client) ClusterCheck(ctx context.Context) (protocol.Cluster, error) {
+	return c.cluster(ctx, &protocol.Request{Op: protocol.OpCluster, Command: protocol.ClusterCheck})
+}
+
 // ClusterRemove removes node id from the cluster and returns the
 // cluster's state once the change is committed. Removing the leader
 // makes it step down: the connection may close before the reply.

@@ -4,11 +4,14 @@ package protocol
 // answering node's (the leader's) raft state and the cluster's members
 // after the change, sent as [map] with string keys role, leader, term,
 // commit_index, applied_index and members, an array of maps with keys id,
-// raft_addr and voter.
+// raft_addr and voter; the reply to check has the key check too.
 type Cluster struct {
 	Role, Leader                    string // as in Stats
 	Term, CommitIndex, AppliedIndex uint64
 	Members                         []ClusterMember
+	// Check is the id of the state check a check sub-command marked (0
+	// for the other sub-commands).
+	Check uint64
 }
 
 // ClusterMember is one server in the raft configuration.
@@ -20,7 +23,11 @@ type ClusterMember struct {
 // AppendClusterOK appends the reply to a cluster op: [0, id, [cluster]].
 func AppendClusterOK(b []byte, id uint64, c *Cluster) []byte {
 	b, start := appendOKHead(b, id)
-	b = appendMap(append(b, 0x91), 6)
+	keys := 6
+	if c.Check != 0 {
+		keys++
+	}
+	b = appendMap(append(b, 0x91), keys)
 	b = appendStr(appendStr(b, "role"), c.Role)
 	b = appendStr(appendStr(b, "leader"), c.Leader)
 	b = appendUint(appendStr(b, "term"), c.Term)
@@ -32,6 +39,9 @@ func AppendClusterOK(b []byte, id uint64, c *Cluster) []byte {
 		b = appendStr(appendStr(b, "id"), m.ID)
 		b = appendStr(appendStr(b, "raft_addr"), m.RaftAddr)
 		b = appendBool(appendStr(b, "voter"), m.Voter)
+	}
+	if c.Check != 0 {
+		b = appendUint(appendStr(b, "check"), c.Check)
 	}
 	return endFrame(b, start)
 }
@@ -55,6 +65,8 @@ func DecodeCluster(result []byte, c *Cluster) error {
 			c.CommitIndex = d.uint("commit_index")
 		case "applied_index":
 			c.AppliedIndex = d.uint("applied_index")
+		case "check":
+			c.Check = d.uint("check")
 		case "members":
 			k := d.array("members", 0)
 			for range k {

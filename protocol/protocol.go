@@ -133,6 +133,11 @@ const (
 	ClusterAddNonvoter = "add_nonvoter"
 	ClusterPromote     = "promote" // make non-voter Request.Node a voter, once it has caught up
 	ClusterRemove      = "remove"  // remove Request.Node from the cluster
+	// ClusterCheck marks the replicated log for a state check: every node
+	// hashes its state at the mark (Cluster.Check is its id; each node's
+	// hash is on its status page, /status.json). The reply leaves once the
+	// mark is committed.
+	ClusterCheck = "check"
 )
 
 // Code is an error code carried by an error reply. Codes are stable.

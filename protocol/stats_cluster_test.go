@@ -47,3 +47,29 @@ func TestStatsRequestIDKeys(t *testing.T) {
 		t.Fatalf("decoded %+v, want %+v", out, in)
 	}
 }
+
+// A cluster check's reply carries the check's id, which decodes back; the
+// other sub-commands' replies keep their 6 keys.
+func TestClusterCheckKey(t *testing.T) {
+	for _, in := range []Cluster{
+		{Role: "leader", Leader: "n1", Term: 2, CommitIndex: 9, AppliedIndex: 9, Check: 1764201600123456789,
+			Members: []ClusterMember{{ID: "n1", RaftAddr: "127.0.0.1:7520", Voter: true}}},
+		{Role: "leader", Leader: "n1", Term: 2},
+	} {
+		var m Message
+		frame := AppendClusterOK(nil, 3, &in)
+		if err := DecodeMessage(frame[HeaderSize:], &m); err != nil {
+			t.Fatal(err)
+		}
+		if want := byte(0x86); in.Check != 0 && m.Result[1] != want+1 || in.Check == 0 && m.Result[1] != want {
+			t.Fatalf("check %d: map header %x", in.Check, m.Result[1])
+		}
+		var out Cluster
+		if err := DecodeCluster(m.Result, &out); err != nil {
+			t.Fatal(err)
+		}
+		if out.Check != in.Check || out.Role != in.Role || len(out.Members) != len(in.Members) {
+			t.Fatalf("decoded %+v, want %+v", out, in)
+		}
+	}
+}

@@ -75,7 +75,7 @@ func connLink(c gnet.Conn) *link {
 // checkClusterOp checks a cluster op's sub-command and arguments.
 func checkClusterOp(req *protocol.Request) (protocol.Code, string) {
 	switch req.Command {
-	case protocol.ClusterStatus:
+	case protocol.ClusterStatus, protocol.ClusterCheck:
 		return 0, ""
 	case protocol.ClusterAdd, protocol.ClusterAddNonvoter:
 		if req.Node == "" || len(req.Node) > 255 {
@@ -91,7 +91,7 @@ func checkClusterOp(req *protocol.Request) (protocol.Code, string) {
 		}
 		return 0, ""
 	}
-	return protocol.CodeInvalidArgument, fmt.Sprintf("cluster: unknown sub-command %q: want status, add, add_nonvoter, promote or remove", req.Command)
+	return protocol.CodeInvalidArgument, fmt.Sprintf("cluster: unknown sub-command %q: want status, add, add_nonvoter, promote, remove or check", req.Command)
 }
 
 // membership makes the change req asks for, waits for it to be committed,
@@ -105,7 +105,8 @@ func (r *replica) membership(req *protocol.Request) []byte {
 	k := &r.s.cfg.Cluster
 	ctx, cancel := context.WithTimeout(r.ctx, k.CatchUpTimeout)
 	defer cancel()
-	var err error
+	var err, cerr error
+	var check uint64
 	switch req.Command {
 	case protocol.ClusterAdd:
 		err = r.node.AddCaughtUp(ctx, req.Node, req.Addr, k.CatchUpEntries, membershipTimeout)
@@ -119,10 +120,16 @@ func (r *replica) membership(req *protocol.Request) []byte {
 		err = r.node.Promote(ctx, req.Node, k.CatchUpEntries, membershipTimeout)
 	case protocol.ClusterRemove:
 		err = r.node.RemoveServer(req.Node, membershipTimeout)
+	case protocol.ClusterCheck:
+		check, cerr = r.check(ctx)
+		if cerr != nil {
+			return protocol.AppendError(nil, req.ID, protocol.CodeUnavailable, fmt.Sprintf("cluster check: %v", cerr))
+		}
 	}
 	var c protocol.Cluster
 	if err == nil {
 		c, err = r.clusterState()
+		c.Check = check
 	}
 	var (
 		nl *cluster.NotLeaderError

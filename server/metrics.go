@@ -210,6 +210,8 @@ type ClusterMetrics struct {
 	LeaderCommit uint64
 	// AuthRefused counts raft connections refused at the token handshake.
 	AuthRefused uint64
+	// Check is this node's latest state check (zero: none).
+	Check StateCheck
 }
 
 // PersistMetrics describe the log and snapshots.

@@ -292,7 +292,7 @@ func (r *replica) Apply(entries []cluster.Entry) error {
 				own += uint64(len(e.Records))
 				continue
 			}
-			if err := r.replay(e); err != nil {
+			if err := r.replay(e, true); err != nil {
 				return err
 			}
 		}
@@ -304,10 +304,17 @@ func (r *replica) Apply(entries []cluster.Entry) error {
 	})
 }
 
-func (r *replica) replay(e cluster.Entry) error {
+// replay replays a committed entry's records into the Core and, when
+// check, hashes the state at each state check's mark (statecheck.go); a
+// rebuild does not (its checks were made when the records were first
+// applied).
+func (r *replica) replay(e cluster.Entry, check bool) error {
 	for i, rec := range e.Records {
 		if err := r.s.core.Replay(rec); err != nil {
 			return fmt.Errorf("replaying record %d of entry %d: %w", i, e.Index, err)
+		}
+		if id, ok := r.s.core.TakeCheck(); ok && check {
+			r.s.startCheck(id)
 		}
 	}
 	return nil
@@ -504,7 +511,7 @@ func (r *replica) follow() {
 		return r.restore(b)
 	}, func(entries []cluster.Entry) error {
 		for _, e := range entries {
-			if err := r.replay(e); err != nil {
+			if err := r.replay(e, false); err != nil {
 				return err
 			}
 		}
@@ -576,7 +583,7 @@ func (s *Server) clusterMetrics() ClusterMetrics {
 	st := r.node.Status()
 	return ClusterMetrics{On: true, Role: st.Role, Leader: st.LeaderID, LeaderAddr: st.LeaderClientAddr, Term: st.Term,
 		CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, LastIndex: st.LastIndex, AuthRefused: st.AuthRefused,
-		Suffrage: st.Suffrage, Voters: st.Voters, Nonvoters: st.Nonvoters, LeaderCommit: st.LeaderCommit}
+		Suffrage: st.Suffrage, Voters: st.Voters, Nonvoters: st.Nonvoters, LeaderCommit: st.LeaderCommit, Check: s.lastCheck()}
 }
 
 // ready: a node is ready when a leader is known, it is a member, and it

@@ -42,8 +42,9 @@ type Server struct {
 	// (persist.go), the committer when it is on.
 	commits committer
 	persist *persist
-	replica *replica // cluster mode (replica.go); nil for a single server
-	wallAt  int64    // ns since origin: when the wall-clock time is next recorded (with commits)
+	replica *replica    // cluster mode (replica.go); nil for a single server
+	checks  stateChecks // cluster mode: state checks (statecheck.go)
+	wallAt  int64       // ns since origin: when the wall-clock time is next recorded (with commits)
 
 	eng   gnet.Engine
 	addr  string

@@ -36,8 +36,12 @@ type PeerLog interface {
 // Core is the service's state: the wheel, the sessions and the receivers.
 // It is not safe for concurrent use; one goroutine (the event loop) owns it.
 type Core struct {
-	cfg    Config
-	limits Limits
+	cfg Config
+	// check is the id of the state check whose mark the last Replay ended
+	// with (checkMarked), until TakeCheck (check.go).
+	check       uint64
+	checkMarked bool
+	limits      Limits
 	// addOnlyBound is Config.AddOnlyBound as in force: state, like the
 	// limits, since it decides which requests succeed (SetAddOnlyBound).
 	addOnlyBound bool

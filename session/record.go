@@ -40,6 +40,7 @@ const (
 	inInstant      = 19 // tick, sub: where tw-time was inside the tick, for the add (after_ns) that follows
 	inNextSession  = 33 // the last session id handed out (see Core.noteSessions)
 	inFired        = 34 // firings: first in the record of a turn that fired, how many it fired (see RecordFirings)
+	inCheck        = 35 // check id: the state here is hashed and compared across nodes (check.go); last in its record
 	inSync         = 32 // (not 21: left for kinds added elsewhere) sid, flags, auth failures, name; with syncStream: written, out length, buffered, the dropped notice (see quiet.go)
 )
 
@@ -557,6 +558,10 @@ func (c *Core) replayOne(kind byte, d *decoder) error {
 		c.instTick, c.instSub = d.uv(), d.uv()
 	case inFired:
 		d.uv() // what the inputs after it fire again; for the server's accounting only
+	case inCheck:
+		if id := d.uv(); d.err == nil {
+			c.check, c.checkMarked = id, true
+		}
 	case inSync:
 		return c.replaySync(d) // quiet.go
 	case inNextSession:

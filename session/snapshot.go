@@ -345,6 +345,14 @@ func (c *Core) Snapshot() *Snapshot {
 // CPU with the Core's loop. Call it before the first AppendNext.
 func (s *Snapshot) SetYield(yield func()) { s.frozen.SetYield(yield) }
 
+// SetDigest puts the snapshot in digest mode (wheel.Frozen.SetDigest),
+// before the first AppendNext: the wheel's timer records are not appended
+// but hashed into *sum, in a way that does not depend on the wheel's
+// layout. The bytes appended and the sum then identify the state: two
+// Cores in the same state give the same, whatever their histories. The
+// output is not a snapshot.
+func (s *Snapshot) SetDigest(sum *uint64) { s.frozen.SetDigest(sum) }
+
 // Timers returns the number of timers in the snapshot.
 func (s *Snapshot) Timers() int { return s.frozen.Len() }
 

@@ -395,6 +395,33 @@ func frozenPage[T any](blocks []*cowBlock[T], p uint32) *cowPage[T] {
 	return blocks[p>>blockShift].pages[p&(blockPages-1)].p
 }
 
+// SetDigest puts the Frozen in digest mode, before the first AppendNext:
+// each timer's record is replaced by a 0 byte; its encoding, on its own
+// (as the first record of a run), is hashed and the hash added to *sum. The rest (the header with Now and the count, the due order section)
+// is appended as usual. The sum does not depend on the order the encoder
+// meets the timers, which does (records are in slab order but for the nodes
+// the owner saved while the encoder walked, encoded when it saved them, and
+// a restore lays them out in the order it reads them): the header, the due
+// section and the sum identify the state whatever the slab's layout, for
+// comparing two wheels' states (the cluster's state checks). The output is
+// not a snapshot.
+func (f *Frozen) SetDigest(sum *uint64) { f.enc.sum = sum }
+
+// recordHash is FNV-1a over a record's bytes, mixed (splitmix64's
+// finalizer) so that the sum of many is not a linear function of them.
+func recordHash(b []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	return h ^ h>>31
+}
+
 // SetYield makes the encoder call yield instead of runtime.Gosched while
 // it waits for the wheel's owner to finish saving a node (at the end of
 // its walk of the slab). Call it before the first AppendNext.
@@ -409,6 +436,10 @@ type encoder struct {
 	prevRecv uint64
 	prevSeq  uint32
 	fresh    bool // the next record starts a run
+	// sum, in digest mode (Frozen.SetDigest), takes the records' hashes
+	// instead of the output; scratch holds the record being hashed.
+	sum     *uint64
+	scratch []byte
 }
 
 // appendPage appends the records of the live timers of node page p, pg,
@@ -430,8 +461,20 @@ func (e *encoder) appendPage(dst []byte, pg *cowPage[node], p, n, skip uint32) [
 	return dst
 }
 
-// appendRecord appends the record of the live timer n.
+// appendRecord appends the record of the live timer n; in digest mode
+// (sum set) it appends a 0 byte and adds the record's hash to the sum.
 func (e *encoder) appendRecord(dst []byte, n *node) []byte {
+	if e.sum != nil {
+		e.fresh = true // the record alone, not relative to the one before
+		e.scratch = e.encodeRecord(e.scratch[:0], n)
+		*e.sum += recordHash(e.scratch)
+		return append(dst, 0) // a byte a record: AppendNext's pieces stay bounded
+	}
+	return e.encodeRecord(dst, n)
+}
+
+// encodeRecord appends the record of the live timer n.
+func (e *encoder) encodeRecord(dst []byte, n *node) []byte {
 	every, fired := uint64(n.every), uint64(n.fired)
 	var data []byte
 	if n.hasExtra() {

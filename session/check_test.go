@@ -1,0 +1,68 @@
+package session
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickwheel/tickwheel/protocol"
+)
+
+// snapBytes encodes c's snapshot whole.
+func snapBytes(c *Core) []byte {
+	snap := c.Snapshot()
+	defer snap.Release()
+	b, _ := snap.AppendNext(nil, 0)
+	return b
+}
+
+// A check mark ends the record it is in; a Core replaying the records up
+// to it takes its id, and its snapshot then is the marking Core's, byte
+// for byte — acknowledged events, bound receivers and a turn's output
+// flushed included. A Core that missed a record has another snapshot.
+func TestCheckMarkReplayedSameSnapshot(t *testing.T) {
+	h := newHarness(t, nil)
+	s := h.session()
+	h.do(s, protocol.Request{Op: protocol.OpBind, Receiver: 7, Ack: true})
+	for tid := uint64(1); tid <= 20; tid++ {
+		h.do(s, protocol.Request{Op: protocol.OpAdd, Receiver: 7, Tid: tid, After: tid % 4})
+	}
+	h.c.SetClock(1, false)
+	for range 3 {
+		h.c.Advance(h.c.Now()+1, h.c.cfg.MaxFiresPerTurn)
+		h.rep.sync()
+		h.flush()
+	}
+	h.do(s, protocol.Request{Op: protocol.OpAck, Receiver: 7, Seq: 2})
+	skipped := takeRecord(h.c) // nothing: every record so far went to the replica
+	require.Empty(t, skipped)
+	missed := snapBytes(h.c) // the state without the last add: a node that missed its record
+	h.do(s, protocol.Request{Op: protocol.OpAdd, Receiver: 7, Tid: 99, After: 50})
+
+	h.c.MarkCheck(42)
+	rec := takeRecord(h.c)
+	require.NotEmpty(t, rec)
+	want := snapBytes(h.c)
+	_, ok := h.rep.c.TakeCheck()
+	require.False(t, ok, "no mark replayed yet")
+	h.rep.replay(rec)
+	id, ok := h.rep.c.TakeCheck()
+	require.True(t, ok)
+	require.Equal(t, uint64(42), id)
+	require.Equal(t, want, snapBytes(h.rep.c), "the replica's state at the mark is the marking Core's")
+	require.False(t, bytes.Equal(want, missed), "a Core without the last add has another snapshot")
+	_, ok = h.rep.c.TakeCheck()
+	require.False(t, ok, "TakeCheck forgets the mark")
+}
+
+// With recording off (a follower's Core), MarkCheck records nothing.
+func TestCheckMarkNotRecording(t *testing.T) {
+	h := newHarness(t, nil)
+	h.rep.sync()
+	h.c.Record(false)
+	h.c.MarkCheck(1)
+	rec, _ := h.c.TakeRecord()
+	require.Empty(t, rec)
+	h.c.Record(true)
+}
