@@ -59,6 +59,7 @@ type clusterNode struct {
 	id                  string
 	dir                 string
 	client, raft, peers string
+	http                string // the operator listener (its status page has the node's state check)
 	proc                *Spawned
 	paused              bool
 }
@@ -91,6 +92,9 @@ func newNemCluster(ctx context.Context, p ClusterParams) (*nemCluster, error) {
 	for i := range c.nodes {
 		n := &clusterNode{id: fmt.Sprintf("n%d", i+1), dir: filepath.Join(p.Dir, fmt.Sprintf("n%d", i+1))}
 		var err error
+		if n.http, err = freeNodeAddr(); err != nil {
+			return nil, err
+		}
 		if n.client, err = freeNodeAddr(); err != nil {
 			return nil, err
 		}
@@ -146,7 +150,7 @@ func (c *nemCluster) start(ctx context.Context, i int) error {
 	s, err := SpawnWith(ctx, SpawnOptions{Path: c.p.Bin, Addr: n.client, Log: log,
 		Env: []string{"TICKWHEEL_ADMIN_TOKEN=" + c.token},
 		Args: []string{"-data-dir", n.dir, "-cluster-id", "nemesis", "-node-id", n.id, "-peers", n.peers,
-			"-raft-addr", n.raft, "-fsync", "always", "-log-level", cmp.Or(c.p.LogLevel, "warn")}})
+			"-raft-addr", n.raft, "-http-addr", n.http, "-fsync", "always", "-log-level", cmp.Or(c.p.LogLevel, "warn")}})
 	if err != nil {
 		return fmt.Errorf("node %s: %w", n.id, err)
 	}

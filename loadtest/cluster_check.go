@@ -50,6 +50,12 @@ type ClusterReport struct {
 	// nodes' logs).
 	EventsDetail string
 
+	// StateCheck says how the nodes' states compared at the end (a cluster
+	// check: every node's digest of its state at one point of the log);
+	// StateDiverged that they did not agree, or a node did not report.
+	StateCheck    string
+	StateDiverged bool
+
 	// The porcupine history: operations, outcomes, and the verdict.
 	Operations   int
 	Outcomes     map[clustertest.Outcome]int
@@ -59,9 +65,9 @@ type ClusterReport struct {
 
 // Failed reports whether the zero-tolerance figures are not zero: an
 // acknowledged add lost, an event lost, a history that is not
-// linearizable.
+// linearizable, nodes whose states differ at the end.
 func (r *ClusterReport) Failed() bool {
-	return r.AddsLost > 0 || r.EventsLost > 0 || r.Linearizable == porcupine.Illegal
+	return r.AddsLost > 0 || r.EventsLost > 0 || r.Linearizable == porcupine.Illegal || r.StateDiverged
 }
 
 // Print writes the report.
@@ -76,6 +82,7 @@ func (r *ClusterReport) Print(w io.Writer) {
 	fmt.Fprintf(w, "linearizability (porcupine, add/cancel/get of a key→present map): %s over %d operations (ok %d, exists %d, not_found %d, unknown %d)\n",
 		verdict(r.Linearizable), r.Operations, r.Outcomes[clustertest.OK], r.Outcomes[clustertest.Exists],
 		r.Outcomes[clustertest.NotFound], r.Outcomes[clustertest.Unknown])
+	fmt.Fprintf(w, "state check: %s\n", r.StateCheck)
 	if r.EventsDetail != "" {
 		fmt.Fprintf(w, "events lost or duplicated:\n%s", r.EventsDetail)
 	}
@@ -193,6 +200,7 @@ func ClusterNemesis(ctx context.Context, p ClusterParams) (*ClusterReport, error
 	cons.count(events, rep)
 	rep.Operations, rep.Outcomes = h.Len(), h.Counts()
 	rep.Linearizable, rep.Violation = h.Check(2 * time.Minute)
+	rep.StateCheck, rep.StateDiverged = c.stateCheck(ctx, cons.c)
 	return rep, nil
 }
 

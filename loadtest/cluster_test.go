@@ -63,6 +63,9 @@ func TestClusterNemesisShort(t *testing.T) {
 	if rep.EventsLost != 0 {
 		t.Errorf("%d events of acknowledged adds lost", rep.EventsLost)
 	}
+	if rep.StateDiverged {
+		t.Errorf("the nodes' states at the end: %s", rep.StateCheck)
+	}
 	if rep.Linearizable == porcupine.Illegal {
 		t.Errorf("the history is not linearizable:\n%s", rep.Violation)
 	}

@@ -3,9 +3,11 @@ package operator
 import (
 	"context"
 	"encoding/json"
+	"github.com/tickwheel/tickwheel/client"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -132,21 +134,74 @@ func readStatus(t *testing.T, op *Operator, base string, v any) {
 // clusterOfOne starts an in-process server that is a cluster of one
 // (node n1 of cluster id, which elects itself, raft on raftAddr) and an
 // operator attached to it, not yet serving.
+// TestClusterStateCheckStatus: after a cluster check, /status.json shows
+// the node's state check: the check's id, a digest, the timers.
+func TestClusterStateCheckStatus(t *testing.T) {
+	ts, op, _ := clusterOfOneServer(t, "check")
+	hs := httptest.NewServer(op.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl, err := client.Dial(ctx, ts.Addr(), client.WithToken(ts.AdminToken()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var id uint64
+	for id == 0 { // until the node leads
+		if _, err := cl.Add(ctx, 1, 2, 1000, nil); err != nil {
+			if ctx.Err() != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		c, err := cl.ClusterCheck(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id = c.Check
+	}
+	var st struct {
+		Cluster *clusterStatus `json:"cluster"`
+	}
+	for {
+		readStatus(t, op, hs.URL, &st)
+		if k := st.Cluster; k != nil && k.StateCheck != nil && k.StateCheck.ID == strconv.FormatUint(id, 10) {
+			if len(k.StateCheck.Digest) != 16 || k.StateCheck.Timers != 1 {
+				t.Fatalf("state check %+v", *k.StateCheck)
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("/status.json has no state check %d: %+v", id, st.Cluster)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func clusterOfOne(t *testing.T, id string) (op *Operator, raftAddr string) {
+	t.Helper()
+	_, op, raftAddr = clusterOfOneServer(t, id)
+	return op, raftAddr
+}
+
+// clusterOfOneServer is clusterOfOne's server and operator.
+func clusterOfOneServer(t *testing.T, id string) (*servertest.Server, *Operator, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	raftAddr = ln.Addr().String()
+	raftAddr := ln.Addr().String()
 	ln.Close()
 	ts := servertest.RunT(t, servertest.WithDataDir(t.TempDir()), servertest.WithConfig(func(c *servertest.Config) {
 		c.Cluster = server.ClusterConfig{ID: id, NodeID: "n1", Peers: "n1=" + raftAddr}
 	}))
-	op, err = New(Options{Addr: "127.0.0.1:0"})
+	op, err := New(Options{Addr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	op.Attach(ts.Server())
-	return op, raftAddr
+	return ts, op, raftAddr
 }

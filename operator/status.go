@@ -3,6 +3,7 @@ package operator
 import (
 	"embed"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"strconv"
@@ -73,6 +74,17 @@ type clusterStatus struct {
 	CommitIndex  uint64   `json:"commit_index"`
 	AppliedIndex uint64   `json:"applied_index"`
 	Members      []member `json:"members"` // the latest raft configuration ([] when it cannot be read)
+	// StateCheck is this node's latest state check (absent: none since it
+	// started): every node's digest for one check id must be the same.
+	StateCheck *stateCheck `json:"state_check,omitempty"`
+}
+
+// stateCheck is a node's hash of its state at a cluster check's mark; the
+// id and the digest are strings (uint64; the digest in hex).
+type stateCheck struct {
+	ID     string `json:"id"`
+	Digest string `json:"digest"`
+	Timers int    `json:"timers"`
 }
 
 type member struct {
@@ -95,6 +107,9 @@ func clusterOf(k *server.ClusterMetrics, src Source) *clusterStatus {
 	}
 	c := &clusterStatus{Role: k.Role, Suffrage: k.Suffrage, Leader: k.Leader, LeaderAddr: k.LeaderAddr, Term: k.Term,
 		CommitIndex: k.CommitIndex, AppliedIndex: k.AppliedIndex, Members: []member{}}
+	if ch := k.Check; ch.ID != 0 {
+		c.StateCheck = &stateCheck{ID: strconv.FormatUint(ch.ID, 10), Digest: fmt.Sprintf("%016x", ch.Digest), Timers: ch.Timers}
+	}
 	if ms, ok := src.(memberSource); ok {
 		for _, m := range ms.ClusterMembers() {
 			c.Members = append(c.Members, member{ID: m.ID, RaftAddr: m.RaftAddr, Voter: m.Voter})

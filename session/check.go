@@ -11,15 +11,22 @@ package session
 // for one id must be equal.
 
 // MarkCheck ends the record of the current turn with a check mark id: the
-// state once every input recorded so far is applied is the one checked.
+// state once every input recorded so far is applied is the one checked. It
+// records first what the record holds back until it is needed (see
+// quiet.go), so that the state a replay reaches at the mark is this one.
 // The caller takes the record (TakeRecord) right after it, so that the
 // mark is the record's last input, and snapshots the Core then. Nothing is
 // recorded while recording is off.
 func (c *Core) MarkCheck(id uint64) {
-	if c.rec.begin() {
-		c.rec.buf = append(c.rec.buf, inCheck)
-		c.rec.uv(id)
+	if !c.rec.on {
+		return
 	}
+	// What the record holds back first (the fields of quiet sessions, the
+	// advance not recorded yet): the replay then reaches this state field
+	// for field.
+	c.settle()
+	c.rec.buf = append(c.rec.buf, inCheck)
+	c.rec.uv(id)
 }
 
 // TakeCheck reports whether the records replayed since the last call
