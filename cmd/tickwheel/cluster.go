@@ -24,12 +24,29 @@ remove ID removes a node (stop it afterwards); removing the leader makes it step
 and the reply may not arrive (run status again). Each prints the state after the
 change, once it is committed. Give -addr the nodes' client addresses: the command
 goes to the leader.
+check marks the replicated log for a state check: every node hashes its state at the
+mark (its status page, /status.json, shows the digest) and all digests must be equal;
+a node that differs has diverged (docs/OPERATIONS.md, "Checking that the nodes agree").
+It prints the check's id; with -http and the nodes' operator addresses it waits (up to
+-timeout) for each node's digest, prints them, and fails unless they are all equal.
 `
 
-// clusterFlags takes cluster's -nonvoter (for add).
+// clusterFlags takes cluster's -nonvoter (for add) and -http (for check).
 func clusterFlags(fs *flag.FlagSet) func(*env) error {
 	nonvoter := fs.Bool("nonvoter", false, "add: keep the node a non-voter (a read replica), without waiting for it to catch up")
-	return func(e *env) error { return clusterCmd(e, *nonvoter) }
+	http := fs.String("http", "", "check: the nodes' operator addresses (host:port,...): wait for each one's digest and compare them")
+	return func(e *env) error {
+		if *http != "" && e.args[0] != protocol.ClusterCheck {
+			return usageError{fmt.Errorf("-http goes with check only (got %q)", strings.Join(e.args, " "))}
+		}
+		if e.args[0] == protocol.ClusterCheck {
+			if len(e.args) != 1 {
+				return usageError{fmt.Errorf("check takes no argument (got %q)", strings.Join(e.args, " "))}
+			}
+			return clusterCheck(e, *http)
+		}
+		return clusterCmd(e, *nonvoter)
+	}
 }
 
 // clusterCmd runs cluster status, add, promote or remove.
@@ -59,7 +76,7 @@ func clusterCmd(e *env, nonvoter bool) error {
 	case sub == protocol.ClusterRemove && n == 1:
 		k, err = e.c.ClusterRemove(e.ctx, args[0])
 	default:
-		return usageError{fmt.Errorf("want status, add [-nonvoter] ID RAFTADDR, promote ID, or remove ID (got %q)", strings.Join(e.args, " "))}
+		return usageError{fmt.Errorf("want status, add [-nonvoter] ID RAFTADDR, promote ID, remove ID or check [-http ADDRS] (got %q)", strings.Join(e.args, " "))}
 	}
 	if err != nil {
 		return err

@@ -3,9 +3,11 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/tickwheel/tickwheel/operator"
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -162,7 +164,35 @@ func TestCLIClusterNode(t *testing.T) {
 
 	code, _, errOut = cli(t, srv.Addr(), "cluster", "grow", "-token", tok)
 	assert.Equal(t, 2, code)
-	assert.Contains(t, errOut, "want status, add [-nonvoter] ID RAFTADDR, promote ID, or remove ID")
+	assert.Contains(t, errOut, "want status, add [-nonvoter] ID RAFTADDR, promote ID, remove ID or check [-http ADDRS]")
+	code, _, errOut = cli(t, srv.Addr(), "cluster", "status", "-http", "127.0.0.1:1", "-token", tok)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "-http goes with check only")
+
+	// cluster check: the id; with -http, each node's digest, and whether they agree.
+	code, out, errOut = cli(t, srv.Addr(), "cluster", "check", "-token", tok)
+	require.Equal(t, 0, code, errOut)
+	assert.Regexp(t, `^check       [1-9]\d* \(each node's digest`, out)
+	op, err := operator.New(operator.Options{Addr: "127.0.0.1:0"})
+	require.NoError(t, err)
+	op.Attach(srv.Server())
+	require.NoError(t, op.Serve()) // its status page is sampled once a second
+	defer op.Close()
+	httpAddr := op.Addr()
+	code, out, errOut = cli(t, srv.Addr(), "cluster", "check", "-token", tok, "-http", httpAddr)
+	require.Equal(t, 0, code, errOut)
+	assert.Regexp(t, `^check       [1-9]\d*\n  `+regexp.QuoteMeta(httpAddr)+` +[0-9a-f]{16}  0 timers\nagree       yes\n$`, out)
+	code, out, errOut = cli(t, srv.Addr(), "cluster", "check", "-token", tok, "-http", httpAddr, "-json")
+	require.Equal(t, 0, code, errOut)
+	var chk struct {
+		Check uint64
+		Agree bool
+		Nodes []map[string]any
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &chk))
+	assert.True(t, chk.Agree)
+	assert.NotZero(t, chk.Check)
+	assert.Len(t, chk.Nodes, 1)
 	code, _, errOut = cli(t, srv.Addr(), "cluster", "remove", "-nonvoter", "n1", "-token", tok)
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, "-nonvoter goes with add only")

@@ -69,8 +69,8 @@ var commands = map[string]command{
 	"time speed":  {args: "X", nargs: 1, flags: simple(speedCmd), summary: "set the speed of tw-time, e.g. 60 (admin; was: speed)"},
 	"stats":       {nargs: 0, flags: simple(statsCmd), summary: "show server statistics (admin)"},
 	"ping":        {nargs: 0, flags: simple(pingCmd), summary: "show the server's tw-time"},
-	"cluster": {args: "status|add|promote|remove ARGS", nargs: -1, flags: clusterFlags,
-		summary: "show a cluster's members, add a node (a non-voter until caught up), promote one, remove one (admin)", help: clusterHelp},
+	"cluster": {args: "status|add|promote|remove|check ARGS", nargs: -1, flags: clusterFlags,
+		summary: "show a cluster's members, add a node (a non-voter until caught up), promote one, remove one, check that the nodes agree (admin)", help: clusterHelp},
 }
 
 // scopeHelp is the -h text cancel, pause and resume share; each adds
