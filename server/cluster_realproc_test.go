@@ -2,10 +2,13 @@ package server
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"slices"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -49,6 +52,7 @@ func newClusterProcs(t *testing.T) *clusterProcs {
 	for i := range 3 {
 		c.dirs[i] = t.TempDir()
 		c.clients[i] = freeAddr(t)
+		c.https[i] = freeAddr(t)
 		if i > 0 {
 			c.peers += ","
 		}
@@ -246,6 +250,10 @@ func TestClusterKillLeader(t *testing.T) {
 		c.start(prev)
 		time.Sleep(2 * time.Second)
 	}
+	// Every node's whole state (not only the timers) is the same.
+	_, w = c.leader(-1)
+	c.agreeAtCheck(w)
+	w.close()
 	t.Logf("nodes that led with the same timers: %v; acknowledged adds live %d, cancelled %d, unsure %d",
 		slices.Sorted(func(yield func(int) bool) {
 			for k := range seen {
@@ -254,6 +262,54 @@ func TestClusterKillLeader(t *testing.T) {
 				}
 			}
 		}), len(live), len(cancelled), len(unsure))
+}
+
+// agreeAtCheck runs a cluster state check through w (a session on the
+// leader) and waits until every node's status page shows its digest for
+// it; it fails the test unless the three are equal.
+func (c *clusterProcs) agreeAtCheck(w *wire) {
+	c.t.Helper()
+	m, err := w.call(protocol.Request{Op: protocol.OpCluster, Command: protocol.ClusterCheck})
+	require.NoError(c.t, err)
+	require.Equal(c.t, protocol.KindOK, m.Kind, "cluster check: %s %s", m.Code, m.Text)
+	var k protocol.Cluster
+	require.NoError(c.t, protocol.DecodeCluster(m.Result, &k))
+	want := strconv.FormatUint(k.Check, 10)
+	var digests [3]string
+	hc := &http.Client{Timeout: 2 * time.Second}
+	require.Eventually(c.t, func() bool {
+		done := true
+		for i := range digests {
+			if digests[i] == "" {
+				digests[i] = nodeCheckDigest(hc, c.https[i], want)
+				done = done && digests[i] != ""
+			}
+		}
+		return done
+	}, 30*time.Second, 100*time.Millisecond, "every node reports its digest for check %s: %v", want, digests)
+	require.Equal(c.t, digests[0], digests[1], "the states of nodes 1 and 2 differ at check %s", want)
+	require.Equal(c.t, digests[0], digests[2], "the states of nodes 1 and 3 differ at check %s", want)
+	c.t.Logf("state check %s: the three nodes agree (digest %s)", want, digests[0])
+}
+
+// nodeCheckDigest is the digest of state check id on the status page at
+// addr, or "" when the page does not show that check (yet).
+func nodeCheckDigest(hc *http.Client, addr, id string) string {
+	resp, err := hc.Get("http://" + addr + "/status.json")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Cluster *struct {
+			StateCheck *struct{ ID, Digest string } `json:"state_check"`
+		} `json:"cluster"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&st) != nil || st.Cluster == nil || st.Cluster.StateCheck == nil ||
+		st.Cluster.StateCheck.ID != id {
+		return ""
+	}
+	return st.Cluster.StateCheck.Digest
 }
 
 // sorted returns ts by tid, without what depends on when they were listed.
