@@ -1,6 +1,7 @@
 package session
 
 import (
+	"github.com/cespare/xxhash/v2"
 	"log/slog"
 	"testing"
 
@@ -71,6 +72,22 @@ func (h *harness) replayCheck() {
 		ids = append(ids, id)
 	}
 	h.rep.check(ids)
+	// The whole state too, as a cluster's state check compares it (after
+	// the flush: no session has output waiting).
+	if a, b := stateDigest(h.c), stateDigest(h.rep.c); a != b {
+		h.t.Fatalf("the replica's state digest %x differs from the live Core's %x", b, a)
+	}
+}
+
+// stateDigest hashes c's state as a cluster's state check does (its
+// snapshot in digest mode).
+func stateDigest(c *Core) [2]uint64 {
+	snap := c.Snapshot()
+	defer snap.Release()
+	var sum uint64
+	snap.SetDigest(&sum)
+	b, _ := snap.AppendNext(nil, 0)
+	return [2]uint64{xxhash.Sum64(b), sum}
 }
 
 // session opens a session that has said hello with the admin token.
