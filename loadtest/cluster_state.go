@@ -32,6 +32,7 @@ func (c *nemCluster) stateCheck(ctx context.Context, cl *client.Client) (string,
 	}
 	got := make([]operator.StateCheck, len(c.nodes))
 	hc := &http.Client{Timeout: 2 * time.Second}
+	seen := make([]string, len(c.nodes)) // what a node that has not reported showed
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		missing := 0
@@ -39,17 +40,29 @@ func (c *nemCluster) stateCheck(ctx context.Context, cl *client.Client) (string,
 			if got[i].ID == id {
 				continue
 			}
-			if k, err := operator.FetchStateCheck(ctx, hc, n.http); err == nil && k.ID == id {
+			k, err := operator.FetchStateCheck(ctx, hc, n.http)
+			if err == nil && k.ID == id {
 				got[i] = k
-			} else {
-				missing++
+				continue
+			}
+			missing++
+			seen[i] = fmt.Sprintf("%s: %s, applied index %d of %d committed, last check %d", n.id, k.Role, k.AppliedIndex, k.CommitIndex, k.ID)
+			if err != nil {
+				seen[i] += fmt.Sprintf(" (%v)", err)
 			}
 		}
 		if missing == 0 {
 			break
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Sprintf("check %d: %d node(s) did not report it within 30 s: %s", id, missing, checkList(c, got)), true
+			var why []string
+			for i := range got {
+				if got[i].ID != id {
+					why = append(why, seen[i])
+				}
+			}
+			return fmt.Sprintf("check %d: %d node(s) did not report it within 30 s: %s; %s", id, missing, checkList(c, got),
+				strings.Join(why, "; ")), true
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

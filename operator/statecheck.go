@@ -14,6 +14,10 @@ import (
 type StateCheck struct {
 	ID, Digest uint64
 	Timers     int
+	// Role, AppliedIndex and CommitIndex are the node's raft state when
+	// the page was read (also with the error of a node that has no check).
+	Role                      string
+	AppliedIndex, CommitIndex uint64
 }
 
 // FetchStateCheck reads the latest state check from the status page of
@@ -41,14 +45,17 @@ func FetchStateCheck(ctx context.Context, hc *http.Client, addr string) (StateCh
 	if st.Cluster == nil {
 		return StateCheck{}, fmt.Errorf("%s: not a cluster node", addr)
 	}
-	k := st.Cluster.StateCheck
+	c := st.Cluster
+	out := StateCheck{Role: c.Role, AppliedIndex: c.AppliedIndex, CommitIndex: c.CommitIndex}
+	k := c.StateCheck
 	if k == nil {
-		return StateCheck{}, fmt.Errorf("%s: no state check since the node started", addr)
+		return out, fmt.Errorf("%s: no state check since the node started", addr)
 	}
 	id, err1 := strconv.ParseUint(k.ID, 10, 64)
 	digest, err2 := strconv.ParseUint(k.Digest, 16, 64)
 	if err1 != nil || err2 != nil {
-		return StateCheck{}, fmt.Errorf("%s: bad state check %+v", addr, *k)
+		return out, fmt.Errorf("%s: bad state check %+v", addr, *k)
 	}
-	return StateCheck{ID: id, Digest: digest, Timers: k.Timers}, nil
+	out.ID, out.Digest, out.Timers = id, digest, k.Timers
+	return out, nil
 }
