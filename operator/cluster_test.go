@@ -205,3 +205,18 @@ func clusterOfOneServer(t *testing.T, id string) (*servertest.Server, *Operator,
 	op.Attach(ts.Server())
 	return ts, op, raftAddr
 }
+
+// Two nodes' reads of one check agree whatever their raft state; another
+// digest, timer count or check does not.
+func TestStateCheckAgrees(t *testing.T) {
+	a := StateCheck{ID: 7, Digest: 0xabc, Timers: 3, Role: "leader", AppliedIndex: 90, CommitIndex: 90}
+	b := StateCheck{ID: 7, Digest: 0xabc, Timers: 3, Role: "follower", AppliedIndex: 88, CommitIndex: 90}
+	if !a.Agrees(b) {
+		t.Error("the same check, another raft state: must agree")
+	}
+	for _, c := range []StateCheck{{ID: 7, Digest: 0xabd, Timers: 3}, {ID: 7, Digest: 0xabc, Timers: 4}, {ID: 8, Digest: 0xabc, Timers: 3}} {
+		if a.Agrees(c) {
+			t.Errorf("%+v agrees with %+v", c, a)
+		}
+	}
+}

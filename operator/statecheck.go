@@ -20,6 +20,12 @@ type StateCheck struct {
 	AppliedIndex, CommitIndex uint64
 }
 
+// Agrees reports whether s and o are the same check with the same result
+// (the raft state beside them aside).
+func (s StateCheck) Agrees(o StateCheck) bool {
+	return s.ID == o.ID && s.Digest == o.Digest && s.Timers == o.Timers
+}
+
 // FetchStateCheck reads the latest state check from the status page of
 // the operator listener at addr (host:port, http). It fails when the node
 // is not a cluster node or has made no check since it started.

@@ -56,7 +56,7 @@ func clusterCheck(e *env, httpAddrs string) error {
 	}
 	agree := true
 	for _, sc := range got[1:] {
-		agree = agree && sc == got[0]
+		agree = agree && sc.Agrees(got[0])
 	}
 	if e.json {
 		nodes := make([]any, len(addrs))
