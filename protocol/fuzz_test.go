@@ -49,6 +49,7 @@ func sampleServerFrames() [][]byte {
 func checkRequest(t *testing.T, data []byte) {
 	var r Request
 	err := DecodeRequest(data, &r)
+	checkPeekAdd(t, data, &r, err)
 	if err != nil {
 		if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrUnknownOp) {
 			t.Fatalf("unexpected error %v", err)
