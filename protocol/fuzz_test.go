@@ -58,6 +58,9 @@ func checkRequest(t *testing.T, data []byte) {
 		_ = err.Error()
 		return
 	}
+	if r.Op == OpAdd {
+		checkAppendAdd(t, &r)
+	}
 	enc := AppendRequest(nil, &r)
 	p, n, err := SplitFrame(enc, len(enc))
 	if err != nil || n != len(enc) {

@@ -309,6 +309,16 @@ func AppendRequest(b []byte, r *Request) []byte {
 	b = appendArray(b, 2+len(args))
 	b = appendUint(b, uint64(r.Op))
 	b = appendUint(b, r.ID)
+	if r.Op == OpAdd {
+		b = appendAddArgs(b, r, len(args))
+	} else {
+		b = appendArgs(b, r, args)
+	}
+	return endFrame(b, start)
+}
+
+// appendArgs appends r's arguments args (a prefix of opArgs[r.Op]) in order.
+func appendArgs(b []byte, r *Request, args []field) []byte {
 	for _, f := range args {
 		switch f {
 		case fName, fToken, fSchedule, fZone, fCommand, fNode, fAddr:
@@ -327,7 +337,7 @@ func AppendRequest(b []byte, r *Request) []byte {
 			b = appendUint(b, *r.uintField(f))
 		}
 	}
-	return endFrame(b, start)
+	return b
 }
 
 func (r *Request) strField(f field) *string {
