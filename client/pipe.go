@@ -241,11 +241,13 @@ func (p *Pipe) exec(ctx context.Context, cmds []*Cmd, reqs []protocol.Request) e
 // (Client.prepareAttempt: a change carries the Client's id when cn's
 // server remembers request ids), notes in retry whether each may be sent
 // again, and returns those to send; one that may not go to cn fails its
-// Cmd with prepareAttempt's error.
+// Cmd with prepareAttempt's error. It takes cn's lock once, not once a
+// request (a pipelined add paid a lock and an unlock for it).
 func (p *Pipe) prepare(cn *conn, sent []*Cmd, reqs []protocol.Request, todo []int, retry []bool) []int {
 	keep := todo[:0]
+	ids := cn.remembersIDs()
 	for _, i := range todo {
-		r, err := p.c.prepareAttempt(cn, &reqs[i])
+		r, err := p.c.prepareWith(&reqs[i], ids, cn.addr)
 		if err != nil {
 			sent[i].err, sent[i].answered = err, true
 			continue

@@ -23,22 +23,38 @@ import (
 // returned error wraps ErrDisconnected and says the change may have been
 // applied. Reads (safeToRetry) may always be sent again; other ops never.
 func (c *Client) prepareAttempt(cn *conn, req *protocol.Request) (retry bool, err error) {
+	if !isChange(req.Op) {
+		return safeToRetry(req.Op), nil
+	}
+	return c.prepareWith(req, cn.remembersIDs(), cn.addr)
+}
+
+// prepareWith is prepareAttempt for an attempt on a connection to addr
+// whose server remembers request ids when ids (conn.remembersIDs, which
+// a Pipe reads once for a batch rather than under the connection's lock
+// for each of its requests).
+func (c *Client) prepareWith(req *protocol.Request, ids bool, addr string) (retry bool, err error) {
 	retry = safeToRetry(req.Op)
 	if !isChange(req.Op) {
 		return retry, nil
 	}
-	cn.mu.Lock()
-	ids := cn.requestIDs
-	cn.mu.Unlock()
 	if req.Client != 0 && !ids {
 		// Sent with an id before, to a server that remembered ids; this
 		// one would apply it again.
-		return false, fmt.Errorf("%w: the change may have been applied, and %s does not deduplicate a retry", ErrDisconnected, cn.addr)
+		return false, fmt.Errorf("%w: the change may have been applied, and %s does not deduplicate a retry", ErrDisconnected, addr)
 	}
 	if ids {
 		req.Client, retry = c.clientID, true
 	}
 	return retry, nil
+}
+
+// remembersIDs reports whether cn's server remembers request ids (set
+// once after hello: conn.requestIDs).
+func (cn *conn) remembersIDs() bool {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	return cn.requestIDs
 }
 
 // retryAfter reports whether a request of op, prepared with retry (see

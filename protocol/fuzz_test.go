@@ -49,12 +49,17 @@ func sampleServerFrames() [][]byte {
 func checkRequest(t *testing.T, data []byte) {
 	var r Request
 	err := DecodeRequest(data, &r)
+	checkPeekAdd(t, data, &r, err)
+	checkAddArgs(t, data)
 	if err != nil {
 		if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrUnknownOp) {
 			t.Fatalf("unexpected error %v", err)
 		}
 		_ = err.Error()
 		return
+	}
+	if r.Op == OpAdd {
+		checkAppendAdd(t, &r)
 	}
 	enc := AppendRequest(nil, &r)
 	p, n, err := SplitFrame(enc, len(enc))

@@ -230,6 +230,23 @@ func DecodeRequest(payload []byte, r *Request) error {
 		return unknownOpErr(op)
 	}
 	o := Op(op)
+	var f field
+	if o == OpAdd {
+		n, f, p = decodeAddArgs(&rd, n, r)
+	} else {
+		n, f, p = decodeArgs(&rd, o, n, r)
+	}
+	if p != pOK {
+		return reqErr(o, f, p)
+	}
+	return decodeRest(&rd, o, n)
+}
+
+// decodeArgs decodes op o's arguments (opArgs) into r, in wire order, from
+// rd, where n elements are left after op and id, and returns the elements
+// left after them, or the field that failed and why.
+func decodeArgs(rd *reader, o Op, n int, r *Request) (int, field, problem) {
+	var p problem
 	for _, f := range opArgs[o] {
 		if n == 0 {
 			break
@@ -257,10 +274,16 @@ func DecodeRequest(payload []byte, r *Request) error {
 			*r.uintField(f), p = rd.uint(true)
 		}
 		if p != pOK {
-			return reqErr(o, f, p)
+			return n, f, p
 		}
 	}
-	if p = rd.skipValues(uint64(n), 0); p != pOK {
+	return n, 0, pOK
+}
+
+// decodeRest ends DecodeRequest of op o: the n elements left after its
+// arguments are skipped, and nothing may follow them.
+func decodeRest(rd *reader, o Op, n int) error {
+	if p := rd.skipValues(uint64(n), 0); p != pOK {
 		return reqErr(o, fTrailing, p)
 	}
 	if rd.left() != 0 {
@@ -286,6 +309,16 @@ func AppendRequest(b []byte, r *Request) []byte {
 	b = appendArray(b, 2+len(args))
 	b = appendUint(b, uint64(r.Op))
 	b = appendUint(b, r.ID)
+	if r.Op == OpAdd {
+		b = appendAddArgs(b, r, len(args))
+	} else {
+		b = appendArgs(b, r, args)
+	}
+	return endFrame(b, start)
+}
+
+// appendArgs appends r's arguments args (a prefix of opArgs[r.Op]) in order.
+func appendArgs(b []byte, r *Request, args []field) []byte {
 	for _, f := range args {
 		switch f {
 		case fName, fToken, fSchedule, fZone, fCommand, fNode, fAddr:
@@ -304,7 +337,7 @@ func AppendRequest(b []byte, r *Request) []byte {
 			b = appendUint(b, *r.uintField(f))
 		}
 	}
-	return endFrame(b, start)
+	return b
 }
 
 func (r *Request) strField(f field) *string {

@@ -152,3 +152,28 @@ func (r *requestIDs) grow() {
 		r.next++
 	}
 }
+
+// prefetchNext, after the change of key k was remembered and the memory
+// trimmed, asks the CPU for the index lines the next remembered change
+// will most likely read, so that they arrive while the rest of this turn
+// and the next request's decoding run: the home of k's client's next id
+// when it starts a new block (a client numbers its changes in order, so a
+// pipelined client's next change is usually that id: its lookup, which
+// misses, and its insert read that line), and the home of the oldest
+// entry's key when it starts a new block (the next change past
+// max_request_ids drops it: unindex). Within a block both lines were just
+// read. In a pipelined client's adds these two lines were the memory's
+// cache misses, about 90 ns of CPU an add at 100,000 entries
+// (docs/BENCHMARKS.md, "The single node's pipelined add against base,
+// again"). Only a hint: nothing is read or written.
+func (r *requestIDs) prefetchNext(k reqKey) {
+	if r.live == 0 {
+		return
+	}
+	if next := k.id + 1; next%reqBlock == 0 {
+		r.prefetchKey(reqKey{k.client, next})
+	}
+	if e := r.at(r.first); e.key.id%reqBlock == 0 {
+		r.prefetchKey(e.key)
+	}
+}
