@@ -74,17 +74,3 @@ func TestPeekAdd(t *testing.T) {
 		}
 	}
 }
-
-// BenchmarkPeekAdd: an add as the Go client sends it with a client id (43
-// bytes), the hint the server reads of each next frame.
-func BenchmarkPeekAdd(b *testing.B) {
-	p := AppendRequest(nil, &Request{Op: OpAdd, ID: 123456, Receiver: 77, Tid: 123456, After: 1_000_000, Client: 0x9e3779b97f4a7c15})[HeaderSize:]
-	var sum uint64
-	for b.Loop() {
-		id, receiver, tid, client, _ := PeekAdd(p)
-		sum += id + receiver + tid + client
-	}
-	if sum == 0 {
-		b.Fatal(sum)
-	}
-}
