@@ -191,9 +191,6 @@ func (s *Server) readFrames(l *link) {
 			off = len(buf)
 			break
 		}
-		if next, _, err := protocol.SplitFrame(buf[off+n:], limit); err == nil {
-			s.core.Prefetch(next) // its index entries load while this one applies
-		}
 		s.core.Apply(sess, payload)
 		off += n
 		if !sess.HelloDone() {

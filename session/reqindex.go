@@ -1,6 +1,10 @@
 package session
 
-import "github.com/tickwheel/tickwheel/wheel"
+import (
+	"unsafe"
+
+	"github.com/tickwheel/tickwheel/wheel"
+)
 
 // The index of the memory of request ids (requestid.go): open addressing
 // with linear probing over requestIDs.slots, twice as many slots as the
@@ -170,10 +174,11 @@ func (r *requestIDs) prefetchNext(k reqKey) {
 	if r.live == 0 {
 		return
 	}
+	mask := uint64(len(r.slots) - 1)
 	if next := k.id + 1; next%reqBlock == 0 {
-		r.prefetchKey(reqKey{k.client, next})
+		prefetch(unsafe.Pointer(&r.slots[reqHash(reqKey{k.client, next})&mask]))
 	}
 	if e := r.at(r.first); e.key.id%reqBlock == 0 {
-		r.prefetchKey(e.key)
+		prefetch(unsafe.Pointer(&r.slots[reqHash(e.key)&mask]))
 	}
 }

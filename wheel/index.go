@@ -247,28 +247,6 @@ func (x *index) prefetchMoving(end uint64) {
 	}
 }
 
-// prefetchKey asks the CPU for the entries a lookup of k reads first: its
-// home in the table and, while moving, where probeOld starts in the old
-// table (nothing when it would read nothing). In a big index a look-up of
-// a new key is a cache miss there, the largest single cost of a pipelined
-// add (docs/BENCHMARKS.md); a caller that knows the next key ahead lets it
-// load while it works. Only a hint: nothing is read or written.
-func (x *index) prefetchKey(k Key) {
-	h := hash(k)
-	prefetch(unsafe.Pointer(x.table.at(h & x.mask)))
-	if !x.moving() {
-		return
-	}
-	p := h & x.oldMask
-	if p < x.moved {
-		if p < x.runStart {
-			return
-		}
-		p = x.moved
-	}
-	prefetch(unsafe.Pointer(x.old.at(p)))
-}
-
 // lookup returns k's position and node index, or, when k is absent, the
 // position in the table where it would go (the first tombstone or the empty
 // entry that ends its probe run) and 0. While moving, a key found in the old

@@ -505,39 +505,3 @@ func (ih *indexHarness) del(j int) {
 	ih.keys[j] = ih.keys[len(ih.keys)-1]
 	ih.keys = ih.keys[:len(ih.keys)-1]
 }
-
-// TestPrefetchThroughMoves: Prefetch, a hint, takes any key at any point
-// of the index's life, moves included (a home below the moved mark, below
-// the old run's start, in a chunked table), and changes nothing: the
-// wheel adds, finds and cancels as it would without it.
-func TestPrefetchThroughMoves(t *testing.T) {
-	w := newWheel(t, 0, Config{})
-	x := &w.index
-	n := uint64(300_000)
-	if testing.Short() {
-		n = 40_000
-	}
-	moves := 0
-	for tid := uint64(1); tid <= n; tid++ {
-		w.Prefetch(Key{tid % 1000, tid})
-		w.Prefetch(Key{tid * 0x9E3779B97F4A7C15, ^tid})
-		if err := w.Add(Key{tid % 1000, tid}, Spec{After: 1_000_000}); err != nil {
-			t.Fatal(err)
-		}
-		if x.moving() && x.moved == migrateStep {
-			moves++
-		}
-	}
-	if moves < 5 {
-		t.Fatalf("%d moves, want several", moves)
-	}
-	for tid := uint64(1); tid <= n; tid += 7 {
-		w.Prefetch(Key{tid % 1000, tid})
-		if _, err := w.Get(Key{tid % 1000, tid}); err != nil {
-			t.Fatalf("tid %d: %v", tid, err)
-		}
-	}
-	if w.Len() != int(n) {
-		t.Fatalf("Len %d, want %d", w.Len(), n)
-	}
-}

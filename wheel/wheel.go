@@ -237,13 +237,6 @@ func (w *Wheel) DataBytes() uint64 { return w.extra.bytes }
 // Len returns the number of live timers, paused ones included.
 func (w *Wheel) Len() int { return int(w.index.count) }
 
-// Prefetch hints that k is about to be added, cancelled or looked up: it
-// asks the CPU for the index entries the look-up of k reads first (a
-// cache miss each in a big wheel), so that they load while the caller
-// does other work, such as applying the request before k's. It changes
-// nothing and reads nothing a caller could see; any k is allowed.
-func (w *Wheel) Prefetch(k Key) { w.index.prefetchKey(k) }
-
 // ReceiverLen returns the number of live timers of receiver r.
 func (w *Wheel) ReceiverLen(r uint64) int {
 	l, _ := w.recv.get(r)
