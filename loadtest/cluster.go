@@ -132,7 +132,10 @@ func newNemCluster(ctx context.Context, p ClusterParams) (*nemCluster, error) {
 	return c, nil
 }
 
-// start runs node i (again).
+// start runs node i (again). The cluster id is the run's own: on loopback
+// without a token file the cluster token derives from it, so that nodes of
+// two runs on one machine (ports are picked at random) refuse each other's
+// raft connections instead of joining one cluster.
 func (c *nemCluster) start(ctx context.Context, i int) error {
 	n := c.nodes[i]
 	log := c.p.Log
@@ -149,7 +152,7 @@ func (c *nemCluster) start(ctx context.Context, i int) error {
 	}
 	s, err := SpawnWith(ctx, SpawnOptions{Path: c.p.Bin, Addr: n.client, Log: log,
 		Env: []string{"TICKWHEEL_ADMIN_TOKEN=" + c.token},
-		Args: []string{"-data-dir", n.dir, "-cluster-id", "nemesis", "-node-id", n.id, "-peers", n.peers,
+		Args: []string{"-data-dir", n.dir, "-cluster-id", "nemesis-" + c.token[:12], "-node-id", n.id, "-peers", n.peers,
 			"-raft-addr", n.raft, "-http-addr", n.http, "-fsync", "always", "-log-level", cmp.Or(c.p.LogLevel, "warn")}})
 	if err != nil {
 		return fmt.Errorf("node %s: %w", n.id, err)
