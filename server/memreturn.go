@@ -112,9 +112,11 @@ func (s *Server) returnMemory(done <-chan struct{}) {
 }
 
 // returnRecovered returns to the OS, once, the memory a recovery from a
-// snapshot used and let go: the snapshot read into one buffer of its size
-// (about 18 bytes a timer: 1.8 GB at 100M timers) and the decoding's
-// scratch. Nothing refers to them once New has returned, but the collector
+// snapshot used and let go: the decoding's scratch (and, before the
+// snapshot was decoded as it is read, session.RestoreFrom, the snapshot
+// read into one buffer of its size, about 18 bytes a timer: 1.8 GB at
+// 100M timers; since then, RSS at the end of a 100M recovery is about what
+// this left before). Nothing refers to them once New has returned, but the collector
 // frees them only at its next cycle, which with the heap's goal at twice
 // the recovered timers may come long after, and freed heap under that
 // goal stays resident: at 100M timers RSS was 83 bytes a timer after a

@@ -159,21 +159,16 @@ func (s *Server) recoverCore(j *journal.Journal) (recovered, error) {
 	began := time.Now()
 	clock := func() time.Duration { return time.Since(began) }
 	if data, index, ok := j.Snapshot(); ok {
+		// Read and decoded as one stream: the reads follow the decoding.
 		read := &progressReader{r: data, prog: newProgress(s.log, "recovery: reading the snapshot", "bytes",
 			uint64(max(j.Stats().SnapshotBytes, 0)), progressEvery, clock)}
-		b, err := readSized(read, j.Stats().SnapshotBytes)
+		core, err := session.RestoreFrom(s.cfg.sessionConfig(), read, s.log, s.rlog)
 		data.Close()
 		if err != nil {
 			return rec, fmt.Errorf("snapshot at index %d: %w", index, err)
 		}
-		stop := heartbeat(s.log, "recovery: decoding the snapshot", progressEvery, "bytes", len(b))
-		core, err := session.Restore(s.cfg.sessionConfig(), b, s.log, s.rlog)
-		stop()
-		if err != nil {
-			return rec, fmt.Errorf("snapshot at index %d: %w", index, err)
-		}
 		s.core, rec.snapshotIndex = core, index
-		s.recoveredSnapshot = int64(len(b))
+		s.recoveredSnapshot = int64(read.n)
 	}
 	if s.core == nil && j.LastIndex() > 0 {
 		return rec, fmt.Errorf("the log holds records up to index %d but no snapshot: the state they start from is gone", j.LastIndex())
@@ -511,29 +506,6 @@ func (p *persist) close() { _ = p.j.Close() }
 
 // progressReader passes a reader's bytes through, reporting how many have
 // been read to prog.
-// readSized reads r to its end into one buffer of size bytes (the size
-// the file should have), allocated once; more than that grows it as
-// io.ReadAll would. io.ReadAll itself grows its buffer by a quarter at a
-// time from 512 bytes: for a snapshot of 1.8 GB (100M timers) that is
-// about 70 copies, some 7 GB moved and page-faulted in, and up to twice the
-// snapshot's bytes held at once while the last copy is made.
-func readSized(r io.Reader, size int64) ([]byte, error) {
-	b := make([]byte, 0, max(size, 0)+1) // +1: EOF is seen without growing
-	for {
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-	}
-}
-
 type progressReader struct {
 	r    io.Reader
 	n    uint64

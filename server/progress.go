@@ -86,33 +86,6 @@ func eta(seconds float64) any {
 	return fmt.Sprintf("%.0f years", seconds/(365.25*24*3600))
 }
 
-// heartbeat logs msg, with the time elapsed and attrs, every every from
-// another goroutine until the returned stop is called, for work that cannot
-// report how far it has come (decoding a snapshot): the log shows it is
-// still going. stop waits for the goroutine to end. Work shorter than every
-// logs nothing.
-func heartbeat(log *slog.Logger, msg string, every time.Duration, attrs ...any) (stop func()) {
-	began := time.Now()
-	done, ended := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(ended)
-		t := time.NewTicker(max(every, time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				log.Info(msg, append([]any{"elapsed", time.Since(began).Round(time.Millisecond)}, attrs...)...)
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		<-ended
-	}
-}
-
 // replayMeter reports a log replay's progress in replay cost: a record
 // counts one, and each firing it redoes (session.RecordFirings) one more.
 // A firing is what costs in a replay that fast-forwarded or caught up (a

@@ -70,17 +70,3 @@ func TestProgressUnknownTotal(t *testing.T) {
 	require.Contains(t, buf.String(), "percent=0")
 	require.NotContains(t, buf.String(), "eta=")
 }
-
-// heartbeat logs while the work runs, and nothing once stopped.
-func TestHeartbeat(t *testing.T) {
-	var buf lockedBuffer
-	stop := heartbeat(slog.New(slog.NewTextHandler(&buf, nil)), "decoding", time.Millisecond, "bytes", 10)
-	for !strings.Contains(buf.String(), "msg=decoding elapsed=") {
-		time.Sleep(time.Millisecond)
-	}
-	stop()
-	n := len(buf.String())
-	time.Sleep(10 * time.Millisecond)
-	require.Equal(t, n, len(buf.String()), "logged after stop")
-	require.Contains(t, buf.String(), "bytes=10")
-}

@@ -1,6 +1,8 @@
 package session
 
 import (
+	"errors"
+	"io"
 	"runtime"
 
 	"github.com/tickwheel/tickwheel/wheel"
@@ -9,14 +11,27 @@ import (
 // restorePiece is how many snapshot bytes restoreWheel writes to the
 // Restorer between two marks for the index builder: about 17k timers, whose
 // nodes (1 MB) are still in the cache when the builder reads their keys.
+// It is also the size of the reads of a snapshot streamed from a reader.
 const restorePiece = 256 << 10
 
-// restoreWheel restores the wheel snapshot b. With more than one CPU
-// (GOMAXPROCS) the wheel's key index is built on a second goroutine while
-// this one decodes the records (wheel.IndexBuilder): the index cost about
-// as much as the decoding, a cache miss per timer. The wheel is the same
-// either way. The goroutine ends before restoreWheel returns.
+// restoreWheel restores the wheel snapshot b. See restoreWheelFrom.
 func restoreWheel(b []byte) (*wheel.Wheel, error) {
+	return restoreWheelFrom(b, nil)
+}
+
+// restoreWheelFrom restores the wheel snapshot whose first bytes are b and
+// whose rest, if rd is not nil, is read from rd to its io.EOF, a piece of
+// restorePiece bytes at a time into one buffer (the file is not held
+// whole: the reads of a large snapshot from the page cache go into a
+// buffer the cache holds, rather than into gigabytes of fresh memory). An
+// error of rd's (other than io.EOF) is returned as a readError.
+//
+// With more than one CPU (GOMAXPROCS) the wheel's key index is built on a
+// second goroutine while this one decodes the records
+// (wheel.IndexBuilder): the index cost about as much as the decoding, a
+// cache miss per timer. The wheel is the same either way. The goroutine
+// ends before restoreWheelFrom returns.
+func restoreWheelFrom(b []byte, rd io.Reader) (*wheel.Wheel, error) {
 	r, err := wheel.NewRestorer(wheel.Config{})
 	if err != nil {
 		return nil, err
@@ -30,12 +45,18 @@ func restoreWheel(b []byte) (*wheel.Wheel, error) {
 			<-done
 		}
 	}()
-	for len(b) > 0 {
-		k := min(len(b), restorePiece)
-		if _, err := r.Write(b[:k]); err != nil {
+	next := pieces(b, rd)
+	for {
+		p, err := next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, readError{err}
+		}
+		if _, err := r.Write(p); err != nil {
 			return nil, err
 		}
-		b = b[k:]
 		if !aside {
 			continue
 		}
@@ -55,6 +76,79 @@ func restoreWheel(b []byte) (*wheel.Wheel, error) {
 		marks = nil
 	}
 	return r.Wheel()
+}
+
+// readError is an error of the reader a snapshot is read from, as it is.
+type readError struct{ err error }
+
+func (e readError) Error() string { return e.err.Error() }
+func (e readError) Unwrap() error { return e.err }
+
+// pieces returns a function that returns b a restorePiece at a time, then
+// what rd reads (nil: nothing), in pieces of up to restorePiece bytes in
+// one buffer, valid until the next call; then io.EOF, or rd's error.
+func pieces(b []byte, rd io.Reader) func() ([]byte, error) {
+	var buf []byte
+	return func() ([]byte, error) {
+		if len(b) > 0 {
+			k := min(len(b), restorePiece)
+			p := b[:k]
+			b = b[k:]
+			return p, nil
+		}
+		if rd == nil {
+			return nil, io.EOF
+		}
+		if buf == nil {
+			buf = make([]byte, restorePiece)
+		}
+		n, err := io.ReadFull(rd, buf)
+		switch {
+		case err == nil:
+			return buf[:n], nil
+		case n > 0 && errors.Is(err, io.ErrUnexpectedEOF):
+			rd = nil // the last piece: the next call returns io.EOF
+			return buf[:n], nil
+		}
+		return nil, err
+	}
+}
+
+// coreFirstRead is how many bytes restoreCoreFrom reads first (a
+// variable for the tests, which make the section longer than it).
+var coreFirstRead = 4 * restorePiece
+
+// restoreCoreFrom reads the core section of a snapshot from rd into c,
+// reading as much as it needs: the first coreFirstRead bytes, then twice
+// as many as long as the section goes on past them (each try decodes the
+// section again into a new Core, at most about twice the section's cost in
+// all; the section's length is bounded by the file's, as when it is read
+// whole). It returns the Core, the bytes read after the section, which
+// begin the wheel's snapshot, and the reader of the rest (nil when rd
+// ended within the bytes read). The Core's fields may be views of the
+// bytes read: they are never reused.
+func restoreCoreFrom(rd io.Reader, newCore func() *Core) (*Core, []byte, io.Reader, error) {
+	buf := make([]byte, 0, coreFirstRead)
+	for {
+		n, err := io.ReadFull(rd, buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		eof := err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF)
+		if err != nil && !eof {
+			return nil, nil, nil, err
+		}
+		c := newCore()
+		rest, cerr := c.restoreCore(buf)
+		if cerr == nil {
+			if eof {
+				rd = nil
+			}
+			return c, rest, rd, nil
+		}
+		if eof || !errors.Is(cerr, errShort) {
+			return nil, nil, nil, cerr
+		}
+		buf = append(buf, make([]byte, len(buf))...)[:len(buf)]
+	}
 }
 
 // buildIndex adds the nodes of each mark received to the index, until

@@ -46,11 +46,11 @@ func Restore(cfg Config, snapshot []byte) (*Wheel, error) {
 // Advance fires the same timers in the same order (timers due at Now() not
 // fired yet first), paused timers resume with their remaining ticks, and a
 // timer added next comes after every restored one in the same-tick order;
-// freezing it gives the same bytes (a format 3 snapshot; one of an older
-// format gives format 3). NextEvent is the same too when the
+// freezing it gives the same bytes (a snapshot of the current format; one
+// of an older format gives the current format). NextEvent is the same too when the
 // geometry is (it reports ticks at which timers move down a level, which
 // depend on the geometry). Only the memory layout differs: the timers are
-// packed in the snapshot's record order (format 3: slab order, with the
+// packed in the snapshot's record order (format 3 on: slab order, with the
 // nodes the loop saved during the snapshot where the encoder met them;
 // older formats: add order), and the index is the smallest within 3/4 full.
 //
@@ -287,7 +287,7 @@ func (r *Restorer) records(b []byte) (n, need int, err error) {
 	for r.left > 0 {
 		var k int
 		if r.version >= 3 {
-			k, need, err = parseRecord3(b[n:], r.prev, r.prevSeq, w.now, t)
+			k, need, err = parseRecord3(b[n:], r.version, r.prev, r.prevSeq, w.now, t)
 		} else {
 			k, need, err = parseRecord(b[n:], r.prev, w.now, t)
 		}
@@ -379,27 +379,36 @@ func errRecord(format string, args ...any) error {
 // snapshot's. It returns the record's length, or 0 with need (see
 // consume) or an error.
 func parseRecord(b []byte, prev, now uint64, t *snapTimer) (n, need int, err error) {
-	return parseRecordV(b, false, prev, 0, now, t)
+	return parseRecordV(b, 2, prev, 0, now, t)
 }
 
-// parseRecord3 is parseRecord for versions 3 and 4: prev and prevSeq are
-// the previous record's receiver and seq, unless the record starts a run.
-func parseRecord3(b []byte, prev uint64, prevSeq uint32, now uint64, t *snapTimer) (n, need int, err error) {
-	return parseRecordV(b, true, prev, prevSeq, now, t)
+// parseRecord3 is parseRecord for versions 3 and later (v): prev and
+// prevSeq are the previous record's receiver and seq, unless the record
+// starts a run.
+func parseRecord3(b []byte, v byte, prev uint64, prevSeq uint32, now uint64, t *snapTimer) (n, need int, err error) {
+	return parseRecordV(b, v, prev, prevSeq, now, t)
 }
 
-// parseRecordV parses a record with its seq (versions 3 and 4: seqs) or
-// without (versions 1 and 2).
-func parseRecordV(b []byte, seqs bool, prev uint64, prevSeq uint32, now uint64, t *snapTimer) (n, need int, err error) {
+// recAllowed is the flags a record of format version v may have.
+func recAllowed(v byte) byte {
+	switch {
+	case v >= 5:
+		return recAll
+	case v >= 3:
+		return recAllV4
+	}
+	return recAllV2
+}
+
+// parseRecordV parses a record of format version v: with its seq
+// (versions 3 and later; version 5 may leave it to recSeqNext) or without
+// (versions 1 and 2).
+func parseRecordV(b []byte, ver byte, prev uint64, prevSeq uint32, now uint64, t *snapTimer) (n, need int, err error) {
 	if len(b) == 0 {
 		return 0, 1, nil
 	}
 	fl := b[0]
-	allowed := byte(recAllV2)
-	if seqs {
-		allowed = recAll
-	}
-	if fl&^allowed != 0 {
+	if fl&^recAllowed(ver) != 0 {
 		return 0, 0, errRecord("flags %#02x", fl)
 	}
 	if fl&recFirst != 0 {
@@ -419,9 +428,18 @@ func parseRecordV(b []byte, seqs bool, prev uint64, prevSeq uint32, now uint64, 
 	if t.key.Tid, off = getUvarint(b, off); off < 0 {
 		return varFail(off, b, "tid")
 	}
-	if seqs {
+	switch {
+	case fl&recSeqNext != 0:
+		t.seq = prevSeq + 1
+		if t.seq > seqMask {
+			return 0, 0, errRecord("seq %d", t.seq)
+		}
+	case ver >= 3:
 		if v, off = getUvarint(b, off); off < 0 {
 			return varFail(off, b, "seq")
+		}
+		if v == 2 && ver >= 5 { // zigzag(1)
+			return 0, 0, errRecord("seq %d written, the previous plus 1", prevSeq+1)
 		}
 		seq := int64(prevSeq) + unzigzag(v)
 		if seq < 0 || seq > seqMask {
