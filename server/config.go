@@ -155,6 +155,13 @@ type Config struct {
 	// Default 10000.
 	MaxFiresPerTurn int `yaml:"max_fires_per_turn"`
 
+	// MaxListWalkPerTurn bounds the timers a `list` request walks in one
+	// event-loop turn to gather its page: the first page of a receiver
+	// with more timers is gathered over several turns (its reply a turn or
+	// a few later), so that it never makes a long turn (each timer walked
+	// is a cache miss at 100M timers). Default 4096. Restart to change it.
+	MaxListWalkPerTurn int `yaml:"max_list_walk_per_turn"`
+
 	// MemoryLimit is the process's soft memory limit in bytes
 	// (debug.SetMemoryLimit): 0 (the default) derives it from the byte
 	// budgets, the timers and the connections (memlimit.go, docs/OPERATIONS.md
@@ -310,6 +317,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxFiresPerTurn == 0 {
 		c.MaxFiresPerTurn = 10_000
 	}
+	if c.MaxListWalkPerTurn == 0 {
+		c.MaxListWalkPerTurn = 4096
+	}
 	if err := c.persistenceDefaults(); err != nil {
 		return c, err
 	}
@@ -335,6 +345,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, keyErr("tick", "%v is below 1µs", c.Tick)
 	case c.MaxFiresPerTurn < 0:
 		return c, keyErr("max_fires_per_turn", "%d: must be positive", c.MaxFiresPerTurn)
+	case c.MaxListWalkPerTurn < 0:
+		return c, keyErr("max_list_walk_per_turn", "%d: must be positive", c.MaxListWalkPerTurn)
 	case c.LogLevel != "" && new(slog.Level).UnmarshalText([]byte(c.LogLevel)) != nil:
 		return c, keyErr("log_level", "%q: want debug, info, warn or error", c.LogLevel)
 	case c.LogFormat != "" && c.LogFormat != LogText && c.LogFormat != LogJSON:
@@ -446,7 +458,7 @@ func checkLimits(l *Limits) error {
 // sessionConfig is what the session core needs of c.
 func (c *Config) sessionConfig() session.Config {
 	return session.Config{AdminToken: c.AdminToken, ClientToken: c.ClientToken, AddOnlyBound: c.AddOnlyBound,
-		TickNs: uint64(c.Tick.Nanoseconds()), MaxFiresPerTurn: c.MaxFiresPerTurn, ServerVersion: Version,
+		TickNs: uint64(c.Tick.Nanoseconds()), MaxFiresPerTurn: c.MaxFiresPerTurn, MaxListWalkPerTurn: c.MaxListWalkPerTurn, ServerVersion: Version,
 		Wire: c.wireLimits()}
 }
 
