@@ -22,7 +22,7 @@ func niceOf(t *testing.T, tid string) int {
 	}
 	s := string(b)
 	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:]) // (the name may hold spaces)
-	n, err := strconv.Atoi(fields[16])                             // field 19 of the whole line
+	n, err := strconv.Atoi(fields[16])                            // field 19 of the whole line
 	require.NoError(t, err)
 	return n
 }
