@@ -206,10 +206,13 @@ type SnapshotPolicy struct {
 	MinInterval time.Duration `yaml:"min_interval"`
 	// Nice is the nice value (1-19) of the thread that encodes and writes
 	// a snapshot, on Linux: the kernel then gives the event loop the CPU
-	// whenever both want one, so a snapshot of 100M timers, 4-9 s of
-	// encoding, does not make firings late. On a machine whose CPUs are
-	// all busy with other work, the snapshot takes longer. Default 19;
-	// -1 leaves it at the server's priority.
+	// whenever both want one, for the 4-9 s a snapshot of 100M timers is
+	// encoded. Default 0: the server's own priority. Off by default,
+	// because its benefit is not measured yet and it has a risk: a Go
+	// thread the kernel leaves waiting delays every stop-the-world of the
+	// collector until it runs, so on a machine whose CPUs are busy with
+	// other work a low-priority encoder can stall the loop instead
+	// (docs/BENCHMARKS.md, "Flat at 100M").
 	Nice int `yaml:"nice"`
 }
 

@@ -58,11 +58,8 @@ func (c *Config) persistenceDefaults() error {
 	case p.MinInterval < 0:
 		p.MinInterval = 0
 	}
-	switch {
-	case p.Nice == 0:
-		p.Nice = 19
-	case p.Nice < -1 || p.Nice > 19:
-		return keyErr("snapshot.nice", "%d: want 1 to 19, or -1 for the server's own priority", p.Nice)
+	if p.Nice < 0 || p.Nice > 19 {
+		return keyErr("snapshot.nice", "%d: want 1 to 19, or 0 for the server's own priority", p.Nice)
 	}
 	if p.EveryRecords < 0 {
 		return keyErr("snapshot.every_records", "%d: must be positive", p.EveryRecords)
