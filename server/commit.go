@@ -53,12 +53,26 @@ func (s *Server) commit() {
 	if c == nil {
 		return
 	}
-	second := s.nowNs() >= s.wallAt
+	now := s.nowNs()
+	second := now >= s.wallAt
 	if second {
-		s.recordWall()
+		if s.persist == nil || s.core.Recording() || now >= s.wallIdleAt {
+			s.recordWall()
+		} else {
+			s.wallAt = now + int64(wallEvery) // (the pairing waits: see wallIdleEvery)
+		}
 	}
 	rec, replies := s.core.TakeRecord()
+	if rec != nil {
+		s.recordAt = now
+	}
 	c.commit(rec, replies, second)
+}
+
+// quiet reports whether the single node's log has had no record for
+// idleAfter: the loop then has no once-a-second upkeep (wallIdleEvery).
+func (s *Server) quiet(now int64) bool {
+	return s.persist != nil && now-s.recordAt >= int64(idleAfter)
 }
 
 // stopLog ends committing at a graceful stop, after the event loop has

@@ -155,6 +155,13 @@ type Config struct {
 	// Default 10000.
 	MaxFiresPerTurn int `yaml:"max_fires_per_turn"`
 
+	// MaxListWalkPerTurn bounds the timers a `list` request walks in one
+	// event-loop turn to gather its page: the first page of a receiver
+	// with more timers is gathered over several turns (its reply a turn or
+	// a few later), so that it never makes a long turn (each timer walked
+	// is a cache miss at 100M timers). Default 4096. Restart to change it.
+	MaxListWalkPerTurn int `yaml:"max_list_walk_per_turn"`
+
 	// MemoryLimit is the process's soft memory limit in bytes
 	// (debug.SetMemoryLimit): 0 (the default) derives it from the byte
 	// budgets, the timers and the connections (memlimit.go, docs/OPERATIONS.md
@@ -197,6 +204,16 @@ type SnapshotPolicy struct {
 	// back. Default 10s; negative means none. A reload that changes it
 	// counts the new value from the last snapshot's start.
 	MinInterval time.Duration `yaml:"min_interval"`
+	// Nice is the nice value (1-19) of the thread that encodes and writes
+	// a snapshot, on Linux: the kernel then gives the event loop the CPU
+	// whenever both want one, for the 4-9 s a snapshot of 100M timers is
+	// encoded. Default 0: the server's own priority. Off by default,
+	// because its benefit is not measured yet and it has a risk: a Go
+	// thread the kernel leaves waiting delays every stop-the-world of the
+	// collector until it runs, so on a machine whose CPUs are busy with
+	// other work a low-priority encoder can stall the loop instead
+	// (docs/BENCHMARKS.md, "Flat at 100M").
+	Nice int `yaml:"nice"`
 }
 
 // Timeouts bound how long a connection may hold server resources idle.
@@ -310,6 +327,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxFiresPerTurn == 0 {
 		c.MaxFiresPerTurn = 10_000
 	}
+	if c.MaxListWalkPerTurn == 0 {
+		c.MaxListWalkPerTurn = 4096
+	}
 	if err := c.persistenceDefaults(); err != nil {
 		return c, err
 	}
@@ -335,6 +355,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, keyErr("tick", "%v is below 1µs", c.Tick)
 	case c.MaxFiresPerTurn < 0:
 		return c, keyErr("max_fires_per_turn", "%d: must be positive", c.MaxFiresPerTurn)
+	case c.MaxListWalkPerTurn < 0:
+		return c, keyErr("max_list_walk_per_turn", "%d: must be positive", c.MaxListWalkPerTurn)
 	case c.LogLevel != "" && new(slog.Level).UnmarshalText([]byte(c.LogLevel)) != nil:
 		return c, keyErr("log_level", "%q: want debug, info, warn or error", c.LogLevel)
 	case c.LogFormat != "" && c.LogFormat != LogText && c.LogFormat != LogJSON:
@@ -446,7 +468,7 @@ func checkLimits(l *Limits) error {
 // sessionConfig is what the session core needs of c.
 func (c *Config) sessionConfig() session.Config {
 	return session.Config{AdminToken: c.AdminToken, ClientToken: c.ClientToken, AddOnlyBound: c.AddOnlyBound,
-		TickNs: uint64(c.Tick.Nanoseconds()), MaxFiresPerTurn: c.MaxFiresPerTurn, ServerVersion: Version,
+		TickNs: uint64(c.Tick.Nanoseconds()), MaxFiresPerTurn: c.MaxFiresPerTurn, MaxListWalkPerTurn: c.MaxListWalkPerTurn, ServerVersion: Version,
 		Wire: c.wireLimits()}
 }
 

@@ -57,6 +57,7 @@ type gcPacer struct {
 	mode  string // "derived", "config", "GOGC" or "off"
 	set   int    // the percent set last (0: none set by the server)
 	prior int    // the percent before the server set one, for stop
+	rest  gcRest // the collector off while the heap is at rest (gcrest.go)
 }
 
 // gcPaceMode returns how the pace is chosen: by the GOGC environment
@@ -111,7 +112,15 @@ func (g *gcPacer) start(s *Server) {
 
 // update sets the pace again when what it derives from moved it by 1/8 at
 // least, or to either end. Every second; lifted as for want.
+// Then the collector rests, or wakes, by the heap's allocations (gcrest.go).
 func (g *gcPacer) update(s *Server, lifted bool) {
+	g.repace(s, lifted)
+	g.rest.step(g.set)
+}
+
+// repace is update's change of the percent (while the collector rests it
+// is only noted: the rest's end sets it).
+func (g *gcPacer) repace(s *Server, lifted bool) {
 	v := g.want(s, lifted)
 	if v <= 0 || v == g.set {
 		return
@@ -119,9 +128,10 @@ func (g *gcPacer) update(s *Server, lifted bool) {
 	if g.set > 0 && v > gcPercentMin && v < gcPercentMax && absDiff(int64(v), int64(g.set))*8 < int64(g.set) {
 		return
 	}
-	if g.set == 0 {
+	switch {
+	case g.set == 0:
 		g.prior = debug.SetGCPercent(v)
-	} else {
+	case !g.rest.resting:
 		debug.SetGCPercent(v)
 	}
 	s.log.Debug("garbage collector pace", "gc_percent", v, "was", g.set)
@@ -130,6 +140,7 @@ func (g *gcPacer) update(s *Server, lifted bool) {
 
 // stop puts back the pace the process had before start set one.
 func (g *gcPacer) stop() {
+	g.rest.resting = false
 	if g.set > 0 {
 		debug.SetGCPercent(g.prior)
 		g.set = 0

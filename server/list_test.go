@@ -68,3 +68,37 @@ func TestListOverTCP(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, old, 100)
 }
+
+// TestListWalkOverTCP: with max_list_walk_per_turn 50, the first page of
+// a 3,000-timer receiver is gathered over about 60 turns; a ping pipelined
+// behind the list in the same write is answered after it (the session is
+// not read meanwhile), and the page is the receiver's first 1,000 tids.
+func TestListWalkOverTCP(t *testing.T) {
+	srv := startServer(t, func(c *Config) { c.MaxListWalkPerTurn = 50 })
+	c := helloClient(t, srv, "c")
+	var buf []byte
+	first := c.id + 1
+	for tid := range uint64(3000) {
+		c.id++
+		buf = protocol.AppendRequest(buf, &protocol.Request{Op: protocol.OpAdd, ID: c.id, Receiver: 1, Tid: 3000 - tid, After: 100_000})
+	}
+	c.write(buf)
+	for id := first; id <= c.id; id++ {
+		require.Equal(t, protocol.KindOK, c.reply(id).Kind)
+	}
+	list, ping := c.id+1, c.id+2
+	c.id += 2
+	buf = protocol.AppendRequest(nil, &protocol.Request{Op: protocol.OpList, ID: list, Receiver: 1})
+	buf = protocol.AppendRequest(buf, &protocol.Request{Op: protocol.OpPing, ID: ping})
+	c.write(buf)
+	m := c.reply(list) // (fails when the ping's reply comes first)
+	require.Equal(t, protocol.KindOK, m.Kind, "list: %s %s", m.Code, m.Text)
+	ts, next, err := protocol.DecodeListPage(m.Result, nil)
+	require.NoError(t, err)
+	require.Len(t, ts, 1000)
+	for i, tm := range ts {
+		require.Equal(t, uint64(i+1), tm.Tid)
+	}
+	assert.Equal(t, uint64(1001), next)
+	assert.Equal(t, protocol.KindOK, c.reply(ping).Kind)
+}

@@ -49,8 +49,24 @@ const logPreallocate = 64 << 10
 const retryEvery = 200 * time.Millisecond
 
 // wallEvery is how often the loop records the wall-clock time with tw-time
-// (session.Core.SetWall), so that a restart knows how long it was down.
+// (session.Core.SetWall), so that a restart knows how long it was down,
+// in turns that record something anyway (and always in a cluster).
 const wallEvery = time.Second
+
+// wallIdleEvery is how often a single node records the pairing when
+// nothing else is recorded, and idleAfter how long after its last record
+// its loop stops waking once a second for it (by then the log's fsync and
+// the TAIL checkpoint after it are done). tw-time runs on the monotonic
+// clock, which NTP slews as it slews the wall clock, so a pairing holds
+// until the wall clock is stepped (or the speed changes, a freeze or a
+// fast-forward, which record a new one at once): a restart computes the
+// same downtime from an older pairing. A pairing each second woke an idle
+// server each second for a 34-byte record, its fsync and the TAIL write:
+// 40% of its idle CPU (docs/BENCHMARKS.md, "Flat at 100M").
+const (
+	wallIdleEvery = time.Minute
+	idleAfter     = 3 * time.Second
+)
 
 // persist is the server's log and snapshot state. Owned by the event loop,
 // except the snapshot goroutine's result channel.
@@ -271,7 +287,8 @@ func (s *Server) startLog(restored bool) error {
 // recordWall records the wall-clock time with tw-time (the clock's).
 func (s *Server) recordWall() {
 	s.core.SetWall(uint64(time.Now().UnixNano()), s.clock.Now())
-	s.wallAt = s.nowNs() + int64(wallEvery)
+	now := s.nowNs()
+	s.wallAt, s.wallIdleAt = now+int64(wallEvery), now+int64(wallIdleEvery)
 }
 
 // commit is the journal's committer.commit: the turn's record is appended

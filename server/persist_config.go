@@ -58,6 +58,9 @@ func (c *Config) persistenceDefaults() error {
 	case p.MinInterval < 0:
 		p.MinInterval = 0
 	}
+	if p.Nice < 0 || p.Nice > 19 {
+		return keyErr("snapshot.nice", "%d: want 1 to 19, or 0 for the server's own priority", p.Nice)
+	}
 	if p.EveryRecords < 0 {
 		return keyErr("snapshot.every_records", "%d: must be positive", p.EveryRecords)
 	}

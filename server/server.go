@@ -45,6 +45,10 @@ type Server struct {
 	replica *replica    // cluster mode (replica.go); nil for a single server
 	checks  stateChecks // cluster mode: state checks (statecheck.go)
 	wallAt  int64       // ns since origin: when the wall-clock time is next recorded (with commits)
+	// wallIdleAt: when it is recorded in a turn that records nothing else
+	// (a single node's: wallIdleEvery); recordAt: the last turn that
+	// recorded something.
+	wallIdleAt, recordAt int64
 
 	eng   gnet.Engine
 	addr  string

@@ -61,8 +61,12 @@ func (s *Server) startSnapshot() error {
 		records: p.records, firings: p.firings}
 	run.pause = time.Since(began)
 	p.snap, p.records, p.firings = run, 0, 0
+	nice := s.cfg.Snapshot.Nice
 	go func() {
 		defer close(run.done)
+		if err := lowerPriority(nice); err != nil { // snapnice_linux.go: this goroutine's thread only
+			s.log.Warn("snapshot: cannot lower the encoder's priority (snapshot.nice): it competes with the event loop", "err", err)
+		}
 		run.bytes, run.err = writeSnapshot(w, run.snap)
 	}()
 	return nil

@@ -33,7 +33,11 @@ func (s *Server) retime() {
 		wake = min(wake, int64(time.Since(s.origin))+s.pumpWait)
 	}
 	if s.commits != nil {
-		wake = min(wake, s.wallAt) // tw-time's pairing with the wall clock
+		if s.quiet(s.nowNs()) {
+			wake = min(wake, s.wallIdleAt) // tw-time's pairing with the wall clock (commit.go)
+		} else {
+			wake = min(wake, s.wallAt) // the pairing, and the log's once-a-second upkeep
+		}
 	}
 	if p := s.persist; p != nil {
 		if p.failing != nil {

@@ -127,48 +127,6 @@ func (c *Core) dataFits(k wheel.Key, req *protocol.Request) bool {
 	return err == nil && uint64(len(req.Data)) <= room+uint64(len(old.Data))
 }
 
-// list answers a list request with one page of the receiver's timers: those
-// with tid >= req.FromTid in ascending tid order, at most req.Limit of them
-// (0, or more than max_list_page, means max_list_page), and no more than fit
-// in a reply frame of max_list_bytes — but always at least one when any is
-// left (the config makes max_list_bytes hold a timer with max_data). The
-// reply's next is the tid of the first timer left out, or 0 when none is.
-//
-// Cost: a page of a receiver being paged through costs about the page
-// (ListPage keeps the sorted tids of the receiver it pages); otherwise the
-// wheel walks the receiver's timers once. The timers walked count as work
-// (ListWork). Only the page, one timer more, is copied and encoded.
-func (c *Core) list(s *Session, req *protocol.Request) {
-	l := &c.limits
-	limit := l.MaxListPage
-	if req.Limit != 0 && req.Limit < uint64(limit) {
-		limit = int(req.Limit)
-	}
-	// One timer more than the page says whether another page follows, and
-	// where it starts.
-	c.listBuf = c.wheel.ListPage(req.Receiver, req.FromTid, limit+1, c.listBuf[:0])
-	c.work += c.wheel.ListWork()
-	c.timerBuf = c.timerBuf[:0]
-	size := protocol.ListReplyOverhead
-	var next uint64
-	for i := range c.listBuf {
-		t := timerOf(&c.listBuf[i])
-		c.describePlan(&t)
-		c.describeGroup(&t)
-		n := protocol.TimerSize(&t)
-		if i == limit || (i > 0 && size+n > l.MaxListBytes) {
-			next = t.Tid // > the tids before it, so never 0
-			break
-		}
-		size += n
-		c.timerBuf = append(c.timerBuf, t)
-	}
-	s.out = protocol.AppendListOK(s.out, req.ID, c.timerBuf, next)
-	// Drop the views into the wheel's memory.
-	clear(c.listBuf)
-	clear(c.timerBuf)
-}
-
 // SetStatsHook sets a function that adds the server's own figures (a
 // cluster node's raft state) to each stats reply, on the Core's goroutine.
 // A stats reply is recorded by its length only, so the hook is not called

@@ -109,7 +109,7 @@ func (c *Core) FiredTotal() uint64 { return c.firedTotal }
 // receiver to forget: expiryDue) is recorded lazily, before the next recorded input (see recorder.adv).
 func (c *Core) Advance(target uint64, maxFires int) (more bool) {
 	target = max(target, c.target)
-	if target == c.target && c.caughtUp && len(c.bulk) == 0 {
+	if target == c.target && c.caughtUp && len(c.bulk) == 0 && len(c.lists) == 0 {
 		return false
 	}
 	if next, ok := c.wheel.NextEvent(); len(c.waiters) == 0 && len(c.bulk) == 0 && (!ok || next > target) && !c.expiryDue(target) {
@@ -122,10 +122,13 @@ func (c *Core) Advance(target uint64, maxFires int) (more bool) {
 	if len(c.bulk) > 0 {
 		c.stepBulk() // bulk.go: a chunk of the bulk operations in progress, before the firings
 	}
+	if len(c.lists) > 0 {
+		c.stepLists(true) // listwalk.go: a step of the lists in progress
+	}
 	_, done := c.wheel.Advance(target, maxFires, c.onFire)
 	c.caughtUp = done
 	c.answerWaiters(done)
-	return !done || len(c.bulk) > 0
+	return !done || len(c.bulk) > 0 || len(c.lists) > 0
 }
 
 // answerWaiters replies to the fast-forwards whose target the wheel reached.

@@ -19,6 +19,10 @@ type Config struct {
 	// MaxFiresPerTurn bounds the firings of the advance a fast-forward
 	// runs at once (later turns go on with it); 0 means no bound.
 	MaxFiresPerTurn int
+	// MaxListWalkPerTurn bounds the timers a list walks in one loop turn
+	// to gather its page (listwalk.go): a larger receiver's page is
+	// gathered over the next turns. 0 means no bound.
+	MaxListWalkPerTurn int
 	// ServerVersion is reported in hello.
 	ServerVersion string
 	// Wire is the limits as hello reports them: Limits and the server's

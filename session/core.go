@@ -137,6 +137,9 @@ type Core struct {
 	// bulk the bulk operations in progress, oldest first (bulk.go).
 	groups groupTable
 	bulk   []*bulkOp
+	// lists are the list requests whose pages are being gathered, oldest
+	// first (listwalk.go): not state.
+	lists  []*listOp
 	tidBuf []uint64    // stepReceiver's tids of a page
 	keyBuf []wheel.Key // listGroup's keys of a page
 	m      coreMetrics // operator counters (metrics.go)
@@ -188,6 +191,10 @@ type Session struct {
 	// its next requests are not read until the reply is out, so replies
 	// keep request order.
 	waiting bool
+	// listing is set while a list of this session is being gathered over
+	// several turns (listwalk.go): its next requests are not read until the
+	// reply is out. Not state (a list changes nothing).
+	listing bool
 	// kill asks the server to close the connection after flushing out: a
 	// malformed frame, a timeout, failed authentication.
 	kill   bool
@@ -252,9 +259,9 @@ func (s *Session) Name() string { return s.name }
 // HelloDone reports whether the session has said hello successfully.
 func (s *Session) HelloDone() bool { return s.hello }
 
-// Waiting reports whether the session's fast-forward reply is due: its
-// next requests must not be read until then.
-func (s *Session) Waiting() bool { return s.waiting }
+// Waiting reports whether the reply of the session's fast-forward, bulk
+// operation or list is due: its next requests must not be read until then.
+func (s *Session) Waiting() bool { return s.waiting || s.listing }
 
 // Blocked reports whether the session's pending output is at max_outbound:
 // its requests are not read until it drains.
@@ -474,6 +481,7 @@ func (c *Core) Close(s *Session, buffered int) {
 		}
 	}
 	c.closeBulk(s)
+	c.closeLists(s)
 }
 
 // Restart closes every session: their connections are gone with the

@@ -315,6 +315,10 @@ func RecordFirings(rec []byte) uint64 {
 	return n
 }
 
+// Recording reports whether this turn's record holds an input yet (an
+// advance that only moved tw-time is deferred: it does not count).
+func (c *Core) Recording() bool { return len(c.rec.buf) > 0 }
+
 // TakeRecord returns the inputs recorded since the last call, or nil when
 // there were none, and whether any of them was a client's request with a
 // reply (with fsync always, the server makes the record durable before

@@ -229,6 +229,9 @@ func (w *Wheel) recvAppend(r uint64, i uint32) {
 
 func (w *Wheel) recvRemove(r uint64, i uint32) {
 	n := w.nodes.get(i) // only read: the barrier is for writes
+	if w.walk.active {
+		w.walkRemoved(r, i, n.rnext) // listwalk.go
+	}
 	l := w.recv.entry(r)
 	if l.count == 1 {
 		w.recv.delete(r)
@@ -262,6 +265,7 @@ func (w *Wheel) renumber() {
 	w.seq = uint32(len(sc))
 	w.scratch = sc[:0]
 	w.page = pageIndex{} // its add-order check reads the old numbers
+	w.walk.seqAt = 0     // likewise the tids a walk collects
 }
 
 func satAdd(a, b uint64) uint64 {

@@ -123,7 +123,9 @@ type Wheel struct {
 	page    pageIndex // ListPage's sorted tids of the receiver it pages (listpage.go)
 	// listWork is the timers the last ListPage walked (ListWork).
 	listWork int
-	pageMin  uint32 // pageIndexMin (tests lower it)
+	pageMin  uint32   // pageIndexMin (tests lower it)
+	buildMax uint32   // pageBuildMax (tests lower it)
+	walk     pageWalk // the page walk in progress (listwalk.go)
 
 	// due is the sentinel of the list of timers due at now not yet fired, in
 	// the same-tick order (fair.go): turn moves a level-0 slot there when
@@ -198,6 +200,7 @@ func New(start uint64, cfg Config) (*Wheel, error) {
 		occupied:    make([][maxSlots / 64]uint64, cfg.Levels),
 		seqMax:      seqMask,
 		pageMin:     pageIndexMin,
+		buildMax:    pageBuildMax,
 		overflowMin: math.MaxUint64,
 		now:         start,
 	}
