@@ -56,7 +56,7 @@ func (s *Server) commit() {
 	now := s.nowNs()
 	second := now >= s.wallAt
 	if second {
-		if s.persist == nil || s.core.Recording() || now >= s.wallIdleAt {
+		if !s.idlePairing() || s.core.Recording() || now >= s.wallIdleAt {
 			s.recordWall()
 		} else {
 			s.wallAt = now + int64(wallEvery) // (the pairing waits: see wallIdleEvery)
@@ -72,7 +72,18 @@ func (s *Server) commit() {
 // quiet reports whether the single node's log has had no record for
 // idleAfter: the loop then has no once-a-second upkeep (wallIdleEvery).
 func (s *Server) quiet(now int64) bool {
-	return s.persist != nil && now-s.recordAt >= int64(idleAfter)
+	return s.idlePairing() && now-s.recordAt >= int64(idleAfter)
+}
+
+// idlePairing reports whether an idle node records the wall-clock pairing
+// only every wallIdleEvery: a single node with downtime catch-up, which
+// computes the same downtime from an older pairing. With downtime pause
+// the last pairing is where tw-time resumes after a crash: recorded once a
+// minute, up to a minute that the server was up would count as downtime
+// (its timers firing up to a minute late), so it stays once a second
+// (TestIdlePausedServerResumesWhereItWas).
+func (s *Server) idlePairing() bool {
+	return s.persist != nil && s.cfg.Downtime != DowntimePause
 }
 
 // stopLog ends committing at a graceful stop, after the event loop has
