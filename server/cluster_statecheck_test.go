@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,4 +111,71 @@ func TestClusterStateCheck(t *testing.T) {
 	m, err := srvs[same].ReadMetrics(ctx, 0)
 	require.NoError(t, err)
 	require.Equal(t, second[same], m.Cluster.Check, "the metrics carry the latest check")
+}
+
+// TestClusterStateCheckUnderLoad: checks marked while adds are in flight
+// and a quiet session reads (its replies wait for the turns in flight,
+// in its output, when the leader marks) agree on every node: the nodes
+// are in one state at each mark.
+func TestClusterStateCheckUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("elections: long")
+	}
+	srvs := startCluster(t, nil)
+	lead := waitLeader(t, srvs[:], -1)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dial := func() *client.Client {
+		cl, err := client.Dial(ctx, srvs[lead].Addr(), client.WithToken(testAdminToken))
+		require.NoError(t, err)
+		t.Cleanup(func() { cl.Close() })
+		return cl
+	}
+	adder, reader, admin := dial(), dial(), dial()
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for g := uint64(0); g < 8; g++ {
+		wg.Add(1)
+		go func() { // pipelined adds: records are in flight at each mark
+			defer wg.Done()
+			for tid := uint64(1); loadCtx.Err() == nil; tid++ {
+				_, _ = adder.Add(loadCtx, 10+g, tid, 1_000_000, nil)
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() { // a quiet session's reads: their replies wait for those records
+		defer wg.Done()
+		for loadCtx.Err() == nil {
+			_, _ = reader.Stats(loadCtx)
+		}
+	}()
+	var ids []uint64
+	for range maxStateChecks {
+		time.Sleep(20 * time.Millisecond)
+		c, err := admin.ClusterCheck(ctx)
+		require.NoError(t, err)
+		ids = append(ids, c.Check)
+	}
+	stopLoad()
+	wg.Wait()
+	for _, id := range ids {
+		var out [3]StateCheck
+		require.Eventually(t, func() bool {
+			for i, s := range srvs {
+				for _, sc := range s.StateChecks() {
+					if sc.ID == id {
+						out[i] = sc
+					}
+				}
+				if out[i].ID == 0 {
+					return false
+				}
+			}
+			return true
+		}, 10*time.Second, 10*time.Millisecond, "every node hashes its state at check %d: %+v", id, &out)
+		for i := range out {
+			require.Equal(t, out[lead].Digest, out[i].Digest, "check %d: node %d's digest differs from the leader's (node %d)", id, i+1, lead+1)
+		}
+	}
 }

@@ -281,8 +281,12 @@ func (r *replica) onLoop(fn func() error) error {
 // leader's own entries carry its proposals in proposal order, one record
 // each: seeing them committed here lets their replies go without waiting
 // for the proposals' reports (which come after raft has applied them).
+//
+// A record that cannot be replayed means this node's Core is no longer the
+// cluster's state: the node stops (as when a rebuild fails), rather than
+// stay a voter that raft counts as caught up and may elect to serve it.
 func (r *replica) Apply(entries []cluster.Entry) error {
-	return r.onLoop(func() error {
+	err := r.onLoop(func() error {
 		own := uint64(0)
 		for _, e := range entries {
 			if e.Index <= r.skipUpto {
@@ -302,6 +306,22 @@ func (r *replica) Apply(entries []cluster.Entry) error {
 		}
 		return nil
 	})
+	if err != nil && r.ctx.Err() == nil {
+		r.fail("cluster: a committed record could not be replayed: this node's state is no longer the cluster's; stopping", err)
+	}
+	return err
+}
+
+// fail logs msg and stops the server, on a goroutine of its own (Stop
+// waits for raft, whose goroutine may be the caller's). Safe from any
+// goroutine.
+func (r *replica) fail(msg string, err error) {
+	r.s.log.Error(msg, "err", err)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = r.s.Stop(ctx)
+	}()
 }
 
 // replay replays a committed entry's records into the Core and, when
@@ -518,12 +538,7 @@ func (r *replica) follow() {
 		return nil
 	})
 	if err != nil {
-		s.log.Error("cluster: cannot rebuild the state from committed entries; stopping", "err", err)
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = s.Stop(ctx)
-		}()
+		r.fail("cluster: cannot rebuild the state from committed entries; stopping", err)
 		return
 	}
 	r.skipUpto = upto

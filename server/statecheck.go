@@ -36,7 +36,7 @@ type StateCheck struct {
 	// (above any id it marked before).
 	ID uint64
 	// Digest identifies the Core's state at the mark: the XXH64 of its
-	// snapshot's bytes in digest mode (session.Snapshot.SetDigest: the
+	// snapshot's bytes in digest mode (session.Core.DigestSnapshot: the
 	// timers' records summed, not in the wheel's layout order) and of
 	// that sum.
 	Digest uint64
@@ -142,12 +142,11 @@ func (s *Server) startCheck(id uint64) {
 		return
 	}
 	s.checks.hashing++
-	snap := s.core.Snapshot()
+	records := new(uint64) // the timers' hashes summed, by the goroutine's AppendNext
+	snap := s.core.DigestSnapshot(records)
 	timers := snap.Timers()
 	go func() {
 		h := xxhash.New()
-		var records uint64
-		snap.SetDigest(&records)
 		buf := make([]byte, 0, snapshotPiece)
 		snap.SetYield(runtime.Gosched)
 		for done := false; !done; {
@@ -155,7 +154,7 @@ func (s *Server) startCheck(id uint64) {
 			_, _ = h.Write(buf)
 			runtime.Gosched()
 		}
-		_, _ = h.Write(binary.LittleEndian.AppendUint64(nil, records))
+		_, _ = h.Write(binary.LittleEndian.AppendUint64(nil, *records))
 		sc := StateCheck{ID: id, Digest: h.Sum64(), Timers: timers}
 		s.checks.add(sc)
 		s.log.Info("cluster: state check", "check", id, "digest", fmt.Sprintf("%016x", sc.Digest), "timers", timers)

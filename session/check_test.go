@@ -69,3 +69,77 @@ func TestCheckMarkNotRecording(t *testing.T) {
 	require.Empty(t, rec)
 	h.c.Record(true)
 }
+
+// A leader marks a check, between turns, while replies wait in its
+// sessions' output for the turns in flight (HoldTurn; reads wait too,
+// SetReadsWait): a read's reply among them, that a replica replays as zero
+// bytes of its length. The replica is in the same state at the mark: the
+// state digests agree. A reply more waiting, or an add the replica missed,
+// changes the digest.
+func TestCheckDigestWithRepliesHeld(t *testing.T) {
+	h := newHarness(t, nil)
+	s := h.session()
+	h.do(s, protocol.Request{Op: protocol.OpAdd, Receiver: 7, Tid: 1, After: 50})
+	q := h.c.Open() // quiet: its reads are recorded as its output's length at the mark
+	h.do(q, protocol.Request{Op: protocol.OpHello, Version: protocol.Version, Name: "quiet", Token: testAdminToken})
+	h.c.SetReadsWait(true)
+	turn := uint64(0)
+	held := func(from *Session, req protocol.Request) { // a turn whose record is in flight
+		h.send(from, req) // (the harness's replica took its record)
+		turn++
+		h.c.HoldTurn(turn)
+		h.flush()
+	}
+	held(s, protocol.Request{Op: protocol.OpAdd, Receiver: 7, Tid: 2, After: 9}) // replayed as it is
+	held(q, protocol.Request{Op: protocol.OpGet, Receiver: 7, Tid: 1})           // not replayed
+	held(s, protocol.Request{Op: protocol.OpStats})                              // a pad
+	require.NotZero(t, q.Pending())
+	require.NotZero(t, s.Pending())
+
+	h.c.MarkCheck(7)
+	rec := takeRecord(h.c)
+	want := stateDigest(h.c)
+	h.rep.replay(rec)
+	_, ok := h.rep.c.TakeCheck()
+	require.True(t, ok)
+	require.Equal(t, want, stateDigest(h.rep.c), "the replica's state at the mark digests as the marking Core's")
+
+	held(q, protocol.Request{Op: protocol.OpGet, Receiver: 7, Tid: 1})
+	require.NotEqual(t, want, stateDigest(h.c), "a reply more waiting: another digest")
+	h.c.MarkCheck(8)
+	h.rep.replay(takeRecord(h.c))
+	require.Equal(t, stateDigest(h.c), stateDigest(h.rep.c))
+	rep := h.rep
+	h.rep = nil // the replica misses the next add's record
+	h.send(s, protocol.Request{Op: protocol.OpAdd, Receiver: 7, Tid: 3, After: 9})
+	h.c.MarkCheck(9)
+	takeRecord(h.c)
+	require.NotEqual(t, stateDigest(h.c), stateDigest(rep.c), "a replica that missed an add digests differently")
+}
+
+// A Core restored from a snapshot (a node that took the leader's
+// InstallSnapshot, or restarted from its own) is in the snapshot's state:
+// its state digest is the original's, with acknowledged receivers and
+// their parked firings, a backlog, groups, request ids and a cancelled
+// timer's freed node in the state.
+func TestCheckDigestOfRestoredCore(t *testing.T) {
+	h := newHarness(t, nil)
+	s := h.session()
+	h.do(s, protocol.Request{Op: protocol.OpBind, Receiver: 7, Ack: true})
+	for tid := uint64(1); tid <= 30; tid++ {
+		h.do(s, protocol.Request{Op: protocol.OpAdd, Receiver: 7 + tid%3, Tid: tid, After: tid % 5, Group: tid % 4,
+			Data: []byte{byte(tid)}, Client: 99})
+	}
+	h.do(s, protocol.Request{Op: protocol.OpCancel, Receiver: 7, Tid: 3})
+	h.c.SetClock(1, false)
+	for range 4 {
+		h.c.Advance(h.c.Now()+1, h.c.cfg.MaxFiresPerTurn)
+		h.rep.sync()
+		h.flush()
+	}
+	h.do(s, protocol.Request{Op: protocol.OpAck, Receiver: 7, Seq: 1})
+	r, err := Restore(h.c.cfg, snapBytes(h.c), nil, nil)
+	require.NoError(t, err)
+	require.NotZero(t, h.c.Wheel().Len())
+	require.Equal(t, stateDigest(h.c), stateDigest(r), "the restored Core digests as the original")
+}

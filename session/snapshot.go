@@ -104,7 +104,12 @@ var ErrTickChanged = errors.New("session: the tick length changed")
 var ErrSnapshot = errors.New("session: snapshot")
 
 // encoder appends snapshot fields.
-type encoder struct{ b []byte }
+type encoder struct {
+	b []byte
+	// digest: the state check's encoding (Core.DigestSnapshot), not a
+	// snapshot: a session's pending output goes as its length only.
+	digest bool
+}
 
 func (e *encoder) uv(v uint64)    { e.b = binary.AppendUvarint(e.b, v) }
 func (e *encoder) int(v int)      { e.uv(uint64(v)) }
@@ -206,7 +211,14 @@ func appendSession(e *encoder, s *Session) {
 	e.int(s.buffered)
 	e.bool(s.blocked)
 	e.bool(s.stalled)
-	e.bytes(s.out)
+	if e.digest {
+		// What the output holds is not state a replay reproduces: a
+		// reply to a read, a refusal or a quiet session's output is
+		// replayed as as many zero bytes (inPad, inSync). Its length is.
+		e.int(len(s.out))
+	} else {
+		e.bytes(s.out)
+	}
 	rids := sortedKeys(s.receivers)
 	e.int(len(rids))
 	for _, r := range rids {
@@ -346,13 +358,25 @@ func (c *Core) Snapshot() *Snapshot {
 // CPU with the Core's loop. Call it before the first AppendNext.
 func (s *Snapshot) SetYield(yield func()) { s.frozen.SetYield(yield) }
 
-// SetDigest puts the snapshot in digest mode (wheel.Frozen.SetDigest),
-// before the first AppendNext: the wheel's timer records are not appended
-// but hashed into *sum, in a way that does not depend on the wheel's
-// layout. The bytes appended and the sum then identify the state: two
-// Cores in the same state give the same, whatever their histories. The
-// output is not a snapshot.
-func (s *Snapshot) SetDigest(sum *uint64) { s.frozen.SetDigest(sum) }
+// DigestSnapshot is Snapshot in digest mode, for a cluster's state check:
+// what it appends, with *sum once the last piece is appended, identifies
+// the state — two Cores in the same state give the same, whatever their
+// histories — and is not a snapshot. The wheel's timer records are hashed
+// into *sum, not appended, in a way that does not depend on the wheel's
+// layout (wheel.Frozen.SetDigest); a session's pending output counts by
+// its length, not its bytes (a replica holds zeros where the Core that
+// executed the turns holds replies it does not replay: a read's, a
+// refusal's, a quiet session's; the leader's replies wait there for the
+// turns in flight when it marks a check).
+func (c *Core) DigestSnapshot(sum *uint64) *Snapshot {
+	head, tail := encoder{digest: true}, encoder{digest: true}
+	c.appendCoreHead(&head)
+	c.appendGroupsTail(&tail)
+	snap := &Snapshot{core: head.b, groups: c.groupsSnap(false), tail: tail.b, reqIDs: c.reqIDs.copyLive(),
+		recvs: c.receiverSnaps(), frozen: c.wheel.Freeze()}
+	snap.frozen.SetDigest(sum)
+	return snap
+}
 
 // Timers returns the number of timers in the snapshot.
 func (s *Snapshot) Timers() int { return s.frozen.Len() }
