@@ -265,3 +265,35 @@ func BenchmarkCascadeWhileFrozen(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRestoreWrittenWhileAdding restores a snapshot encoded while the
+// wheel took adds between its pieces (as a server's snapshot is, written
+// while clients add): each add writes its receiver's newest node, which the
+// write barrier saves and the encoder writes out of slab order, so a
+// restore finds most receivers' lists out of add order and sorts them
+// (Restorer.sortRestored). The same timers' stopped-world snapshot is
+// BenchmarkRestore's.
+func BenchmarkRestoreWrittenWhileAdding(b *testing.B) {
+	for _, n := range []int{1_000_000, 10_000_000} {
+		b.Run(fmt.Sprintf("timers=%dM", n/1_000_000), func(b *testing.B) {
+			if testing.Short() && n > 1_000_000 {
+				b.Skip("10M timers under -short")
+			}
+			w := snapWheel(b, n, false)
+			f := w.Freeze()
+			var snap []byte
+			next := n
+			for done := false; !done; {
+				snap, done = f.AppendNext(snap, 64<<10)
+				for range 100 {
+					if err := w.Add(Key{uint64(next % 1000), uint64(next)}, Spec{After: 1 + uint64(next%60_480_000)}); err != nil {
+						b.Fatal(err)
+					}
+					next++
+				}
+			}
+			f.Release()
+			benchRestore(b, snap, n, false)
+		})
+	}
+}
