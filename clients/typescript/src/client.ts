@@ -813,6 +813,19 @@ export class Client extends EventEmitter {
   }
 
   /**
+   * clusterCheck (admin) asks for a state check: the leader marks its
+   * replicated log and every node hashes its state at the mark. It
+   * resolves, once the mark is committed, to the cluster's state with the
+   * check's id in check; each node's digest for it is on that node's status
+   * page (/status.json, cluster.state_check), and they must all be equal
+   * (docs/OPERATIONS.md, "Checking that the nodes agree"). Rejects with
+   * "unavailable" when leadership changed before the mark was committed.
+   */
+  async clusterCheck(o?: CallOptions): Promise<ClusterState> {
+    return decodeCluster(await this.call("cluster", { command: "check" }, o));
+  }
+
+  /**
    * clusterRemove (admin) removes node id from the cluster and resolves to
    * the cluster's state once the change is committed. Removing the leader
    * makes it step down: the connection may close before the reply (it is

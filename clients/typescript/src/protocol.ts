@@ -648,18 +648,21 @@ export interface ClusterState {
   commitIndex: bigint;
   appliedIndex: bigint;
   members: { id: string; raftAddr: string; voter: boolean }[];
+  /** check is the id of the state check a clusterCheck marked (0n otherwise). */
+  check: bigint;
 }
 
 /** decodeCluster reads a cluster result; unknown keys are ignored. */
 export function decodeCluster(result: unknown[]): ClusterState {
   arr(result, 1, "cluster result");
   const m = object(result[0], "cluster");
-  const out: ClusterState = { role: "", leader: "", term: 0n, commitIndex: 0n, appliedIndex: 0n, members: [] };
+  const out: ClusterState = { role: "", leader: "", term: 0n, commitIndex: 0n, appliedIndex: 0n, members: [], check: 0n };
   if (m.role !== undefined) out.role = str(m.role, "role");
   if (m.leader !== undefined) out.leader = str(m.leader, "leader");
   if (m.term !== undefined) out.term = u64(m.term, "term");
   if (m.commit_index !== undefined) out.commitIndex = u64(m.commit_index, "commit_index");
   if (m.applied_index !== undefined) out.appliedIndex = u64(m.applied_index, "applied_index");
+  if (m.check !== undefined) out.check = u64(m.check, "check");
   for (const e of m.members === undefined ? [] : arr(m.members, 0, "members")) {
     const o = object(e, "member");
     out.members.push({

@@ -241,6 +241,10 @@ test("cluster status, add, add as a non-voter, promote and remove against real c
     assert.equal(st.leader, "n1");
     assert.ok(st.term > 0n && st.commitIndex > 0n && st.appliedIndex > 0n, JSON.stringify(st, (_, v) => typeof v === "bigint" ? String(v) : v));
     assert.deepEqual(st.members, [{ id: "n1", raftAddr: r1, voter: true }]);
+    assert.equal(st.check, 0n);
+    const checked = await c.clusterCheck();
+    assert.ok(checked.check > 0n, "a state check's id");
+    assert.equal(checked.leader, "n1");
 
     n2 = await startServer(node("n2", c2, dirs[1], ["-raft-addr", r2])); // no peers: it waits to be added
     const added = await c.clusterAdd("n2", r2, { signal: AbortSignal.timeout(20000) });

@@ -12,9 +12,11 @@ import java.util.List;
  * @param commitIndex raft's commit index
  * @param appliedIndex raft's applied index
  * @param members the members
+ * @param check the id of the state check a {@code check} command marked (0 for the other
+ *     commands)
  */
 public record ClusterStatus(String role, String leader, long term, long commitIndex, long appliedIndex,
-    List<Member> members) {
+    List<Member> members, long check) {
   /**
    * Member is one node of the configuration.
    *

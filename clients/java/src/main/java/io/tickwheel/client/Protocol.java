@@ -472,7 +472,8 @@ final class Protocol {
       }
     }
     return new ClusterStatus(String.valueOf(m.getOrDefault("role", "")), String.valueOf(m.getOrDefault("leader", "")),
-        num(m.get("term")), num(m.get("commit_index")), num(m.get("applied_index")), List.copyOf(members));
+        num(m.get("term")), num(m.get("commit_index")), num(m.get("applied_index")), List.copyOf(members),
+        num(m.get("check")));
   }
 
   private static long num(Object o) {

@@ -601,10 +601,10 @@ public final class TickwheelClient implements AutoCloseable {
   }
 
   /**
-   * cluster (admin, on a cluster's leader) runs a membership command: "status", "add"
-   * (node, raft addr) or "remove" (node). A single server answers BadState.
+   * cluster (admin, on a cluster's leader) runs a cluster command: "status", "add"
+   * (node, raft addr), "remove" (node) or "check". A single server answers BadState.
    *
-   * @param command status, add or remove
+   * @param command status, add, remove or check
    * @param node the node id, or ""
    * @param addr the raft address, or ""
    * @return the cluster's state after the command
@@ -620,5 +620,18 @@ public final class TickwheelClient implements AutoCloseable {
    */
   public CompletableFuture<ClusterStatus> clusterStatus() {
     return cluster("status", "", "");
+  }
+
+  /**
+   * clusterCheck asks cluster "check": the leader marks its replicated log and every node
+   * hashes its state at the mark. It completes once the mark is committed, with the check's
+   * id in {@link ClusterStatus#check()}; each node's digest for it is on that node's status
+   * page (/status.json, cluster.state_check), and they must all be equal
+   * (docs/OPERATIONS.md, "Checking that the nodes agree").
+   *
+   * @return the cluster's state, with the check's id
+   */
+  public CompletableFuture<ClusterStatus> clusterCheck() {
+    return cluster("check", "", "");
   }
 }

@@ -148,6 +148,7 @@ class OpsTest {
       assertEquals(now, c.setSpeed(1).join());
       assertInstanceOf(TickwheelException.InvalidArgument.class, cause(c.setSpeed(0)));
       assertInstanceOf(TickwheelException.BadState.class, cause(c.clusterStatus())); // a single server
+      assertInstanceOf(TickwheelException.BadState.class, cause(c.clusterCheck()));
       assertEquals(now, c.freeze().join());
     }
   }
