@@ -147,6 +147,7 @@ func SpawnWith(ctx context.Context, o SpawnOptions) (*Spawned, error) {
 		}
 	}
 	s.Cmd = exec.Command(argv[0], argv[1:]...)
+	dieWithParent(s.Cmd)
 	if o.Env != nil {
 		s.Cmd.Env = append(os.Environ(), o.Env...)
 	}
