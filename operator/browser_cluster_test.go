@@ -20,10 +20,15 @@ func TestStatusPageClusterInBrowser(t *testing.T) {
 	}
 	defer op.Close()
 	ctx, problems := startBrowser(t, chromium)
+	// Raft reports the role before the node's first entries as leader
+	// commit (its client address, the commit index): a sample taken in
+	// between shows "leader" with a commit index of 0. Wait for the page to
+	// show the leader's client address, then check the rest.
 	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+op.Addr()+"/"),
-		chromedp.Poll[chromedp.Void](`document.getElementById("k-role").textContent === "leader"`,
+		chromedp.Poll[chromedp.Void](`document.getElementById("k-role").textContent === "leader" &&
+			document.getElementById("k-leader").textContent.startsWith("n1 (")`,
 			chromedp.WithPollingTimeout(30*time.Second))); err != nil {
-		t.Fatalf("the page did not show the node leading: %v", err)
+		t.Fatalf("the page did not show the node leading, with its client address: %v", err)
 	}
 	if evalBool(t, ctx, `document.getElementById("cluster").hidden`) {
 		t.Errorf("the cluster section is hidden")
