@@ -69,26 +69,7 @@ func TestClusterStateCheck(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	digests := func(id uint64) [3]StateCheck {
-		t.Helper()
-		var out [3]StateCheck
-		require.Eventually(t, func() bool {
-			for i, s := range srvs {
-				out[i] = StateCheck{}
-				for _, sc := range s.StateChecks() {
-					if sc.ID == id {
-						out[i] = sc
-					}
-				}
-				if out[i].ID == 0 {
-					return false
-				}
-			}
-			return true
-		}, 10*time.Second, 10*time.Millisecond, "every node hashes its state at check %d", id)
-		return out
-	}
-	first := digests(check())
+	first := nodeChecks(t, srvs, check())
 	for i := range first {
 		require.Equal(t, first[0].Digest, first[i].Digest, "node %d's state differs from node 1's", i+1)
 		require.Equal(t, first[0].Timers, first[i].Timers)
@@ -99,7 +80,7 @@ func TestClusterStateCheck(t *testing.T) {
 	require.NoError(t, srvs[odd].onLoop(ctx, func() {
 		require.NoError(t, srvs[odd].core.Wheel().Add(wheel.Key{Receiver: 6, Tid: 1000}, wheel.Spec{After: 100_000}))
 	}))
-	second := digests(check())
+	second := nodeChecks(t, srvs, check())
 	same := (odd + 1) % 3
 	for i := range second {
 		if i == odd {
@@ -160,22 +141,31 @@ func TestClusterStateCheckUnderLoad(t *testing.T) {
 	stopLoad()
 	wg.Wait()
 	for _, id := range ids {
-		var out [3]StateCheck
-		require.Eventually(t, func() bool {
-			for i, s := range srvs {
-				for _, sc := range s.StateChecks() {
-					if sc.ID == id {
-						out[i] = sc
-					}
-				}
-				if out[i].ID == 0 {
-					return false
-				}
-			}
-			return true
-		}, 10*time.Second, 10*time.Millisecond, "every node hashes its state at check %d: %+v", id, &out)
+		out := nodeChecks(t, srvs, id)
 		for i := range out {
 			require.Equal(t, out[lead].Digest, out[i].Digest, "check %d: node %d's digest differs from the leader's (node %d)", id, i+1, lead+1)
 		}
 	}
+}
+
+// nodeChecks waits until every node of srvs has hashed its state at check
+// id, and returns their results.
+func nodeChecks(t *testing.T, srvs [3]*Server, id uint64) [3]StateCheck {
+	t.Helper()
+	var out [3]StateCheck
+	require.Eventually(t, func() bool {
+		for i, s := range srvs {
+			out[i] = StateCheck{}
+			for _, sc := range s.StateChecks() {
+				if sc.ID == id {
+					out[i] = sc
+				}
+			}
+			if out[i].ID == 0 {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 10*time.Millisecond, "every node hashes its state at check %d", id)
+	return out
 }
