@@ -84,6 +84,16 @@ func benchPipe(b *testing.B, batch int, mutate func(*server.Config)) {
 	})
 }
 
+// BenchmarkRequestIDsOn is BenchmarkPipe (batch=256) and BenchmarkAdd (8
+// callers per processor) against a server with limits.max_request_ids
+// 100000, a cluster node's default: the client sends a request id with
+// every change and the server remembers them. (A single server's default,
+// which BenchmarkPipe and BenchmarkAdd use, remembers none.)
+func BenchmarkRequestIDsOn(b *testing.B) {
+	b.Run("Pipe", func(b *testing.B) { benchPipe(b, 256, rememberIDs) })
+	b.Run("Add", func(b *testing.B) { benchAdd(b, 8, rememberIDs) })
+}
+
 // BenchmarkRequestIDsOff is BenchmarkPipe (batch=256) and BenchmarkAdd
 // (8 callers per processor) against a server with limits.max_request_ids
 // -1: the client sends no request ids and the server remembers nothing,

@@ -170,6 +170,8 @@
 // "Retrying changes"). The caller sees one answer, as if nothing had
 // happened, provided the retry reaches a server within its
 // request_id_ticks (5 minutes by default) and the call's context allows.
+// A cluster node remembers request ids by default; a single server only
+// when configured to (limits.max_request_ids, -max-request-ids).
 // On a server that does not remember request ids, a change returns an
 // error wrapping ErrNotLeader (an *Error whose Leader names the leader) or
 // ErrDisconnected instead: it may have been applied, and a retry could

@@ -27,6 +27,11 @@ func testConfig(t testing.TB, addr string, tick uint64) server.Config {
 	return server.Config{Addr: addr, Frozen: true, StartTick: tick, AdminToken: testAdminToken, DataDir: t.TempDir()}
 }
 
+// rememberIDs makes a test server remember request ids
+// (limits.max_request_ids as a cluster node's default; a single server's
+// default is -1), so that the client retries changes.
+func rememberIDs(c *server.Config) { c.Limits.MaxRequestIDs = 100_000 }
+
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // startServer runs a frozen in-process server at tick 1000 on 127.0.0.1:0

@@ -121,7 +121,7 @@ func (p *batchCutter) accept() {
 // cancel not_found) with its first reply (the due tick of the first add),
 // the server counts 18 retries, and holds each timer once.
 func TestPipeRetriedAfterLostReplies(t *testing.T) {
-	srv := startServer(t, nil)
+	srv := startServer(t, rememberIDs)
 	ctx := tctx(t)
 	setup := dial(t, srv.Addr())
 	for tid := uint64(1001); tid <= 1004; tid++ {
@@ -303,7 +303,7 @@ func (p *stepDownProxy) accept() {
 // the first 3; each Cmd gets one reply (before, the 4th reported
 // ErrNotLeader and the others ErrDisconnected).
 func TestPipeRetriedAfterNotLeader(t *testing.T) {
-	srv := startServer(t, nil)
+	srv := startServer(t, rememberIDs)
 	ctx := tctx(t)
 	const n, keep = 12, 3
 	p := startStepDownProxy(t, srv.Addr(), keep)

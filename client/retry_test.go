@@ -108,7 +108,7 @@ func eachFrame(r io.Reader, fn func(frame, payload []byte) bool) {
 // CancelGroup and CancelAll the count they changed (not 0), and the
 // server counts the retries.
 func TestChangeRetriedAfterLostReply(t *testing.T) {
-	srv := startServer(t, nil)
+	srv := startServer(t, rememberIDs)
 	for _, tc := range []struct {
 		op   protocol.Op
 		call func(c *Client) (uint64, error)

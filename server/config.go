@@ -336,6 +336,12 @@ func (c Config) withDefaults() (Config, error) {
 	if err := c.clusterDefaults(); err != nil {
 		return c, err
 	}
+	if c.Limits.MaxRequestIDs == 0 && c.Cluster.ID == "" {
+		// A single node remembers no request ids unless asked: it keeps the
+		// speed and behaviour it had before clusters (docs/OPERATIONS.md,
+		// "Retried changes"); a cluster's failovers need them.
+		c.Limits.MaxRequestIDs = -1
+	}
 	c.Limits = c.Limits.WithDefaults()
 	// MaxConnections stays 0 here: Start derives it from the fd limit.
 	t := &c.Timeouts

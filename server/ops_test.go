@@ -34,7 +34,7 @@ func TestHello(t *testing.T) {
 		MaxName: 256, MaxListPage: 1000, MaxListBytes: 1 << 20,
 		HandshakeTimeoutMs: 10_000, IdleTimeoutMs: 120_000, FrameTimeoutMs: 10_000,
 		MaxOutbox: 100_000, MaxOutboxBytes: 16 << 20, MaxOutboxTotal: 10_000_000, MaxOutboxBytesTotal: 512 << 20,
-		MaxRequestIDs: 100_000, RequestIDTicks: 30_000}, h.Limits)
+		MaxRequestIDs: 0, RequestIDTicks: 0}, h.Limits) // a single server remembers no request ids unless told to
 	other := helloClient(t, srv, "h2")
 	assert.NotEqual(t, h.Session, other.session, "session ids are distinct")
 	// Before hello, requests are refused, unknown ops too.

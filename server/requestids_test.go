@@ -39,3 +39,30 @@ func TestRequestIDsOff(t *testing.T) {
 	c.write(protocol.AppendRequest(nil, &add)) // the same bytes again
 	assert.Equal(t, protocol.CodeExists, c.reply(add.ID).Code, "applied again")
 }
+
+// TestRequestIDsDefaultByMode: a single server remembers no request ids
+// unless its config says how many (so its add path is the one it had
+// before clusters, and clients do not retry changes against it); a cluster
+// node remembers 100,000, since a failover cuts every connection with
+// changes in flight. An explicit value holds in both.
+func TestRequestIDsDefaultByMode(t *testing.T) {
+	cluster := ClusterConfig{ID: "c", NodeID: "n1", Peers: "n1=127.0.0.1:7531"}
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		ids     int
+		helloID uint64
+	}{
+		{"single", Config{}, -1, 0},
+		{"single, asked", Config{Limits: Limits{MaxRequestIDs: 5000}}, 5000, 5000},
+		{"cluster", Config{DataDir: t.TempDir(), Cluster: cluster}, 100_000, 100_000},
+		{"cluster, off", Config{DataDir: t.TempDir(), Cluster: cluster, Limits: Limits{MaxRequestIDs: -1}}, -1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := tc.cfg.withDefaults()
+			require.NoError(t, err)
+			assert.Equal(t, tc.ids, c.Limits.MaxRequestIDs)
+			assert.Equal(t, tc.helloID, c.wireLimits().MaxRequestIDs)
+		})
+	}
+}

@@ -13,8 +13,10 @@ import (
 )
 
 // TestHelloVectorHasDefaults: the ok-hello vector (and so the example in
-// docs/PROTOCOL.md) carries the limits a server with the default config
-// sends, all but max_connections, which depends on the machine.
+// docs/PROTOCOL.md) carries the limits a cluster node with the default
+// config sends, all but max_connections, which depends on the machine. (A
+// single server's default differs in one way: it remembers no request ids,
+// so it sends neither max_request_ids nor request_id_ticks.)
 func TestHelloVectorHasDefaults(t *testing.T) {
 	b, err := os.ReadFile("../protocol/testdata/vectors.json")
 	require.NoError(t, err)
@@ -40,7 +42,8 @@ func TestHelloVectorHasDefaults(t *testing.T) {
 	var h protocol.Hello
 	require.NoError(t, protocol.DecodeHello(m.Result, &h))
 
-	cfg, err := Config{AdminToken: testAdminToken}.withDefaults()
+	cfg, err := Config{AdminToken: testAdminToken, DataDir: t.TempDir(),
+		Cluster: ClusterConfig{ID: "c", NodeID: "n1", Peers: "n1=127.0.0.1:7531"}}.withDefaults()
 	require.NoError(t, err)
 	want := cfg.wireLimits()
 	want.MaxConnections = h.Limits.MaxConnections

@@ -215,7 +215,10 @@ func TestAdvanceUnreadEvents(t *testing.T) {
 // request id) gets its one reply, counting every timer once.
 func TestBulkAcrossRestart(t *testing.T) {
 	srv := servertest.RunT(t, servertest.WithDataDir(t.TempDir()),
-		servertest.WithConfig(func(c *servertest.Config) { c.Limits.MaxBulkPerTurn = 1 }))
+		servertest.WithConfig(func(c *servertest.Config) {
+			c.Limits.MaxBulkPerTurn = 1
+			c.Limits.MaxRequestIDs = 100_000 // so that the client retries the operation
+		}))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, err := client.Dial(ctx, srv.Addr())

@@ -146,6 +146,7 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 	repair := fs.Bool("repair", false, "start on a damaged log: cut it at a bad record the snapshot does not cover, or accept its missing end; what is cut is moved into <data dir>/log/repaired-<time>/, and the records and timers lost are logged")
 	clientTokenAuto := fs.Bool("client-token-auto", false, "with no client token configured, use <data dir>/"+server.ClientTokenFileName+", made at first start, and log its path (the container's default)")
 	insecure := fs.Bool("insecure", false, "allow listening beyond loopback with no client token")
+	maxRequestIDs := fs.Int("max-request-ids", 0, "changes whose request ids the server remembers, so that a client's retry after a lost connection or a failover applies once (limits.max_request_ids; default: -1, none, on a single server, 100000 in a cluster)")
 	frozen := fs.Bool("frozen", false, "start with tw-time frozen (moved only by admin fast-forward)")
 	startTick := fs.Uint64("start-tick", 0, "tw-time at start (default: the current Unix time in ticks)")
 	clusterID := fs.String("cluster-id", "", "cluster mode: the cluster's name, the same on every node (off by default; see README, Running three nodes)")
@@ -235,6 +236,8 @@ func serveConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 			cfg.Insecure = *insecure
 		case "frozen":
 			cfg.Frozen = *frozen
+		case "max-request-ids":
+			cfg.Limits.MaxRequestIDs = *maxRequestIDs
 		case "start-tick":
 			cfg.StartTick = *startTick
 		case "log-level":

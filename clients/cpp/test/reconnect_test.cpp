@@ -172,7 +172,7 @@ TEST(Reconnect, SlowPollerLosesNothing) {
 // next one with the same request id: the server, which had applied it,
 // answers with its first reply and applies nothing twice.
 TEST(Reconnect, ChangesAreSentAgainWithTheirRequestId) {
-  auto srv = testkit::Server::start();
+  auto srv = testkit::Server::start({"-frozen", "-start-tick", "1000", "-max-request-ids", "100000"});
   ASSERT_TRUE(srv);
   testkit::Relay relay(srv->addr());
   auto c = testkit::connect(relay.addr());
@@ -212,7 +212,8 @@ TEST(Reconnect, ChangesAreSentAgainWithTheirRequestId) {
 // cancel_group whose replies were lost are sent again, and the server
 // answers each with its first count (a second apply would count 0).
 TEST(Reconnect, BulkOpsAreSentAgainWithTheirRequestId) {
-  auto srv = testkit::Server::start();
+  // The server remembers request ids, as a cluster node does by default.
+  auto srv = testkit::Server::start({"-frozen", "-start-tick", "1000", "-max-request-ids", "100000"});
   ASSERT_TRUE(srv);
   testkit::Relay relay(srv->addr());
   auto c = testkit::connect(relay.addr());
@@ -325,7 +326,8 @@ class SteppingDown {
 // A change answered not_leader is sent again, with its request id, to the
 // leader the reply named, and the caller sees that one reply.
 TEST(Reconnect, ChangeAnsweredNotLeaderGoesToTheLeader) {
-  auto srv = testkit::Server::start();
+  // The server remembers request ids, as a cluster node does by default.
+  auto srv = testkit::Server::start({"-frozen", "-start-tick", "1000", "-max-request-ids", "100000"});
   ASSERT_TRUE(srv);
   SteppingDown node(srv->addr());
   auto c = testkit::connect(node.addr());

@@ -33,6 +33,8 @@ const CHANGES = new Set<string>(["add", "cancel", "cancel_all", "pause", "resume
 /** A change's request id, fixed at its first attempt on a server that remembers request ids. */
 interface Attempt {
   id?: bigint;
+  /** final: the change cannot be sent again (the server it would go to does not deduplicate). */
+  final?: boolean;
 }
 
 /** newClientId returns a random non-zero 64-bit client id. */
@@ -340,7 +342,7 @@ export class Client extends EventEmitter {
       try {
         return await this.callOnce(op, req, o, onOK, att);
       } catch (err) {
-        const retry = att?.id !== undefined ? isNotLeader(err) || err instanceof DisconnectedError
+        const retry = att?.id !== undefined ? !att.final && (isNotLeader(err) || err instanceof DisconnectedError)
           : SAFE_TO_RETRY.has(op) && isNotLeader(err);
         if (!retry || this.opts.reconnect === false || this.closing) throw err;
       }
@@ -357,6 +359,7 @@ export class Client extends EventEmitter {
     if (att) {
       const ids = (this.hello.limits.request_id_ticks ?? 0n) > 0n; // the hello of cn
       if (att.id !== undefined && !ids) {
+        att.final = true; // sending it again here could apply it twice; call must not loop on this error
         throw new DisconnectedError(`tickwheel: ${op}: the change may have been applied, and ${this.addr} does not deduplicate a retry`);
       }
       if (ids) {

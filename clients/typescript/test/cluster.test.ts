@@ -11,7 +11,7 @@ import { after, before, test } from "node:test";
 
 import { decode, encode } from "@msgpack/msgpack";
 
-import { ConnectError, TickwheelError, connect, type Client, type FireEvent } from "../src/index.js";
+import { ConnectError, DisconnectedError, TickwheelError, connect, type Client, type FireEvent } from "../src/index.js";
 import { ADMIN_TOKEN, Reader, startServer, type RunningServer } from "../testkit/server.js";
 
 const vectors = JSON.parse(readFileSync(new URL("../../../../protocol/testdata/vectors.json", import.meta.url), "utf8"));
@@ -25,7 +25,8 @@ const clients: Client[] = [];
 const fakes: Server[] = [];
 
 before(async () => {
-  srv = await startServer();
+  // The leader the fake followers name: it remembers request ids, as a cluster node does by default.
+  srv = await startServer(["-frozen", "-start-tick", "1000", "-max-request-ids", "100000"]);
 });
 
 after(async () => {
@@ -158,6 +159,22 @@ test("a node that steps down: reads go again to the leader, and changes, with a 
   assert.equal(g.addr, srv.addr);
   assert.equal(e.refused, 1);
   await g.cancel(1, 2);
+
+  // A node that remembers request ids naming a leader that does not (a
+  // single server, or limits.max_request_ids changed on one node): the add
+  // may have been applied, and a retry there could apply it twice, so it
+  // rejects with DisconnectedError. (Before, the client sent it again at
+  // once, forever, at 100% CPU.)
+  const plain = await startServer();
+  try {
+    const h = await fakeNode(() => plain.addr, 1);
+    const k = await dial(h.addr, { reconnect: { minMs: 5, maxMs: 5 } });
+    await assert.rejects(k.add(1, 3, 100), (err: unknown) => err instanceof DisconnectedError && /does not deduplicate/.test(err.message));
+    assert.equal(k.addr, plain.addr);
+    assert.deepEqual(await k.list(1), [], "not applied: the fake refused it and it was not sent again");
+  } finally {
+    await plain.stop();
+  }
 
   // A node that does not: the add rejects with not_leader (it may have
   // been applied; the caller decides).

@@ -27,7 +27,7 @@ class GroupsTest {
 
   @BeforeAll
   static void start() throws Exception {
-    srv = TestServer.start();
+    srv = TestServer.start("-max-request-ids", "100000"); // remembers request ids, as a cluster node does by default
   }
 
   @AfterAll

@@ -48,7 +48,7 @@ class RequestIdsTest {
 
   @Test
   void aChangeWhoseReplyWasLostIsRetriedOnceAndAnsweredWithTheFirstReply() throws Exception {
-    try (TestServer srv = TestServer.start(); Relay relay = new Relay(srv.addr);
+    try (TestServer srv = TestServer.start("-max-request-ids", "100000"); Relay relay = new Relay(srv.addr);
         TickwheelClient admin = TickwheelClient.connect(srv.admin());
         TickwheelClient c = TickwheelClient.connect(new ClientOptions(relay.addr)
             .reconnectBackoff(Duration.ofMillis(20), Duration.ofMillis(200)))) {
@@ -129,7 +129,8 @@ class RequestIdsTest {
   void aChangeAnsweredNotLeaderIsSentToTheLeaderWithTheSameRequestId() throws Exception {
     // A node that says hello as a server with request ids, then steps down: it answers the
     // add not_leader, naming the real server. The client sends the add there, byte for byte.
-    try (TestServer srv = TestServer.start(); ServerSocket follower = new ServerSocket(0, 5, InetAddress.getLoopbackAddress())) {
+    try (TestServer srv = TestServer.start("-max-request-ids", "100000"); // the leader remembers ids, as a cluster node does by default
+        ServerSocket follower = new ServerSocket(0, 5, InetAddress.getLoopbackAddress())) {
       AtomicReference<byte[]> seen = new AtomicReference<>();
       Thread t = new Thread(() -> {
         try (Socket s = follower.accept()) {
