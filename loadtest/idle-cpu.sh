@@ -16,6 +16,6 @@ trap 'kill "$pid" 2>/dev/null || true' EXIT
 sleep 0.5
 "$gen" -addr 127.0.0.1:$port -token idle-cpu-admin-token -targets tickwheel -preload "$n" -scenarios add -n 1000 >/dev/null 2>&1
 sleep "$settle"
-cpu() { cat /proc/$pid/task/*/schedstat | awk '{s += $1} END {print s}'; }
+cpu() { cat /proc/$pid/task/*/schedstat | awk '{s += $1} END {printf "%.0f\n", s}'; }
 a=$(cpu); sleep "$secs"; b=$(cpu)
 awk -v d=$((b - a)) -v s="$secs" -v n="$n" 'BEGIN {printf "%d timers: %d µs of CPU in %d s idle = %.4f%% of a core\n", n, d/1000, s, d/(s*1e7)}'

@@ -137,18 +137,47 @@ func (h *history) samples() ([]sample, server.Metrics, bool) {
 	return out, h.last, h.hasLast
 }
 
-// sample reads the attached server once a second until Close.
+// idleSampleEvery is how often the sampler reads a server whose Activity
+// has not changed: each read wakes the event loop, and on an idle server
+// that wake was most of its CPU (docs/BENCHMARKS.md, "Idle CPU, the
+// sampler's wake").
+const idleSampleEvery = 10 * time.Second
+
+// activitySource is a Source that says when it has been idle
+// (server.Server.Activity).
+type activitySource interface {
+	Activity() (n uint64, ok bool)
+}
+
+// sample reads the attached server once a second until Close, or, while
+// its Activity stays the same, once every idleSampleEvery: the plots then
+// have one point per idleSampleEvery, and the first second with a request,
+// a firing or a connection is sampled at once.
 func (o *Operator) sample() {
 	defer close(o.done)
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	var last struct {
+		src      *Source // o.src when it was read: an Attach since reads again
+		activity uint64
+		at       time.Time
+	}
 	for {
-		if src := o.source(); src != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			m, err := src.ReadMetrics(ctx, o.opts.Top)
-			cancel()
-			if err == nil {
-				o.hist.add(m)
+		if p := o.src.Load(); p != nil {
+			src := *p
+			a, known := uint64(0), false
+			if as, ok := src.(activitySource); ok {
+				a, known = as.Activity()
+			}
+			now := time.Now()
+			if !known || p != last.src || a != last.activity || now.Sub(last.at) >= idleSampleEvery-time.Second/2 {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				m, err := src.ReadMetrics(ctx, o.opts.Top)
+				cancel()
+				if err == nil {
+					o.hist.add(m)
+					last.src, last.activity, last.at = p, a, now
+				}
 			}
 		}
 		select {

@@ -1,12 +1,16 @@
 package operator
 
 import (
+	"context"
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tickwheel/tickwheel/client"
 	"github.com/tickwheel/tickwheel/protocol"
 	"github.com/tickwheel/tickwheel/server"
+	"github.com/tickwheel/tickwheel/servertest"
 )
 
 func TestQuantile(t *testing.T) {
@@ -91,5 +95,61 @@ func TestHistoryDropsErrorsConnections(t *testing.T) {
 	if got := s[0]; got.Dropped != want.Dropped || got.Lost != want.Lost || got.Refused != want.Refused ||
 		got.Errors != want.Errors || got.Conns != want.Conns {
 		t.Errorf("sample %+v, want dropped/s 10, lost/s 2, refused/s 3, errors/s 5, connections 9", got)
+	}
+}
+
+// countingSource counts the ReadMetrics calls made of a server.
+type countingSource struct {
+	*server.Server
+	reads atomic.Int64
+}
+
+func (c *countingSource) ReadMetrics(ctx context.Context, top int) (server.Metrics, error) {
+	c.reads.Add(1)
+	return c.Server.ReadMetrics(ctx, top)
+}
+
+// TestSamplerLeavesAnIdleServerAlone: the sampler reads an idle server
+// (its Activity the same) once, not once a second, since each read wakes
+// the event loop (most of an idle server's CPU); the first request after it
+// is sampled at the next second. Before, it read the server every second.
+func TestSamplerLeavesAnIdleServerAlone(t *testing.T) {
+	ts := servertest.RunT(t)
+	op, err := New(Options{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &countingSource{Server: ts.Server()}
+	op.Attach(src)
+	if err := op.Serve(); err != nil {
+		t.Fatal(err)
+	}
+	defer op.Close()
+	time.Sleep(1500 * time.Millisecond) // the start's own turns
+	n0 := src.reads.Load()
+	time.Sleep(3 * time.Second)
+	if n := src.reads.Load(); n != n0 {
+		t.Fatalf("an idle server was read %d times in 3 s, want none", n-n0)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, ts.Addr(), client.WithToken(ts.AdminToken()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Add(ctx, 1, 1, 100, nil); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for src.reads.Load() == n0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := src.reads.Load(); n == n0 {
+		t.Fatalf("the sampler did not read the server again after a request (%d reads)", n)
+	}
+	_, last, _ := op.hist.samples()
+	if last.Stats.Timers != 1 {
+		t.Errorf("the last sample holds %d timers, want 1", last.Stats.Timers)
 	}
 }

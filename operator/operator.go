@@ -68,7 +68,9 @@ type Options struct {
 	// Log takes the listener's own lines. Default: discarded.
 	Log *slog.Logger
 	// History is how long the status page's plots reach back, one sample
-	// a second. Default 10 minutes.
+	// a second while the server is busy (one every 10 s while it is idle:
+	// no request, firing or connection since the last). Default 10
+	// minutes.
 	History time.Duration
 	// Top is how many receivers the status page lists by live timers and
 	// by queued events. Default 10.

@@ -140,6 +140,7 @@ func (s *Server) admit(nc net.Conn, spare *os.File) *os.File {
 	if s.conns.Load() < int64(s.maxConns) {
 		if s.tls != nil {
 			s.conns.Add(1)
+			s.accepted.Add(1)
 			go s.serveTLS(nc, s.nowNs())
 			return spare
 		}
@@ -171,6 +172,7 @@ func (s *Server) admit(nc net.Conn, spare *os.File) *os.File {
 // to spare still serves the connection it accepted. It returns the spare.
 func (s *Server) register(nc net.Conn, spare *os.File) *os.File {
 	s.conns.Add(1)
+	s.accepted.Add(1)
 	if spare != nil {
 		spare.Close()
 	}

@@ -124,6 +124,7 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 		_, _ = c.Discard(-1)
 		return gnet.None
 	}
+	s.requestTurns.Add(1)
 	l.read = s.nowNs()
 	s.beginTurn(l.read)
 	// Requests see the current tw-time: the ticker sleeps while nothing is due.

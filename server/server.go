@@ -63,6 +63,7 @@ type Server struct {
 	acceptDone chan struct{}
 	conns      atomic.Int64
 	closed     atomic.Uint64 // client connections closed since the start (memreturn.go)
+	accepted   atomic.Uint64 // client connections accepted since the start (Activity)
 	refused    atomic.Uint64
 	maxConns   int
 	accepting  atomic.Bool   // acceptLoop was started: Stop waits for acceptDone
@@ -109,10 +110,11 @@ type Server struct {
 	startedOnce sync.Once
 	// bell is our end of the doorbell (see bell.go), set before Start
 	// returns; rung says an advance turn has been asked for and not begun.
-	bell     atomic.Pointer[net.Conn]
-	rung     atomic.Bool
-	stopping atomic.Bool   // Stop was called: a failing doorbell is expected
-	turns    atomic.Uint64 // advance turns run (see Turns)
+	bell         atomic.Pointer[net.Conn]
+	rung         atomic.Bool
+	stopping     atomic.Bool   // Stop was called: a failing doorbell is expected
+	turns        atomic.Uint64 // advance turns run (see Turns)
+	requestTurns atomic.Uint64 // turns that read a client's bytes (see Activity)
 	// What the memory limit derives from, published by the loop at the
 	// end of each turn (memlimit.go); memLimit is the returning
 	// goroutine's.
@@ -301,6 +303,19 @@ func (s *Server) Start() error {
 // tick with work (and per step of a burst or a fast-forward). Safe from any
 // goroutine; cmd/tickwheel reads it to tell a busy server from an idle one.
 func (s *Server) Turns() uint64 { return s.turns.Load() }
+
+// Activity returns a number that changes whenever the event loop may have
+// changed what ReadMetrics reports: an advance turn, a turn that read a
+// client's bytes, a connection accepted, closed or refused. ok is false on a
+// cluster node, whose raft state (role, term, indexes) changes off the loop:
+// there the number says nothing. Safe from any goroutine; the operator's
+// sampler reads it to leave an idle server's loop asleep (operator.Options
+// History). A change made by a task run on the loop for another goroutine
+// (a config reload, a snapshot's end) is not counted.
+func (s *Server) Activity() (n uint64, ok bool) {
+	n = s.turns.Load() + s.requestTurns.Load() + s.accepted.Load() + s.closed.Load() + s.refused.Load()
+	return n, s.replica == nil
+}
 
 // Addr returns the address the server listens on, with the real port.
 func (s *Server) Addr() string { return s.addr }
