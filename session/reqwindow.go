@@ -99,9 +99,12 @@ func (c *reqClient) resize(span uint64) {
 	c.win = win
 }
 
-// remove forgets id's entry, which is in the window; with the lowest one
-// gone, lo moves up past ids with no entry (at most reqWindowScan of
-// them). With none left, the range is empty.
+// remove forgets id's entry, which is in the window, then moves lo up
+// past ids with no entry, at most reqWindowScan of them: entries go
+// oldest first, which is not id order when a client's connections
+// interleave, so the lowest id may have gone before (lo then stays below
+// the ids held until a later remove moves it on). With none left, the
+// range is empty.
 func (c *reqClient) remove(id uint64) {
 	m := uint64(len(c.win) - 1)
 	c.win[id&m] = 0
@@ -110,12 +113,11 @@ func (c *reqClient) remove(id uint64) {
 		c.lo, c.hi = 0, 0
 		return
 	}
-	if id == c.lo {
-		for range reqWindowScan {
-			if c.lo++; c.win[c.lo&m] != 0 {
-				break
-			}
+	for range reqWindowScan {
+		if c.win[c.lo&m] != 0 {
+			break
 		}
+		c.lo++
 	}
 }
 
