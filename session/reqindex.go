@@ -9,7 +9,7 @@ import (
 // The hash index of the memory of request ids (requestid.go), for the
 // entries that do not fit in their client's window (reqwindow.go, which
 // finds the others, most of them, without a hash; lookup, index and
-// unindex below choose): open addressing with linear probing over
+// drop choose): open addressing with linear probing over
 // requestIDs.slots, twice as many slots as the ring has entries, so at
 // most half full; allocated with its first entry. A slot is 0 (empty) or the low
 // 32 bits of its key's hash (reqHash) over its ring slot + 1. A probe
@@ -66,8 +66,21 @@ func reqHash(k reqKey) uint64 {
 }
 
 // lookup returns the position of live entry k, or false: from k's
-// client's window, else from the hash index when it holds any entry.
+// client's window, else from the hash index when it holds any entry. The
+// usual case — the client looked up last, no entry in the hash index —
+// is inlined.
 func (r *requestIDs) lookup(k reqKey) (pos uint64, ok bool) {
+	if r.lastSlot != 0 && r.lastClient == k.client && r.hashed == 0 {
+		if v := r.clients[r.lastSlot-1].find(k.id); v != 0 {
+			return r.first + (uint64(v-1)-r.first)&uint64(len(r.ring)-1), true
+		}
+		return 0, false
+	}
+	return r.lookupAny(k)
+}
+
+// lookupAny is lookup's general case.
+func (r *requestIDs) lookupAny(k reqKey) (pos uint64, ok bool) {
 	if r.live == 0 {
 		return 0, false
 	}
@@ -108,6 +121,16 @@ func (r *requestIDs) hashLookup(k reqKey) (pos uint64, ok bool) {
 // with none), else to the hash index; the entry's win says which.
 func (r *requestIDs) index(k reqKey, i uint32) {
 	e := &r.ring[i]
+	if r.lastSlot != 0 && r.lastClient == k.client { // the usual case: place's, written out
+		c := &r.clients[r.lastSlot-1]
+		if c.n > 0 && k.id-c.lo < uint64(len(c.win)) && k.id != ^uint64(0) {
+			c.win[k.id&uint64(len(c.win)-1)] = i + 1
+			c.hi = max(c.hi, k.id+1)
+			c.n++
+			e.win = r.lastSlot
+			return
+		}
+	}
 	s, _ := r.clientSlot(k.client, true)
 	if r.clients[s].place(k.id, i+1) {
 		e.win = s + 1
@@ -118,22 +141,6 @@ func (r *requestIDs) index(k reqKey, i uint32) {
 	}
 	e.win = 0
 	r.hashInsert(k, i)
-}
-
-// unindex removes the live entry at ring slot i from its window or the
-// hash index; a window left empty is freed.
-func (r *requestIDs) unindex(i uint32) {
-	e := &r.ring[i]
-	if e.win == 0 {
-		r.hashRemove(e.key, i)
-		return
-	}
-	s := e.win - 1
-	c := &r.clients[s]
-	c.remove(e.key.id)
-	if c.n == 0 {
-		r.freeClient(s)
-	}
 }
 
 // hashInsert adds the entry of key k at ring slot i to the hash index (k
@@ -220,7 +227,7 @@ func (r *requestIDs) grow() {
 // pipelined client's next change is usually that id: its lookup, which
 // misses, and its insert read that line), and the home of the oldest
 // entry's key when it starts a new block (the next change past
-// max_request_ids drops it: unindex). Within a block both lines were just
+// max_request_ids drops it: hashRemove). Within a block both lines were just
 // read. In a pipelined client's adds these two lines were the memory's
 // cache misses, about 90 ns of CPU an add at 100,000 entries
 // (docs/BENCHMARKS.md, "The single node's pipelined add against base,

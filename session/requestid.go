@@ -170,8 +170,17 @@ func (r *requestIDs) push(k reqKey) *reqEntry {
 // drop forgets live entry e at position pos (it stays in the ring, dead,
 // until it reaches the front).
 func (r *requestIDs) drop(pos uint64) {
-	e := r.at(pos)
-	r.unindex(uint32(pos & uint64(len(r.ring)-1)))
+	i := uint32(pos & uint64(len(r.ring)-1))
+	e := &r.ring[i]
+	if s := e.win; s != 0 { // out of its window (reqwindow.go), freed when left empty
+		c := &r.clients[s-1]
+		c.remove(e.key.id)
+		if c.n == 0 {
+			r.freeClient(s - 1)
+		}
+	} else {
+		r.hashRemove(e.key, i)
+	}
 	r.bytes -= r.size(e)
 	if e.n == replyBig {
 		delete(r.big, e.key)
@@ -371,7 +380,11 @@ func (c *Core) trimRequestIDs() {
 		switch {
 		case e.dead:
 		case r.live > c.limits.MaxRequestIDs || c.reqExpired(e):
-			c.forgetReq(r.first)
+			if e.n == 0 {
+				c.forgetReq(r.first)
+			} else {
+				r.drop(r.first) // (forgetReq's, with no bulk operation to unlink)
+			}
 		default:
 			return
 		}

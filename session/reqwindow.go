@@ -106,19 +106,17 @@ func (c *reqClient) resize(span uint64) {
 // the ids held until a later remove moves it on). With none left, the
 // range is empty.
 func (c *reqClient) remove(id uint64) {
-	m := uint64(len(c.win) - 1)
-	c.win[id&m] = 0
-	c.n--
-	if c.n == 0 {
+	win, m := c.win, uint64(len(c.win)-1)
+	win[id&m] = 0
+	if c.n--; c.n == 0 {
 		c.lo, c.hi = 0, 0
 		return
 	}
-	for range reqWindowScan {
-		if c.win[c.lo&m] != 0 {
-			break
-		}
-		c.lo++
+	lo := c.lo
+	for k := 0; k < reqWindowScan && win[lo&m] == 0; k++ {
+		lo++
 	}
+	c.lo = lo
 }
 
 // find returns the ring slot + 1 of id's entry in the window, or 0.
