@@ -27,7 +27,8 @@ import (
 // past either is applied as a new request. max_request_ids -1 turns the
 // memory off (remembers): nothing is remembered and every change applies.
 // What a remembered change costs the loop, and why it is a ring and an
-// index of its own rather than a Go map: reqindex.go.
+// index of its own rather than a Go map: reqwindow.go (a window per
+// client, which finds most entries without a hash) and reqindex.go.
 //
 // The key includes a fingerprint of the request's bytes (payloadSum,
 // XXH64 since snapshot format 13; FNV-1a before: an entry restored from an
