@@ -319,7 +319,9 @@ func (c *Core) rememberReply(s *Session, req *protocol.Request, payload []byte, 
 	}
 	r.bytes += r.size(e)
 	c.trimRequestIDs()
-	r.prefetchNext(reqKey{req.Client, req.ID})
+	if r.hashed != 0 {
+		r.prefetchNext(reqKey{req.Client, req.ID})
+	}
 }
 
 // fillPending remembers reply (a frame) for the pending entry of bulk
