@@ -11,8 +11,8 @@ import (
 // finds the others, most of them, without a hash; lookup, index and
 // drop choose): open addressing with linear probing over
 // requestIDs.slots, twice as many slots as the ring has entries, so at
-// most half full; allocated with its first entry. A slot is 0 (empty) or the low
-// 32 bits of its key's hash (reqHash) over its ring slot + 1. A probe
+// most half full; allocated with its first entry. A slot is 0 (empty) or
+// the low 32 bits of its key's hash (reqHash) over its ring slot + 1. A probe
 // compares those hash bits first and reads the ring entry only when they
 // match, so a lookup that misses — every new change — reads nothing but
 // the index, usually one cache line; the hash bits also give a slot's
@@ -68,7 +68,7 @@ func reqHash(k reqKey) uint64 {
 // lookup returns the position of live entry k, or false: from k's
 // client's window, else from the hash index when it holds any entry. The
 // usual case — the client looked up last, no entry in the hash index —
-// is inlined.
+// is written out first, without a call.
 func (r *requestIDs) lookup(k reqKey) (pos uint64, ok bool) {
 	if r.lastSlot != 0 && r.lastClient == k.client && r.hashed == 0 {
 		if v := r.clients[r.lastSlot-1].find(k.id); v != 0 {
@@ -220,18 +220,19 @@ func (r *requestIDs) grow() {
 
 // prefetchNext, after the change of key k was remembered and the memory
 // trimmed, when the hash index holds any entry (else it does nothing: a
-// window's next places are in the line just read), asks the CPU for the
-// hash index lines the next remembered change will most likely read, so that they arrive while the rest of this turn
-// and the next request's decoding run: the home of k's client's next id
-// when it starts a new block (a client numbers its changes in order, so a
-// pipelined client's next change is usually that id: its lookup, which
-// misses, and its insert read that line), and the home of the oldest
-// entry's key when it starts a new block (the next change past
-// max_request_ids drops it: hashRemove). Within a block both lines were just
-// read. In a pipelined client's adds these two lines were the memory's
-// cache misses, about 90 ns of CPU an add at 100,000 entries
+// window's next places are in the line just read; rememberReply does not
+// call it then), asks the CPU for the hash index lines the next
+// remembered change will most likely read, so that they arrive while the
+// rest of this turn and the next request's decoding run: the home of k's
+// client's next id when it starts a new block (a client numbers its
+// changes in order, so a pipelined client's next change is usually that
+// id: its lookup, which misses, and its insert read that line), and the
+// home of the oldest entry's key when it starts a new block (the next
+// change past max_request_ids drops it: hashRemove). Within a block both
+// lines were just read. In a pipelined client's adds these two lines were
+// the memory's cache misses, about 90 ns of CPU an add at 100,000 entries
 // (docs/BENCHMARKS.md, "The single node's pipelined add against base,
-// again"). Only a hint: nothing is read or written.
+// again"), before the windows. Only a hint: nothing is read or written.
 func (r *requestIDs) prefetchNext(k reqKey) {
 	if r.hashed == 0 {
 		return
