@@ -25,7 +25,13 @@ func TestRequestIDIndexModel(t *testing.T) {
 		model := map[reqKey]uint64{} // key -> the tick it was pushed with
 		var tick uint64
 		for range 5000 {
-			k := reqKey{client: rng.Uint64N(3), id: rng.Uint64N(keys)}
+			k := reqKey{client: rng.Uint64N(4), id: rng.Uint64N(keys)}
+			switch {
+			case k.client == 3: // ids far apart: the hash index
+				k.id *= 1 << 40
+			case rng.IntN(200) == 0:
+				k.id = ^uint64(0) // fits no window
+			}
 			pos, ok := r.lookup(k)
 			want, live := model[k]
 			require.Equal(t, live, ok, "seed %d: lookup of %v", seed, k)
@@ -55,18 +61,143 @@ func TestRequestIDIndexModel(t *testing.T) {
 			}
 			require.Equal(t, len(model), r.live)
 		}
-		n := 0
-		for _, s := range r.slots {
-			if s != 0 {
-				e := &r.ring[uint32(s)-1]
-				require.False(t, e.dead, "seed %d: the index points at a dead entry", seed)
-				require.Equal(t, model[e.key], e.tick)
-				n++
-			}
+		checkRequestIndex(t, &r)
+		for k, tick := range model {
+			pos, ok := r.lookup(k)
+			require.True(t, ok, "seed %d: %v lost", seed, k)
+			require.Equal(t, tick, r.at(pos).tick)
 		}
-		require.Equal(t, len(model), n, "seed %d: index slots", seed)
 		require.LessOrEqual(t, len(r.ring), 4*max(limit, minRequestRing), "seed %d: the ring grew past what its entries need", seed)
 	}
+}
+
+// checkRequestIndex checks that the windows and the hash index hold
+// exactly the live entries of r's ring, each once, where its win says,
+// and that each window's range is within its length and holds its ids.
+func checkRequestIndex(t *testing.T, r *requestIDs) {
+	t.Helper()
+	live, windowed := 0, 0
+	for p := r.first; p < r.next; p++ {
+		if e := r.at(p); !e.dead {
+			live++
+			if e.win != 0 {
+				windowed++
+				c := &r.clients[e.win-1]
+				require.Equal(t, e.key.client, c.client, "an entry's window is its client's")
+				require.Equal(t, uint32(p&uint64(len(r.ring)-1))+1, c.find(e.key.id), "%v is at its place in its window", e.key)
+			}
+		}
+	}
+	require.Equal(t, r.live, live)
+	n, used := 0, 0
+	for s := range r.clients {
+		c := &r.clients[s]
+		if c.n == 0 {
+			v, ok := r.byClient[c.client]
+			require.False(t, ok && v == uint32(s), "a free slot is no client's")
+			continue
+		}
+		used++
+		require.Equal(t, uint32(s), r.byClient[c.client])
+		require.LessOrEqual(t, c.hi-c.lo, uint64(len(c.win)), "a window's range fits it")
+		held := 0
+		for i, v := range c.win {
+			if v != 0 {
+				e := &r.ring[v-1]
+				require.False(t, e.dead, "a window points at a dead entry")
+				require.Equal(t, uint32(s)+1, e.win)
+				require.Equal(t, uint64(i), e.key.id&uint64(len(c.win)-1))
+				require.True(t, e.key.id-c.lo < c.hi-c.lo, "id %d in [%d, %d)", e.key.id, c.lo, c.hi)
+				held++
+			}
+		}
+		require.Equal(t, c.n, held)
+		n += held
+	}
+	require.Equal(t, windowed, n, "the windows hold the windowed entries")
+	require.Len(t, r.byClient, used, "a client with a window is in the map, and only one")
+	h := 0
+	for _, s := range r.slots {
+		if s != 0 {
+			e := &r.ring[uint32(s)-1]
+			require.False(t, e.dead, "the hash index points at a dead entry")
+			require.Zero(t, e.win, "an entry in a window is not in the hash index")
+			h++
+		}
+	}
+	require.Equal(t, r.hashed, h)
+	require.Equal(t, live-windowed, h, "the hash index holds the others")
+}
+
+// TestRequestIDWindows: a pipelined client's changes — batches of
+// consecutive ids from one counter, arriving out of order across its
+// connections, with ids of other requests between them — are all found in
+// its window, which spans about as many ids as it holds entries, and the
+// hash index holds nothing; a client with ids far apart goes to the hash
+// index, and both are found; a client's window goes with its last entry.
+func TestRequestIDWindows(t *testing.T) {
+	var r requestIDs
+	const limit = 2000
+	trim := func() {
+		for r.live > limit {
+			if !r.at(r.first).dead {
+				r.drop(r.first)
+			}
+			r.first++
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	next := uint64(1)
+	var batches [][2]uint64
+	for range 400 { // 8 connections' batches of 64 to 256 ids, a few ids between them for reads
+		n := 64 + rng.Uint64N(193)
+		batches = append(batches, [2]uint64{next, n})
+		next += n + rng.Uint64N(4)
+		if len(batches) == 8 {
+			rng.Shuffle(8, func(i, j int) { batches[i], batches[j] = batches[j], batches[i] })
+			for _, b := range batches {
+				for id := b[0]; id < b[0]+b[1]; id++ {
+					k := reqKey{client: 0x5eed, id: id}
+					_, ok := r.lookup(k)
+					require.False(t, ok)
+					r.push(k).tick = id
+					trim()
+				}
+			}
+			batches = batches[:0]
+		}
+	}
+	checkRequestIndex(t, &r)
+	require.Zero(t, r.hashed, "a pipelined client's ids all fit its window")
+	require.Len(t, r.byClient, 1)
+	c := &r.clients[r.byClient[0x5eed]]
+	require.LessOrEqual(t, c.hi-c.lo, uint64(2*limit), "the window spans about as many ids as entries")
+	require.LessOrEqual(t, len(c.win), 8*limit, "a power of two, at most twice the longest range it held")
+
+	for i := range uint64(100) { // one change every 2^32 ids
+		r.push(reqKey{client: 7, id: i << 32}).tick = i
+	}
+	require.Equal(t, 99, r.hashed, "ids far apart go to the hash index (but the first)")
+	checkRequestIndex(t, &r)
+	for i := range uint64(100) {
+		pos, ok := r.lookup(reqKey{client: 7, id: i << 32})
+		require.True(t, ok)
+		require.Equal(t, i, r.at(pos).tick)
+	}
+	_, ok := r.lookup(reqKey{client: 7, id: 1})
+	require.False(t, ok)
+
+	for r.live > 0 { // everything goes, oldest first
+		if !r.at(r.first).dead {
+			r.drop(r.first)
+		}
+		r.first++
+		if r.live%1000 == 0 {
+			checkRequestIndex(t, &r)
+		}
+	}
+	require.Empty(t, r.byClient, "no window without an entry")
+	require.Zero(t, r.hashed)
 }
 
 // TestRequestIDIndexNoAllocs: once the ring holds max_request_ids, a
@@ -184,8 +315,12 @@ func TestRequestIDIndexConsecutiveIDs(t *testing.T) {
 		}
 	}
 
-	var r requestIDs
+	// The hash index alone (a client's consecutive ids go to its window
+	// now: this is the index of the ids that do not fit one), a ring's
+	// worth of slots, the oldest removed as each new one comes.
 	limit := Limits{}.WithDefaults().MaxRequestIDs
+	r := requestIDs{ring: make([]reqEntry, 1<<17)}
+	rm := uint64(len(r.ring) - 1)
 	var probes, misses uint64
 	for id := uint64(1); id <= uint64(4*limit); id++ {
 		k := reqKey{client: 0x5eed, id: id}
@@ -196,13 +331,12 @@ func TestRequestIDIndexConsecutiveIDs(t *testing.T) {
 			}
 			misses++
 		}
-		r.push(k)
-		for r.live > limit {
-			if !r.at(r.first).dead {
-				r.drop(r.first)
-			}
-			r.first++
+		if id > uint64(limit) {
+			old := id - uint64(limit)
+			r.hashRemove(reqKey{client: 0x5eed, id: old}, uint32(old&rm))
 		}
+		r.hashInsert(k, uint32(id&rm))
 	}
+	require.Equal(t, limit, r.hashed)
 	require.Less(t, float64(probes)/float64(misses), 4.0)
 }

@@ -27,7 +27,8 @@ import (
 // past either is applied as a new request. max_request_ids -1 turns the
 // memory off (remembers): nothing is remembered and every change applies.
 // What a remembered change costs the loop, and why it is a ring and an
-// index of its own rather than a Go map: reqindex.go.
+// index of its own rather than a Go map: reqwindow.go (a window per
+// client, which finds most entries without a hash) and reqindex.go.
 //
 // The key includes a fingerprint of the request's bytes (payloadSum,
 // XXH64 since snapshot format 13; FNV-1a before: an entry restored from an
@@ -57,9 +58,12 @@ type reqKey struct{ client, id uint64 }
 // pointers: the ring is one allocation the garbage collector does not
 // scan. Owned by the event loop, like the Core.
 type reqEntry struct {
-	key   reqKey
-	tick  uint64
-	sum   uint64
+	key  reqKey
+	tick uint64
+	sum  uint64
+	// win is the slot + 1 of the client window (reqwindow.go) that finds
+	// the entry; 0: the hash index (reqindex.go) does. Not state.
+	win   uint32
 	n     uint8 // the reply's length in small, or replyBig; 0: pending (a bulk operation in progress)
 	dead  bool  // forgotten, or superseded by a later entry of the same key (an expired one applied again)
 	fnv   bool  // sum is payloadSumFNV's: restored from a snapshot of format 12 or older
@@ -67,29 +71,46 @@ type reqEntry struct {
 }
 
 // replyInline is the longest reply an entry holds itself: an add's [due]
-// with the largest id and due (25 bytes) fits.
-const replyInline = 29
+// with the largest id and due (25 bytes) fits, and so does every other
+// change's reply (ok, or a bulk operation's count).
+const replyInline = 25
 
 // replyBig in reqEntry.n says the reply is in requestIDs.big.
 const replyBig = 0xff
 
 // reqEntryBytes is the bytes an entry costs apart from a reply that does
-// not fit in it: its 64 bytes in the ring and two 8-byte index slots (an
-// estimate, for stats: the ring and index grow by doubling, so they may
-// hold up to twice as many entries as are live).
+// not fit in it: its 64 bytes in the ring and 16 bytes of index: two
+// 8-byte hash slots, or its place in its client's window, 4 bytes for
+// each id the window spans (reqwindow.go: 4 to 32 bytes an entry, about
+// 4-8 for a client that sends mostly changes). An estimate, for stats,
+// the same whatever the index's layout (which is not state): the ring and
+// the index grow by doubling, so they may hold up to twice as many
+// entries as are live.
 const reqEntryBytes = 80
 
 // requestIDs is the Core's memory of recent identified changes: a ring of
 // entries in the order they were applied, and an index from key to ring
-// slot (open addressing, reqindex.go). Positions count up from first;
+// slot: a window per client (reqwindow.go), and for the ids that do not
+// fit in their client's window a hash index (open addressing,
+// reqindex.go). Positions count up from first;
 // positions first to next-1 are in the ring (at pos & (len(ring)-1)),
 // dead ones included until they reach its front; a ring that fills is
 // compacted or doubled, and positions renumbered from 0. Nothing is
 // allocated per change once the ring is large enough. Owned by the event
 // loop.
 type requestIDs struct {
-	ring        []reqEntry // its length is 0 or a power of two
-	slots       []uint64   // the index: 2 * len(ring) slots (reqindex.go)
+	ring  []reqEntry // its length is 0 or a power of two
+	slots []uint64   // the hash index: 2 * len(ring) slots, or none while no entry is in it (reqindex.go)
+	// hashed is how many entries the hash index holds (reqEntry.win 0).
+	hashed int
+	// clients are the client windows (reqwindow.go), by slot; free holds
+	// the free slots, byClient a client's slot, and lastClient's slot + 1
+	// is lastSlot (0: none), the one looked up last.
+	clients     []reqClient
+	free        []uint32
+	byClient    map[uint64]uint32
+	lastClient  uint64
+	lastSlot    uint32
 	first, next uint64
 	live        int               // entries not dead: in the index
 	big         map[reqKey][]byte // replies longer than replyInline, of live entries
@@ -150,8 +171,17 @@ func (r *requestIDs) push(k reqKey) *reqEntry {
 // drop forgets live entry e at position pos (it stays in the ring, dead,
 // until it reaches the front).
 func (r *requestIDs) drop(pos uint64) {
-	e := r.at(pos)
-	r.unindex(e.key, uint32(pos&uint64(len(r.ring)-1)))
+	i := uint32(pos & uint64(len(r.ring)-1))
+	e := &r.ring[i]
+	if s := e.win; s != 0 { // out of its window (reqwindow.go), freed when left empty
+		c := &r.clients[s-1]
+		c.remove(e.key.id)
+		if c.n == 0 {
+			r.freeClient(s - 1)
+		}
+	} else {
+		r.hashRemove(e.key, i)
+	}
 	r.bytes -= r.size(e)
 	if e.n == replyBig {
 		delete(r.big, e.key)
@@ -289,7 +319,9 @@ func (c *Core) rememberReply(s *Session, req *protocol.Request, payload []byte, 
 	}
 	r.bytes += r.size(e)
 	c.trimRequestIDs()
-	r.prefetchNext(reqKey{req.Client, req.ID})
+	if r.hashed != 0 {
+		r.prefetchNext(reqKey{req.Client, req.ID})
+	}
 }
 
 // fillPending remembers reply (a frame) for the pending entry of bulk
@@ -351,7 +383,11 @@ func (c *Core) trimRequestIDs() {
 		switch {
 		case e.dead:
 		case r.live > c.limits.MaxRequestIDs || c.reqExpired(e):
-			c.forgetReq(r.first)
+			if e.n == 0 {
+				c.forgetReq(r.first)
+			} else {
+				r.drop(r.first) // (forgetReq's, with no bulk operation to unlink)
+			}
 		default:
 			return
 		}

@@ -349,3 +349,55 @@ func TestSnapshotCopiesRequestIDs(t *testing.T) {
 	n, _ := r.RequestIDs()
 	assert.Equal(t, 50, n)
 }
+
+// TestRetryIDsFarApart: a client whose ids are far apart (2^40 each from
+// the last, and the largest uint64) cannot have them in a window: they
+// are remembered in the hash index, beside another client's consecutive
+// ids in its window. A retry of each, on another connection and after a
+// snapshot and restore, gets its first reply and adds nothing; an id
+// between them, never sent, is a new request. The harness's replica and
+// state digest must agree too (replayCheck).
+func TestRetryIDsFarApart(t *testing.T) {
+	h := newHarness(t, nil)
+	first := h.session()
+	var adds, replies [][]byte
+	add := func(client, id uint64) {
+		p := frame(protocol.Request{Op: protocol.OpAdd, ID: id, Receiver: client, Tid: uint64(len(adds)), After: 50, Client: client})
+		adds, replies = append(adds, p), append(replies, h.rawReplies(first, p))
+	}
+	for i := range uint64(6) {
+		add(testClient, (i+1)<<40)
+		add(testClient+1, i+1)
+	}
+	add(testClient, ^uint64(0))
+	r := &h.c.reqIDs
+	require.Equal(t, 13, r.live)
+	require.Equal(t, 6, r.hashed, "the far ids but the first (a new window takes any id) are in the hash index")
+	checkRequestIndex(t, r)
+
+	h.c.Close(first, 0)
+	again := h.session()
+	for i, p := range adds {
+		assert.Equal(t, replies[i], h.rawReplies(again, p), "retry %d", i)
+	}
+	assert.Equal(t, 13, h.c.Wheel().Len(), "nothing added twice")
+	ms := h.do(again, protocol.Request{Op: protocol.OpAdd, ID: 3 << 39, Receiver: 7, Tid: 1, After: 50, Client: testClient})
+	require.Len(t, ms, 1)
+	assert.Equal(t, protocol.KindOK, ms[0].Kind, "an id between the far ones is new")
+
+	snap := h.c.Snapshot()
+	b, _ := snap.AppendNext(nil, 0)
+	snap.Release()
+	cfg := Config{AdminToken: testAdminToken, TickNs: 10_000_000, MaxFiresPerTurn: 10_000, ServerVersion: "test"}
+	restored, err := Restore(cfg, b, testLogger(), nil)
+	require.NoError(t, err)
+	checkRequestIndex(t, &restored.reqIDs)
+	s := restored.Open()
+	restored.Apply(s, frame(protocol.Request{Op: protocol.OpHello, Version: protocol.Version, Name: "r", Token: testAdminToken}))
+	for i, p := range adds {
+		at := len(s.out)
+		restored.Apply(s, p)
+		assert.Equal(t, replies[i], s.out[at:], "retry %d after a restore", i)
+	}
+	assert.Equal(t, 14, restored.Wheel().Len())
+}
