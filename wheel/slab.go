@@ -90,13 +90,38 @@ func (s *slab) grow(i uint32) {
 
 // at returns the node at index i, to read or write. The pointer is valid
 // until the next Freeze.
-func (s *slab) at(i uint32) *node {
-	bi, pi, j := locate(i)
-	r := &s.arr.blocks[bi].pages[pi]
+//
+// It is inlined into its callers (go build -gcflags=-m=2 ./wheel shows
+// it; an add calls it about 8 times, which as a call cost 192 of a
+// pipelined add's ~5,000 instructions): the common case, a page of the
+// current epoch, is the page's ref (its pointer and epoch side by side)
+// and a compare; a stale page (the first write to it since a Freeze)
+// takes stale, out of line, which runs the write barrier and adopts the
+// page.
+func (s *slab) at(i uint32) *node { return s.atOr(i, (*slab).stale) }
+
+// atOr is at with its slow path passed in: the inliner charges a call of
+// a parameter 17 where a call of a function costs 57, which would put at
+// over its budget of 80; inlined into at, the call's target is known. The
+// slow path returns the node itself, so that nothing of the fast path is
+// kept (spilled) across the call.
+func (s *slab) atOr(i uint32, slow func(s *slab, i uint32) *node) *node {
+	p := i >> pageShift
+	r := &s.arr.blocks[p>>blockShift].pages[p&(blockPages-1)]
 	if r.epoch != s.arr.epoch {
-		r = s.own(bi, pi, j)
+		return slow(s, i)
 	}
-	return &r.p[j]
+	return &r.p[i&(pageLen-1)]
+}
+
+// stale is at for node i on a page whose epoch is older than the array's:
+// own's barrier and adoption, then the node. The slab's pages are never
+// copied (own adopts them in place), so the node is where it was.
+//
+//go:noinline
+func (s *slab) stale(i uint32) *node {
+	bi, pi, j := locate(i)
+	return &s.own(bi, pi, j).p[j]
 }
 
 // own returns the ref of page pi of block bi, stale, for a write to its
@@ -117,13 +142,12 @@ func (s *slab) own(bi, pi, j uint32) *pageRef[node] {
 	return r
 }
 
-// get returns the node at index i, only to read (see cowArray.get).
+// get returns the node at index i, only to read (see cowArray.get),
+// through its block's one allocation (all, which every slab block has:
+// grow makes them together). Inlinable, as at is.
 func (s *slab) get(i uint32) *node {
-	bi, pi, j := locate(i)
-	if b := s.arr.blocks[bi]; b.all != nil {
-		return &b.all[pi][j]
-	}
-	return s.arr.get(i)
+	p := i >> pageShift
+	return &s.arr.blocks[p>>blockShift].all[p&(blockPages-1)][i&(pageLen-1)]
 }
 
 // alloc returns the index of an unused node, whose fields the caller must
