@@ -1,5 +1,7 @@
 package wheel
 
+import "unsafe"
+
 // nilIdx marks the end of a receiver list.
 const nilIdx = ^uint32(0)
 
@@ -91,13 +93,16 @@ func (s *slab) grow(i uint32) {
 // at returns the node at index i, to read or write. The pointer is valid
 // until the next Freeze.
 //
-// It is inlined into its callers (go build -gcflags=-m=2 ./wheel shows
-// it; an add calls it about 8 times, which as a call cost 192 of a
-// pipelined add's ~5,000 instructions): the common case, a page of the
-// current epoch, is the page's ref (its pointer and epoch side by side)
-// and a compare; a stale page (the first write to it since a Freeze)
-// takes stale, out of line, which runs the write barrier and adopts the
-// page.
+// With no barrier in the list (no Frozen's encoder is walking the slab, or
+// its barrier was pruned once over), every write goes in place, so at is
+// get: a page's epoch matters only to a barrier (a page older than the
+// epoch goes through it), and every page but the sentinels' is older than
+// the next Freeze's epoch whatever at does now. While a barrier is in the
+// list, at takes stale, out of line: the page's epoch, and the barrier
+// for a stale page (own). It is inlined into its callers (go build
+// -gcflags=-m=2 ./wheel shows it; an add calls it about 8 times, which as
+// a call, with the epoch check, cost 192 of a pipelined add's ~5,000
+// instructions).
 func (s *slab) at(i uint32) *node { return s.atOr(i, (*slab).stale) }
 
 // atOr is at with its slow path passed in: the inliner charges a call of
@@ -106,22 +111,27 @@ func (s *slab) at(i uint32) *node { return s.atOr(i, (*slab).stale) }
 // slow path returns the node itself, so that nothing of the fast path is
 // kept (spilled) across the call.
 func (s *slab) atOr(i uint32, slow func(s *slab, i uint32) *node) *node {
-	p := i >> pageShift
-	r := &s.arr.blocks[p>>blockShift].pages[p&(blockPages-1)]
-	if r.epoch != s.arr.epoch {
+	if len(s.bars) != 0 {
 		return slow(s, i)
 	}
-	return &r.p[i&(pageLen-1)]
+	return s.get(i)
 }
 
-// stale is at for node i on a page whose epoch is older than the array's:
-// own's barrier and adoption, then the node. The slab's pages are never
-// copied (own adopts them in place), so the node is where it was.
+// stale is at while the list of barriers is not empty: it first drops
+// those that are over (so that at is get again once the last snapshot's
+// walk ends), then checks node i's page: of the current epoch (adopted,
+// nothing more to save for any barrier), the node; older, own's barrier
+// and adoption, then the node. The slab's pages are never copied (own
+// adopts them in place), so the node is where get finds it.
 //
 //go:noinline
 func (s *slab) stale(i uint32) *node {
+	s.pruneBars()
 	bi, pi, j := locate(i)
-	return &s.own(bi, pi, j).p[j]
+	if s.arr.blocks[bi].pages[pi].epoch != s.arr.epoch {
+		s.own(bi, pi, j)
+	}
+	return s.get(i)
 }
 
 // own returns the ref of page pi of block bi, stale, for a write to its
@@ -144,10 +154,12 @@ func (s *slab) own(bi, pi, j uint32) *pageRef[node] {
 
 // get returns the node at index i, only to read (see cowArray.get),
 // through its block's one allocation (all, which every slab block has:
-// grow makes them together). Inlinable, as at is.
+// grow makes them together), read as the blockLen nodes it is, in order
+// (blockPages pages of pageLen nodes side by side: one multiply, not one
+// per level). Inlinable, as at is.
 func (s *slab) get(i uint32) *node {
-	p := i >> pageShift
-	return &s.arr.blocks[p>>blockShift].all[p&(blockPages-1)][i&(pageLen-1)]
+	all := (*[blockLen]node)(unsafe.Pointer(s.arr.blocks[i/blockLen].all))
+	return &all[i%blockLen]
 }
 
 // alloc returns the index of an unused node, whose fields the caller must
