@@ -57,7 +57,12 @@ func (n *node) order() uint32 { return n.seq & seqMask }
 // has the snapshots being encoded save the node if they have not reached
 // its page (the write barrier, barrier.go); get reads without it.
 type slab struct {
-	arr   cowArray[node]
+	arr cowArray[node]
+	// flat is each block's nodes (its all, read as blockLen nodes in
+	// order), appended by grow: get's one load to find a block's nodes,
+	// where through arr.blocks it is two dependent ones (the block, then
+	// its all, on a line of its own in each 2 KiB block).
+	flat  []*[blockLen]node
 	n     uint32 // indices handed out so far (high-water mark)
 	free  freeSet
 	nsent uint32
@@ -85,6 +90,7 @@ func (s *slab) init(nsent uint32) {
 func (s *slab) grow(i uint32) {
 	for i >= s.arr.len() {
 		s.arr.grow(true)
+		s.flat = append(s.flat, (*[blockLen]node)(unsafe.Pointer(s.arr.blocks[len(s.arr.blocks)-1].all)))
 		s.free.grow(s.arr.len())
 		s.growClaims()
 	}
@@ -156,11 +162,8 @@ func (s *slab) own(bi, pi, j uint32) *pageRef[node] {
 // through its block's one allocation (all, which every slab block has:
 // grow makes them together), read as the blockLen nodes it is, in order
 // (blockPages pages of pageLen nodes side by side: one multiply, not one
-// per level). Inlinable, as at is.
-func (s *slab) get(i uint32) *node {
-	all := (*[blockLen]node)(unsafe.Pointer(s.arr.blocks[i/blockLen].all))
-	return &all[i%blockLen]
-}
+// per level), found in flat. Inlinable, as at is.
+func (s *slab) get(i uint32) *node { return &s.flat[i/blockLen][i%blockLen] }
 
 // alloc returns the index of an unused node, whose fields the caller must
 // all set, or false when the slab is full.
