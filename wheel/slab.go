@@ -163,7 +163,16 @@ func (s *slab) own(bi, pi, j uint32) *pageRef[node] {
 // grow makes them together), read as the blockLen nodes it is, in order
 // (blockPages pages of pageLen nodes side by side: one multiply, not one
 // per level), found in flat. Inlinable, as at is.
-func (s *slab) get(i uint32) *node { return &s.flat[i/blockLen][i%blockLen] }
+//
+// The address is computed without indexing the array through its pointer:
+// &flat[b][j] has the compiler check the pointer for nil by reading the
+// block's first byte, a load of a line (and a page) other than the node's
+// on every node access, and a real one where only the address is wanted
+// (the index's move prefetches nodes by it). flat's entries are never nil
+// and j is below blockLen, so the address is inside the block's nodes.
+func (s *slab) get(i uint32) *node {
+	return (*node)(unsafe.Add(unsafe.Pointer(s.flat[i/blockLen]), uintptr(i%blockLen)*unsafe.Sizeof(node{})))
+}
 
 // alloc returns the index of an unused node, whose fields the caller must
 // all set, or false when the slab is full.
