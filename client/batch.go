@@ -21,9 +21,9 @@ type batch struct {
 // has reports whether id is one of b's requests.
 func (b *batch) has(id uint64) bool { return id-b.base < uint64(len(b.cmds)) }
 
-// send encodes the requests of todo (indexes into reqs, in order; their
-// ids already set: reqs[i].ID is base+i) and queues them for the writer at
-// once, and returns their batch (nil when none could be sent: each request
+// send encodes the requests of todo (indexes into reqs, in order; nil: all
+// of reqs; their ids already set: reqs[i].ID is base+i) and queues them
+// for the writer at once, and returns their batch (nil when none could be sent: each request
 // over the server's max_frame fails its Cmd without being sent, as the
 // server would close the connection). sent holds the Cmds of reqs, in
 // order; those not in todo are answered (by an earlier attempt) and a
@@ -34,7 +34,15 @@ func (p *Pipe) send(cn *conn, base uint64, sent []*Cmd, reqs []protocol.Request,
 	cn.mu.Unlock()
 	b := &batch{base: base, cmds: sent, done: make(chan struct{})}
 	buf := p.buf[:0]
-	for _, i := range todo {
+	n := len(reqs)
+	if todo != nil {
+		n = len(todo)
+	}
+	for k := range n {
+		i := k
+		if todo != nil {
+			i = todo[k]
+		}
 		start := len(buf)
 		buf = protocol.AppendRequest(buf, &reqs[i])
 		if size := len(buf) - start - protocol.HeaderSize; size > maxFrame {

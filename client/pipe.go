@@ -186,6 +186,15 @@ func (p *Pipe) Exec(ctx context.Context) error {
 // cut off by a lost connection are sent again, in their order and with
 // their ids, as one batch on the next connection; the Cmds answered keep
 // their replies.
+//
+// A first attempt on a connection whose server remembers no request ids
+// (max_request_ids -1: hello reports none) needs none of that: every
+// request of a Pipe is a change, sent without the Client's id, so none may
+// be sent again (prepareWith's retry is false for each) and none is
+// refused. That attempt sends reqs as they are and keeps no bookkeeping
+// (todo and retry stay nil: no per-request pass before or after the
+// batch, nothing allocated for them), the single node's pipelined add as
+// it was before request ids.
 func (p *Pipe) exec(ctx context.Context, cmds []*Cmd, reqs []protocol.Request) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -201,19 +210,26 @@ func (p *Pipe) exec(ctx context.Context, cmds []*Cmd, reqs []protocol.Request) e
 	// reply's Cmd by id - base.
 	n := uint64(len(reqs))
 	base := p.c.nextID.Add(n) - n + 1
-	todo := make([]int, len(reqs)) // the indexes of the requests to send
 	for i := range reqs {
 		reqs[i].ID = base + uint64(i)
-		todo[i] = i
 	}
-	retry := make([]bool, len(reqs))
+	var todo []int   // the indexes of the requests to send; nil: all of them (a first attempt)
+	var retry []bool // whether each may be sent again; nil: none may (todo is nil)
 	for {
 		cn, err := p.c.waitConn(ctx)
 		if err != nil {
 			return err
 		}
-		if todo = p.prepare(cn, sent, reqs, todo, retry); len(todo) == 0 {
-			return nil
+		if ids := cn.remembersIDs(); todo != nil || ids {
+			if todo == nil {
+				todo, retry = make([]int, len(reqs)), make([]bool, len(reqs))
+				for i := range todo {
+					todo[i] = i
+				}
+			}
+			if todo = p.prepare(cn, ids, sent, reqs, todo, retry); len(todo) == 0 {
+				return nil
+			}
 		}
 		b, err := p.send(cn, base, sent, reqs, todo)
 		if errors.Is(err, errConnDead) {
@@ -228,6 +244,9 @@ func (p *Pipe) exec(ctx context.Context, cmds []*Cmd, reqs []protocol.Request) e
 			cn.dropBatch(b)
 			return ctx.Err()
 		}
+		if todo == nil { // sent without ids: none is sent again
+			return nil
+		}
 		if todo = retries(sent, reqs, todo, retry); len(todo) == 0 {
 			return nil
 		}
@@ -241,11 +260,11 @@ func (p *Pipe) exec(ctx context.Context, cmds []*Cmd, reqs []protocol.Request) e
 // (Client.prepareAttempt: a change carries the Client's id when cn's
 // server remembers request ids), notes in retry whether each may be sent
 // again, and returns those to send; one that may not go to cn fails its
-// Cmd with prepareAttempt's error. It takes cn's lock once, not once a
-// request (a pipelined add paid a lock and an unlock for it).
-func (p *Pipe) prepare(cn *conn, sent []*Cmd, reqs []protocol.Request, todo []int, retry []bool) []int {
+// Cmd with prepareAttempt's error. ids is cn.remembersIDs(), read once for
+// the batch, not under cn's lock for each request (a pipelined add paid a
+// lock and an unlock for it).
+func (p *Pipe) prepare(cn *conn, ids bool, sent []*Cmd, reqs []protocol.Request, todo []int, retry []bool) []int {
 	keep := todo[:0]
-	ids := cn.remembersIDs()
 	for _, i := range todo {
 		r, err := p.c.prepareWith(&reqs[i], ids, cn.addr)
 		if err != nil {

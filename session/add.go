@@ -68,8 +68,10 @@ func (c *Core) add(s *Session, req *protocol.Request) {
 		plan.overdue = overdue
 	}
 	c.setPlan(k, plan)
-	c.unhold(k)                // a replace makes a new timer: the server holds it no more
-	c.groupAdded(k, req.Group) // bulk.go: its group; paused at once in a paused receiver or group
+	c.unhold(k) // a replace makes a new timer: the server holds it no more
+	if req.Group != 0 || c.groupsInUse() {
+		c.groupAdded(k, req.Group) // bulk.go: its group; paused at once in a paused receiver or group
+	}
 	s.out = protocol.AppendOK(s.out, req.ID, due)
 }
 

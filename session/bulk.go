@@ -325,13 +325,22 @@ func (c *Core) startedBulk(s *Session, id uint64) *bulkOp {
 // the others (see groupTable).
 func (c *Core) GroupBytes() uint64 { return c.groups.groupBytes() }
 
+// groupsInUse reports whether any timer is in a group, a bulk operation
+// is in progress or a receiver is paused by pause_all: when none is, an add
+// without a group has nothing to note (groupAdded).
+func (c *Core) groupsInUse() bool {
+	return c.groups.grouped() || len(c.bulk) > 0 || len(c.groups.pausedRecv) > 0
+}
+
 // BulkInProgress returns the number of bulk operations not yet complete.
 func (c *Core) BulkInProgress() int { return len(c.bulk) }
 
 // groupAdded notes the group of timer k, just added (or replaced): the
 // replaced timer's membership ends, the new one joins group g (0: none);
 // a receiver's operation in progress leaves it alone; and it is paused
-// at once when its receiver or group is paused.
+// at once when its receiver or group is paused. It does nothing when g is
+// 0 and groupsInUse is false, which add checks first (inlined) so that an
+// add on a node that uses no groups skips the call.
 func (c *Core) groupAdded(k wheel.Key, g uint64) {
 	c.forgetGroup(k)
 	if g != 0 {

@@ -1,5 +1,7 @@
 package wheel
 
+import "unsafe"
+
 // nilIdx marks the end of a receiver list.
 const nilIdx = ^uint32(0)
 
@@ -55,7 +57,12 @@ func (n *node) order() uint32 { return n.seq & seqMask }
 // has the snapshots being encoded save the node if they have not reached
 // its page (the write barrier, barrier.go); get reads without it.
 type slab struct {
-	arr   cowArray[node]
+	arr cowArray[node]
+	// flat is each block's nodes (its all, read as blockLen nodes in
+	// order), appended by grow: get's one load to find a block's nodes,
+	// where through arr.blocks it is two dependent ones (the block, then
+	// its all, on a line of its own in each 2 KiB block).
+	flat  []*[blockLen]node
 	n     uint32 // indices handed out so far (high-water mark)
 	free  freeSet
 	nsent uint32
@@ -83,6 +90,7 @@ func (s *slab) init(nsent uint32) {
 func (s *slab) grow(i uint32) {
 	for i >= s.arr.len() {
 		s.arr.grow(true)
+		s.flat = append(s.flat, (*[blockLen]node)(unsafe.Pointer(s.arr.blocks[len(s.arr.blocks)-1].all)))
 		s.free.grow(s.arr.len())
 		s.growClaims()
 	}
@@ -90,13 +98,46 @@ func (s *slab) grow(i uint32) {
 
 // at returns the node at index i, to read or write. The pointer is valid
 // until the next Freeze.
-func (s *slab) at(i uint32) *node {
-	bi, pi, j := locate(i)
-	r := &s.arr.blocks[bi].pages[pi]
-	if r.epoch != s.arr.epoch {
-		r = s.own(bi, pi, j)
+//
+// With no barrier in the list (no Frozen's encoder is walking the slab, or
+// its barrier was pruned once over), every write goes in place, so at is
+// get: a page's epoch matters only to a barrier (a page older than the
+// epoch goes through it), and every page but the sentinels' is older than
+// the next Freeze's epoch whatever at does now. While a barrier is in the
+// list, at takes stale, out of line: the page's epoch, and the barrier
+// for a stale page (own). It is inlined into its callers (go build
+// -gcflags=-m=2 ./wheel shows it; an add calls it about 8 times, which as
+// a call, with the epoch check, cost 192 of a pipelined add's ~5,000
+// instructions).
+func (s *slab) at(i uint32) *node { return s.atOr(i, (*slab).stale) }
+
+// atOr is at with its slow path passed in: the inliner charges a call of
+// a parameter 17 where a call of a function costs 57, which would put at
+// over its budget of 80; inlined into at, the call's target is known. The
+// slow path returns the node itself, so that nothing of the fast path is
+// kept (spilled) across the call.
+func (s *slab) atOr(i uint32, slow func(s *slab, i uint32) *node) *node {
+	if len(s.bars) != 0 {
+		return slow(s, i)
 	}
-	return &r.p[j]
+	return s.get(i)
+}
+
+// stale is at while the list of barriers is not empty: it first drops
+// those that are over (so that at is get again once the last snapshot's
+// walk ends), then checks node i's page: of the current epoch (adopted,
+// nothing more to save for any barrier), the node; older, own's barrier
+// and adoption, then the node. The slab's pages are never copied (own
+// adopts them in place), so the node is where get finds it.
+//
+//go:noinline
+func (s *slab) stale(i uint32) *node {
+	s.pruneBars()
+	bi, pi, j := locate(i)
+	if s.arr.blocks[bi].pages[pi].epoch != s.arr.epoch {
+		s.own(bi, pi, j)
+	}
+	return s.get(i)
 }
 
 // own returns the ref of page pi of block bi, stale, for a write to its
@@ -117,13 +158,20 @@ func (s *slab) own(bi, pi, j uint32) *pageRef[node] {
 	return r
 }
 
-// get returns the node at index i, only to read (see cowArray.get).
+// get returns the node at index i, only to read (see cowArray.get),
+// through its block's one allocation (all, which every slab block has:
+// grow makes them together), read as the blockLen nodes it is, in order
+// (blockPages pages of pageLen nodes side by side: one multiply, not one
+// per level), found in flat. Inlinable, as at is.
+//
+// The address is computed without indexing the array through its pointer:
+// &flat[b][j] has the compiler check the pointer for nil by reading the
+// block's first byte, a load of a line (and a page) other than the node's
+// on every node access, and a real one where only the address is wanted
+// (the index's move prefetches nodes by it). flat's entries are never nil
+// and j is below blockLen, so the address is inside the block's nodes.
 func (s *slab) get(i uint32) *node {
-	bi, pi, j := locate(i)
-	if b := s.arr.blocks[bi]; b.all != nil {
-		return &b.all[pi][j]
-	}
-	return s.arr.get(i)
+	return (*node)(unsafe.Add(unsafe.Pointer(s.flat[i/blockLen]), uintptr(i%blockLen)*unsafe.Sizeof(node{})))
 }
 
 // alloc returns the index of an unused node, whose fields the caller must
