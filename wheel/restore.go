@@ -84,6 +84,7 @@ type Restorer struct {
 	maxSeq   uint32
 	anySeq   bool
 	unsorted map[uint64]struct{}
+	resorted int           // receivers whose list sortLists sorted (for the tests)
 	crc      uint32        // of the bytes consumed, the checksum excluded
 	carry    []byte        // the start of a part cut between Writes
 	need     int           // the length of that part, as far as known

@@ -269,9 +269,10 @@ func BenchmarkCascadeWhileFrozen(b *testing.B) {
 // BenchmarkRestoreWrittenWhileAdding restores a snapshot encoded while the
 // wheel took adds between its pieces (as a server's snapshot is, written
 // while clients add): each add writes its receiver's newest node, which the
-// write barrier saves and the encoder writes out of slab order, so a
-// restore finds most receivers' lists out of add order and sorts them
-// (Restorer.sortRestored). The same timers' stopped-world snapshot is
+// write barrier saves and the encoder writes out of slab order, ahead of
+// the older timers of its receiver: a restore links each of those after it
+// (Restorer.linkRecv; before, it sorted nearly every receiver's list after
+// the records). The same timers' stopped-world snapshot is
 // BenchmarkRestore's.
 func BenchmarkRestoreWrittenWhileAdding(b *testing.B) {
 	for _, n := range []int{1_000_000, 10_000_000} {
