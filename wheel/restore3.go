@@ -10,9 +10,10 @@ import (
 // SnapshotVersion). Each timer gets the next node of the slab, its own
 // seq, and its place in the wheel as it is read (a level-0 slot linked out
 // of add order is marked unsorted, as when the wheel runs); its receiver's
-// list gets it at the head, or after a few newer timers (linkRecv), and a
-// receiver whose list this leaves out of add order is noted and sorted
-// once the records are read (sortRestored), with the due timers.
+// list gets it from the index builder, in slab order as the builder goes
+// (IndexBuilder.linkRecv), and a receiver whose list that leaves out of
+// add order is noted and sorted once the index is built (sortLists); the
+// due timers are sorted once the records are read (sortRestored).
 
 // restoreTimer3 adds timer t, read from a version 3 snapshot, to the wheel
 // being restored (see restoreTimer): with its seq, its receiver's list
@@ -32,7 +33,7 @@ func (r *Restorer) restoreTimer3(t *snapTimer) {
 		w.extra.at(n.every).firedHi = uint32(t.fired >> 32)
 		n.seq |= flagExtra
 	}
-	r.linkRecv(t.key.Receiver, i, t.seq)
+	// Its receiver's list: the index builder links it (restorerecv.go).
 	switch {
 	case t.paused:
 		n.due, n.wprev, n.wnext = t.delay, markPaused, nilIdx
@@ -45,88 +46,11 @@ func (r *Restorer) restoreTimer3(t *snapTimer) {
 	}
 }
 
-// recvWalkMax is how many newer timers linkRecv passes, at most, to put a
-// timer in its place in its receiver's list.
-const recvWalkMax = 8
-
-// linkRecv links node i, of seq seq, into recv's list (see recvAppend),
-// in add order: at the head when it is the receiver's newest so far, else
-// after the newer timers at the list's head, when there are at most
-// recvWalkMax of them; otherwise at the head, the list noted unsorted
-// (sortLists sorts it). A snapshot written while the wheel took adds has
-// a few timers of a receiver ahead of its place in slab order (the nodes
-// the write barrier saved, the receiver's newest among them): the
-// records after such a one are older, and each goes in one or two nodes
-// down the list, where noting the receiver unsorted had sortLists gather
-// and relink every timer of nearly every receiver (84 ns a timer at 10M,
-// BenchmarkRestoreWrittenWhileAdding). The nodes passed were linked
-// recently: they are in the cache.
-func (r *Restorer) linkRecv(recv uint64, i, seq uint32) {
-	w := r.w
-	l := w.recv.ref(recv)
-	n := w.nodes.get(i)
-	n.rprev, n.rnext = nilIdx, nilIdx
-	if l.count != 0 {
-		h := w.nodes.get(l.head)
-		if h.order() >= seq && r.linkAfterNewer(l.head, h, i, n, seq) {
-			l.count++
-			return
-		}
-		n.rnext, h.rprev = l.head, i
-		if h.order() >= seq {
-			r.noteUnsorted(recv)
-		}
-	}
-	l.head = i
-	l.count++
-}
-
-// linkAfterNewer links node i (n), of seq seq, after the newer timers at
-// the start of the list whose head is p (h, newer than seq), before the
-// first older one or at the end, and reports true; or reports false, and
-// links nothing, when it would pass more than recvWalkMax timers or meets
-// one of seq seq (sortLists then reports the two).
-func (r *Restorer) linkAfterNewer(p uint32, h *node, i uint32, n *node, seq uint32) bool {
-	if h.order() == seq {
-		return false
-	}
-	for range recvWalkMax {
-		q := h.rnext
-		if q != nilIdx {
-			qn := r.w.nodes.get(q)
-			if o := qn.order(); o > seq {
-				p, h = q, qn
-				continue
-			} else if o == seq {
-				return false
-			}
-			qn.rprev = i
-		}
-		h.rnext, n.rprev, n.rnext = i, p, q
-		return true
-	}
-	return false
-}
-
-// noteUnsorted notes that recv's list is not in add order (sortRestored
-// sorts it).
-func (r *Restorer) noteUnsorted(recv uint64) {
-	if r.unsorted == nil {
-		r.unsorted = make(map[uint64]struct{})
-	}
-	r.unsorted[recv] = struct{}{}
-}
-
 // sortRestored ends the records of a version 3 snapshot: it sorts the
-// noted receivers' lists and the due timers into add order, and sets the
-// wheel's next seq after the highest read. Two timers of one receiver, or
-// two due ones, with the same seq are an error.
+// due timers into add order, and sets the wheel's next seq after the
+// highest read. Two due timers with the same seq are an error.
 func (r *Restorer) sortRestored() error {
 	w := r.w
-	if err := r.sortLists(); err != nil {
-		return err
-	}
-	r.unsorted = nil
 	var a []uint64
 	for _, i := range r.dueNodes {
 		a = append(a, uint64(w.nodes.get(i).order())<<32|uint64(i))
@@ -145,7 +69,9 @@ func (r *Restorer) sortRestored() error {
 	return nil
 }
 
-// sortLists puts the noted receivers' lists in add order, newest first.
+// sortLists puts the receivers' lists the index builder noted unsorted
+// in add order, newest first, once the builder has linked every timer.
+// Two timers of one receiver with the same seq are an error.
 // It gathers their timers in one pass over the slab in index order (a
 // restore fills the slab densely, every node below its high-water mark
 // live), sorts each receiver's by seq, and relinks them: a walk of each
@@ -155,15 +81,17 @@ func (r *Restorer) sortRestored() error {
 // by the write barrier and encoded out of slab order), so a restore of one
 // at 87.5M timers spent minutes here (BenchmarkRestoreWrittenWhileAdding).
 func (r *Restorer) sortLists() error {
-	r.resorted += len(r.unsorted)
-	if len(r.unsorted) == 0 {
+	unsorted := r.ib.unsorted
+	r.ib.unsorted = nil
+	r.resorted += len(unsorted)
+	if len(unsorted) == 0 {
 		return nil
 	}
 	w := r.w
-	idx := make(map[uint64]int32, len(r.unsorted))
-	recvs := make([]uint64, 0, len(r.unsorted))
-	lists := make([][]uint64, 0, len(r.unsorted))
-	for recv := range r.unsorted {
+	idx := make(map[uint64]int32, len(unsorted))
+	recvs := make([]uint64, 0, len(unsorted))
+	lists := make([][]uint64, 0, len(unsorted))
+	for recv := range unsorted {
 		idx[recv] = int32(len(lists))
 		recvs = append(recvs, recv)
 		lists = append(lists, make([]uint64, 0, w.recv.entry(recv).count))
