@@ -2,6 +2,7 @@ package wheel
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -76,6 +77,11 @@ func TestRestoreWrittenWhileAddingLinksInPlace(t *testing.T) {
 			if !churn {
 				require.Zero(t, resorted, "receivers' lists sorted after the records")
 			}
+			// The lists linked by the builder on another goroutine (-race).
+			aside, err := restoreBuilding(Config{}, snap, rand.New(rand.NewPCG(uint64(len(snap)), 3)))
+			require.NoError(t, err)
+			requireRecvLinks(t, aside)
+			requireSameState(t, want, snapshotOf(t, aside, 0), "the wheel restored with the builder aside")
 		})
 	}
 }
