@@ -3,6 +3,7 @@ package wheel
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -131,4 +132,61 @@ func TestRestoreRecvOutOfOrder(t *testing.T) {
 		require.Nil(t, w, "seqs %v", seqs)
 		require.ErrorIs(t, err, ErrSnapshot, "seqs %v", seqs)
 	}
+}
+
+// TestRadixSortSeq: radixSortSeq orders entries seq<<32|node by seq as
+// slices.Sort does (distinct seqs), and keeps the order of entries of one
+// seq; a sortDistinctBuf of a long slice with a repeated seq fails.
+func TestRadixSortSeq(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{1, 2, 300, 5000} {
+		for _, span := range []uint32{1 << 31, 1 << 20, 3000 + uint32(n)} {
+			seqs := map[uint32]bool{}
+			var a []uint64
+			for len(a) < n {
+				s := rng.Uint32N(span)
+				if !seqs[s] {
+					seqs[s] = true
+					a = append(a, uint64(s)<<32|uint64(rng.Uint32N(1<<28)))
+				}
+			}
+			want := slices.Clone(a)
+			slices.Sort(want)
+			radixSortSeq(a, make([]uint64, len(a)))
+			require.Equal(t, want, a, "n %d span %d", n, span)
+		}
+	}
+	a := []uint64{7<<32 | 3, 5<<32 | 9, 7<<32 | 1, 5<<32 | 2}
+	radixSortSeq(a, make([]uint64, len(a)))
+	require.Equal(t, []uint64{5<<32 | 9, 5<<32 | 2, 7<<32 | 3, 7<<32 | 1}, a, "stable")
+	long := make([]uint64, 1000)
+	for j := range long {
+		long[j] = uint64(j)<<32 | uint64(j)
+	}
+	long[500] = 20<<32 | 500
+	var scratch []uint64
+	require.ErrorIs(t, sortDistinctBuf(long, &scratch, "receiver"), ErrSnapshot)
+}
+
+// TestRestoreChurnedLongLists: a wheel whose freed nodes were reused has
+// its receivers' lists far out of slab order; lists longer than radixMin
+// are sorted by radixSortSeq after the records, and restore to the same
+// state, linked both ways in add order.
+func TestRestoreChurnedLongLists(t *testing.T) {
+	w := newWheel(t, 0, Config{})
+	rng := rand.New(rand.NewPCG(8, 9))
+	for i := range uint64(20_000) {
+		require.NoError(t, w.Add(Key{i % 7, i}, Spec{After: 1 + rng.Uint64N(1_000_000)}))
+	}
+	for i := uint64(0); i < 20_000; i += 2 {
+		require.NoError(t, w.Cancel(Key{i % 7, i}))
+	}
+	for i := uint64(20_000); w.Len() < 20_000; i++ {
+		require.NoError(t, w.Add(Key{i % 7, i}, Spec{After: 1 + rng.Uint64N(1_000_000)}))
+	}
+	snap := snapshotOf(t, w, 0)
+	got, resorted := restoreCounting(t, snap)
+	require.Equal(t, 7, resorted, "every receiver's list sorted after the records")
+	requireRecvLinks(t, got)
+	requireSameWheels(t, w, got, []uint64{0, 1, 2, 3, 4, 5, 6})
 }
