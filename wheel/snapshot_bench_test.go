@@ -298,3 +298,24 @@ func BenchmarkRestoreWrittenWhileAdding(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRestoreChurned restores the stopped-world snapshot of a
+// churned wheel (snapWheel with churn: a third of the timers cancelled and
+// as many added, into the freed nodes), the index built aside: the slab is
+// far from add order, as a server's is after hours of firings and
+// cancels, so most receivers' lists come out of order and are sorted
+// after the records (Restorer.sortLists).
+func BenchmarkRestoreChurned(b *testing.B) {
+	for _, n := range []int{1_000_000, 10_000_000} {
+		b.Run(fmt.Sprintf("timers=%dM", n/1_000_000), func(b *testing.B) {
+			if testing.Short() && n > 1_000_000 {
+				b.Skip("10M timers under -short")
+			}
+			w := snapWheel(b, n, true)
+			f := w.Freeze()
+			snap := f.Encode(nil)
+			f.Release()
+			benchRestore(b, snap, n, true)
+		})
+	}
+}
