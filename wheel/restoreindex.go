@@ -2,20 +2,25 @@ package wheel
 
 import "unsafe"
 
-// IndexBuilder builds the key index of a wheel being restored, a part at a
-// time, so that a caller with a second core can build it on another
-// goroutine while the Restorer goes on decoding: building the index of 10M
-// timers cost about as much as decoding them (its table, 64 MiB then, is
-// written at random, a cache miss per timer).
+// IndexBuilder builds the key index of a wheel being restored, and links
+// the receivers' lists, a part at a time, so that a caller with a second
+// core can do both on another goroutine while the Restorer goes on
+// decoding: building the index of 10M timers cost about as much as
+// decoding them (its table, 64 MiB then, is written at random, a cache
+// miss per timer), and the lists are what balances the two (about 70 ns
+// a timer each at 10M, BenchmarkRestore/index=aside).
 //
-// It reads only the keys of the nodes the Restorer finished (those a
-// RestoreMark covers), through the slab's block list as the mark saw it,
-// and writes only its own table, which the Restorer hands to the wheel in
-// Wheel. The Restorer meanwhile writes other nodes, and other fields of
-// the finished ones (their list links), never a key; it never moves a node
-// (the slab grows by appending blocks, which leaves the blocks and the
-// part of the block list a mark holds as they were). It takes no lock and
-// starts no goroutine.
+// It reads only the keys and seqs of the nodes the Restorer finished
+// (those a RestoreMark covers), through the slab's block list as the mark
+// saw it, and writes its own table, which the Restorer hands to the wheel
+// in Wheel, and, for a snapshot of version 3 or later, the receivers'
+// lists: the wheel's receiver table and the finished nodes' rnext and
+// rprev (restorerecv.go). The Restorer meanwhile writes other nodes, and
+// other fields of the finished ones (their wheel list links), never a
+// key, a seq or a receiver link, and never reads the receiver table; it
+// never moves a node (the slab grows by appending blocks, which leaves the
+// blocks and the part of the block list a mark holds as they were). It
+// takes no lock and starts no goroutine.
 //
 // Ownership: after Restorer.IndexBuilder returns it, the caller owns it: it
 // may call Add on one goroutine at a time, each time with a mark
@@ -29,11 +34,26 @@ import "unsafe"
 // claiming more timers than the records that follow costs no memory.
 type IndexBuilder struct {
 	table itable
+	// ext holds 8 more bits of each entry's hash (extBits), beside the
+	// entry's 4, in chunks as table's: an insertion reads the node of an
+	// entry of its probe run whose 12 bits match, to compare the keys for
+	// a duplicate, in 1 of 4096 instead of 1 of 16. That read was a cache
+	// miss in the slab, the builder's largest cost: 36% of it at 10M
+	// timers. Dropped by finish: 1 byte an entry while the index is built
+	// (1.3-2.7 bytes a timer).
+	ext   [][]uint8
 	mask  uint64
 	count uint32 // the timers to index
 	next  uint32 // the next node to index
 	end   uint32 // the slab index after the last timer
 	dup   bool   // two timers have the same key
+	reads uint32 // nodes read to compare keys (for the tests)
+	// recv, when not nil, is the wheel's receiver table: the builder links
+	// each timer it indexes into its receiver's list (restorerecv.go),
+	// noting in unsorted the receivers whose list that leaves out of add
+	// order.
+	recv     *recvTable
+	unsorted map[uint64]struct{}
 }
 
 // RestoreMark is how far a Restorer has decoded: the nodes below n are
@@ -56,6 +76,7 @@ func newIndexBuilder(s *slab, count uint32) *IndexBuilder {
 	t := itable{c: make([][]uint32, max(size>>chunkShift, 1))} // see lazyAt
 	return &IndexBuilder{
 		table: t,
+		ext:   make([][]uint8, len(t.c)),
 		mask:  size - 1,
 		count: count,
 		next:  s.nsent,
@@ -86,6 +107,7 @@ func (b *IndexBuilder) Add(mark RestoreMark) bool {
 		n := frozenGet(blocks, i)
 		h := hash(Key{n.receiver, n.tid})
 		prefetch(unsafe.Pointer(b.lazyAt(h & b.mask)))
+		prefetch(unsafe.Pointer(&b.ext[(h&b.mask)>>chunkShift][h&b.mask&chunkMask]))
 		return h
 	}
 	start := b.next
@@ -101,6 +123,9 @@ func (b *IndexBuilder) Add(mark RestoreMark) bool {
 			b.dup = true
 			return false
 		}
+		if b.recv != nil {
+			b.linkRecv(blocks, i)
+		}
 	}
 	b.next = end
 	return true
@@ -109,10 +134,11 @@ func (b *IndexBuilder) Add(mark RestoreMark) bool {
 // insert puts node i, whose key hashes to h, in the first empty entry of
 // its probe run, or reports false when the run holds a node with its key.
 func (b *IndexBuilder) insert(blocks []*cowBlock[node], i uint32, h uint64) bool {
-	n, t := frozenGet(blocks, i), tag(h)
+	n, t, x := frozenGet(blocks, i), tag(h), extBits(h)
 	p := h & b.mask
 	for e := *b.lazyAt(p); e != 0; e = *b.lazyAt(p) {
-		if e&^idxMask == t {
+		if e&^idxMask == t && b.ext[p>>chunkShift][p&chunkMask] == x {
+			b.reads++
 			if m := frozenGet(blocks, e&idxMask); m.receiver == n.receiver && m.tid == n.tid {
 				return false
 			}
@@ -120,8 +146,13 @@ func (b *IndexBuilder) insert(blocks []*cowBlock[node], i uint32, h uint64) bool
 		p = (p + 1) & b.mask
 	}
 	*b.lazyAt(p) = t | i
+	b.ext[p>>chunkShift][p&chunkMask] = x
 	return true
 }
+
+// extBits returns the 8 bits of h that IndexBuilder.ext keeps: above any
+// table position's (a table has at most 2^28 entries) and below the tag's.
+func extBits(h uint64) uint8 { return uint8(h >> 52) }
 
 // lazyAt returns entry p of the table, making its chunk first if it is
 // not made yet (the chunks of a table are chunkLen entries, or one chunk of
@@ -130,6 +161,7 @@ func (b *IndexBuilder) lazyAt(p uint64) *uint32 {
 	c := &b.table.c[p>>chunkShift]
 	if *c == nil {
 		*c = make([]uint32, min(b.mask+1, chunkLen))
+		b.ext[p>>chunkShift] = make([]uint8, len(*c))
 	}
 	return &(*c)[p&chunkMask]
 }
@@ -151,6 +183,6 @@ func (b *IndexBuilder) finish(mark RestoreMark, x *index) bool {
 	x.table, x.mask = b.table, b.mask
 	x.count, x.tombs = b.count, 0
 	x.old, x.oldMask, x.oldLive, x.moved = itable{}, 0, 0, 0
-	b.table, b.next = itable{}, b.end // a later Add does nothing
+	b.table, b.ext, b.next = itable{}, nil, b.end // a later Add does nothing
 	return true
 }
