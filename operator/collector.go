@@ -33,7 +33,7 @@ var (
 	dRecordB    = desc("receiver_record_bytes", "Estimated memory of the receiver records, apart from their events (about 264 bytes a record on amd64).")
 	dRetained   = desc("receivers_retained", "Of receiver_records, idle receivers in acknowledged mode kept for limits.ack_retention_ticks.")
 	dReqIDs     = desc("request_ids", "Changes with a request id remembered for retries (limits.max_request_ids, limits.request_id_ticks).")
-	dReqIDBytes = desc("request_id_bytes", "Estimated memory of the remembered changes (about 128 bytes each; a reply longer than 30 bytes adds its length).")
+	dReqIDBytes = desc("request_id_bytes", "Estimated memory of the remembered changes (80 bytes each, up to about 240 allocated when clients have one each; a reply longer than 25 bytes adds its length).")
 	dRetries    = desc("request_retries_total", "Retried changes answered with their first reply instead of being applied again, since start.")
 	dSessions   = desc("sessions", "Connections that have said hello.")
 	dConns      = desc("connections", "Open client connections.")

@@ -42,14 +42,27 @@ type history struct {
 	full    bool // the ring has wrapped
 	last    server.Metrics
 	hasLast bool
+	// idle says which source last was read from, and its Activity
+	// before the read (a single server's; nil src: unknown): while the
+	// source's Activity is still that, last is current but for the
+	// clock's tw-time (statusJSON).
+	idle struct {
+		src      *Source
+		activity uint64
+	}
 }
 
 func newHistory(n int) *history { return &history{ring: make([]sample, max(n, 2))} }
 
 // add derives a sample from m and the previous copy, and keeps m.
-func (h *history) add(m server.Metrics) {
+func (h *history) add(m server.Metrics) { h.addFrom(m, nil, 0) }
+
+// addFrom is add of m read from src, whose Activity was activity before
+// the read (src nil: not known).
+func (h *history) addFrom(m server.Metrics, src *Source, activity uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.idle.src, h.idle.activity = src, activity
 	if h.hasLast {
 		h.ring[h.next] = derive(&h.last, &m)
 		h.next = (h.next + 1) % len(h.ring)
@@ -137,6 +150,34 @@ func (h *history) samples() ([]sample, server.Metrics, bool) {
 	return out, h.last, h.hasLast
 }
 
+// current returns the latest counters as they are now, when src (the
+// attached source) has been idle since they were read: its Activity the
+// same, so only the clock moved, and tw-time is moved on by the time
+// since (at the clock's speed; none while frozen) and Taken made now.
+// Without that, the status page's tw-time and "updated" stood still for
+// up to idleSampleEvery on an idle server whose clock runs. ok is false
+// before the first sample.
+func (h *history) current(src *Source) (m server.Metrics, ok bool) {
+	h.mu.Lock()
+	m, ok, idle := h.last, h.hasLast, h.idle
+	h.mu.Unlock()
+	if !ok || src == nil || idle.src != src {
+		return m, ok
+	}
+	as, isAS := (*src).(activitySource)
+	if !isAS {
+		return m, ok
+	}
+	if a, known := as.Activity(); !known || a != idle.activity || m.Stats.Frozen || m.Tick <= 0 {
+		return m, ok
+	}
+	if age := time.Since(m.Taken); age > 0 {
+		m.Clock += uint64(age.Seconds() * m.Stats.Speed / m.Tick.Seconds())
+		m.Taken = m.Taken.Add(age)
+	}
+	return m, ok
+}
+
 // idleSampleEvery is how often the sampler reads a server whose Activity
 // has not changed: each read wakes the event loop, and on an idle server
 // that wake was most of its CPU (docs/BENCHMARKS.md, "Idle CPU, the
@@ -175,7 +216,11 @@ func (o *Operator) sample() {
 				m, err := src.ReadMetrics(ctx, o.opts.Top)
 				cancel()
 				if err == nil {
-					o.hist.add(m)
+					if known {
+						o.hist.addFrom(m, p, a)
+					} else {
+						o.hist.add(m)
+					}
 					last.src, last.activity, last.at = p, a, now
 				}
 			}

@@ -137,7 +137,8 @@ func recvs(in []session.ReceiverLoad) []recv {
 // statusJSON serves the page's data: the last sample's counters and the
 // history ring. Before the first sample it serves an empty history.
 func (o *Operator) statusJSON(w http.ResponseWriter, _ *http.Request) {
-	hist, m, ok := o.hist.samples()
+	hist, _, _ := o.hist.samples()
+	m, ok := o.hist.current(o.src.Load())
 	b := server.Build()
 	st := status{Version: b.Version, Revision: b.Revision, History: hist, TopTimers: []recv{}, TopBacklog: []recv{}}
 	if ok {

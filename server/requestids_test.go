@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -65,4 +66,59 @@ func TestRequestIDsDefaultByMode(t *testing.T) {
 			assert.Equal(t, tc.helloID, c.wireLimits().MaxRequestIDs)
 		})
 	}
+}
+
+// TestRequestIDsDefaultOverOldState: a single server restarted with the
+// new default (no limits.max_request_ids) over a data directory whose
+// state remembers request ids (written by an older build, or with the key
+// set) starts, forgets them (stats: none), and applies a retry of an old
+// change afresh; a reload that sets the key turns the memory on (a retry
+// gets its first reply), and one that omits it again turns it off.
+func TestRequestIDsDefaultOverOldState(t *testing.T) {
+	dir := t.TempDir()
+	persist := func(ids int) func(*Config) {
+		return func(c *Config) {
+			c.DataDir, c.Persistence, c.Fsync = dir, "on", "always"
+			c.Limits.MaxRequestIDs = ids
+		}
+	}
+	add := protocol.Request{Op: protocol.OpAdd, ID: 7, Receiver: 1, Tid: 1, After: 100, Client: 0x5eed}
+	retry := func(c *rawClient) protocol.Message {
+		c.write(protocol.AppendRequest(nil, &add))
+		return c.reply(add.ID)
+	}
+	old := newServer(t, persist(100))
+	c := helloClient(t, old, "old")
+	first := retry(c)
+	require.Equal(t, protocol.KindOK, first.Kind, "%s", first.Text)
+	require.Equal(t, first, retry(c), "remembered")
+	require.Equal(t, uint64(1), c.stats().RequestIDs)
+	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+	defer cancel()
+	require.NoError(t, old.Stop(ctx))
+
+	srv := startServer(t, persist(0))
+	c = helloClient(t, srv, "new")
+	assert.Zero(t, c.hello.Limits.MaxRequestIDs)
+	assert.Zero(t, c.stats().RequestIDs, "forgotten at start")
+	assert.Equal(t, protocol.CodeExists, retry(c).Code, "applied afresh")
+
+	cfg := srv.base
+	cfg.Limits.MaxRequestIDs = 100
+	_, err := srv.Reload(ctx, cfg)
+	require.NoError(t, err)
+	c = helloClient(t, srv, "on")
+	assert.Equal(t, uint64(100), c.hello.Limits.MaxRequestIDs)
+	add.ID, add.Tid = 8, 2
+	first = retry(c)
+	require.Equal(t, protocol.KindOK, first.Kind, "%s", first.Text)
+	assert.Equal(t, first, retry(c), "remembered after the reload")
+
+	cfg.Limits.MaxRequestIDs = 0 // the key omitted
+	_, err = srv.Reload(ctx, cfg)
+	require.NoError(t, err)
+	c = helloClient(t, srv, "off")
+	assert.Zero(t, c.hello.Limits.MaxRequestIDs)
+	assert.Zero(t, c.stats().RequestIDs, "forgotten by the reload")
+	assert.Equal(t, protocol.CodeExists, retry(c).Code, "applied afresh")
 }

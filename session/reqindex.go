@@ -123,7 +123,9 @@ func (r *requestIDs) index(k reqKey, i uint32) {
 	e := &r.ring[i]
 	if r.lastSlot != 0 && r.lastClient == k.client { // the usual case: place's, written out
 		c := &r.clients[r.lastSlot-1]
-		if c.n > 0 && k.id-c.lo < uint64(len(c.win)) && k.id != ^uint64(0) {
+		// (k.id >= c.lo: an id just past 2^64 wraps to one below lo,
+		// k.id-c.lo small, yet outside the range, where find misses it.)
+		if c.n > 0 && k.id >= c.lo && k.id-c.lo < uint64(len(c.win)) && k.id != ^uint64(0) {
 			c.win[k.id&uint64(len(c.win)-1)] = i + 1
 			c.hi = max(c.hi, k.id+1)
 			c.n++

@@ -100,6 +100,7 @@ func checkRequestIndex(t *testing.T, r *requestIDs) {
 		used++
 		require.Equal(t, uint32(s), r.byClient[c.client])
 		require.LessOrEqual(t, c.hi-c.lo, uint64(len(c.win)), "a window's range fits it")
+		require.False(t, c.oversized(), "a window of %d ids for %d entries", len(c.win), c.n)
 		held := 0
 		for i, v := range c.win {
 			if v != 0 {
@@ -198,6 +199,79 @@ func TestRequestIDWindows(t *testing.T) {
 	}
 	require.Empty(t, r.byClient, "no window without an entry")
 	require.Zero(t, r.hashed)
+}
+
+// TestRequestIDWindowsAfterPeak: a window keeps no more length than its
+// entries need once most of them went. Each of k clients in turn makes
+// its window long with nearly max_request_ids changes at a stride of 8
+// ids, then every client sends one more change, which keeps each
+// client's window alive among the next one's; before, every client kept
+// the window of its peak, and k of them held about k times max_request_ids
+// entries' worth of windows (4 MiB each at the default 100,000: 100 clients,
+// 400 MB). Every entry is still found, and the windows
+// hold at most a few times the slots their entries may span.
+func TestRequestIDWindowsAfterPeak(t *testing.T) {
+	var r requestIDs
+	const limit, k = 2048, 16
+	ids := make([]uint64, k) // each client's next id
+	push := func(client uint64, stride uint64) {
+		id := ids[client] + stride
+		ids[client] = id
+		key := reqKey{client: client + 1, id: id}
+		_, ok := r.lookup(key)
+		require.False(t, ok)
+		r.push(key).tick = id
+		for r.live > limit {
+			if !r.at(r.first).dead {
+				r.drop(r.first)
+			}
+			r.first++
+		}
+	}
+	for c := range uint64(k) {
+		for range limit - k {
+			push(c, 8)
+		}
+		for o := range uint64(k) {
+			push(o, 8)
+		}
+	}
+	checkRequestIndex(t, &r)
+	slots := 0
+	for s := range r.clients {
+		slots += len(r.clients[s].win)
+	}
+	require.LessOrEqual(t, 4*slots, 64*(limit+reqWindowMin*k),
+		"the windows' bytes against max_request_ids entries' worth (64 bytes each, 64 a client)")
+	for c := range uint64(k) { // each client's newest change is found
+		pos, ok := r.lookup(reqKey{client: c + 1, id: ids[c]})
+		require.True(t, ok, "client %d's last change", c+1)
+		require.Equal(t, ids[c], r.at(pos).tick)
+	}
+
+	// A window whose few entries left span too many ids for them (the
+	// lowest id came last) hands them to the hash index when it shrinks;
+	// the client's next change starts a new window.
+	r = requestIDs{}
+	const n = 1000
+	for i := range uint64(n) {
+		r.push(reqKey{client: 9, id: 8 + 8*i}).tick = i
+	}
+	r.push(reqKey{client: 9, id: 4}).tick = n
+	for r.live > 2 {
+		r.drop(r.first)
+		r.first++
+		checkRequestIndex(t, &r)
+	}
+	require.Equal(t, 2, r.hashed, "ids 4 and %d, too far apart for a window of 2", 8*n)
+	r.push(reqKey{client: 9, id: 8*n + 8}).tick = n + 1
+	checkRequestIndex(t, &r)
+	for id, tick := range map[uint64]uint64{4: n, 8 * n: n - 1, 8*n + 8: n + 1} {
+		pos, ok := r.lookup(reqKey{client: 9, id: id})
+		require.True(t, ok, "id %d", id)
+		require.Equal(t, tick, r.at(pos).tick)
+	}
+	require.Equal(t, 1, r.clients[r.byClient[9]].n)
 }
 
 // TestRequestIDIndexNoAllocs: once the ring holds max_request_ids, a

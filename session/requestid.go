@@ -178,6 +178,8 @@ func (r *requestIDs) drop(pos uint64) {
 		c.remove(e.key.id)
 		if c.n == 0 {
 			r.freeClient(s - 1)
+		} else if c.oversized() {
+			r.shrinkClient(s - 1)
 		}
 	} else {
 		r.hashRemove(e.key, i)

@@ -401,3 +401,25 @@ func TestRetryIDsFarApart(t *testing.T) {
 	}
 	assert.Equal(t, 14, restored.Wheel().Len())
 }
+
+// TestRetryIDsWrapAround: a client whose ids pass the largest uint64 and
+// start again from 0 (a counter started at a random 64-bit value) gets
+// its retries answered from memory on both sides of the wrap. Before, the
+// id after the wrap went into the window of the ids just below 2^64, at
+// a place outside its range, where no lookup found it: its retry was
+// applied again (exists, for an add), and a Core restored from a
+// snapshot answered it from memory: two replicas disagreed.
+func TestRetryIDsWrapAround(t *testing.T) {
+	h := newHarness(t, nil)
+	s := h.session()
+	var adds, replies [][]byte
+	for i, id := range []uint64{^uint64(0) - 2, ^uint64(0) - 1, 3, 4} {
+		p := frame(protocol.Request{Op: protocol.OpAdd, ID: id, Receiver: 1, Tid: uint64(i), After: 50, Client: testClient})
+		adds, replies = append(adds, p), append(replies, h.rawReplies(s, p))
+	}
+	checkRequestIndex(t, &h.c.reqIDs)
+	for i, p := range adds {
+		assert.Equal(t, replies[i], h.rawReplies(s, p), "retry %d", i)
+	}
+	assert.Equal(t, 4, h.c.Wheel().Len())
+}

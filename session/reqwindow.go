@@ -119,6 +119,25 @@ func (c *reqClient) remove(id uint64) {
 	c.lo = lo
 }
 
+// oversized reports whether the window is far longer than its n entries
+// may span (reqWindowSpan): more than reqWindowSlack times. A window
+// grows only while its range fits its entries (place), to at most twice
+// that; but its entries go oldest first while its length stays, so a
+// client whose entries mostly went — a busy client gone quiet, or one
+// that made its window long with many entries and keeps one alive among
+// other clients' changes — would hold the window of its peak. Many such
+// clients, each up to 64 bytes per entry of its own peak, held far more
+// than max_request_ids entries' worth of windows (shrinkClient).
+func (c *reqClient) oversized() bool {
+	return len(c.win) > reqWindowMin && uint64(len(c.win)) > reqWindowSlack*reqWindowSpan(c.n)
+}
+
+// reqWindowSlack is how many times longer than its entries' span a
+// window may be before it shrinks (oversized): a window that grew to L
+// ids held at least L/16 entries, so at least L/32 forgets go between
+// its growth and its shrinking, which pays for the shrink's O(L) scan.
+const reqWindowSlack = 4
+
 // find returns the ring slot + 1 of id's entry in the window, or 0.
 func (c *reqClient) find(id uint64) uint32 {
 	if id-c.lo >= c.hi-c.lo {
@@ -180,4 +199,42 @@ func (r *requestIDs) freeClient(s uint32) {
 	if r.lastSlot == s+1 {
 		r.lastSlot = 0
 	}
+}
+
+// shrinkClient makes the window at slot s, oversized, fit its entries:
+// a new array of the least power of two (at least reqWindowMin) that
+// spans their ids when that range is within reqWindowSpan of them, else
+// their entries go to the hash index and the window is freed (the
+// client's next id makes a new one). O(the old length), once per at
+// least a quarter of it forgotten (reqWindowSlack).
+func (r *requestIDs) shrinkClient(s uint32) {
+	c := &r.clients[s]
+	m := uint64(len(c.win) - 1)
+	lo, hi := c.hi, c.lo // the least id held and the largest + 1
+	for id := c.lo; id != c.hi; id++ {
+		if c.win[id&m] != 0 {
+			lo, hi = min(lo, id), id+1
+		}
+	}
+	if span := hi - lo; span <= reqWindowSpan(c.n) {
+		size := reqWindowMin
+		for uint64(size) < span {
+			size *= 2
+		}
+		win := make([]uint32, size)
+		for id := lo; id != hi; id++ {
+			win[id&uint64(size-1)] = c.win[id&m]
+		}
+		c.win, c.lo, c.hi = win, lo, hi
+		return
+	}
+	for id := lo; id != hi; id++ {
+		if v := c.win[id&m]; v != 0 {
+			r.ring[v-1].win = 0
+			r.hashInsert(r.ring[v-1].key, v-1)
+		}
+	}
+	c.n = 0
+	c.win = nil
+	r.freeClient(s)
 }
