@@ -9,7 +9,7 @@ import (
 // entry is the node index with bits of the key's hash on top (its tag), so
 // a probe reads the node only on a likely match; 0 is empty (no timer has
 // index 0, a sentinel does). The key itself lives in the node. How many
-// bits are the tag is the table's (itable.shift): all those the node
+// bits are the tag is the table's (itable.imask): all those the node
 // indices it can hold leave, 4 at least (see tagShiftFor). At most 3/4
 // full, the index costs 5.3–10.7 bytes per timer, against ~40 for a Go map
 // (5/8 took 6.4–12.8: 10.7 at 100M timers, past a budget of 64 bytes per
@@ -69,11 +69,14 @@ type index struct {
 }
 
 // itable is an index table: a power of two of entries, in chunks of
-// chunkLen entries, or one chunk when smaller. Its entries are a tag above
-// bit shift and a node index below 2^shift (see tagShiftFor).
+// chunkLen entries, or one chunk when smaller. Its entries are a node
+// index, the bits of imask (2^shift - 1 for tagShiftFor's shift), and a
+// tag in the bits above. A mask, not the shift: a Go shift by a variable
+// costs a compare and a mask for shifts of 32 and more (the look-up and the
+// move ran 12-19 instructions an add more with one).
 type itable struct {
 	c     [][]uint32
-	shift uint32
+	imask uint32
 }
 
 // tagShiftFor returns the shift of a new table of size entries for a slab
@@ -86,7 +89,7 @@ type itable struct {
 // held at once, which bound its node indices (it hands out the lowest free
 // index), are at most 3/4 of the size, plus the nodes of timers being
 // fired, no longer in the index: a quarter of the size to spare. A node
-// index that does not fit all the same widens the table's shift (widen):
+// index that does not fit all the same widens the table (widen):
 // correct, and one pass over the table.
 //
 // Why as wide as it can be: a look-up of a key not in the index (every
@@ -126,12 +129,12 @@ func (x *index) moving() bool { return x.old.c != nil }
 // newTable returns a zeroed table of size entries (a power of two), made
 // of the spare chunks where there are enough, the missing ones made now.
 //
-// Its shift is tagShiftFor's, or the table's now when wider (a table
-// widened keeps its node indices' bits when it moves).
+// Its node indices are tagShiftFor's bits, or the table's now when more
+// (a table widened keeps them when it moves).
 func (x *index) newTable(size uint64) itable {
-	shift := max(tagShiftFor(size, x.nodes.nsent), x.table.shift)
+	imask := max(uint32(1)<<tagShiftFor(size, x.nodes.nsent)-1, x.table.imask)
 	if size <= chunkLen {
-		return itable{c: [][]uint32{make([]uint32, size)}, shift: shift}
+		return itable{c: [][]uint32{make([]uint32, size)}, imask: imask}
 	}
 	c := make([][]uint32, size>>chunkShift)
 	for i := range c {
@@ -141,7 +144,7 @@ func (x *index) newTable(size uint64) itable {
 			c[i] = make([]uint32, chunkLen)
 		}
 	}
-	return itable{c: c, shift: shift}
+	return itable{c: c, imask: imask}
 }
 
 // prepare, called by an insertion while no move is going on, makes one
@@ -164,7 +167,7 @@ func (x *index) prepare() {
 
 const (
 	minIndexSize = 64
-	// tagShift is the widest shift (itable.shift): every node index is
+	// tagShift is the widest shift (see itable): every node index is
 	// below 2^28.
 	tagShift = 28
 	// tomb marks a deleted entry. Node 1 is a sentinel, never a timer, so no
@@ -174,13 +177,11 @@ const (
 	noPos = ^uint64(0)
 )
 
-// tag returns the hash bits stored in an entry of a table of the given
-// shift: the top 32-shift bits of h, which no table position uses (a
-// position is the low bits, below 2^32 entries).
-func tag(h uint64, shift uint32) uint32 { return uint32(h>>32) >> shift << shift }
-
-// idx returns the node index of entry e of a table of the given shift.
-func idx(e, shift uint32) uint32 { return e & (1<<shift - 1) }
+// tag returns the hash bits stored in an entry of a table whose node
+// indices are imask: the top bits of h, above imask's in its top 32,
+// which no table position uses (a position is the low bits, below 2^32
+// entries). An entry e has tag tg when (e^tg) <= imask.
+func tag(h uint64, imask uint32) uint32 { return uint32(h>>32) &^ imask }
 
 func (x *index) init(nodes *slab) {
 	x.nodes = nodes
@@ -218,11 +219,11 @@ const inOld = 1 << 63
 // move starts while one is going on; the check below finishes a move at
 // once if that ever failed to hold, which the arithmetic rules out.
 //
-// It also makes the table's shift hold the next node index the slab
+// It also makes the table's node indices hold the next one the slab
 // hands out (at most its high-water mark): see widen. Here rather than in
 // insertAt, which is inlined into Add and would not be with the check.
 func (x *index) reserve() {
-	if n := x.nodes.n; n>>x.table.shift != 0 {
+	if n := x.nodes.n; n > x.table.imask {
 		x.widen(uint32(bits.Len32(n)))
 	}
 	if x.moving() {
@@ -263,7 +264,7 @@ func (x *index) fits() bool {
 // reads while the index doubled). One walk of the chunk serves both, where
 // a second loop (prefetchMoving) read the positions again.
 func (x *index) migrate(k uint64) {
-	size, shift := x.oldMask+1, x.old.shift
+	size, im := x.oldMask+1, x.old.imask
 	end := min(x.moved+k, size)
 	ahead := min(end+k, size)
 	for p := x.moved; p < ahead; {
@@ -280,12 +281,12 @@ func (x *index) migrate(k uint64) {
 			default:
 				c[j] = tomb
 				x.oldLive--
-				x.put(x.nodes.get(idx(e, shift)), idx(e, shift))
+				x.put(x.nodes.get(e&im), e&im)
 			}
 		}
 		for ; j < stop; j++ {
 			if e := c[j]; e > tomb {
-				prefetch(unsafe.Pointer(x.nodes.get(idx(e, shift))))
+				prefetch(unsafe.Pointer(x.nodes.get(e & im)))
 			}
 		}
 		p = base + stop
@@ -308,8 +309,8 @@ func (x *index) lookup(k Key) (pos uint64, i uint32) {
 // table itself, as probe does (a call of probe cost a quarter of an add's
 // look-up), and the old table, while moving, through lookupOld.
 func (x *index) lookupHash(k Key, h uint64) (pos uint64, i uint32) {
-	shift := x.table.shift
-	tg := tag(h, shift)
+	im := x.table.imask
+	tg := tag(h, im)
 	free := noPos
 	for p := h & x.mask; ; {
 		c := x.table.c[p>>chunkShift]
@@ -328,11 +329,11 @@ func (x *index) lookupHash(k Key, h uint64) (pos uint64, i uint32) {
 				}
 				return free, 0
 			}
-			if (e^tg)>>shift != 0 {
+			if e^tg > im {
 				continue
 			}
-			if n := x.nodes.get(idx(e, shift)); n.receiver == k.Receiver && n.tid == k.Tid {
-				return base + j, idx(e, shift)
+			if n := x.nodes.get(e & im); n.receiver == k.Receiver && n.tid == k.Tid {
+				return base + j, e & im
 			}
 		}
 		p = (base + uint64(len(c))) & x.mask
@@ -372,8 +373,8 @@ func (x *index) probeOld(k Key, h uint64) (pos uint64, i uint32) {
 // crosses a chunk, and within one each entry costs one load and no bounds
 // check beyond the loop's.
 func (x *index) probe(t *itable, m uint64, k Key, h uint64, p uint64) (pos uint64, i uint32) {
-	shift := t.shift
-	tg := tag(h, shift)
+	im := t.imask
+	tg := tag(h, im)
 	free := noPos
 	for {
 		c := t.c[p>>chunkShift]
@@ -389,11 +390,11 @@ func (x *index) probe(t *itable, m uint64, k Key, h uint64, p uint64) (pos uint6
 				}
 				continue
 			}
-			if (e^tg)>>shift != 0 {
+			if e^tg > im {
 				continue
 			}
-			if n := x.nodes.get(idx(e, shift)); n.receiver == k.Receiver && n.tid == k.Tid {
-				return base + j, idx(e, shift)
+			if n := x.nodes.get(e & im); n.receiver == k.Receiver && n.tid == k.Tid {
+				return base + j, e & im
 			}
 		}
 		p = (base + uint64(len(c))) & m
@@ -410,21 +411,21 @@ func (x *index) insertAt(pos, h uint64, i uint32) {
 	if *e == tomb {
 		x.tombs--
 	}
-	*e = tag(h, x.table.shift) | i
+	*e = tag(h, x.table.imask) | i
 	x.count++
 }
 
-// widen makes the table's shift the given one, wider than it is, so that
-// node indices below 2^shift fit: each live entry loses the low bits of its
-// tag, in place (tag keeps the top bits of the hash, so the entry is then
-// what insertAt would have made). Nothing moves, so positions stay valid.
+// widen makes the table's node indices the bits below shift, more than
+// they are, so that node indices below 2^shift fit: each live entry loses
+// the low bits of its tag, in place (tag keeps the top bits of the hash,
+// so the entry is then what insertAt would have made). Nothing moves, so
+// positions stay valid.
 // It reads the whole table in one call; tagShiftFor's margin keeps it from
 // being called unless the slab's high-water mark passes the table's size
-// (see there). The old table, while moving, keeps its own shift:
-// entries go from it to the table (put), whose shift is at least as wide.
+// (see there). The old table, while moving, keeps its own: entries go
+// from it to the table (put), whose node indices are at least as wide.
 func (x *index) widen(shift uint32) {
-	old := x.table.shift
-	keep := uint32(1)<<old - 1
+	keep := x.table.imask
 	drop := uint32(1)<<shift - 1
 	for _, c := range x.table.c {
 		for j, e := range c {
@@ -433,7 +434,7 @@ func (x *index) widen(shift uint32) {
 			}
 		}
 	}
-	x.table.shift = shift
+	x.table.imask = drop
 }
 
 // deleteAt removes the entry at position p (as lookup returned it). In the
@@ -481,7 +482,7 @@ func (x *index) put(n *node, i uint32) {
 				if e == tomb {
 					x.tombs--
 				}
-				c[j] = tag(h, x.table.shift) | i
+				c[j] = tag(h, x.table.imask) | i
 				return
 			}
 		}

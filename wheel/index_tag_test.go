@@ -9,14 +9,14 @@ import (
 // home to the first empty entry) whose tag is k's: the nodes a look-up of
 // k reads when k is absent.
 func tagMatches(x *index, k Key) int {
-	h, shift := hash(k), x.table.shift
-	tg, n := tag(h, shift), 0
+	h, im := hash(k), x.table.imask
+	tg, n := tag(h, im), 0
 	for p := h & x.mask; ; p = (p + 1) & x.mask {
 		e := *x.table.at(p)
 		if e == 0 {
 			return n
 		}
-		if e != tomb && (e^tg)>>shift == 0 {
+		if e != tomb && e^tg <= im {
 			n++
 		}
 	}
@@ -51,9 +51,9 @@ func TestIndexTagFiltersAbsentKeys(t *testing.T) {
 			t.Fatalf("absent key %v found as node %d", k, j)
 		}
 	}
-	t.Logf("%d node reads in %d look-ups of absent keys, table shift %d", reads, probes, x.table.shift)
+	t.Logf("%d node reads in %d look-ups of absent keys, node index mask %#x", reads, probes, x.table.imask)
 	if reads*20 > probes {
-		t.Fatalf("%d node reads in %d look-ups of absent keys (table shift %d), want under 1 in 20", reads, probes, x.table.shift)
+		t.Fatalf("%d node reads in %d look-ups of absent keys (node index mask %#x), want under 1 in 20", reads, probes, x.table.imask)
 	}
 	for k, i := range ih.live {
 		if _, j := x.lookup(k); j != i {
@@ -62,7 +62,7 @@ func TestIndexTagFiltersAbsentKeys(t *testing.T) {
 	}
 }
 
-// TestIndexWiden: node indices that pass the table's shift (a slab whose
+// TestIndexWiden: node indices that pass the table's mask (a slab whose
 // high-water mark is far above what the index holds) narrow the tag in
 // place, and every key stays found, through later moves too.
 func TestIndexWiden(t *testing.T) {
@@ -76,12 +76,12 @@ func TestIndexWiden(t *testing.T) {
 		}
 		held = append(held, i)
 	}
-	shift := x.table.shift
+	im := x.table.imask
 	for i := range 3000 {
 		ih.add(Key{7, uint64(i)}, nil)
 		if i == 0 {
-			if x.table.shift <= shift || x.table.shift != uint32(bits.Len32(held[len(held)-1]+1)) {
-				t.Fatalf("shift %d after inserting node %d, was %d", x.table.shift, held[len(held)-1]+1, shift)
+			if want := uint32(1)<<bits.Len32(held[len(held)-1]+1) - 1; x.table.imask <= im || x.table.imask != want {
+				t.Fatalf("node index mask %#x after inserting node %d, was %#x, want %#x", x.table.imask, held[len(held)-1]+1, im, want)
 			}
 		}
 		if i%100 == 99 { // a key of each hundred deleted: tombstones, rebuilds

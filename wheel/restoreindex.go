@@ -53,7 +53,7 @@ func newIndexBuilder(s *slab, count uint32) *IndexBuilder {
 	for uint64(count)*4 > size*3 {
 		size *= 2
 	}
-	t := itable{c: make([][]uint32, max(size>>chunkShift, 1)), shift: tagShiftFor(size, s.nsent)} // see lazyAt
+	t := itable{c: make([][]uint32, max(size>>chunkShift, 1)), imask: 1<<tagShiftFor(size, s.nsent) - 1} // see lazyAt
 	return &IndexBuilder{
 		table: t,
 		mask:  size - 1,
@@ -109,12 +109,12 @@ func (b *IndexBuilder) Add(mark RestoreMark) bool {
 // insert puts node i, whose key hashes to h, in the first empty entry of
 // its probe run, or reports false when the run holds a node with its key.
 func (b *IndexBuilder) insert(blocks []*cowBlock[node], i uint32, h uint64) bool {
-	shift := b.table.shift
-	n, t := frozenGet(blocks, i), tag(h, shift)
+	im := b.table.imask
+	n, t := frozenGet(blocks, i), tag(h, im)
 	p := h & b.mask
 	for e := *b.lazyAt(p); e != 0; e = *b.lazyAt(p) {
-		if e>>shift == t>>shift {
-			if m := frozenGet(blocks, idx(e, shift)); m.receiver == n.receiver && m.tid == n.tid {
+		if e^t <= im {
+			if m := frozenGet(blocks, e&im); m.receiver == n.receiver && m.tid == n.tid {
 				return false
 			}
 		}
