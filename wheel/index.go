@@ -1,11 +1,16 @@
 package wheel
 
-import "unsafe"
+import (
+	"math/bits"
+	"unsafe"
+)
 
 // index maps a Key to its node with open addressing and linear probing. Each
-// entry is the node index (below 2^28) with 4 bits of the key's hash on top,
-// so a probe reads the node only on a likely match; 0 is empty (no timer has
-// index 0, a sentinel does). The key itself lives in the node. At most 3/4
+// entry is the node index with bits of the key's hash on top (its tag), so
+// a probe reads the node only on a likely match; 0 is empty (no timer has
+// index 0, a sentinel does). The key itself lives in the node. How many
+// bits are the tag is the table's (itable.imask): all those the node
+// indices it can hold leave, 4 at least (see tagShiftFor). At most 3/4
 // full, the index costs 5.3–10.7 bytes per timer, against ~40 for a Go map
 // (5/8 took 6.4–12.8: 10.7 at 100M timers, past a budget of 64 bytes per
 // timer with the 56-byte node; a miss then probes about 8 entries, half a
@@ -64,8 +69,39 @@ type index struct {
 }
 
 // itable is an index table: a power of two of entries, in chunks of
-// chunkLen entries, or one chunk when smaller.
-type itable struct{ c [][]uint32 }
+// chunkLen entries, or one chunk when smaller. Its entries are a node
+// index, the bits of imask (2^shift - 1 for tagShiftFor's shift), and a
+// tag in the bits above. A mask, not the shift: a Go shift by a variable
+// costs a compare and a mask for shifts of 32 and more (the look-up and the
+// move ran 12-19 instructions an add more with one).
+type itable struct {
+	c     [][]uint32
+	imask uint32
+}
+
+// tagShiftFor returns the shift of a new table of size entries for a slab
+// of nsent sentinels: node indices up to the size past the sentinels fit
+// below it (2^shift > size + nsent), and the bits above are the tag, at
+// most 28 (a tag of 4 bits; node indices are below maxNodes = 2^28).
+//
+// Why that suffices: no table is smaller than the one before it, and each
+// holds at most 3/4 of its size in timers, so the timers the slab ever
+// held at once, which bound its node indices (it hands out the lowest free
+// index), are at most 3/4 of the size, plus the nodes of timers being
+// fired, no longer in the index: a quarter of the size to spare. A node
+// index that does not fit all the same widens the table (widen):
+// correct, and one pass over the table.
+//
+// Why as wide as it can be: a look-up of a key not in the index (every
+// add of a new timer) compares the tag of each entry of its probe run,
+// about 7 at 3/4 full, and reads the node of each whose tag matches, a
+// cache miss (and a TLB miss) in a big slab. A 4-bit tag had a look-up
+// of an absent key read 0.39 nodes (18% of the look-up's time at 10M
+// timers, perf); at 10M timers (2^24 entries) the tag is now 7 bits, at
+// 300k (2^19) 12, at 25M-50M 5, and at 50M-100M still 4.
+func tagShiftFor(size uint64, nsent uint32) uint32 {
+	return min(tagShift, uint32(bits.Len64(size+uint64(nsent))))
+}
 
 // Chunks of 2^18 entries (1 MiB); spareEvery insertions per chunk made
 // ahead (see index).
@@ -92,9 +128,13 @@ func (x *index) moving() bool { return x.old.c != nil }
 
 // newTable returns a zeroed table of size entries (a power of two), made
 // of the spare chunks where there are enough, the missing ones made now.
+//
+// Its node indices are tagShiftFor's bits, or the table's now when more
+// (a table widened keeps them when it moves).
 func (x *index) newTable(size uint64) itable {
+	imask := max(uint32(1)<<tagShiftFor(size, x.nodes.nsent)-1, x.table.imask)
 	if size <= chunkLen {
-		return itable{c: [][]uint32{make([]uint32, size)}}
+		return itable{c: [][]uint32{make([]uint32, size)}, imask: imask}
 	}
 	c := make([][]uint32, size>>chunkShift)
 	for i := range c {
@@ -104,7 +144,7 @@ func (x *index) newTable(size uint64) itable {
 			c[i] = make([]uint32, chunkLen)
 		}
 	}
-	return itable{c: c}
+	return itable{c: c, imask: imask}
 }
 
 // prepare, called by an insertion while no move is going on, makes one
@@ -127,8 +167,9 @@ func (x *index) prepare() {
 
 const (
 	minIndexSize = 64
-	tagShift     = 28 // entry = tag<<tagShift | node index
-	idxMask      = 1<<tagShift - 1
+	// tagShift is the widest shift (see itable): every node index is
+	// below 2^28.
+	tagShift = 28
 	// tomb marks a deleted entry. Node 1 is a sentinel, never a timer, so no
 	// live entry has this value.
 	tomb = 1
@@ -136,9 +177,11 @@ const (
 	noPos = ^uint64(0)
 )
 
-// tag returns the 4 hash bits stored in an entry, taken from bits the table
-// position does not use.
-func tag(h uint64) uint32 { return uint32(h>>60) << tagShift }
+// tag returns the hash bits stored in an entry of a table whose node
+// indices are imask: the top bits of h, above imask's in its top 32,
+// which no table position uses (a position is the low bits, below 2^32
+// entries). An entry e has tag tg when (e^tg) <= imask.
+func tag(h uint64, imask uint32) uint32 { return uint32(h>>32) &^ imask }
 
 func (x *index) init(nodes *slab) {
 	x.nodes = nodes
@@ -175,7 +218,14 @@ const inOld = 1 << 63
 // (L at most 3/8 S), at most 3/8 S + S/4 = 5/8 S. Either way below 3/4, so no
 // move starts while one is going on; the check below finishes a move at
 // once if that ever failed to hold, which the arithmetic rules out.
+//
+// It also makes the table's node indices hold the next one the slab
+// hands out (at most its high-water mark): see widen. Here rather than in
+// insertAt, which is inlined into Add and would not be with the check.
 func (x *index) reserve() {
+	if n := x.nodes.n; n > x.table.imask {
+		x.widen(uint32(bits.Len32(n)))
+	}
 	if x.moving() {
 		x.migrate(migrateStep)
 		if !x.moving() || x.fits() {
@@ -214,7 +264,7 @@ func (x *index) fits() bool {
 // reads while the index doubled). One walk of the chunk serves both, where
 // a second loop (prefetchMoving) read the positions again.
 func (x *index) migrate(k uint64) {
-	size := x.oldMask + 1
+	size, im := x.oldMask+1, x.old.imask
 	end := min(x.moved+k, size)
 	ahead := min(end+k, size)
 	for p := x.moved; p < ahead; {
@@ -231,12 +281,12 @@ func (x *index) migrate(k uint64) {
 			default:
 				c[j] = tomb
 				x.oldLive--
-				x.put(x.nodes.get(e&idxMask), e&idxMask)
+				x.put(x.nodes.get(e&im), e&im)
 			}
 		}
 		for ; j < stop; j++ {
 			if e := c[j]; e > tomb {
-				prefetch(unsafe.Pointer(x.nodes.get(e & idxMask)))
+				prefetch(unsafe.Pointer(x.nodes.get(e & im)))
 			}
 		}
 		p = base + stop
@@ -259,7 +309,8 @@ func (x *index) lookup(k Key) (pos uint64, i uint32) {
 // table itself, as probe does (a call of probe cost a quarter of an add's
 // look-up), and the old table, while moving, through lookupOld.
 func (x *index) lookupHash(k Key, h uint64) (pos uint64, i uint32) {
-	tg := tag(h)
+	im := x.table.imask
+	tg := tag(h, im)
 	free := noPos
 	for p := h & x.mask; ; {
 		c := x.table.c[p>>chunkShift]
@@ -278,11 +329,11 @@ func (x *index) lookupHash(k Key, h uint64) (pos uint64, i uint32) {
 				}
 				return free, 0
 			}
-			if (e^tg)>>tagShift != 0 {
+			if e^tg > im {
 				continue
 			}
-			if n := x.nodes.get(e & idxMask); n.receiver == k.Receiver && n.tid == k.Tid {
-				return base + j, e & idxMask
+			if n := x.nodes.get(e & im); n.receiver == k.Receiver && n.tid == k.Tid {
+				return base + j, e & im
 			}
 		}
 		p = (base + uint64(len(c))) & x.mask
@@ -322,7 +373,8 @@ func (x *index) probeOld(k Key, h uint64) (pos uint64, i uint32) {
 // crosses a chunk, and within one each entry costs one load and no bounds
 // check beyond the loop's.
 func (x *index) probe(t *itable, m uint64, k Key, h uint64, p uint64) (pos uint64, i uint32) {
-	tg := tag(h)
+	im := t.imask
+	tg := tag(h, im)
 	free := noPos
 	for {
 		c := t.c[p>>chunkShift]
@@ -338,11 +390,11 @@ func (x *index) probe(t *itable, m uint64, k Key, h uint64, p uint64) (pos uint6
 				}
 				continue
 			}
-			if (e^tg)>>tagShift != 0 {
+			if e^tg > im {
 				continue
 			}
-			if n := x.nodes.get(e & idxMask); n.receiver == k.Receiver && n.tid == k.Tid {
-				return base + j, e & idxMask
+			if n := x.nodes.get(e & im); n.receiver == k.Receiver && n.tid == k.Tid {
+				return base + j, e & im
 			}
 		}
 		p = (base + uint64(len(c))) & m
@@ -351,13 +403,38 @@ func (x *index) probe(t *itable, m uint64, k Key, h uint64, p uint64) (pos uint6
 
 // insertAt stores node i, whose key hashes to h, at the position pos
 // returned by lookup for an absent key.
+//
+// i must be at most the slab's high-water mark when reserve was called
+// (reserve widened the table for it): a node the slab handed out since.
 func (x *index) insertAt(pos, h uint64, i uint32) {
 	e := x.table.at(pos)
 	if *e == tomb {
 		x.tombs--
 	}
-	*e = tag(h) | i
+	*e = tag(h, x.table.imask) | i
 	x.count++
+}
+
+// widen makes the table's node indices the bits below shift, more than
+// they are, so that node indices below 2^shift fit: each live entry loses
+// the low bits of its tag, in place (tag keeps the top bits of the hash,
+// so the entry is then what insertAt would have made). Nothing moves, so
+// positions stay valid.
+// It reads the whole table in one call; tagShiftFor's margin keeps it from
+// being called unless the slab's high-water mark passes the table's size
+// (see there). The old table, while moving, keeps its own: entries go
+// from it to the table (put), whose node indices are at least as wide.
+func (x *index) widen(shift uint32) {
+	keep := x.table.imask
+	drop := uint32(1)<<shift - 1
+	for _, c := range x.table.c {
+		for j, e := range c {
+			if e > tomb {
+				c[j] = e&^drop | e&keep
+			}
+		}
+	}
+	x.table.imask = drop
 }
 
 // deleteAt removes the entry at position p (as lookup returned it). In the
@@ -405,7 +482,7 @@ func (x *index) put(n *node, i uint32) {
 				if e == tomb {
 					x.tombs--
 				}
-				c[j] = tag(h) | i
+				c[j] = tag(h, x.table.imask) | i
 				return
 			}
 		}

@@ -259,7 +259,7 @@ func TestIndexRebuildSpread(t *testing.T) {
 	for p := range x.table.len() {
 		if e := *x.table.at(p); e != 0 && e != tomb && *x.table.at((p + 1) & x.mask) != 0 {
 			x.deleteAt(uint64(p))
-			s.release(e & idxMask)
+			s.release(e & x.table.imask)
 		}
 	}
 	if x.tombs < 384 {

@@ -73,7 +73,7 @@ func newIndexBuilder(s *slab, count uint32) *IndexBuilder {
 	for uint64(count)*4 > size*3 {
 		size *= 2
 	}
-	t := itable{c: make([][]uint32, max(size>>chunkShift, 1))} // see lazyAt
+	t := itable{c: make([][]uint32, max(size>>chunkShift, 1)), imask: 1<<tagShiftFor(size, s.nsent) - 1} // see lazyAt
 	return &IndexBuilder{
 		table: t,
 		ext:   make([][]uint8, len(t.c)),
@@ -134,12 +134,13 @@ func (b *IndexBuilder) Add(mark RestoreMark) bool {
 // insert puts node i, whose key hashes to h, in the first empty entry of
 // its probe run, or reports false when the run holds a node with its key.
 func (b *IndexBuilder) insert(blocks []*cowBlock[node], i uint32, h uint64) bool {
-	n, t, x := frozenGet(blocks, i), tag(h), extBits(h)
+	im := b.table.imask
+	n, t, x := frozenGet(blocks, i), tag(h, im), extBits(h)
 	p := h & b.mask
 	for e := *b.lazyAt(p); e != 0; e = *b.lazyAt(p) {
-		if e&^idxMask == t && b.ext[p>>chunkShift][p&chunkMask] == x {
+		if e^t <= im && b.ext[p>>chunkShift][p&chunkMask] == x {
 			b.reads++
-			if m := frozenGet(blocks, e&idxMask); m.receiver == n.receiver && m.tid == n.tid {
+			if m := frozenGet(blocks, e&im); m.receiver == n.receiver && m.tid == n.tid {
 				return false
 			}
 		}
@@ -151,7 +152,10 @@ func (b *IndexBuilder) insert(blocks []*cowBlock[node], i uint32, h uint64) bool
 }
 
 // extBits returns the 8 bits of h that IndexBuilder.ext keeps: above any
-// table position's (a table has at most 2^28 entries) and below the tag's.
+// table position's (a table has at most 2^28 entries), and below the tag's
+// in a table of 2^27 entries or more (tag: the tag of a smaller table is
+// wider and takes some of them too, which costs the builder nothing but
+// part of the filter it no longer needs).
 func extBits(h uint64) uint8 { return uint8(h >> 52) }
 
 // lazyAt returns entry p of the table, making its chunk first if it is
