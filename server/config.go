@@ -337,9 +337,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, err
 	}
 	if c.Limits.MaxRequestIDs == 0 && c.Cluster.ID == "" {
-		// A single node remembers no request ids unless asked: it keeps the
-		// speed and behaviour it had before clusters (docs/OPERATIONS.md,
-		// "Retried changes"); a cluster's failovers need them.
+		// A single node remembers no request ids unless asked: its adds do
+		// no request-id work and clients do not retry changes, as before
+		// clusters (docs/OPERATIONS.md, "Retried changes"); a cluster's
+		// failovers need them.
 		c.Limits.MaxRequestIDs = -1
 	}
 	c.Limits = c.Limits.WithDefaults()
