@@ -65,17 +65,7 @@ func FuzzRequestIDMemory(f *testing.F) {
 			}
 			r.push(k).tick = step
 			model[k] = step
-			for r.first < r.next {
-				front := r.at(r.first)
-				if !front.dead {
-					if r.live <= limit {
-						break
-					}
-					delete(model, front.key)
-					r.drop(r.first)
-				}
-				r.first++
-			}
+			trimModel(&r, model, limit)
 			require.Equal(t, len(model), r.live)
 			if step%16 == 0 {
 				checkRequestIndex(t, &r)

@@ -48,17 +48,7 @@ func TestRequestIDIndexModel(t *testing.T) {
 			e := r.push(k)
 			e.tick = tick
 			model[k] = tick
-			for r.first < r.next { // trim as trimRequestIDs does, by count
-				front := r.at(r.first)
-				if !front.dead {
-					if r.live <= limit {
-						break
-					}
-					delete(model, front.key)
-					r.drop(r.first)
-				}
-				r.first++
-			}
+			trimModel(&r, model, limit)
 			require.Equal(t, len(model), r.live)
 		}
 		checkRequestIndex(t, &r)
@@ -413,4 +403,20 @@ func TestRequestIDIndexConsecutiveIDs(t *testing.T) {
 	}
 	require.Equal(t, limit, r.hashed)
 	require.Less(t, float64(probes)/float64(misses), 4.0)
+}
+
+// trimModel forgets r's oldest live entries, as trimRequestIDs does by
+// count, until at most limit are live, and deletes each from model.
+func trimModel(r *requestIDs, model map[reqKey]uint64, limit int) {
+	for r.first < r.next {
+		front := r.at(r.first)
+		if !front.dead {
+			if r.live <= limit {
+				break
+			}
+			delete(model, front.key)
+			r.drop(r.first)
+		}
+		r.first++
+	}
 }
