@@ -4,6 +4,8 @@ import (
 	"os"
 	"runtime/debug"
 	"time"
+
+	"github.com/tickwheel/tickwheel/wheel"
 )
 
 // The collector's pace for a heap of many timers.
@@ -22,9 +24,11 @@ import (
 //
 // So, unless the operator set GOGC or gc_percent, the server sets GOGC
 // (debug.SetGCPercent) from the bytes it counts for its timers (what the
-// memory limit derives from: memTimerBytes a timer, their data, groups):
+// memory limit derives from: memTimerBytes a timer, their data, groups)
+// that are in the heap (heapLive: on Linux a big wheel's nodes and index
+// tables are mapped outside it, and the pace stays 100 at any count):
 //
-//	gc_percent = 100 × gcRoom / timers' bytes, between gcPercentMin and 100
+//	gc_percent = 100 × gcRoom / timers' bytes in the heap, between gcPercentMin and 100
 //
 // that is 100 (the default) up to gcRoom of timers (4M timers without
 // data), then a room of gcRoom over the live heap, and never less than
@@ -76,6 +80,11 @@ func gcPaceMode(configured int) string {
 	return "derived"
 }
 
+// heapLive returns the bytes the server counts for its timers that live in
+// the Go heap: the nodes and index tables of a big wheel are mapped outside
+// it (wheel.MappedBytes), where the collector neither sees nor paces them.
+func (s *Server) heapLive() int64 { return max(s.memLive.Load()-wheel.MappedBytes(), 0) }
+
 // derivedGCPercent returns GOGC for live bytes of timers (see above).
 func derivedGCPercent(live int64) int {
 	if live <= gcRoom {
@@ -94,7 +103,7 @@ func (g *gcPacer) want(s *Server, lifted bool) int {
 		if lifted {
 			return gcPercentMax
 		}
-		return derivedGCPercent(s.memLive.Load())
+		return derivedGCPercent(s.heapLive())
 	}
 	return 0
 }

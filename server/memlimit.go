@@ -6,6 +6,8 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
+
+	"github.com/tickwheel/tickwheel/wheel"
 )
 
 // A soft memory limit derived from the budgets.
@@ -86,6 +88,15 @@ func derivedMemLimit(budgets, live, conns, maxFrame int64) int64 {
 	return budgets + budgets/4 + live + live/4 + conns*(maxFrame+memConnBytes) + memLimitBase
 }
 
+// configMemLimit returns the runtime's limit for memory_limit configured
+// when the wheels map mapped bytes outside the heap: the runtime's limit
+// covers its own memory only. When the mapped bytes take most of the
+// limit, a sixteenth of it is left to the heap: past that the collector
+// would run back to back for memory it cannot free.
+func configMemLimit(configured, mapped int64) int64 {
+	return max(configured-mapped, configured/16)
+}
+
 // budgetBytes returns the sum of the total byte budgets in l that bound
 // queued and outbound events.
 func budgetBytes(l *Limits) int64 {
@@ -106,9 +117,9 @@ func (s *Server) publishMemUse() {
 func (m *memLimiter) want(s *Server) int64 {
 	switch m.mode {
 	case "config":
-		return s.cfg.MemoryLimit
+		return configMemLimit(s.cfg.MemoryLimit, wheel.MappedBytes())
 	case "derived":
-		return derivedMemLimit(s.memBudgets.Load(), s.memLive.Load(), max(s.conns.Load(), 0), s.memFrame.Load())
+		return derivedMemLimit(s.memBudgets.Load(), s.heapLive(), max(s.conns.Load(), 0), s.memFrame.Load())
 	}
 	return 0
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tickwheel/tickwheel/wheel"
 )
 
 // TestMemoryLimitSet: the server sets the process's soft memory limit
@@ -21,12 +23,13 @@ func TestMemoryLimitSet(t *testing.T) {
 	t.Cleanup(func() { debug.SetMemoryLimit(prior) })
 
 	startServer(t, func(c *Config) { c.MemoryLimit = 3 << 30 })
-	assert.Equal(t, int64(3<<30), debug.SetMemoryLimit(-1), "memory_limit")
+	got, mapped := debug.SetMemoryLimit(-1), wheel.MappedBytes() // another test's wheel may still be mapped
+	assert.Equal(t, configMemLimit(3<<30, mapped), got, "memory_limit")
 
 	startServer(t, func(c *Config) {
 		c.Limits.MaxBacklogBytesTotal, c.Limits.MaxOutboxBytesTotal, c.Limits.MaxOutboundTotal = 100<<20, 20<<20, 200<<20
 	})
-	got := debug.SetMemoryLimit(-1)
+	got = debug.SetMemoryLimit(-1)
 	want := derivedMemLimit(320<<20, 0, 0, 64<<10)
 	assert.GreaterOrEqual(t, got, want, "derived: 5/4 of the budgets and the base")
 	assert.Less(t, got, want+want/16, "derived: 5/4 of the budgets and the base")
@@ -35,6 +38,16 @@ func TestMemoryLimitSet(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", strconv.Itoa(5<<30))
 	startServer(t, func(c *Config) { c.MemoryLimit = 1 << 30 })
 	assert.Equal(t, int64(5<<30), debug.SetMemoryLimit(-1), "GOMEMLIMIT is the operator's")
+}
+
+// TestConfigMemLimitLeavesMapped: a configured memory_limit is the
+// process's; the runtime's limit is what the wheels' mapped memory leaves
+// of it, and never less than a sixteenth of it.
+func TestConfigMemLimitLeavesMapped(t *testing.T) {
+	assert.Equal(t, int64(3<<30), configMemLimit(3<<30, 0))
+	assert.Equal(t, int64(2<<30), configMemLimit(3<<30, 1<<30))
+	assert.Equal(t, int64(3<<30)/16, configMemLimit(3<<30, 3<<30))
+	assert.Equal(t, int64(3<<30)/16, configMemLimit(3<<30, 5<<30))
 }
 
 // TestMemLimitMode: GOMEMLIMIT beats memory_limit, which is off when
@@ -58,7 +71,7 @@ func TestMemoryLimitLiftedWhenGCSpins(t *testing.T) {
 	prior := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(prior) })
 	startServer(t, func(c *Config) { c.MemoryLimit = 8 << 20 })
-	require.Equal(t, int64(8<<20), debug.SetMemoryLimit(-1))
+	require.Equal(t, configMemLimit(8<<20, wheel.MappedBytes()), debug.SetMemoryLimit(-1))
 	live := make([][]byte, 0, 64)
 	for range 64 {
 		live = append(live, make([]byte, 1<<20)) // 64 MiB live: over the limit

@@ -3,6 +3,8 @@ package wheel
 import (
 	"slices"
 	"sync/atomic"
+
+	"github.com/tickwheel/tickwheel/wheel/internal/bigmem"
 )
 
 // cowArray is the storage of the slab's nodes and of the extras: items
@@ -80,6 +82,10 @@ type cowBlock[T any] struct {
 	// so that a read finds a node without loading its page's ref, a cache
 	// miss of its own in a big wheel; nil otherwise.
 	all *[blockPages]cowPage[T]
+	// keep is the memory all lies in when that is outside the Go heap
+	// (bigmem): held by every block in it, so that it is unmapped only once
+	// no block is reachable, the Frozens' included. nil otherwise.
+	keep *bigmem.Mem
 }
 
 // len returns the number of items the array has room for.
@@ -93,25 +99,21 @@ func locate(i uint32) (block, page, item uint32) {
 }
 
 // grow appends a block: room for blockPages*pageLen more items, zeroed.
-// With together, the block's pages are one allocation (for nodes: 112 KiB,
-// a span of its own with no unused tail, against a span record and a
-// 128-byte tail per 9 pages of 896 bytes allocated one by one: about 2
-// bytes a timer); it is for an array whose pages own never copies (the
+// Given all (zeroed), the block's pages are all's, one allocation (for
+// nodes: 112 KiB, made by the slab's blockSource, against a span record
+// and a 128-byte tail per 9 pages of 896 bytes allocated one by one: about
+// 2 bytes a timer), and keep is what keeps all's memory alive (see
+// cowBlock.keep); it is for an array whose pages own never copies (the
 // slab's: its write barrier saves nodes instead), since a page copied out
 // of such a block would leave its old place in the block allocated for as
-// long as any other page of the block lives. Without together (the
-// extras, whose pages are copied on write), each page is its own
-// allocation, freed once no reader holds it.
-func (a *cowArray[T]) grow(together bool) {
-	b := &cowBlock[T]{epoch: a.epoch}
-	var all *[blockPages]cowPage[T]
-	if together {
-		all = new([blockPages]cowPage[T])
-		b.all = all
-	}
+// long as any other page of the block lives. With all nil (the extras,
+// whose pages are copied on write), each page is its own allocation, freed
+// once no reader holds it.
+func (a *cowArray[T]) grow(all *[blockPages]cowPage[T], keep *bigmem.Mem) {
+	b := &cowBlock[T]{epoch: a.epoch, all: all, keep: keep}
 	for p := range b.pages {
 		var pg *cowPage[T]
-		if together {
+		if all != nil {
 			pg = &all[p]
 		} else {
 			pg = new(cowPage[T])

@@ -73,7 +73,7 @@ func (e *extras) alloc(every uint64, data []byte) uint32 {
 	if !ok {
 		j = e.n
 		if j == e.arr.len() {
-			e.arr.grow(false)
+			e.arr.grow(nil, nil)
 			e.free.grow(e.arr.len())
 		}
 		e.n++

@@ -1,6 +1,10 @@
 package wheel
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/tickwheel/tickwheel/wheel/internal/bigmem"
+)
 
 // IndexBuilder builds the key index of a wheel being restored, and links
 // the receivers' lists, a part at a time, so that a caller with a second
@@ -31,7 +35,9 @@ import "unsafe"
 // the nodes are inserted in slab order, as one pass over them would.
 //
 // The table's chunks are made as they are first written, so that a header
-// claiming more timers than the records that follow costs no memory.
+// claiming more timers than the records that follow costs no memory; or,
+// for a table of more than one chunk, mapped outside the Go heap at once
+// (bigmem), which costs none either until written.
 type IndexBuilder struct {
 	table itable
 	// ext holds 8 more bits of each entry's hash (extBits), beside the
@@ -41,13 +47,14 @@ type IndexBuilder struct {
 	// miss in the slab, the builder's largest cost: 36% of it at 10M
 	// timers. Dropped by finish: 1 byte an entry while the index is built
 	// (1.3-2.7 bytes a timer).
-	ext   [][]uint8
-	mask  uint64
-	count uint32 // the timers to index
-	next  uint32 // the next node to index
-	end   uint32 // the slab index after the last timer
-	dup   bool   // two timers have the same key
-	reads uint32 // nodes read to compare keys (for the tests)
+	ext    [][]uint8
+	extMem *bigmem.Mem // where ext lies when the table is mapped outside the heap
+	mask   uint64
+	count  uint32 // the timers to index
+	next   uint32 // the next node to index
+	end    uint32 // the slab index after the last timer
+	dup    bool   // two timers have the same key
+	reads  uint32 // nodes read to compare keys (for the tests)
 	// recv, when not nil, is the wheel's receiver table: the builder links
 	// each timer it indexes into its receiver's list (restorerecv.go),
 	// noting in unsorted the receivers whose list that leaves out of add
@@ -74,13 +81,27 @@ func newIndexBuilder(s *slab, count uint32) *IndexBuilder {
 		size *= 2
 	}
 	t := itable{c: make([][]uint32, max(size>>chunkShift, 1)), imask: 1<<tagShiftFor(size, s.nsent) - 1} // see lazyAt
+	ext := make([][]uint8, len(t.c))
+	var extMem *bigmem.Mem
+	if size > chunkLen { // mapped outside the heap: untouched, it costs no memory either
+		if t.mem = bigmem.Map(uintptr(size) * 4); t.mem != nil {
+			if extMem = bigmem.Map(uintptr(size)); extMem == nil {
+				t.mem.Free()
+				t.mem = nil
+			}
+		}
+		if t.mem != nil {
+			t.c, ext = chunksOf[uint32](t.mem, size), chunksOf[uint8](extMem, size)
+		}
+	}
 	return &IndexBuilder{
-		table: t,
-		ext:   make([][]uint8, len(t.c)),
-		mask:  size - 1,
-		count: count,
-		next:  s.nsent,
-		end:   s.nsent + count,
+		table:  t,
+		extMem: extMem,
+		ext:    ext,
+		mask:   size - 1,
+		count:  count,
+		next:   s.nsent,
+		end:    s.nsent + count,
 	}
 }
 
@@ -183,10 +204,12 @@ func (b *IndexBuilder) finish(mark RestoreMark, x *index) bool {
 			b.table.c[i] = make([]uint32, min(b.mask+1, chunkLen))
 		}
 	}
-	x.spare = nil
+	x.table.mem.Free()
+	x.old.mem.Free()
+	b.extMem.Free()
 	x.table, x.mask = b.table, b.mask
 	x.count, x.tombs = b.count, 0
 	x.old, x.oldMask, x.oldLive, x.moved = itable{}, 0, 0, 0
-	b.table, b.ext, b.next = itable{}, nil, b.end // a later Add does nothing
+	b.table, b.ext, b.extMem, b.next = itable{}, nil, nil, b.end // a later Add does nothing
 	return true
 }

@@ -63,7 +63,8 @@ type slab struct {
 	// where through arr.blocks it is two dependent ones (the block, then
 	// its all, on a line of its own in each 2 KiB block).
 	flat  []*[blockLen]node
-	n     uint32 // indices handed out so far (high-water mark)
+	src   blockSource // where the blocks' nodes come from
+	n     uint32      // indices handed out so far (high-water mark)
 	free  freeSet
 	nsent uint32
 	bars  []*barrier // the barriers of the Frozens not done walking (owned by the loop)
@@ -89,7 +90,7 @@ func (s *slab) init(nsent uint32) {
 
 func (s *slab) grow(i uint32) {
 	for i >= s.arr.len() {
-		s.arr.grow(true)
+		s.arr.grow(s.src.block())
 		s.flat = append(s.flat, (*[blockLen]node)(unsafe.Pointer(s.arr.blocks[len(s.arr.blocks)-1].all)))
 		s.free.grow(s.arr.len())
 		s.growClaims()

@@ -1,0 +1,54 @@
+package wheel
+
+import (
+	"unsafe"
+
+	"github.com/tickwheel/tickwheel/wheel/internal/bigmem"
+)
+
+// The slab's blocks of nodes, past the first heapBlocks, come from regions
+// mapped outside the Go heap (bigmem), regionBlocks blocks each, where the
+// kernel may back them with huge pages: a big wheel's nodes are read at
+// random, and in 4 KiB pages nearly every read was a TLB miss (see package
+// bigmem). A region of 128 blocks of 112 KiB is 14 MiB, exactly 7 huge
+// pages, so none is left part used but the last region's. The first blocks
+// stay in the Go heap so that a small wheel (a test's, a replica being
+// built) maps nothing and holds no 2 MiB page for a few timers.
+const (
+	heapBlocks   = 64 // 131,072 nodes, 7 MiB
+	regionBlocks = 128
+	blockBytes   = blockLen * unsafe.Sizeof(node{})
+	regionBytes  = regionBlocks * blockBytes
+)
+
+// A region is a whole number of huge pages (else the compiler refuses
+// this: an array of negative length).
+var _ [0]struct{} = [regionBytes % bigmem.HugePage]struct{}{}
+
+// blockSource hands out the slab's blocks. Owned with the slab.
+type blockSource struct {
+	made   int         // blocks handed out
+	region *bigmem.Mem // the region being carved, nil before the first
+	next   int         // the region's next block
+}
+
+// block returns a zeroed block of nodes, and the memory that must be kept
+// reachable for as long as it is read (nil: the block is in the Go heap).
+func (s *blockSource) block() (*[blockPages]cowPage[node], *bigmem.Mem) {
+	s.made++
+	if s.made > heapBlocks && (s.region == nil || s.next == regionBlocks) {
+		s.region, s.next = bigmem.Map(regionBytes), 0
+	}
+	if s.region == nil { // a small slab, or no mapping outside the heap here
+		return new([blockPages]cowPage[node]), nil
+	}
+	b := s.region.Bytes()[uintptr(s.next)*blockBytes:][:blockBytes]
+	s.next++
+	return (*[blockPages]cowPage[node])(unsafe.Pointer(unsafe.SliceData(b))), s.region
+}
+
+// MappedBytes returns the bytes the process's wheels hold outside the Go
+// heap: their nodes past the first few thousand, and their big index tables
+// (see package bigmem). The runtime's memory statistics and its soft memory
+// limit do not count them; RSS does, once written.
+func MappedBytes() int64 { return bigmem.Mapped() }

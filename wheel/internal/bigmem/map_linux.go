@@ -1,0 +1,30 @@
+package bigmem
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// mapHuge maps size bytes (a multiple of HugePage) aligned to HugePage:
+// it maps HugePage more, then unmaps the unaligned head and the tail. It
+// then asks for huge pages; a kernel that refuses (THP `never`, or none
+// compiled in) leaves the mapping in small pages, which still serves.
+func mapHuge(size uintptr) (unsafe.Pointer, bool) {
+	base, err := unix.MmapPtr(-1, 0, nil, size+HugePage, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	if err != nil {
+		return nil, false
+	}
+	head := (HugePage - uintptr(base)%HugePage) % HugePage
+	addr := unsafe.Add(base, head)
+	if head > 0 {
+		_ = unix.MunmapPtr(base, head)
+	}
+	if tail := HugePage - head; tail > 0 {
+		_ = unix.MunmapPtr(unsafe.Add(addr, size), tail)
+	}
+	_ = unix.Madvise(unsafe.Slice((*byte)(addr), size), unix.MADV_HUGEPAGE)
+	return addr, true
+}
+
+func unmap(addr unsafe.Pointer, size uintptr) { _ = unix.MunmapPtr(addr, size) }

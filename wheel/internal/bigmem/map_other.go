@@ -1,0 +1,10 @@
+//go:build !linux
+
+package bigmem
+
+import "unsafe"
+
+// mapHuge does not map outside the Go heap here: Map falls back to it.
+func mapHuge(size uintptr) (unsafe.Pointer, bool) { return nil, false }
+
+func unmap(addr unsafe.Pointer, size uintptr) {}
