@@ -26,6 +26,8 @@ type ScaleParams struct {
 	// snapshot.every_records 10: a snapshot every SnapshotInterval while
 	// timers are added and while they fire (back to back when it is 0).
 	SnapshotInterval time.Duration
+	// SnapshotNice is the server's snapshot.nice (0: not set).
+	SnapshotNice int
 	// Rate fires per second for Duration, each timer added Lead before its
 	// due (the lateness scenario), while the N timers are held.
 	Rate     int
@@ -203,9 +205,13 @@ func (p *ScaleParams) writeConfig() (string, error) {
 func (p *ScaleParams) config(interval string) string {
 	perReceiver := (p.N+p.Receivers-1)/p.Receivers + 1
 	plan := 2 * (int(int64(p.Rate)*int64(p.Duration)/int64(time.Second)) + 1000) // the firing plan, and the quiet phase's
+	nice := ""
+	if p.SnapshotNice > 0 {
+		nice = fmt.Sprintf("  nice: %d\n", p.SnapshotNice)
+	}
 	return fmt.Sprintf("limits:\n  max_timers: %d\n  max_timers_per_receiver: %d\n  max_receivers: %d\n"+
-		"snapshot:\n  every_records: 10\n  min_interval: %s\n",
-		p.N+plan, max(perReceiver, 100_000), max(p.Receivers+100_000, 1_000_000), interval)
+		"snapshot:\n  every_records: 10\n  min_interval: %s\n%s",
+		p.N+plan, max(perReceiver, 100_000), max(p.Receivers+100_000, 1_000_000), interval, nice)
 }
 
 // scaleTimer is the i-th scale timer: receiver scaleBase + i % receivers,

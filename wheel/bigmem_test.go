@@ -10,7 +10,7 @@ import (
 )
 
 // A wheel past its first heapBlocks blocks keeps its nodes outside the Go
-// heap, and an index of more than a chunk too; once a move ends, the old
+// heap, and an index of mapMinEntries or more too (both set low here); once a move ends, the old
 // table's memory is unmapped (Mapped counts exactly the regions and the
 // table in use). A Frozen taken from the wheel encodes the same bytes after
 // the wheel is dropped and collected (its blocks keep their regions mapped),
@@ -21,6 +21,9 @@ func TestBigWheelOutsideHeap(t *testing.T) {
 	} else {
 		m.Free()
 	}
+	hb, mm := heapBlocks, mapMinEntries
+	heapBlocks, mapMinEntries = 64, 1<<19
+	defer func() { heapBlocks, mapMinEntries = hb, mm }()
 	before := bigmem.Mapped()
 	w, err := New(0, Config{})
 	require.NoError(t, err)

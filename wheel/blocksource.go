@@ -9,13 +9,25 @@ import (
 // The slab's blocks of nodes, past the first heapBlocks, come from regions
 // mapped outside the Go heap (bigmem), regionBlocks blocks each, where the
 // kernel may back them with huge pages: a big wheel's nodes are read at
-// random, and in 4 KiB pages nearly every read was a TLB miss (see package
-// bigmem). A region of 128 blocks of 112 KiB is 14 MiB, exactly 7 huge
-// pages, so none is left part used but the last region's. The first blocks
-// stay in the Go heap so that a small wheel (a test's, a replica being
-// built) maps nothing and holds no 2 MiB page for a few timers.
+// random, and in 4 KiB pages nearly every read was a TLB miss whose page
+// walk missed the cache too (see package bigmem). A region of 128 blocks
+// of 112 KiB is 14 MiB, exactly 7 huge pages, so none is left part used
+// but the last region's.
+//
+// The first blocks stay in the Go heap, as do index tables under
+// mapMinEntries (index.go): below a few million timers the page tables of
+// the arrays fit in the caches, so a TLB miss costs little, while a huge
+// page costs its first write: in a virtual machine that hands free memory
+// back to its host (this one does), a fresh 2 MiB page was zeroed at about
+// 0.4 GB/s, and the 142 MiB of huge pages of a run of 2M pipelined adds
+// cost it 5% more CPU than 4 KiB pages (docs/BENCHMARKS.md, "The wheel's big
+// arrays outside the Go heap"). Variables, for the tests.
+var (
+	heapBlocks           = 2048    // 4,194,304 nodes, 224 MiB
+	mapMinEntries uint64 = 1 << 23 // 32 MiB of table, from about 3.1M timers
+)
+
 const (
-	heapBlocks   = 64 // 131,072 nodes, 7 MiB
 	regionBlocks = 128
 	blockBytes   = blockLen * unsafe.Sizeof(node{})
 	regionBytes  = regionBlocks * blockBytes

@@ -42,11 +42,12 @@ import (
 // # Where a big table lives
 //
 // A table is in chunks of at most chunkLen entries (1 MiB). A table of
-// more than one chunk is one mapping outside the Go heap (package bigmem:
-// huge pages where the kernel allows, since a big index is read at
+// mapMinEntries or more is one mapping outside the Go heap (package
+// bigmem: huge pages where the kernel allows, since a big index is read at
 // random), made when its move starts: the mapping costs a system call, not
 // a turn's zeroing (a make of the new table zeroed 512 MiB in one turn at
 // 100M timers), and the kernel backs its pages as they are first written.
+// A smaller one (up to 16 MiB) is made in the heap when its move starts.
 // That is the move's first turns, whose writes land all over the table:
 // at 100M timers 512 huge pages of 2 MiB, each zeroed by the kernel at its
 // first write. Touching them ahead, from 5/8 full on, kept a doubled table's
@@ -137,7 +138,10 @@ func (x *index) newTable(size uint64) itable {
 	if size <= chunkLen {
 		return itable{c: [][]uint32{make([]uint32, size)}, imask: imask}
 	}
-	m := bigmem.Map(uintptr(size) * 4)
+	var m *bigmem.Mem
+	if size >= mapMinEntries {
+		m = bigmem.Map(uintptr(size) * 4)
+	}
 	return itable{c: chunksOf[uint32](m, size), imask: imask, mem: m}
 }
 

@@ -353,8 +353,9 @@ func TestIndexBuildSize(t *testing.T) {
 }
 
 // TestIndexGrowsOutsideTheHeap: a wheel whose index doubles past one chunk
-// (2^19 to 2^20 entries, 4 MiB) allocates no more than a chunk (1 MiB) of
-// Go heap in any one Add: the new table is mapped outside the heap (a make
+// (2^19 to 2^20 entries, 4 MiB; mapMinEntries set to 2^20 here) allocates
+// no more than a chunk (1 MiB) of Go heap in any one Add: the new table is
+// mapped outside the heap (a make
 // of the whole new table in one Add zeroed 512 MiB in one turn at 100M
 // timers), and every timer is still found after. Where nothing can be
 // mapped outside the heap the table is made in it, at once.
@@ -367,6 +368,9 @@ func TestIndexGrowsOutsideTheHeap(t *testing.T) {
 	} else {
 		m.Free()
 	}
+	mm := mapMinEntries
+	mapMinEntries = 1 << 20
+	defer func() { mapMinEntries = mm }()
 	w := newWheel(t, 0, Config{})
 	x := &w.index
 	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}

@@ -36,7 +36,7 @@ import (
 //
 // The table's chunks are made as they are first written, so that a header
 // claiming more timers than the records that follow costs no memory; or,
-// for a table of more than one chunk, mapped outside the Go heap at once
+// for a table of mapMinEntries or more, mapped outside the Go heap at once
 // (bigmem), which costs none either until written.
 type IndexBuilder struct {
 	table itable
@@ -83,7 +83,7 @@ func newIndexBuilder(s *slab, count uint32) *IndexBuilder {
 	t := itable{c: make([][]uint32, max(size>>chunkShift, 1)), imask: 1<<tagShiftFor(size, s.nsent) - 1} // see lazyAt
 	ext := make([][]uint8, len(t.c))
 	var extMem *bigmem.Mem
-	if size > chunkLen { // mapped outside the heap: untouched, it costs no memory either
+	if size >= mapMinEntries { // mapped outside the heap: untouched, it costs no memory either
 		if t.mem = bigmem.Map(uintptr(size) * 4); t.mem != nil {
 			if extMem = bigmem.Map(uintptr(size)); extMem == nil {
 				t.mem.Free()

@@ -42,6 +42,7 @@ func run() int {
 	flag.IntVar(&p.Conns, "c", 8, "connections adding timers")
 	flag.IntVar(&p.Batch, "batch", 50_000, "timers per connection per round (the generator holds c × batch)")
 	flag.DurationVar(&p.SnapshotInterval, "snapshot-interval", time.Second, "the server's snapshot.min_interval (every_records 10): snapshots while adding and firing; 0 = back to back")
+	flag.IntVar(&p.SnapshotNice, "snapshot-nice", 0, "the server's snapshot.nice (1-19; 0: not set)")
 	flag.IntVar(&p.Rate, "rate", 50_000, "fires per second of the firing plan over the held timers")
 	flag.DurationVar(&p.Duration, "duration", 10*time.Second, "length of the firing plan")
 	flag.DurationVar(&p.Lead, "lead", 200*time.Millisecond, "the firing plan adds each timer this long before its due")
