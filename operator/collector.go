@@ -64,6 +64,7 @@ var (
 	dBytesOut   = desc("sent_bytes_total", "Bytes handed to client connections (replies and events).")
 	dPersist    = desc("persistence", "1 when the write-ahead log is on.")
 	dLogBytes   = desc("log_bytes", "Size of the write-ahead log's segment files.")
+	dMapped     = desc("wheel_mapped_bytes", "Memory the wheel maps outside the Go heap for its big arrays (nodes past the first 4M timers, index tables of 2^23 entries or more), counted in RSS once written, not in the Go runtime's heap figures.")
 	dFsync      = desc("log_fsync_duration_seconds", "Duration of the log's fsyncs.")
 	dReadOnly   = desc("log_read_only", "1 while changes to timers are refused (code unavailable) because the log cannot be written or fsynced.")
 	dFsyncFail  = desc("log_fsync_failures_total", "Failed fsyncs of the log since start (each makes the server read-only until one succeeds).")
@@ -89,7 +90,7 @@ var (
 	dScrapeFail = desc("scrape_errors_total", "Scrapes that could not read the server's counters (the event loop did not answer in time).")
 	allDescs    = []*prometheus.Desc{dReady, dTimers, dReceivers, dRecords, dRecordB, dRetained, dReqIDs, dReqIDBytes, dRetries, dSessions, dConns, dRequests, dErrors, dFires,
 		dLateness, dLag, dTwTime, dTick, dSpeed, dFrozen, dBacklog, dBacklogB, dOutbox, dWaiting, dBacklogR, dOldest,
-		dDropped, dLost, dSampled, dStalled, dSlowClose, dRefused, dTLSFailed, dTurns, dBytesIn, dBytesOut, dPersist, dLogBytes, dFsync,
+		dDropped, dLost, dSampled, dStalled, dSlowClose, dRefused, dTLSFailed, dTurns, dBytesIn, dBytesOut, dPersist, dLogBytes, dMapped, dFsync,
 		dReadOnly, dFsyncFail, dSnapAge, dSnapDur, dSnapshots, dRaftOn, dRaftLeader, dRaftKnown, dRaftState, dRaftTerm, dRaftCommit, dRaftApply, dRaftLast, dRaftAuth,
 		dRaftSuffr, dRaftMemb, dRaftLCom,
 		dScrapeFail, dBuild, dHTTPConns, dHTTPRefuse, dHTTPBadTok}
@@ -137,6 +138,7 @@ func collectMetrics(ch chan<- prometheus.Metric, m *server.Metrics) {
 	gauge(dReceivers, float64(m.Load.TimerReceivers))
 	gauge(dRecords, float64(st.Receivers))
 	gauge(dRecordB, float64(m.Counters.ReceiverBytes))
+	gauge(dMapped, float64(m.MappedBytes))
 	gauge(dRetained, float64(m.Counters.RetainedReceivers))
 	gauge(dReqIDs, float64(st.RequestIDs))
 	gauge(dReqIDBytes, float64(st.RequestIDBytes))

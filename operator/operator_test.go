@@ -17,6 +17,7 @@ import (
 	"github.com/tickwheel/tickwheel/client"
 	"github.com/tickwheel/tickwheel/server"
 	"github.com/tickwheel/tickwheel/servertest"
+	"github.com/tickwheel/tickwheel/wheel"
 )
 
 // newTestOperator returns an operator for a frozen in-process server with
@@ -309,6 +310,12 @@ func TestDurabilityMetrics(t *testing.T) {
 	}
 	if got := value(t, fams, "tickwheel_log_bytes"); got <= 0 {
 		t.Errorf("tickwheel_log_bytes = %v after 20 adds", got)
+	}
+	// 20 timers take no memory outside the heap; the gauge is there, and
+	// is what the wheel package counts (no other test's wheel is mapped:
+	// none in this package holds 4M timers).
+	if got := value(t, fams, "tickwheel_wheel_mapped_bytes"); got != float64(wheel.MappedBytes()) {
+		t.Errorf("tickwheel_wheel_mapped_bytes = %v, the wheel maps %d", got, wheel.MappedBytes())
 	}
 	if got := value(t, fams, "tickwheel_log_fsync_duration_seconds"); got < 1 {
 		t.Errorf("%v fsyncs counted after 20 adds with fsync always", got)

@@ -8,6 +8,7 @@ import (
 	"github.com/tickwheel/tickwheel/protocol"
 	"github.com/tickwheel/tickwheel/server/journal"
 	"github.com/tickwheel/tickwheel/session"
+	"github.com/tickwheel/tickwheel/wheel"
 )
 
 // Operator metrics. The event loop keeps its counters as plain integers
@@ -184,6 +185,10 @@ type Metrics struct {
 	// than max_inbound while max_outbound bytes of their replies and
 	// events waited unread.
 	SlowConsumerCloses uint64
+	// MappedBytes is the memory the wheels map outside the Go heap (their
+	// big arrays: wheel.MappedBytes), which the runtime's statistics leave
+	// out and RSS counts once written.
+	MappedBytes int64
 	// Tick is tw-time's tick; Clock is the clock's tw-time now, which the
 	// wheel reaches at its next turn (Stats.Now is where it is).
 	Tick  time.Duration
@@ -258,8 +263,8 @@ func (s *Server) ReadMetrics(ctx context.Context, top int) (Metrics, error) {
 			Lateness: s.m.lateness.clone(), TurnDuration: s.m.turns.clone(),
 			BytesIn: s.m.bytesIn, BytesOut: s.m.bytesOut,
 			Refused: s.refused.Load(), Connections: s.conns.Load(), SlowConsumerCloses: s.m.slowCloses,
-			TLSHandshakeFailures: s.tlsFailed.Load(),
-			Tick:                 s.cfg.Tick, Clock: s.clock.Now(), Persist: s.persistMetrics(), Cluster: s.clusterMetrics()}
+			TLSHandshakeFailures: s.tlsFailed.Load(), MappedBytes: wheel.MappedBytes(),
+			Tick: s.cfg.Tick, Clock: s.clock.Now(), Persist: s.persistMetrics(), Cluster: s.clusterMetrics()}
 		for op := protocol.Op(1); op < 255; op++ {
 			if op.Valid() {
 				m.Requests[op.String()] = s.core.Requests(op)

@@ -39,9 +39,34 @@ var _ [0]struct{} = [regionBytes % bigmem.HugePage]struct{}{}
 
 // blockSource hands out the slab's blocks. Owned with the slab.
 type blockSource struct {
-	made   int         // blocks handed out
-	region *bigmem.Mem // the region being carved, nil before the first
-	next   int         // the region's next block
+	made   int           // blocks handed out
+	region *bigmem.Mem   // the region being carved, nil before the first
+	next   int           // the region's next block
+	ahead  []*bigmem.Mem // regions mapped ahead (reserve), for the next ones
+}
+
+// reserve maps ahead the regions that blocks in all will take, so that a
+// restore knows where its nodes will be before it writes them (see
+// Prefaulter); it returns them, and the index of the first block of the
+// first. Nothing is resident until written. On a 32-bit system it
+// reserves nothing: a count from a damaged header could take the address
+// space.
+func (s *blockSource) reserve(blocks int) (ahead []*bigmem.Mem, first int) {
+	if unsafe.Sizeof(uintptr(0)) < 8 {
+		return nil, 0
+	}
+	from := max(s.made, heapBlocks)
+	if s.region != nil {
+		from += regionBlocks - s.next
+	}
+	for b := from + regionBlocks*len(s.ahead); b < blocks; b += regionBlocks {
+		m := bigmem.Map(regionBytes)
+		if m == nil {
+			break
+		}
+		s.ahead = append(s.ahead, m)
+	}
+	return s.ahead, from
 }
 
 // block returns a zeroed block of nodes, and the memory that must be kept
@@ -49,7 +74,12 @@ type blockSource struct {
 func (s *blockSource) block() (*[blockPages]cowPage[node], *bigmem.Mem) {
 	s.made++
 	if s.made > heapBlocks && (s.region == nil || s.next == regionBlocks) {
-		s.region, s.next = bigmem.Map(regionBytes), 0
+		if len(s.ahead) > 0 {
+			s.region, s.ahead = s.ahead[0], s.ahead[1:]
+		} else {
+			s.region = bigmem.Map(regionBytes)
+		}
+		s.next = 0
 	}
 	if s.region == nil { // a small slab, or no mapping outside the heap here
 		return new([blockPages]cowPage[node]), nil

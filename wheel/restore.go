@@ -88,6 +88,7 @@ type Restorer struct {
 	need     int           // the length of that part, as far as known
 	built    bool          // the index is built: w is ready
 	ib       *IndexBuilder // made by the header
+	pf       *Prefaulter   // made by the header
 	err      error
 	t        snapTimer
 }
@@ -277,6 +278,7 @@ func (r *Restorer) header(b []byte) (n, need int, err error) {
 	}
 	r.w, _ = New(now, r.cfg) // cfg is valid
 	r.ib = newIndexBuilder(&r.w.nodes, uint32(count))
+	r.pf = newPrefaulter(&r.w.nodes, count)
 	if v >= 3 { // records with their seq: the builder links the receivers' lists
 		r.ib.recv = &r.w.recv
 	}

@@ -11,15 +11,16 @@ import (
 
 // restoreBuilding restores snapshot b written in pieces (random ones with
 // rng, else of at most 64 bytes), with the index built by an IndexBuilder
-// on another goroutine from the marks of the pieces written, as a caller
-// with two cores does (session.restoreWheel).
+// on another goroutine from the marks of the pieces written, and the
+// nodes' memory populated by a Prefaulter on a third, as a caller with two
+// cores does (session.restoreWheel).
 func restoreBuilding(cfg Config, b []byte, rng *rand.Rand) (*Wheel, error) {
 	r, err := NewRestorer(cfg)
 	if err != nil {
 		return nil, err
 	}
-	var marks chan RestoreMark
-	done := make(chan bool, 1)
+	var marks, pfMarks chan RestoreMark
+	done, pfDone := make(chan bool, 1), make(chan bool, 1)
 	var werr error
 	for rest := b; len(rest) > 0 && werr == nil; {
 		k := min(len(rest), 64)
@@ -38,15 +39,31 @@ func restoreBuilding(cfg Config, b []byte, rng *rand.Rand) (*Wheel, error) {
 					}
 					done <- ok
 				}()
+				if pf := r.Prefaulter(); pf != nil {
+					pfMarks = make(chan RestoreMark, 4)
+					go func() {
+						for m := range pfMarks {
+							pf.Upto(m)
+						}
+						pfDone <- true
+					}()
+				}
 			}
 		}
 		if marks != nil && werr == nil {
 			marks <- r.Ready()
+			if pfMarks != nil {
+				pfMarks <- r.Ready()
+			}
 		}
 	}
 	if marks != nil {
 		close(marks)
 		<-done
+	}
+	if pfMarks != nil {
+		close(pfMarks)
+		<-pfDone
 	}
 	if werr != nil {
 		return nil, werr

@@ -91,3 +91,18 @@ func release(f *freeState) {
 	unmap(f.addr, f.size)
 	mapped.Add(-int64(f.size))
 }
+
+// Populate backs bytes off to off+n of m with RAM now, zeroed, as a
+// write to each page would, without writing (madvise MADV_POPULATE_WRITE,
+// Linux 5.14+): on a goroutine of its own, ahead of the one that will
+// write the memory, it takes the kernel's page clearing off that one, and
+// it clears faster than faults do. The memory's contents are unchanged:
+// it may run while another goroutine writes other pages of m, or the same
+// ones. It reports false when the kernel cannot (too old), or m is not
+// mapped outside the heap.
+func (m *Mem) Populate(off, n uintptr) bool {
+	if m == nil || m.free == nil || m.free.done.Load() || off+n > uintptr(len(m.b)) {
+		return false
+	}
+	return populate(unsafe.Add(m.free.addr, off), n)
+}

@@ -72,3 +72,27 @@ func TestMapAsksForHugePages(t *testing.T) {
 	require.True(t, found, "the mapping is in smaps")
 	require.Positive(t, huge, "backed by huge pages (the kernel's setting: %s)", strings.TrimSpace(string(mode)))
 }
+
+// Populate backs a Mem with RAM without changing what it holds, and
+// refuses a freed Mem or a range past its end.
+func TestPopulate(t *testing.T) {
+	m := Map(4 << 20)
+	if m == nil {
+		t.Skip("nothing can be mapped outside the heap here")
+	}
+	b := m.Bytes()
+	b[5] = 7
+	if !m.Populate(0, 4<<20) {
+		t.Skip("the kernel cannot populate (before Linux 5.14)")
+	}
+	require.Equal(t, byte(7), b[5], "contents unchanged")
+	require.Zero(t, b[3<<20])
+	smaps, err := os.ReadFile("/proc/self/smaps")
+	require.NoError(t, err)
+	rss, found := smapsField(string(smaps), uintptr(unsafe.Pointer(&b[0])), "Rss:")
+	require.True(t, found)
+	require.GreaterOrEqual(t, rss, 4<<10, "KiB resident: all of it")
+	require.False(t, m.Populate(2<<20, 4<<20), "past the end")
+	m.Free()
+	require.False(t, m.Populate(0, 1<<20), "freed")
+}

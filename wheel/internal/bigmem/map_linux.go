@@ -28,3 +28,7 @@ func mapHuge(size uintptr) (unsafe.Pointer, bool) {
 }
 
 func unmap(addr unsafe.Pointer, size uintptr) { _ = unix.MunmapPtr(addr, size) }
+
+func populate(addr unsafe.Pointer, n uintptr) bool {
+	return unix.Madvise(unsafe.Slice((*byte)(addr), n), unix.MADV_POPULATE_WRITE) == nil
+}

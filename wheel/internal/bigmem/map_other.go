@@ -8,3 +8,5 @@ import "unsafe"
 func mapHuge(size uintptr) (unsafe.Pointer, bool) { return nil, false }
 
 func unmap(addr unsafe.Pointer, size uintptr) {}
+
+func populate(addr unsafe.Pointer, n uintptr) bool { return false }

@@ -7,6 +7,11 @@ import (
 
 // hugeKiB returns AnonHugePages of the smaps entry that holds addr.
 func hugeKiB(smaps string, addr uintptr) (kib int, found bool) {
+	return smapsField(smaps, addr, "AnonHugePages:")
+}
+
+// smapsField returns the field (in KiB) of the smaps entry that holds addr.
+func smapsField(smaps string, addr uintptr, field string) (kib int, found bool) {
 	in := false
 	for _, line := range strings.Split(smaps, "\n") {
 		f := strings.Fields(line)
@@ -21,7 +26,7 @@ func hugeKiB(smaps string, addr uintptr) (kib int, found bool) {
 				continue
 			}
 		}
-		if in && f[0] == "AnonHugePages:" {
+		if in && f[0] == field {
 			n, _ := strconv.Atoi(f[1])
 			return n, true
 		}
