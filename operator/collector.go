@@ -64,7 +64,7 @@ var (
 	dBytesOut   = desc("sent_bytes_total", "Bytes handed to client connections (replies and events).")
 	dPersist    = desc("persistence", "1 when the write-ahead log is on.")
 	dLogBytes   = desc("log_bytes", "Size of the write-ahead log's segment files.")
-	dMapped     = desc("wheel_mapped_bytes", "Memory the wheel maps outside the Go heap for its big arrays (nodes past the first 4M timers, index tables of 2^23 entries or more), counted in RSS once written, not in the Go runtime's heap figures.")
+	dMapped     = desc("wheel_mapped_bytes", "Memory the wheel maps outside the Go heap for its big arrays (nodes past the first 2M timers, index tables of 2^23 entries or more), counted in RSS once written, not in the Go runtime's heap figures.")
 	dFsync      = desc("log_fsync_duration_seconds", "Duration of the log's fsyncs.")
 	dReadOnly   = desc("log_read_only", "1 while changes to timers are refused (code unavailable) because the log cannot be written or fsynced.")
 	dFsyncFail  = desc("log_fsync_failures_total", "Failed fsyncs of the log since start (each makes the server read-only until one succeeds).")

@@ -313,7 +313,7 @@ func TestDurabilityMetrics(t *testing.T) {
 	}
 	// 20 timers take no memory outside the heap; the gauge is there, and
 	// is what the wheel package counts (no other test's wheel is mapped:
-	// none in this package holds 4M timers).
+	// none in this package holds 2M timers).
 	if got := value(t, fams, "tickwheel_wheel_mapped_bytes"); got != float64(wheel.MappedBytes()) {
 		t.Errorf("tickwheel_wheel_mapped_bytes = %v, the wheel maps %d", got, wheel.MappedBytes())
 	}

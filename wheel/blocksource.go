@@ -23,7 +23,7 @@ import (
 // cost it 5% more CPU than 4 KiB pages (docs/BENCHMARKS.md, "The wheel's big
 // arrays outside the Go heap"). Variables, for the tests.
 var (
-	heapBlocks           = 2048    // 4,194,304 nodes, 224 MiB
+	heapBlocks           = 1024    // 2,097,152 nodes, 112 MiB
 	mapMinEntries uint64 = 1 << 23 // 32 MiB of table, from about 3.1M timers
 )
 
