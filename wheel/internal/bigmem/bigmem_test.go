@@ -3,6 +3,7 @@ package bigmem
 import (
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -71,4 +72,24 @@ func TestMapAsksForHugePages(t *testing.T) {
 	huge, found := hugeKiB(string(smaps), start)
 	require.True(t, found, "the mapping is in smaps")
 	require.Positive(t, huge, "backed by huge pages (the kernel's setting: %s)", strings.TrimSpace(string(mode)))
+}
+
+// With poison set, a freed Mem's memory faults when read (instead of
+// being unmapped, where a later Map may take its addresses), and Mapped
+// no longer counts it.
+func TestPoisonFreedFaults(t *testing.T) {
+	before := Mapped()
+	m := Map(HugePage)
+	if m == nil {
+		t.Skip("nothing can be mapped outside the heap here")
+	}
+	defer SetPoison(SetPoison(true))
+	b := m.Bytes()
+	b[0] = 1
+	m.Free()
+	require.Equal(t, before, Mapped())
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	var got byte
+	require.Panics(t, func() { got = b[0] }, "a read of freed memory faults")
+	require.Zero(t, got)
 }
