@@ -485,3 +485,44 @@ func TestIndexMovesMapped(t *testing.T) {
 	require.Positive(t, oldDeletes, "deletions found their key in the old table")
 	awaitMapped(t, before)
 }
+
+// TestRestoreFailuresUnmap: a restore that fails (two timers with one key,
+// found by Wheel or by the builder aside; a snapshot cut short; a header
+// announcing more timers than follow) or a Restorer dropped before Wheel
+// leaves nothing mapped once collected, though each mapped its slab
+// region and index table (every one outside the heap here).
+func TestRestoreFailuresUnmap(t *testing.T) {
+	lowBigMem(t)
+	before := bigmem.Mapped()
+	recs := [][]byte{rec(recEveryDelay, 1, 1, 5)}
+	for i := range 300 {
+		recs = append(recs, rec(recEveryDelay|recSameRecv, uint64(i+2), 5))
+	}
+	dup := rawSnapshot(7, len(recs)+2, append(recs, rec(recEveryDelay, 3, 1, 5), rec(recEveryDelay, 1, 1, 6))...) // (1, 1) again
+	_, err := Restore(Config{}, dup)
+	require.ErrorIs(t, err, ErrSnapshot)
+	_, err = restoreBuilding(Config{}, dup, nil)
+	require.ErrorContains(t, err, "same key")
+	awaitMapped(t, before)
+
+	good := rawSnapshot(7, len(recs), recs...)
+	_, err = Restore(Config{}, good[:len(good)-3])
+	require.ErrorIs(t, err, ErrSnapshot)
+	_, err = Restore(Config{}, rawSnapshot(7, 1<<20, recs...)) // 2^21 entries of table: 10 MiB with its filter
+	require.ErrorIs(t, err, ErrSnapshot)
+	awaitMapped(t, before)
+
+	r, err := NewRestorer(Config{})
+	require.NoError(t, err)
+	_, err = r.Write(good[:len(good)/2])
+	require.NoError(t, err)
+	require.Greater(t, bigmem.Mapped(), before, "the restore mapped its region and table")
+	r = nil
+	awaitMapped(t, before)
+
+	w, err := Restore(Config{}, good)
+	require.NoError(t, err)
+	require.NotNil(t, w.index.table.mem, "the restored table is the builder's, mapped")
+	require.Equal(t, mappedBy(&w.nodes, &w.index), bigmem.Mapped()-before, "the builder's filter is unmapped")
+	runtime.KeepAlive(w)
+}
