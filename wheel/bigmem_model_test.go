@@ -258,8 +258,9 @@ func (b *bigMemRun) collect(wait bool) {
 }
 
 // swap replaces the driven wheel with a restore of its snapshot (the old
-// one is dropped, maybe with Frozens of it still encoding); now and then
-// it first drops a Restorer of it half-way.
+// one is dropped, maybe with Frozens of it still encoding, or with one
+// taken just before, encoded only once the old wheel is collected); now
+// and then it first drops a Restorer of it half-way.
 func (b *bigMemRun) swap() {
 	r := b.r
 	snap := snapshotOf(b.t, r.w, 0)
@@ -267,11 +268,23 @@ func (b *bigMemRun) swap() {
 		b.stats.dropped++
 		restoreAside(b.t, r.p.cfg, snap, 1+b.rng.IntN(2048), b.rng.IntN(len(snap)))
 	}
+	var outlives *frozenRun
+	if b.rng.IntN(2) == 0 { // a Frozen that outlives its wheel, encoded once that is collected
+		outlives = &frozenRun{want: snap, f: r.w.Freeze()}
+	}
 	w := restoreAside(b.t, r.p.cfg, snap, 1+b.rng.IntN(8192), -1)
 	w.seqMax = r.w.seqMax
 	w.pageMin = r.w.pageMin
 	r.w = w
 	b.stats.swaps++
+	if outlives != nil {
+		for range 2 {
+			runtime.GC()
+			time.Sleep(time.Millisecond) // the cleanups run
+		}
+		outlives.out = encodeAside(outlives.f)
+		b.frozen = append(b.frozen, outlives)
+	}
 }
 
 // checkpoint compares every live timer and every receiver with the model.
