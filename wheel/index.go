@@ -135,9 +135,6 @@ func (x *index) moving() bool { return x.old.c != nil }
 // (a table widened keeps them when it moves).
 func (x *index) newTable(size uint64) itable {
 	imask := max(uint32(1)<<tagShiftFor(size, x.nodes.nsent)-1, x.table.imask)
-	if size <= chunkLen {
-		return itable{c: [][]uint32{make([]uint32, size)}, imask: imask}
-	}
 	var m *bigmem.Mem
 	if size >= mapMinEntries {
 		m = bigmem.Map(uintptr(size) * 4)
@@ -145,17 +142,21 @@ func (x *index) newTable(size uint64) itable {
 	return itable{c: chunksOf[uint32](m, size), imask: imask, mem: m}
 }
 
-// chunksOf returns size items in chunks of chunkLen, in m (which holds
-// them), or in the Go heap when m is nil.
+// chunksOf returns size items (a power of two) in chunks of chunkLen, or
+// in one chunk when fewer, in m (which holds them), or in the Go heap when
+// m is nil. A table under chunkLen is mapped only when a test lowers
+// mapMinEntries (so that small wheels take that path): it is one chunk of
+// size items, as in the heap, never no chunk at all.
 func chunksOf[T uint8 | uint32](m *bigmem.Mem, size uint64) [][]T {
-	c := make([][]T, size>>chunkShift)
+	n := min(size, chunkLen)
+	c := make([][]T, size/n)
 	for i := range c {
 		if m == nil {
-			c[i] = make([]T, chunkLen)
+			c[i] = make([]T, n)
 			continue
 		}
-		b := m.Bytes()[uint64(i)*chunkLen*uint64(unsafe.Sizeof(T(0))):]
-		c[i] = unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), chunkLen)
+		b := m.Bytes()[uint64(i)*n*uint64(unsafe.Sizeof(T(0))):]
+		c[i] = unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n)
 	}
 	return c
 }

@@ -6,8 +6,10 @@ import (
 )
 
 // TestIndexChurnDuringMoves adds and deletes at random around sizes that
-// change every 2,000 operations (so the index grows, and rebuilds at the
-// same size to shed tombstones, over and over), and looks every live key
+// change every 2,000 operations (so the index grows over and over: random
+// churn leaves too few tombstones for a rebuild at the same size, none in
+// its 240 moves; TestIndexRebuildSpread and TestIndexMovesMapped make
+// those on purpose), and looks every live key
 // up after each operation while a move is going on: a look-up must find
 // every key, whichever table holds it and wherever the move stands.
 func TestIndexChurnDuringMoves(t *testing.T) {

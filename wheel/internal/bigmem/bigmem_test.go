@@ -3,6 +3,7 @@ package bigmem
 import (
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -95,4 +96,22 @@ func TestPopulate(t *testing.T) {
 	require.False(t, m.Populate(2<<20, 4<<20), "past the end")
 	m.Free()
 	require.False(t, m.Populate(0, 1<<20), "freed")
+// With poison set, a freed Mem's memory faults when read (instead of
+// being unmapped, where a later Map may take its addresses), and Mapped
+// no longer counts it.
+func TestPoisonFreedFaults(t *testing.T) {
+	before := Mapped()
+	m := Map(HugePage)
+	if m == nil {
+		t.Skip("nothing can be mapped outside the heap here")
+	}
+	defer SetPoison(SetPoison(true))
+	b := m.Bytes()
+	b[0] = 1
+	m.Free()
+	require.Equal(t, before, Mapped())
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	var got byte
+	require.Panics(t, func() { got = b[0] }, "a read of freed memory faults")
+	require.Zero(t, got)
 }

@@ -27,7 +27,17 @@ func mapHuge(size uintptr) (unsafe.Pointer, bool) {
 	return addr, true
 }
 
-func unmap(addr unsafe.Pointer, size uintptr) { _ = unix.MunmapPtr(addr, size) }
+// unmap unmaps size bytes at addr, or only makes them inaccessible while
+// poison is set.
+func unmap(addr unsafe.Pointer, size uintptr) {
+	if poison.Load() { // its pages given back, its addresses kept
+		b := unsafe.Slice((*byte)(addr), size)
+		_ = unix.Madvise(b, unix.MADV_DONTNEED)
+		_ = unix.Mprotect(b, unix.PROT_NONE)
+		return
+	}
+	_ = unix.MunmapPtr(addr, size)
+}
 
 func populate(addr unsafe.Pointer, n uintptr) bool {
 	return unix.Madvise(unsafe.Slice((*byte)(addr), n), unix.MADV_POPULATE_WRITE) == nil
