@@ -96,6 +96,8 @@ func TestPopulate(t *testing.T) {
 	require.False(t, m.Populate(2<<20, 4<<20), "past the end")
 	m.Free()
 	require.False(t, m.Populate(0, 1<<20), "freed")
+}
+
 // With poison set, a freed Mem's memory faults when read (instead of
 // being unmapped, where a later Map may take its addresses), and Mapped
 // no longer counts it.
