@@ -111,6 +111,7 @@ func (s *Server) publishMemUse() {
 	s.memBudgets.Store(budgetBytes(&s.cfg.Limits))
 	s.memFrame.Store(int64(s.cfg.Limits.MaxFrame))
 	s.memLive.Store(int64(w.Len())*memTimerBytes + int64(w.DataBytes()) + int64(s.core.GroupBytes()))
+	s.memMapped.Store(w.MappedBytes())
 }
 
 // want returns the limit to set now, or 0 for none.

@@ -5,6 +5,8 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
+
+	"github.com/tickwheel/tickwheel/wheel"
 )
 
 // Giving memory back after connections close in numbers.
@@ -88,6 +90,7 @@ func (s *Server) returnMemory(done <-chan struct{}) {
 	t := time.NewTicker(memReturnEvery)
 	defer t.Stop()
 	var m memReturner
+	var dropped droppedWheels
 	samples := heapSamples()
 	s.returnRecovered(samples)
 	for {
@@ -99,6 +102,7 @@ func (s *Server) returnMemory(done <-chan struct{}) {
 		case now := <-t.C:
 			s.memLimit.update(s, now)                    // memlimit.go
 			s.gcPace.update(s, s.memLimit.isLifted(now)) // gcpace.go
+			dropped.check(s, now)
 			if !m.due(now, s.conns.Load(), s.closed.Load(), heapSpan(samples)) {
 				continue
 			}
@@ -109,6 +113,40 @@ func (s *Server) returnMemory(done <-chan struct{}) {
 				"open", s.conns.Load())
 		}
 	}
+}
+
+// A wheel's memory outside the heap (its nodes past the first 2M timers,
+// its big index tables: wheel.MappedBytes) is unmapped by a cleanup once
+// the wheel is collected. A Core a replica replaces (replica.go), with its
+// wheel, is garbage, but an idle server's collector may not run for
+// minutes (or at all while it rests, gcrest.go), and at 100M timers that
+// is 6 GB of RSS held twice. So each second, when the process maps more
+// than the Core's wheel does by droppedMin (a region) or more, and did
+// so at the last look too, a collection runs, at most every
+// memReturnGap: what the difference is (a dropped wheel; a Frozen being
+// encoded; a restore under way) it frees if it can.
+const droppedMin = 14 << 20
+
+// droppedWheels is the state of that check. Owned by returnMemory.
+type droppedWheels struct {
+	seen bool      // the last look saw the difference
+	last time.Time // the last collection it ran
+}
+
+func (d *droppedWheels) check(s *Server, now time.Time) {
+	extra := wheel.MappedBytes() - s.memMapped.Load()
+	if extra < droppedMin {
+		d.seen = false
+		return
+	}
+	if !d.seen || now.Sub(d.last) < memReturnGap {
+		d.seen = true
+		return
+	}
+	d.last = now
+	runtime.GC() // the cleanups of what it found unreachable unmap it after
+	s.log.Info("collected for memory mapped outside the heap that the Core's wheel does not hold",
+		"mapped", extra+s.memMapped.Load(), "wheel", s.memMapped.Load())
 }
 
 // returnRecovered returns to the OS, once, the memory a recovery from a

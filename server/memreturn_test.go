@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tickwheel/tickwheel/protocol"
+	"github.com/tickwheel/tickwheel/wheel"
 )
 
 // TestMemReturnerDue: memory is returned once a quarter of the
@@ -234,4 +235,37 @@ func fillState(t *testing.T, dir string, timers, dataLen int) {
 	}
 	c.conn.Close()
 	stopNow(t, srv)
+}
+
+// TestDroppedWheelMemoryReturned: a wheel the server no longer holds (a
+// replaced Core's; here one built beside the server and dropped) keeps its
+// memory outside the heap until a collection finds it unreachable. With
+// the collector off, as an idle server's may be (gcrest.go), the server's
+// check still runs one, and the memory is unmapped within seconds.
+func TestDroppedWheelMemoryReturned(t *testing.T) {
+	if testing.Short() {
+		t.Skip("adds 2.2M timers to a wheel")
+	}
+	t.Setenv("GOGC", "off") // the server leaves the pace alone (gcpace.go)
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	startServer(t, nil)
+	base := wheel.MappedBytes()
+
+	w, err := wheel.New(0, wheel.Config{})
+	require.NoError(t, err)
+	for i := uint64(0); i < 2_200_000; i++ { // past the 2,097,152 nodes the heap keeps
+		require.NoError(t, w.Add(wheel.Key{Receiver: i % 100, Tid: i}, wheel.Spec{After: 1 + i%1000}))
+	}
+	held := w.MappedBytes()
+	if held == 0 {
+		t.Skip("nothing is mapped outside the heap here")
+	}
+	require.GreaterOrEqual(t, wheel.MappedBytes()-base, held)
+	w = nil
+
+	deadline := time.Now().Add(20 * time.Second)
+	for wheel.MappedBytes() > base && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.LessOrEqual(t, wheel.MappedBytes(), base, "the dropped wheel's %d bytes are unmapped", held)
 }

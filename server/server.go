@@ -119,6 +119,7 @@ type Server struct {
 	// end of each turn (memlimit.go); memLimit is the returning
 	// goroutine's.
 	memBudgets, memLive, memFrame atomic.Int64
+	memMapped                     atomic.Int64 // the Core's wheel's memory outside the heap (memreturn.go)
 	memLimit                      memLimiter
 	gcPace                        gcPacer
 	// recoveredSnapshot is the size of the snapshot New recovered from

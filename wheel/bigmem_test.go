@@ -63,3 +63,29 @@ func TestBigWheelOutsideHeap(t *testing.T) {
 	require.Equal(t, count, r.Len())
 	requireSameState(t, snap, snapshotOf(t, r, 0))
 }
+
+// A wheel's MappedBytes counts its regions and its tables, and is what the
+// process's total grew by when nothing else was mapped meanwhile.
+func TestWheelMappedBytes(t *testing.T) {
+	if m := bigmem.Map(bigmem.HugePage); m == nil {
+		t.Skip("nothing can be mapped outside the heap here")
+	} else {
+		m.Free()
+	}
+	hb, mm := heapBlocks, mapMinEntries
+	heapBlocks, mapMinEntries = 8, 1<<19
+	defer func() { heapBlocks, mapMinEntries = hb, mm }()
+	w, err := New(0, Config{})
+	require.NoError(t, err)
+	require.Zero(t, w.MappedBytes())
+	before := settledMapped() // no other test's wheel left to collect meanwhile
+	for i := uint64(0); i < 300_000; i++ {
+		require.NoError(t, w.Add(Key{i % 100, i}, Spec{After: 1 + i%1000}))
+		if i%50_000 == 0 {
+			require.Equal(t, bigmem.Mapped()-before, w.MappedBytes(), "after %d adds", i)
+		}
+	}
+	require.Equal(t, bigmem.Mapped()-before, w.MappedBytes())
+	require.Greater(t, w.MappedBytes(), int64(regionBytes))
+	runtime.KeepAlive(w)
+}

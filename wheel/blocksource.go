@@ -43,6 +43,7 @@ type blockSource struct {
 	region *bigmem.Mem   // the region being carved, nil before the first
 	next   int           // the region's next block
 	ahead  []*bigmem.Mem // regions mapped ahead (reserve), for the next ones
+	mapped int64         // bytes of the regions mapped for this slab
 }
 
 // reserve maps ahead the regions that blocks in all will take, so that a
@@ -65,6 +66,7 @@ func (s *blockSource) reserve(blocks int) (ahead []*bigmem.Mem, first int) {
 			break
 		}
 		s.ahead = append(s.ahead, m)
+		s.mapped += int64(regionBytes)
 	}
 	return s.ahead, from
 }
@@ -76,8 +78,8 @@ func (s *blockSource) block() (*[blockPages]cowPage[node], *bigmem.Mem) {
 	if s.made > heapBlocks && (s.region == nil || s.next == regionBlocks) {
 		if len(s.ahead) > 0 {
 			s.region, s.ahead = s.ahead[0], s.ahead[1:]
-		} else {
-			s.region = bigmem.Map(regionBytes)
+		} else if s.region = bigmem.Map(regionBytes); s.region != nil {
+			s.mapped += int64(regionBytes)
 		}
 		s.next = 0
 	}
@@ -87,6 +89,20 @@ func (s *blockSource) block() (*[blockPages]cowPage[node], *bigmem.Mem) {
 	b := s.region.Bytes()[uintptr(s.next)*blockBytes:][:blockBytes]
 	s.next++
 	return (*[blockPages]cowPage[node])(unsafe.Pointer(unsafe.SliceData(b))), s.region
+}
+
+// MappedBytes returns the bytes of w's memory mapped outside the Go heap:
+// its regions of nodes and its index tables (the process's total is
+// MappedBytes). The rest of the total is wheels dropped and not collected
+// yet, Frozens of them not released, or restores under way.
+func (w *Wheel) MappedBytes() int64 {
+	n := w.nodes.src.mapped
+	for _, m := range [...]*bigmem.Mem{w.index.table.mem, w.index.old.mem} {
+		if m != nil {
+			n += int64(len(m.Bytes()))
+		}
+	}
+	return n
 }
 
 // MappedBytes returns the bytes the process's wheels hold outside the Go
