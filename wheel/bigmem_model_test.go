@@ -19,18 +19,9 @@ import (
 // may reuse its addresses and a stale pointer would go unnoticed. It skips
 // t where nothing can be mapped outside the heap.
 func lowBigMem(t *testing.T) {
-	if m := bigmem.Map(bigmem.HugePage); m == nil {
-		t.Skip("nothing can be mapped outside the heap here")
-	} else {
-		m.Free()
-	}
-	hb, mm := heapBlocks, mapMinEntries
-	heapBlocks, mapMinEntries = 0, minIndexSize
+	withMapping(t, 0, minIndexSize)
 	poisoned := bigmem.SetPoison(true)
-	t.Cleanup(func() {
-		heapBlocks, mapMinEntries = hb, mm
-		bigmem.SetPoison(poisoned)
-	})
+	t.Cleanup(func() { bigmem.SetPoison(poisoned) })
 }
 
 // settledMapped returns Mapped once collections no longer change it: the

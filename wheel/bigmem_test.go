@@ -9,6 +9,20 @@ import (
 	"github.com/tickwheel/tickwheel/wheel/internal/bigmem"
 )
 
+// withMapping skips t where nothing can be mapped outside the heap, and
+// sets heapBlocks and mapMinEntries to hb and mm until t ends.
+func withMapping(t *testing.T, hb int, mm uint64) {
+	t.Helper()
+	if m := bigmem.Map(bigmem.HugePage); m == nil {
+		t.Skip("nothing can be mapped outside the heap here")
+	} else {
+		m.Free()
+	}
+	oldHB, oldMM := heapBlocks, mapMinEntries
+	heapBlocks, mapMinEntries = hb, mm
+	t.Cleanup(func() { heapBlocks, mapMinEntries = oldHB, oldMM })
+}
+
 // A wheel past its first heapBlocks blocks keeps its nodes outside the Go
 // heap, and an index of mapMinEntries or more too (both set low here); once a move ends, the old
 // table's memory is unmapped (Mapped counts exactly the regions and the
@@ -16,14 +30,7 @@ import (
 // the wheel is dropped and collected (its blocks keep their regions mapped),
 // and restores to the same timers.
 func TestBigWheelOutsideHeap(t *testing.T) {
-	if m := bigmem.Map(bigmem.HugePage); m == nil {
-		t.Skip("nothing can be mapped outside the heap here")
-	} else {
-		m.Free()
-	}
-	hb, mm := heapBlocks, mapMinEntries
-	heapBlocks, mapMinEntries = 64, 1<<19
-	defer func() { heapBlocks, mapMinEntries = hb, mm }()
+	withMapping(t, 64, 1<<19)
 	before := bigmem.Mapped()
 	w, err := New(0, Config{})
 	require.NoError(t, err)
@@ -67,14 +74,7 @@ func TestBigWheelOutsideHeap(t *testing.T) {
 // A wheel's MappedBytes counts its regions and its tables, and is what the
 // process's total grew by when nothing else was mapped meanwhile.
 func TestWheelMappedBytes(t *testing.T) {
-	if m := bigmem.Map(bigmem.HugePage); m == nil {
-		t.Skip("nothing can be mapped outside the heap here")
-	} else {
-		m.Free()
-	}
-	hb, mm := heapBlocks, mapMinEntries
-	heapBlocks, mapMinEntries = 8, 1<<19
-	defer func() { heapBlocks, mapMinEntries = hb, mm }()
+	withMapping(t, 8, 1<<19)
 	w, err := New(0, Config{})
 	require.NoError(t, err)
 	require.Zero(t, w.MappedBytes())

@@ -5,8 +5,6 @@ import (
 	"runtime/metrics"
 	"strconv"
 	"testing"
-
-	"github.com/tickwheel/tickwheel/wheel/internal/bigmem"
 )
 
 // TestIndexChurn drives the index alone against a Go map through long runs
@@ -363,14 +361,7 @@ func TestIndexGrowsOutsideTheHeap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("adds 600k timers")
 	}
-	if m := bigmem.Map(bigmem.HugePage); m == nil {
-		t.Skip("nothing can be mapped outside the heap here")
-	} else {
-		m.Free()
-	}
-	mm := mapMinEntries
-	mapMinEntries = 1 << 20
-	defer func() { mapMinEntries = mm }()
+	withMapping(t, heapBlocks, 1<<20)
 	w := newWheel(t, 0, Config{})
 	x := &w.index
 	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
