@@ -8,8 +8,8 @@ import (
 )
 
 // cowArray is the storage of the slab's nodes and of the extras: items
-// addressed by uint32 index, in pages of pageLen items, references to the
-// pages in blocks of blockPages. Growing appends a block (all its pages
+// addressed by uint32 index, in pages of pageLen items, grouped in blocks
+// of blockPages pages with each page's epoch. Growing appends a block (all its pages
 // allocated at once; the slab's in one allocation, see grow) and never
 // moves an item, so a wheel of millions of
 // timers grows without copying them.
@@ -50,8 +50,8 @@ type cowArray[T any] struct {
 // exactly one of the Go allocator's size classes, and small, because a
 // turn that writes to many random timers during a snapshot (a level-1 slot
 // of 50k timers coming down the wheel) copies a page per timer: 45 MB for
-// 50k at 896 bytes, against 200 MB at 4 KiB. A block holds 128 references
-// (2 KiB).
+// 50k at 896 bytes, against 200 MB at 4 KiB. A block holds 128 pages'
+// epochs (512 bytes), and their pointers when they are not one allocation.
 const (
 	pageShift  = 4
 	pageLen    = 1 << pageShift
@@ -63,29 +63,54 @@ const (
 // cowPage is pageLen items.
 type cowPage[T any] [pageLen]T
 
-// pageRef is a page and the epoch it was made in (copied, or allocated).
-// Side by side, so that at reads one cache line for both.
-type pageRef[T any] struct {
-	p     *cowPage[T]
-	epoch uint32
-}
-
-// cowBlock holds blockPages pages. Its epoch is the one it was made in:
-// a block of an older epoch may be in a reader's list, so own copies it
-// before changing one of its refs' pages (a ref's epoch it changes in
-// place: readers read only the page pointers).
+// cowBlock holds blockPages pages and each page's epoch: the one it was
+// made in (copied, or allocated) or last adopted into (own). The block's
+// own epoch is the one it was made in: a block of an older epoch may be in
+// a reader's list, so own copies it (and its refs) before changing one of
+// its pages' pointers (a page's epoch it changes in place: readers read
+// only the pages).
+//
+// A block made whole by grow (the slab's) has its pages in all, side by
+// side, and no refs: page p is &all[p], always, since its pages are never
+// copied. Its pages' epochs are then its only per-page state: 4 bytes a
+// page of 16 nodes, where a pointer and an epoch (16 bytes) a page had
+// cost a big wheel about 1 byte a timer of heap, and as much again of the
+// collector's room over it (0.85 GB at 100M timers). A block of pages
+// allocated one by one (the extras', copied on write) holds them in refs.
 type cowBlock[T any] struct {
-	pages [blockPages]pageRef[T]
-	epoch uint32
+	epochs [blockPages]uint32
+	epoch  uint32
+	refs   *[blockPages]*cowPage[T] // the pages when all is nil
 	// all is the block's pages as one allocation, when grow made them
-	// together (the slab's, never copied: pages[p].p == &all[p] always),
-	// so that a read finds a node without loading its page's ref, a cache
-	// miss of its own in a big wheel; nil otherwise.
+	// together (the slab's, never copied), so that a read finds a node
+	// without loading a page pointer, a cache miss of its own in a big
+	// wheel; nil otherwise.
 	all *[blockPages]cowPage[T]
 	// keep is the memory all lies in when that is outside the Go heap
 	// (bigmem): held by every block in it, so that it is unmapped only once
 	// no block is reachable, the Frozens' included. nil otherwise.
 	keep *bigmem.Mem
+}
+
+// page returns page p of the block.
+func (b *cowBlock[T]) page(p uint32) *cowPage[T] {
+	if b.all != nil {
+		return &b.all[p]
+	}
+	return b.refs[p]
+}
+
+// clone returns a copy of b in epoch e for the owner to change, with refs
+// of its own (a reader holding b goes on reading b's).
+func (b *cowBlock[T]) clone(e uint32) *cowBlock[T] {
+	nb := new(cowBlock[T])
+	*nb = *b
+	nb.epoch = e
+	if b.refs != nil {
+		refs := *b.refs
+		nb.refs = &refs
+	}
+	return nb
 }
 
 // len returns the number of items the array has room for.
@@ -111,14 +136,14 @@ func locate(i uint32) (block, page, item uint32) {
 // once no reader holds it.
 func (a *cowArray[T]) grow(all *[blockPages]cowPage[T], keep *bigmem.Mem) {
 	b := &cowBlock[T]{epoch: a.epoch, all: all, keep: keep}
-	for p := range b.pages {
-		var pg *cowPage[T]
-		if all != nil {
-			pg = &all[p]
-		} else {
-			pg = new(cowPage[T])
+	for p := range b.epochs {
+		b.epochs[p] = a.epoch
+	}
+	if all == nil {
+		b.refs = new([blockPages]*cowPage[T])
+		for p := range b.refs {
+			b.refs[p] = new(cowPage[T])
 		}
-		b.pages[p] = pageRef[T]{p: pg, epoch: a.epoch}
 	}
 	a.blocks = append(a.blocks, b)
 }
@@ -127,7 +152,7 @@ func (a *cowArray[T]) grow(all *[blockPages]cowPage[T], keep *bigmem.Mem) {
 // what a reader sees. i must be below len.
 func (a *cowArray[T]) get(i uint32) *T {
 	b, p, j := locate(i)
-	return &a.blocks[b].pages[p].p[j]
+	return &a.blocks[b].page(p)[j]
 }
 
 // at returns item i for reading and writing, copying its page first if a
@@ -135,40 +160,42 @@ func (a *cowArray[T]) get(i uint32) *T {
 // below len.
 func (a *cowArray[T]) at(i uint32) *T {
 	bi, pi, j := locate(i)
-	r := &a.blocks[bi].pages[pi]
-	if r.epoch != a.epoch {
-		r = a.own(bi, pi, false)
+	b := a.blocks[bi]
+	if b.epochs[pi] != a.epoch {
+		return &a.own(bi, pi, false)[j]
 	}
-	return &r.p[j]
+	return &b.page(pi)[j]
 }
 
-// own makes page pi of block bi the owner's to write, and returns its ref:
+// own makes page pi of block bi the owner's to write, and returns it:
 // with no reader, or when inPlace says no reader will read the page again
 // (the slab's write barrier encoded it: barrier.go), the page as it is,
 // adopted into the current epoch; otherwise a copy of it (and of its
-// block, when that is older too).
-func (a *cowArray[T]) own(bi, pi uint32, inPlace bool) *pageRef[T] {
+// block, when that is older too). A block made whole (all) is never
+// copied: only inPlace may be asked of it.
+func (a *cowArray[T]) own(bi, pi uint32, inPlace bool) *cowPage[T] {
 	b := a.blocks[bi]
 	if a.pins == nil || a.pins.Load() == 0 {
-		b.epoch, b.pages[pi].epoch = a.epoch, a.epoch
-		return &b.pages[pi]
+		b.epoch, b.epochs[pi] = a.epoch, a.epoch
+		return b.page(pi)
 	}
 	if inPlace {
-		// The block may be in a reader's list: only the ref's epoch, which
+		// The block may be in a reader's list: only the page's epoch, which
 		// no reader reads, changes.
-		b.pages[pi].epoch = a.epoch
-		return &b.pages[pi]
+		b.epochs[pi] = a.epoch
+		return b.page(pi)
+	}
+	if b.all != nil {
+		panic("wheel: a copy on write of a page of a block made whole")
 	}
 	if b.epoch != a.epoch {
-		nb := new(cowBlock[T])
-		*nb = *b
-		nb.epoch = a.epoch
-		a.blocks[bi], b = nb, nb
+		b = b.clone(a.epoch)
+		a.blocks[bi] = b
 	}
 	np := new(cowPage[T])
-	*np = *b.pages[pi].p
-	b.pages[pi] = pageRef[T]{p: np, epoch: a.epoch}
-	return &b.pages[pi]
+	*np = *b.refs[pi]
+	b.refs[pi], b.epochs[pi] = np, a.epoch
+	return np
 }
 
 // freeze returns the blocks as they stand for a reader, which must count
@@ -186,11 +213,10 @@ func (a *cowArray[T]) freeze(keep uint32) []*cowBlock[T] {
 	out := slices.Clone(a.blocks)
 	for bi := range (keep + blockLen - 1) / blockLen {
 		own := a.blocks[bi]
-		b := *own // the reader's block: the same pages, its own refs
-		out[bi] = &b
+		out[bi] = own.clone(own.epoch) // the reader's block: the same pages, its own refs
 		own.epoch = a.epoch
 		for p := range min(blockPages, keep/pageLen-bi*blockPages) {
-			own.pages[p].epoch = a.epoch
+			own.epochs[p] = a.epoch
 		}
 	}
 	return out
@@ -199,5 +225,5 @@ func (a *cowArray[T]) freeze(keep uint32) []*cowBlock[T] {
 // frozenGet returns item i of the blocks a freeze returned.
 func frozenGet[T any](blocks []*cowBlock[T], i uint32) *T {
 	b, p, j := locate(i)
-	return &blocks[b].pages[p].p[j]
+	return &blocks[b].page(p)[j]
 }

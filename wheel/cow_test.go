@@ -176,10 +176,10 @@ func TestFreezeInterleaved(t *testing.T) {
 			}
 			require.Zero(t, w.frz.pins.Load())
 			// Released: the wheel writes its pages in place again.
-			before := w.nodes.arr.blocks[len(w.nodes.arr.blocks)-1].pages[blockPages-1].p
+			before := w.nodes.arr.blocks[len(w.nodes.arr.blocks)-1].page(blockPages - 1)
 			w.nodes.at(w.nodes.arr.len()-1).due++
 			w.nodes.at(w.nodes.arr.len()-1).due--
-			require.Same(t, before, w.nodes.arr.blocks[len(w.nodes.arr.blocks)-1].pages[blockPages-1].p)
+			require.Same(t, before, w.nodes.arr.blocks[len(w.nodes.arr.blocks)-1].page(blockPages-1))
 		})
 	}
 }
@@ -199,8 +199,8 @@ func TestFreezeSavesWrittenNodes(t *testing.T) {
 	pages := func(bl []*cowBlock[node]) []*cowPage[node] {
 		var out []*cowPage[node]
 		for _, b := range bl {
-			for _, r := range b.pages {
-				out = append(out, r.p)
+			for p := range uint32(blockPages) {
+				out = append(out, b.page(p))
 			}
 		}
 		return out
@@ -236,7 +236,7 @@ func TestFreezeWaitsForPageBeingCopied(t *testing.T) {
 	i := w.index.find(Key{1, 100})
 	p := i / pageLen
 	require.Zero(t, f.bar.claimPage(p)) // as the encoder does before copying it
-	before := w.nodes.arr.blocks[0].pages[p].p
+	before := w.nodes.arr.blocks[0].page(p)
 	var copied atomic.Bool
 	go func() {
 		time.Sleep(20 * time.Millisecond)
@@ -245,7 +245,7 @@ func TestFreezeWaitsForPageBeingCopied(t *testing.T) {
 	}()
 	require.NoError(t, w.Pause(Key{1, 100}))
 	require.True(t, copied.Load(), "the write waited for the encoder's copy")
-	require.Same(t, before, w.nodes.arr.blocks[0].pages[p].p, "written in place")
+	require.Same(t, before, w.nodes.arr.blocks[0].page(p), "written in place")
 	require.Equal(t, uint32(markPaused), w.nodes.get(i).wprev)
 }
 
@@ -304,10 +304,11 @@ func TestSlabBlockIsOneAllocation(t *testing.T) {
 	together := func() {
 		t.Helper()
 		for bi, b := range w.nodes.arr.blocks {
-			base := uintptr(unsafe.Pointer(b.pages[0].p))
+			require.Nil(t, b.refs, "block %d: a slab block holds no page pointers", bi)
+			base := uintptr(unsafe.Pointer(b.page(0)))
 			require.Equal(t, base, uintptr(unsafe.Pointer(b.all)), "block %d: slab.get reads its nodes through all", bi)
-			for p, r := range b.pages {
-				require.Equal(t, base+uintptr(p)*unsafe.Sizeof(cowPage[node]{}), uintptr(unsafe.Pointer(r.p)),
+			for p := range uint32(blockPages) {
+				require.Equal(t, base+uintptr(p)*unsafe.Sizeof(cowPage[node]{}), uintptr(unsafe.Pointer(b.page(p))),
 					"block %d page %d is not in the block's allocation", bi, p)
 			}
 		}

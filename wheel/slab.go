@@ -135,28 +135,28 @@ func (s *slab) atOr(i uint32, slow func(s *slab, i uint32) *node) *node {
 func (s *slab) stale(i uint32) *node {
 	s.pruneBars()
 	bi, pi, j := locate(i)
-	if s.arr.blocks[bi].pages[pi].epoch != s.arr.epoch {
+	if s.arr.blocks[bi].epochs[pi] != s.arr.epoch {
 		s.own(bi, pi, j)
 	}
 	return s.get(i)
 }
 
-// own returns the ref of page pi of block bi, stale, for a write to its
+// own returns page pi of block bi, stale, for a write to its
 // node j: after the write barrier (serialize) saved the node for the
 // Frozens that need it, the page as it is, adopted into the current epoch
 // once none needs anything more of it (until then every write asks
 // again). A node page is never copied while pinned: the caller may hold
 // pointers into it from earlier in the same operation.
-func (s *slab) own(bi, pi, j uint32) *pageRef[node] {
+func (s *slab) own(bi, pi, j uint32) *cowPage[node] {
 	a := &s.arr
 	if len(s.bars) == 0 || a.pins == nil || a.pins.Load() == 0 {
 		return a.own(bi, pi, true)
 	}
-	r := &a.blocks[bi].pages[pi]
-	if s.serialize(bi<<blockShift|pi, j, r.p) {
+	pg := a.blocks[bi].page(pi)
+	if s.serialize(bi<<blockShift|pi, j, pg) {
 		return a.own(bi, pi, true)
 	}
-	return r
+	return pg
 }
 
 // get returns the node at index i, only to read (see cowArray.get),

@@ -400,7 +400,7 @@ func (f *Frozen) appendRecords(dst []byte, stop int) []byte {
 
 // frozenPage returns page p of the blocks a freeze returned.
 func frozenPage[T any](blocks []*cowBlock[T], p uint32) *cowPage[T] {
-	return blocks[p>>blockShift].pages[p&(blockPages-1)].p
+	return blocks[p>>blockShift].page(p & (blockPages - 1))
 }
 
 // SetDigest puts the Frozen in digest mode, before the first AppendNext:
