@@ -30,14 +30,16 @@ import (
 // When live entries and tombstones would pass 3/4, the index moves to a new
 // table (twice the size when the live entries are above 3/8, else the same
 // size, without the tombstones), incrementally: the old table is kept, and
-// each reserve (each insertion) moves the entries of the next migrateStep
-// positions of the old table into the new one, leaving tombstones behind
-// so that the old table's probe runs stay whole. Until the last position is
-// moved, lookups probe the new table, then the old; insertions go to the
-// new. Rehashing every entry in one call took 733 ms at 10M timers, a
-// growing wheel's turn far over a tick; now no insertion moves more than
-// migrateStep entries. migrateStep positions per insertion finish the move
-// well before the new table could fill (see reserve).
+// each reserve (each insertion) walks the next migrateStep nodes of the
+// slab, putting the key of each live one in the new table. The walk goes
+// in the slab's order, so its node reads are sequential (in the old
+// table's order, each was a random node, a TLB miss in a big slab); the
+// old table is left as it was, its entries of nodes the walk has passed
+// stale. Until the walk reaches the slab's high-water mark at the start,
+// lookups probe the new table, then the old one (passing its stale
+// entries); insertions go to the new. Rehashing every entry in one call
+// took 733 ms at 10M timers, a growing wheel's turn far over a tick; now
+// no insertion moves more than migrateStep entries (see reserve).
 //
 // # Where a big table lives
 //
@@ -61,15 +63,19 @@ type index struct {
 	tombs uint32 // tombstones in table
 	nodes *slab
 	// old is the table being moved from (no chunks: none), oldMask its
-	// mask, oldLive its live entries and moved the positions already moved.
+	// mask, oldLive its live entries not moved yet. The move walks the
+	// slab, not the old table: the nodes below cursor are moved (a live
+	// one's entry is in table); a live node from cursor to end (the slab's
+	// high-water mark when the move started) has its entry in old, unless
+	// fresh says it was handed out since the move started (then in table).
+	// An old entry of a node below cursor is stale: look-ups pass it.
 	old     itable
 	oldMask uint64
 	oldLive uint32
-	moved   uint64
-	// runStart is where the old table's probe run that reaches moved
-	// starts: positions runStart..moved-1 are all tombstones, and
-	// runStart-1, when runStart > 0, is empty (see probeOld).
-	runStart uint64
+	cursor  uint32
+	end     uint32
+	step    uint32   // the nodes each reserve walks (stepFor)
+	fresh   []uint64 // a bit per node below end; nil until a node below end is handed out while moving
 }
 
 // itable is an index table: a power of two of entries, in chunks of
@@ -194,8 +200,8 @@ func hash(k Key) uint64 {
 	return h
 }
 
-// migrateStep is how many positions of the old table each reserve moves
-// while the index is moving to a new table (see reserve for why 4).
+// migrateStep is how many nodes of the slab each reserve moves while the
+// index is moving to a new table (see reserve for why 4).
 const migrateStep = 4
 
 // inOld marks a position lookup returns in the old table (while moving).
@@ -204,16 +210,20 @@ const inOld = 1 << 63
 // reserve makes room for one more entry, so that a position returned by
 // lookup stays valid for insertAt: live entries and tombstones together stay
 // at most 3/4 of the table, so every probe run ends. While moving to a new
-// table it moves the next migrateStep positions of the old one; otherwise,
-// when the entry would pass 3/4, it starts a move.
+// table it moves the next migrateStep nodes of the slab; otherwise, when
+// the entry would pass 3/4, it starts a move.
 //
 // Why migrateStep = 4 suffices: a move starts with L live entries, at most
-// 3/4 of the old table's size S. Growing (L above 3/8 S), the new table has
-// 2S entries and the move ends after S/4 insertions, so the new table then
-// holds at most L + S/4 <= S entries, half of it. Rebuilt at the same size
-// (L at most 3/8 S), at most 3/8 S + S/4 = 5/8 S. Either way below 3/4, so no
-// move starts while one is going on; the check below finishes a move at
-// once if that ever failed to hold, which the arithmetic rules out.
+// 3/4 of the old table's size S, and walks the slab up to its high-water
+// mark, at most about 3/4 S too (tagShiftFor: no table is smaller than
+// the one before, each holds at most 3/4 of its size, and the slab hands
+// out the lowest free node), so it ends within about 3/16 S insertions.
+// Growing (L above 3/8 S), the new table has 2S entries and then holds at
+// most L + 3/16 S < S entries, half of it. Rebuilt at the same size (L at
+// most 3/8 S), at most 3/8 S + 3/16 S = 9/16 S. Either way below 3/4, so
+// no move starts while one is going on. A slab whose high-water mark is
+// far above that walks more nodes a reserve (stepFor); and the check
+// below finishes a move at once if the table ever were to pass 3/4.
 //
 // It also makes the table's node indices hold the next one the slab
 // hands out (at most its high-water mark): see widen. Here rather than in
@@ -223,11 +233,11 @@ func (x *index) reserve() {
 		x.widen(uint32(bits.Len32(n)))
 	}
 	if x.moving() {
-		x.migrate(migrateStep)
+		x.migrate(x.step)
 		if !x.moving() || x.fits() {
 			return
 		}
-		x.migrate(x.oldMask + 1)
+		x.migrate(x.end)
 	}
 	if x.fits() {
 		return
@@ -236,9 +246,25 @@ func (x *index) reserve() {
 	if uint64(x.count+1)*8 > size*3 { // live entries above half the limit: grow
 		size *= 2
 	}
-	x.old, x.oldMask, x.oldLive, x.moved, x.runStart = x.table, x.mask, x.count, 0, 0
+	x.old, x.oldMask, x.oldLive = x.table, x.mask, x.count
+	x.cursor, x.end = x.nodes.nsent, x.nodes.n
 	x.table, x.mask, x.tombs = x.newTable(size), size-1, 0
-	x.migrate(migrateStep)
+	x.step = x.stepFor()
+	x.migrate(x.step)
+}
+
+// stepFor returns how many nodes each reserve walks in the move just
+// started: migrateStep, or more when the slab's high-water mark is far
+// above the live entries (a slab that held many more timers than the
+// index does now, or nodes kept with no key, TestIndexWiden), so that the
+// walk ends within half the insertions the table can take before 3/4.
+func (x *index) stepFor() uint32 {
+	room := (x.mask+1)*3/4 - uint64(x.count) - 1
+	walk := uint64(x.end - x.cursor)
+	if room < 2 {
+		return max(x.end-x.cursor, 1)
+	}
+	return uint32(max(migrateStep, (walk+room/2-1)/(room/2)))
 }
 
 // fits reports whether the table has room for one more entry within 3/4.
@@ -246,51 +272,67 @@ func (x *index) fits() bool {
 	return uint64(x.count-x.oldLive+x.tombs+1)*4 <= (x.mask+1)*3
 }
 
-// migrate moves the live entries of the next k positions of the old table
-// into the table, leaving tombstones, and drops the old table after its last
-// position. Each entry moved reads its node for the key's hash. It keeps
-// runStart: an empty position moved ends the run that reaches moved.
+// migrate moves the next k nodes of the slab (up to end): each live one
+// (not marked free: every node the slab handed out and did not get back
+// has a key in the index, Add inserting it in the call that takes the
+// node) not handed out since the move started has its entry put in the table,
+// and drops the old table once the walk reaches end. The old table is
+// left as it is: its entries of the nodes below cursor are stale from
+// then on, and look-ups pass them (probeOld).
 //
-// In the same pass it asks the CPU for the nodes of the live entries of
-// the k positions after those, which the next migrate reads: in old-table
-// order they lie anywhere in the slab, a cache miss each, and the
-// insertions between two migrates give the loads time to land (a
-// pipelined client's adds spent a fifth of their CPU in migrate's node
-// reads while the index doubled). One walk of the chunk serves both, where
-// a second loop (prefetchMoving) read the positions again.
-func (x *index) migrate(k uint64) {
-	size, im := x.oldMask+1, x.old.imask
-	end := min(x.moved+k, size)
-	ahead := min(end+k, size)
-	for p := x.moved; p < ahead; {
-		c := x.old.c[p>>chunkShift]
-		base := p &^ chunkMask
-		stop := min(ahead-base, uint64(len(c)))
-		move := min(max(end, p)-base, stop) // positions below base+move are moved
-		j := p - base
-		for ; j < move; j++ {
-			switch e := c[j]; e {
-			case 0:
-				x.runStart = base + j + 1
-			case tomb:
-			default:
-				c[j] = tomb
-				x.oldLive--
-				x.put(x.nodes.get(e&im), e&im)
-			}
-		}
-		for ; j < stop; j++ {
-			if e := c[j]; e > tomb {
-				prefetch(unsafe.Pointer(x.nodes.get(e & im)))
-			}
-		}
-		p = base + stop
+// Why the slab's order: the nodes are read one after the other, the
+// cache's and the TLB's best case, where a walk of the old table in its
+// order read each moved entry's node at random for its key's hash: a
+// TLB miss each in a big slab, which made a pipelined add into a growing
+// index cost 5-9% more CPU than the one-call rehash before the move was
+// incremental (docs/BENCHMARKS.md). The price: while moving, the look-up
+// of a key not in the table probes the old table's whole run.
+func (x *index) migrate(k uint32) {
+	stop := x.end
+	if k < x.end-x.cursor {
+		stop = x.cursor + k
 	}
-	x.moved = end
-	if end == size {
+	for i := x.cursor; i < stop; i++ {
+		if n := x.nodes.get(i); n.wprev != markFree && !x.isFresh(i) {
+			x.oldLive--
+			x.put(n, i)
+		}
+	}
+	x.cursor = stop
+	if stop == x.end {
 		x.old.mem.Free()
-		x.old, x.oldMask, x.oldLive, x.moved, x.runStart = itable{}, 0, 0, 0, 0
+		x.old, x.oldMask, x.oldLive, x.cursor, x.end, x.step, x.fresh = itable{}, 0, 0, 0, 0, 0, nil
 	}
+}
+
+// isFresh reports whether node i was handed out since the move started,
+// below end: its key went to the table.
+func (x *index) isFresh(i uint32) bool {
+	w := i / 64
+	return w < uint32(len(x.fresh)) && x.fresh[w]&(1<<(i%64)) != 0
+}
+
+// noteNew is called for each node i the slab hands out for a key the
+// index gets (Add): while moving, one at or past cursor and below end
+// (end is 0 but while moving) is fresh (markFresh).
+func (x *index) noteNew(i uint32) {
+	if i < x.end && i >= x.cursor {
+		x.markFresh(i)
+	}
+}
+
+// markFresh notes that node i, at or past cursor and below end, was
+// handed out while moving (noteNew): the walk must not put its key in the
+// table again when it reaches it, and the old table holds no entry of it
+// (its last key's entry was deleted, a tombstone, when it was freed).
+// Out of line, so that insertAt stays inlined into Add.
+//
+//go:noinline
+func (x *index) markFresh(i uint32) {
+	if x.fresh == nil {
+		x.fresh = make([]uint64, x.end/64+1)
+	}
+	x.fresh[i/64] |= 1 << (i % 64)
 }
 
 // lookup returns k's position and node index, or, when k is absent, the
@@ -345,48 +387,22 @@ func (x *index) lookupOld(k Key, h, free uint64) (pos uint64, i uint32) {
 	return free, 0
 }
 
-// probeOld looks k up in the old table while moving, as probe does, and
-// returns 0 for its node index when k is not there. Positions below moved
-// hold no live entry, and the old table never gets an empty position back
-// (deletions and moves leave tombstones): so k, if present, sits in the
-// unbroken run from its home to moved and on. A home below runStart has an
-// empty position before moved: k is absent, with nothing read. A home from
-// runStart to moved probes from moved on, past the tombstones.
+// probeOld looks k up in the old table while moving, from its home, as
+// probe does, passing the stale entries (of nodes below cursor, moved
+// already), and returns 0 for its node index when k is not there.
 func (x *index) probeOld(k Key, h uint64) (pos uint64, i uint32) {
-	p := h & x.oldMask
-	if p < x.moved {
-		if p < x.runStart {
-			return 0, 0
-		}
-		p = x.moved
-	}
-	return x.probe(&x.old, x.oldMask, k, h, p)
-}
-
-// probe looks k up in table t of mask m from position p (k's home, or a
-// later position of its probe run), as lookupHash describes. It reads the
-// entries through the sub-slice of one chunk at a time: a probe run rarely
-// crosses a chunk, and within one each entry costs one load and no bounds
-// check beyond the loop's.
-func (x *index) probe(t *itable, m uint64, k Key, h uint64, p uint64) (pos uint64, i uint32) {
+	t, m := &x.old, x.oldMask
 	im := t.imask
 	tg := tag(h, im)
-	free := noPos
-	for {
+	for p := h & m; ; {
 		c := t.c[p>>chunkShift]
 		base := p &^ chunkMask
 		for j := p - base; j < uint64(len(c)); j++ {
 			e := c[j]
-			if e <= tomb { // empty or a tombstone
-				if free == noPos {
-					free = base + j
-				}
-				if e == 0 {
-					return free, 0
-				}
-				continue
+			if e == 0 {
+				return 0, 0
 			}
-			if e^tg > im {
+			if e == tomb || e^tg > im || e&im < x.cursor {
 				continue
 			}
 			if n := x.nodes.get(e & im); n.receiver == k.Receiver && n.tid == k.Tid {

@@ -48,16 +48,19 @@ func TestIndexChurn(t *testing.T) {
 			t.Fatalf("round %d: %d of %d entries used, above 3/4", round, used, int(x.table.len()))
 		}
 		oldLive := 0
-		for p, e := range flat(&x.old) {
-			if e != 0 && e != tomb {
-				if uint64(p) < x.moved {
-					t.Fatalf("round %d: old position %d below the moved mark %d still holds %#x", round, p, x.moved, e)
+		for _, e := range flat(&x.old) {
+			if e != 0 && e != tomb && e&x.old.imask >= x.cursor { // below cursor: stale, moved
+				if x.isFresh(e & x.old.imask) {
+					t.Fatalf("round %d: the old table holds an entry of fresh node %d", round, e&x.old.imask)
 				}
 				oldLive++
 			}
 		}
 		if oldLive != int(x.oldLive) {
 			t.Fatalf("round %d: %d live entries in the old table, counted %d", round, oldLive, x.oldLive)
+		}
+		if inTable := liveEntries(flat(&x.table)); inTable+oldLive != len(live) {
+			t.Fatalf("round %d: %d entries in the table and %d in the old one for %d keys", round, inTable, oldLive, len(live))
 		}
 		for k, i := range live {
 			if _, got := x.lookup(k); got != i {
@@ -195,7 +198,7 @@ func TestIndexGrowthSpread(t *testing.T) {
 	// through each move as well.
 	for range 3000 {
 		add(1_000_000)
-		if x.moving() && x.moved > 0 && x.moved < x.old.len()/2 && tid%7 == 0 {
+		if x.moving() && x.cursor-x.nodes.nsent < (x.end-x.nodes.nsent)/2 && tid%7 == 0 {
 			check()
 		}
 	}
@@ -399,30 +402,20 @@ func TestIndexGrowsOutsideTheHeap(t *testing.T) {
 }
 
 // TestIndexLookupWhileMoving checks every key after each insertion of a move
-// to a new table, and after deletions from the old one: a key whose home in
-// the old table is below the moved mark but whose probe run reaches past it
-// is found there (probeOld skips only homes whose run ends before the mark,
-// and probes the rest from the mark on), and absent keys are not found. The
-// old table is filled to 3/4 first, where probe runs are longest.
+// to a new table, and after deletions from the old one: a key of a node the
+// walk has not reached is found in the old table, past the stale entries of
+// the nodes it has; a key whose node it has, in the table; absent keys
+// nowhere. The old table is filled to 3/4 first, where probe runs are
+// longest.
 func TestIndexLookupWhileMoving(t *testing.T) {
 	ih := newIndexHarness(t)
 	x, live := &ih.x, ih.live
 	rng := rand.New(rand.NewPCG(3, 4))
 	add := func() { ih.add(Key{rng.Uint64N(8), rng.Uint64()}, nil) }
 	check := func(when string) {
-		if x.moving() {
-			for p := x.runStart; p < x.moved; p++ {
-				if *x.old.at(p) == 0 {
-					t.Fatalf("%s: old position %d, between runStart %d and moved %d, is empty", when, p, x.runStart, x.moved)
-				}
-			}
-			if x.runStart > 0 && *x.old.at(x.runStart - 1) != 0 {
-				t.Fatalf("%s: old position %d, before runStart, is not empty", when, x.runStart-1)
-			}
-		}
 		for k, i := range live {
 			if _, got := x.lookup(k); got != i {
-				t.Fatalf("%s: lookup %v = %d, want %d (moved %d of %d)", when, k, got, i, x.moved, x.oldMask+1)
+				t.Fatalf("%s: lookup %v = %d, want %d (walked to %d of %d)", when, k, got, i, x.cursor, x.end)
 			}
 		}
 		for range 300 {
@@ -490,6 +483,7 @@ func (ih *indexHarness) add(k Key, afterReserve func()) {
 	n := ih.s.at(i)
 	n.receiver, n.tid, n.wprev = k.Receiver, k.Tid, 0
 	ih.x.insertAt(pos, h, i)
+	ih.x.noteNew(i)
 	ih.live[k] = i
 	ih.keys = append(ih.keys, k)
 }
@@ -507,4 +501,61 @@ func (ih *indexHarness) del(j int) {
 	delete(ih.live, k)
 	ih.keys[j] = ih.keys[len(ih.keys)-1]
 	ih.keys = ih.keys[:len(ih.keys)-1]
+}
+
+// TestIndexNodeReusedWhileMoving: a node the move's walk has not reached
+// yet, freed and handed out again for another key while the index moves,
+// has that key put in the table once (the walk passes it: fresh), the
+// freed key's old entry is gone, and the key is found through the move's
+// end; a node the walk passed, reused, is found through the table.
+func TestIndexNodeReusedWhileMoving(t *testing.T) {
+	ih := newIndexHarness(t)
+	x := &ih.x
+	for i := uint64(0); !x.moving(); i++ {
+		ih.add(Key{1, i}, nil)
+	}
+	require := func(cond bool, format string, args ...any) {
+		t.Helper()
+		if !cond {
+			t.Fatalf(format, args...)
+		}
+	}
+	// The key of the last node before the move (its entry in the old
+	// table): the walk is at its start.
+	last := -1
+	for j, k := range ih.keys {
+		if ih.live[k] < x.end && (last < 0 || ih.live[k] > ih.live[ih.keys[last]]) {
+			last = j
+		}
+	}
+	node := ih.live[ih.keys[last]]
+	require(node >= x.cursor, "node %d already walked (cursor %d)", node, x.cursor)
+	ih.del(last)
+	ih.add(Key{2, 0}, nil) // takes the freed node: the lowest free
+	require(ih.live[Key{2, 0}] == node, "the new key got node %d, want the freed %d", ih.live[Key{2, 0}], node)
+	// A node the walk passed, reused.
+	first := 0
+	for j, k := range ih.keys {
+		if ih.live[k] < ih.live[ih.keys[first]] {
+			first = j
+		}
+	}
+	low := ih.live[ih.keys[first]]
+	require(low < x.cursor, "node %d not walked yet (cursor %d)", low, x.cursor)
+	ih.del(first)
+	ih.add(Key{3, 0}, nil)
+	require(ih.live[Key{3, 0}] == low, "the new key got node %d, want the freed %d", ih.live[Key{3, 0}], low)
+	for x.moving() {
+		ih.add(Key{4, uint64(len(ih.keys))}, nil)
+		for k, i := range ih.live {
+			if _, got := x.lookup(k); got != i {
+				t.Fatalf("lookup %v = %d, want %d (walked to %d of %d)", k, got, i, x.cursor, x.end)
+			}
+		}
+	}
+	require(liveEntries(flat(&x.table)) == len(ih.live), "%d entries in the table for %d keys", liveEntries(flat(&x.table)), len(ih.live))
+	for _, k := range []Key{{2, 0}, {3, 0}} {
+		_, got := x.lookup(k)
+		require(got == ih.live[k], "lookup %v = %d after the move, want %d", k, got, ih.live[k])
+	}
 }

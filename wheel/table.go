@@ -71,6 +71,7 @@ func (w *Wheel) AddFrom(k Key, s Spec, now uint64) (due uint64, err error) {
 		n.seq |= flagExtra
 	}
 	w.index.insertAt(pos, h, i)
+	w.index.noteNew(i)
 	w.recvAppend(k.Receiver, i)
 	w.place(i)
 	return due, nil
