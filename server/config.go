@@ -214,7 +214,29 @@ type SnapshotPolicy struct {
 	// other work a low-priority encoder can stall the loop instead
 	// (docs/BENCHMARKS.md, "Flat at 100M").
 	Nice int `yaml:"nice"`
+	// Priority is how the kernel schedules the thread that encodes and
+	// writes a snapshot, on Linux: SnapshotIdle (default) runs it at
+	// SCHED_IDLE, so the event loop, waking for its tick or a request,
+	// takes a CPU from it at once instead of waiting behind it for up to
+	// a scheduler slice (the cause of the fire lateness a snapshot added:
+	// docs/BENCHMARKS.md, "Fire lateness while a snapshot is written: the
+	// cause"); SnapshotNormal runs it like the loop, at Nice if set.
+	// Elsewhere both are the server's own priority.
+	Priority string `yaml:"priority"`
+	// IdleMax bounds how long an encoder runs at SCHED_IDLE: where other
+	// work keeps the CPUs busy it gets almost none, so after IdleMax the
+	// rest of that snapshot is written at normal priority (Nice if set),
+	// which bounds the log's growth meanwhile as before. Default 30s
+	// (three times a 100M snapshot's time on an idle machine); at least
+	// 1s.
+	IdleMax time.Duration `yaml:"idle_max"`
 }
+
+// The snapshot encoder's scheduling (Config.Snapshot.Priority).
+const (
+	SnapshotIdle   = "idle"
+	SnapshotNormal = "normal"
+)
 
 // Timeouts bound how long a connection may hold server resources idle.
 type Timeouts struct {
