@@ -205,14 +205,14 @@ type SnapshotPolicy struct {
 	// counts the new value from the last snapshot's start.
 	MinInterval time.Duration `yaml:"min_interval"`
 	// Nice is the nice value (1-19) of the thread that encodes and writes
-	// a snapshot, on Linux: the kernel then gives the event loop the CPU
-	// whenever both want one, for the 4-9 s a snapshot of 100M timers is
-	// encoded. Default 0: the server's own priority. Off by default,
-	// because its benefit is not measured yet and it has a risk: a Go
-	// thread the kernel leaves waiting delays every stop-the-world of the
-	// collector until it runs, so on a machine whose CPUs are busy with
-	// other work a low-priority encoder can stall the loop instead
-	// (docs/BENCHMARKS.md, "Flat at 100M").
+	// a snapshot with Priority SnapshotNormal, and of the rest of one past
+	// IdleMax, on Linux. Default 0: the server's own priority. A nice
+	// value does not get the loop the CPU at its wake-up (the running
+	// encoder keeps its slice; nice 10 changed nothing at 10M), and it has
+	// a risk: a Go thread the kernel leaves waiting delays every
+	// stop-the-world of the collector until it runs, so on a machine whose
+	// CPUs are busy with other work a low-priority encoder can stall the
+	// loop instead (docs/BENCHMARKS.md, "Flat at 100M").
 	Nice int `yaml:"nice"`
 	// Priority is how the kernel schedules the thread that encodes and
 	// writes a snapshot, on Linux: SnapshotIdle (default) runs it at

@@ -2,10 +2,12 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,6 +29,21 @@ func niceOf(t *testing.T, tid string) int {
 	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:]) // (the name may hold spaces)
 	n, err := strconv.Atoi(fields[16])                            // field 19 of the whole line
 	require.NoError(t, err)
+	return n
+}
+
+// threadNice is niceOf for a thread of this process that is running it
+// (no *testing.T: it runs on the encoder's goroutine); -100 when unknown.
+func threadNice(tid int) int {
+	b, err := os.ReadFile(filepath.Join("/proc/self/task", strconv.Itoa(tid), "stat"))
+	if err != nil {
+		return -100
+	}
+	s := string(b)
+	n, err := strconv.Atoi(strings.Fields(s[strings.LastIndexByte(s, ')')+2:])[16])
+	if err != nil {
+		return -100
+	}
 	return n
 }
 
@@ -96,6 +113,7 @@ type pieceStream struct {
 	fail     error
 	policies []int
 	tids     []int
+	nices    []int
 }
 
 func (p *pieceStream) write(keepOn func() bool) bool {
@@ -104,6 +122,7 @@ func (p *pieceStream) write(keepOn func() bool) bool {
 		}
 		p.policies = append(p.policies, policyOf(0))
 		p.tids = append(p.tids, unix.Gettid())
+		p.nices = append(p.nices, threadNice(unix.Gettid()))
 		if len(p.policies) < p.pieces && keepOn != nil && !keepOn() {
 			return false
 		}
@@ -174,7 +193,7 @@ func TestSnapshotEncoderIdleMax(t *testing.T) {
 		for i := k; i < 30; i++ {
 			require.Equal(t, unix.SCHED_NORMAL, p.policies[i], "piece %d", i)
 			require.NotEqual(t, p.tids[0], p.tids[i], "piece %d: on another thread than the idle one", i)
-			require.Equal(t, 5, niceOf(t, strconv.Itoa(p.tids[i])), "piece %d: at snapshot.nice", i)
+			require.Equal(t, 5, p.nices[i], "piece %d: at snapshot.nice", i)
 		}
 		assert.Equal(t, int64(30), run.bytes)
 		assert.Equal(t, fail, run.err)
@@ -187,5 +206,34 @@ func TestSnapshotEncoderIdleMax(t *testing.T) {
 			n, _ := strconv.Atoi(tid)
 			return policyOf(n) == unix.SCHED_IDLE || niceOf(t, tid) == 5
 		}), "threads still at SCHED_IDLE or nice 5")
+	}
+}
+
+// TestSnapshotEncoderOwnP: while an idle encoder writes a snapshot the
+// server runs one P more (the encoder's: its thread, waiting whenever
+// anything else wants the CPU, would otherwise hold one of the loop's and
+// the ticker's), and the loop puts GOMAXPROCS back when it is done; at
+// snapshot.priority normal it stays as it is.
+func TestSnapshotEncoderOwnP(t *testing.T) {
+	for _, tc := range []struct {
+		priority string
+		extra    int
+	}{{SnapshotIdle, 1}, {SnapshotNormal, 0}} {
+		srv := startServer(t, func(c *Config) {
+			durable(t.TempDir(), "always")(c)
+			c.Snapshot.Priority = tc.priority
+		})
+		before := runtime.GOMAXPROCS(0)
+		var during, after int
+		require.NoError(t, srv.onLoop(context.Background(), func() {
+			require.NoError(t, srv.waitSnapshot())
+			srv.persist.snapRetryAt = 0
+			require.NoError(t, srv.startSnapshot())
+			during = runtime.GOMAXPROCS(0)
+			require.NoError(t, srv.waitSnapshot())
+			after = runtime.GOMAXPROCS(0)
+		}))
+		assert.Equal(t, before+tc.extra, during, "priority %s: while the snapshot is written", tc.priority)
+		assert.Equal(t, before, after, "priority %s: once it is done", tc.priority)
 	}
 }

@@ -22,8 +22,11 @@ type snapshotRun struct {
 	firings uint64
 	began   time.Time     // when it was taken
 	pause   time.Duration // how long taking the copy stopped the loop
-	bytes   int64
-	err     error
+	// procs is GOMAXPROCS before the encoder's own P was added (0: none
+	// was); the loop puts it back once the snapshot is done.
+	procs int
+	bytes int64
+	err   error
 }
 
 // A snapshot is encoded snapshotPiece bytes at a time, and written to its
@@ -61,7 +64,14 @@ func (s *Server) startSnapshot() error {
 		records: p.records, firings: p.firings}
 	run.pause = time.Since(began)
 	p.snap, p.records, p.firings = run, 0, 0
-	go s.encodeSnapshot(run, newSnapshotWrite(w, run.snap), encoderSchedOf(s.cfg.Snapshot))
+	sched := encoderSchedOf(s.cfg.Snapshot)
+	sw := newSnapshotWrite(w, run.snap)
+	if sched.idle {
+		run.procs = runtime.GOMAXPROCS(0)
+		runtime.GOMAXPROCS(run.procs + 1) // the encoder's own P (see encoderSched)
+		sw.yield = false
+	}
+	go s.encodeSnapshot(run, sw, sched)
 	return nil
 }
 
@@ -80,6 +90,16 @@ type snapshotStream interface {
 // encoderSched is how the kernel schedules the thread that encodes a
 // snapshot (snapshot.priority, snapshot.nice, snapshot.idle_max; apply is
 // in snapnice_*.go).
+//
+// An idle encoder also brings its own P: GOMAXPROCS is one more while it
+// runs (startSnapshot, pollSnapshot), and it does not yield between pieces.
+// A goroutine holds its P while the kernel leaves its thread waiting, and
+// an idle thread waits whenever anything else wants its CPU: without a P
+// of its own the encoder's would be lost to the loop and the ticker
+// exactly when they wake, leaving them one P for both (the ticker's
+// goroutine, woken by the timerfd, waited for it up to 6 ms); and a locked
+// goroutine's yield hands its P to another thread and back, a wake-up of
+// a normal-priority thread for every piece.
 type encoderSched struct {
 	idle    bool          // SCHED_IDLE (Linux)
 	nice    int           // else this nice value, if over 0
@@ -141,11 +161,14 @@ type snapshotWrite struct {
 	buf  []byte
 	n    int64 // bytes written to w so far
 	err  error // once finished: nil when committed
+	// yield: runtime.Gosched between pieces (true unless the encoder has
+	// a P of its own).
+	yield bool
 }
 
 func newSnapshotWrite(w *journal.SnapshotWriter, snap *session.Snapshot) *snapshotWrite {
 	snap.SetYield(runtime.Gosched) // also while it sorts the timers, before the first piece
-	return &snapshotWrite{w: w, snap: snap, buf: make([]byte, 0, snapshotChunk+snapshotPiece)}
+	return &snapshotWrite{w: w, snap: snap, buf: make([]byte, 0, snapshotChunk+snapshotPiece), yield: true}
 }
 
 func (sw *snapshotWrite) result() (int64, error) { return sw.n, sw.err }
@@ -153,16 +176,18 @@ func (sw *snapshotWrite) result() (int64, error) { return sw.n, sw.err }
 // write streams the snapshot into its file and commits it, or aborts it
 // (sw.err), and returns true; or, when keepOn (if not nil) returns false
 // between two pieces, returns false with the rest to write: call again.
-// It encodes in pieces of snapshotPiece bytes and yields the CPU between
-// them: with one CPU for the process (GOMAXPROCS 1, a pinned server), an
-// encoder that never yields keeps the event loop from its turn until the
-// scheduler preempts it, up to 10 ms later, and every firing due
-// meanwhile is late by that much.
+// It encodes in pieces of snapshotPiece bytes and, with sw.yield, yields
+// the P between them: an encoder sharing the loop's Ps (GOMAXPROCS 1, a
+// pinned server, at snapshot.priority normal) that never yields keeps the
+// event loop from its turn until the scheduler preempts it, up to 10 ms
+// later, and every firing due meanwhile is late by that much.
 func (sw *snapshotWrite) write(keepOn func() bool) bool {
 	for {
 		var done bool
 		sw.buf, done = sw.snap.AppendNext(sw.buf, snapshotPiece)
-		runtime.Gosched()
+		if sw.yield {
+			runtime.Gosched()
+		}
 		if len(sw.buf) >= snapshotChunk || done {
 			if _, err := sw.w.Write(sw.buf); err != nil {
 				sw.w.Abort()
@@ -196,6 +221,9 @@ func (s *Server) pollSnapshot() {
 	}
 	run := p.snap
 	p.snap = nil
+	if run.procs > 0 {
+		runtime.GOMAXPROCS(run.procs)
+	}
 	run.snap.Release()
 	if run.err != nil {
 		p.records += run.records // still to be covered
