@@ -237,3 +237,26 @@ func TestSnapshotEncoderOwnP(t *testing.T) {
 		assert.Equal(t, before, after, "priority %s: once it is done", tc.priority)
 	}
 }
+
+// TestSnapshotPriorityConfig: snapshot.priority and snapshot.idle_max are
+// checked, their defaults filled in, and a bad value named by its key.
+func TestSnapshotPriorityConfig(t *testing.T) {
+	cfg := Config{}
+	require.NoError(t, cfg.persistenceDefaults())
+	assert.Equal(t, SnapshotIdle, cfg.Snapshot.Priority)
+	assert.Equal(t, 30*time.Second, cfg.Snapshot.IdleMax)
+	for _, tc := range []struct {
+		policy SnapshotPolicy
+		err    string
+	}{
+		{SnapshotPolicy{Priority: "low"}, `config: snapshot.priority: "low": want idle or normal`},
+		{SnapshotPolicy{IdleMax: 10 * time.Millisecond}, "config: snapshot.idle_max: 10ms: want 1s or more"},
+		{SnapshotPolicy{IdleMax: -time.Second}, "config: snapshot.idle_max: -1s: want 1s or more"},
+	} {
+		cfg := Config{Snapshot: tc.policy}
+		require.EqualError(t, cfg.persistenceDefaults(), tc.err)
+	}
+	cfg = Config{Snapshot: SnapshotPolicy{Priority: SnapshotNormal, IdleMax: time.Minute, Nice: 5}}
+	require.NoError(t, cfg.persistenceDefaults())
+	assert.Equal(t, encoderSched{nice: 5, idleMax: time.Minute}, encoderSchedOf(cfg.Snapshot))
+}
