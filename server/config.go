@@ -205,16 +205,41 @@ type SnapshotPolicy struct {
 	// counts the new value from the last snapshot's start.
 	MinInterval time.Duration `yaml:"min_interval"`
 	// Nice is the nice value (1-19) of the thread that encodes and writes
-	// a snapshot, on Linux: the kernel then gives the event loop the CPU
-	// whenever both want one, for the 4-9 s a snapshot of 100M timers is
-	// encoded. Default 0: the server's own priority. Off by default,
-	// because its benefit is not measured yet and it has a risk: a Go
-	// thread the kernel leaves waiting delays every stop-the-world of the
-	// collector until it runs, so on a machine whose CPUs are busy with
-	// other work a low-priority encoder can stall the loop instead
-	// (docs/BENCHMARKS.md, "Flat at 100M").
+	// a snapshot with Priority SnapshotNormal, and of the rest of one past
+	// IdleMax, on Linux. Default 0: the server's own priority. A nice
+	// value does not get the loop the CPU at its wake-up (the running
+	// encoder keeps its slice; nice 10 changed nothing at 10M), and it has
+	// a risk: a Go thread the kernel leaves waiting delays every
+	// stop-the-world of the collector until it runs, so on a machine whose
+	// CPUs are busy with other work a low-priority encoder can stall the
+	// loop instead (docs/BENCHMARKS.md, "Flat at 100M").
 	Nice int `yaml:"nice"`
+	// Priority is how the kernel schedules the thread that encodes and
+	// writes a snapshot, on Linux: SnapshotNormal (default) runs it like
+	// the loop, at Nice if set; SnapshotIdle runs it at SCHED_IDLE, so the
+	// event loop, waking for its tick or a request, takes a CPU from it at
+	// once instead of waiting behind it for up to a scheduler slice (the
+	// cause of the fire lateness a snapshot added: docs/BENCHMARKS.md,
+	// "Fire lateness while a snapshot is written: the cause"). Not the
+	// default: measured on a busy machine only, it helped the pinned 1M
+	// test and not the 10M scale runs, and where other work keeps every
+	// CPU busy the collector's stop-the-world waits for an idle thread to
+	// be given one. Elsewhere both are the server's own priority.
+	Priority string `yaml:"priority"`
+	// IdleMax bounds how long an encoder runs at SCHED_IDLE: where other
+	// work keeps the CPUs busy it gets almost none, so after IdleMax the
+	// rest of that snapshot is written at normal priority (Nice if set),
+	// which bounds the log's growth meanwhile as before. Default 30s
+	// (three times a 100M snapshot's time on an idle machine); at least
+	// 1s.
+	IdleMax time.Duration `yaml:"idle_max"`
 }
+
+// The snapshot encoder's scheduling (Config.Snapshot.Priority).
+const (
+	SnapshotIdle   = "idle"
+	SnapshotNormal = "normal"
+)
 
 // Timeouts bound how long a connection may hold server resources idle.
 type Timeouts struct {

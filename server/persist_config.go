@@ -61,6 +61,19 @@ func (c *Config) persistenceDefaults() error {
 	if p.Nice < 0 || p.Nice > 19 {
 		return keyErr("snapshot.nice", "%d: want 1 to 19, or 0 for the server's own priority", p.Nice)
 	}
+	switch p.Priority {
+	case "":
+		p.Priority = SnapshotNormal
+	case SnapshotIdle, SnapshotNormal:
+	default:
+		return keyErr("snapshot.priority", "%q: want %s or %s", p.Priority, SnapshotIdle, SnapshotNormal)
+	}
+	switch {
+	case p.IdleMax == 0:
+		p.IdleMax = 30 * time.Second
+	case p.IdleMax < time.Second:
+		return keyErr("snapshot.idle_max", "%v: want 1s or more", p.IdleMax)
+	}
 	if p.EveryRecords < 0 {
 		return keyErr("snapshot.every_records", "%d: must be positive", p.EveryRecords)
 	}

@@ -371,7 +371,7 @@ type replicaSnapshot struct {
 }
 
 // Write encodes the copy piecewise, yielding between pieces (see
-// writeSnapshot).
+// snapshotWrite.write; it runs at the server's own priority).
 func (rs *replicaSnapshot) Write(w io.Writer) error {
 	buf := make([]byte, 0, snapshotPiece)
 	rs.snap.SetYield(runtime.Gosched)

@@ -2,6 +2,10 @@
 
 package server
 
-// lowerPriority is a no-op outside Linux, where a thread's nice value is
-// not its own (see snapnice_linux.go).
-func lowerPriority(nice int) error { return nil }
+// idleSupported: there is no SCHED_IDLE here (snapshot.priority idle
+// is the server's own priority).
+const idleSupported = false
+
+// apply is a no-op outside Linux, where a thread's priority is not its
+// own (see snapnice_linux.go).
+func (e encoderSched) apply() error { return nil }

@@ -22,8 +22,11 @@ type snapshotRun struct {
 	firings uint64
 	began   time.Time     // when it was taken
 	pause   time.Duration // how long taking the copy stopped the loop
-	bytes   int64
-	err     error
+	// procs is GOMAXPROCS before the encoder's own P was added (0: none
+	// was); the loop puts it back once the snapshot is done.
+	procs int
+	bytes int64
+	err   error
 }
 
 // A snapshot is encoded snapshotPiece bytes at a time, and written to its
@@ -61,15 +64,81 @@ func (s *Server) startSnapshot() error {
 		records: p.records, firings: p.firings}
 	run.pause = time.Since(began)
 	p.snap, p.records, p.firings = run, 0, 0
-	nice := s.cfg.Snapshot.Nice
-	go func() {
-		defer close(run.done)
-		if err := lowerPriority(nice); err != nil { // snapnice_linux.go: this goroutine's thread only
-			s.log.Warn("snapshot: cannot lower the encoder's priority (snapshot.nice): it competes with the event loop", "err", err)
-		}
-		run.bytes, run.err = writeSnapshot(w, run.snap)
-	}()
+	sched := encoderSchedOf(s.cfg.Snapshot)
+	sw := newSnapshotWrite(w, run.snap)
+	if sched.idle {
+		run.procs = runtime.GOMAXPROCS(0)
+		runtime.GOMAXPROCS(run.procs + 1) // the encoder's own P (see encoderSched)
+		sw.yield = false
+	}
+	go s.encodeSnapshot(run, sw, sched)
 	return nil
+}
+
+// snapshotStream is what encodeSnapshot writes a snapshot through: a
+// *snapshotWrite (tests give it pieces of their own).
+type snapshotStream interface {
+	// write writes the snapshot to its end and finishes it (true), or
+	// stops when keepOn (if not nil) returns false between two pieces
+	// (false: call again for the rest, from any goroutine).
+	write(keepOn func() bool) bool
+	// result is the bytes written and, once finished, the error (nil when
+	// committed).
+	result() (int64, error)
+}
+
+// encoderSched is how the kernel schedules the thread that encodes a
+// snapshot (snapshot.priority, snapshot.nice, snapshot.idle_max; apply is
+// in snapnice_*.go).
+//
+// An idle encoder also brings its own P: GOMAXPROCS is one more while it
+// runs (startSnapshot, pollSnapshot), and it does not yield between pieces.
+// A goroutine holds its P while the kernel leaves its thread waiting, and
+// an idle thread waits whenever anything else wants its CPU: without a P
+// of its own the encoder's would be lost to the loop and the ticker
+// exactly when they wake, leaving them one P for both (the ticker's
+// goroutine, woken by the timerfd, waited for it up to 6 ms); and a locked
+// goroutine's yield hands its P to another thread and back, a wake-up of
+// a normal-priority thread for every piece.
+type encoderSched struct {
+	idle    bool          // SCHED_IDLE (Linux)
+	nice    int           // else this nice value, if over 0
+	idleMax time.Duration // how long at SCHED_IDLE before the rest goes on at nice
+}
+
+// encoderSchedOf is the encoder's scheduling that policy (completed by
+// persistenceDefaults) asks for.
+func encoderSchedOf(policy SnapshotPolicy) encoderSched {
+	return encoderSched{idle: idleSupported && policy.Priority == SnapshotIdle, nice: policy.Nice, idleMax: policy.IdleMax}
+}
+
+// encodeSnapshot writes run's snapshot through sw on the calling
+// goroutine, at sched's priority, and closes run.done. An encoder at
+// SCHED_IDLE that is still writing after sched.idleMax (where other work
+// keeps every CPU busy it gets almost no CPU) hands the rest to a new
+// goroutine at normal priority (sched.nice), and this one returns, which
+// ends its thread (apply locked it): so a snapshot, and the log's growth
+// until it is done, stays bounded by about idle_max plus its time at
+// normal priority.
+func (s *Server) encodeSnapshot(run *snapshotRun, sw snapshotStream, sched encoderSched) {
+	if err := sched.apply(); err != nil {
+		s.log.Warn("snapshot: cannot lower the encoder's priority (snapshot.priority, snapshot.nice): it competes with the event loop", "err", err)
+		sched.idle = false
+	}
+	if sched.idle {
+		until := time.Now().Add(sched.idleMax)
+		if !sw.write(func() bool { return time.Now().Before(until) }) {
+			n, _ := sw.result()
+			s.log.Warn("snapshot: the encoder got too little CPU at idle priority; the rest of this snapshot is written at normal priority",
+				"idle_max", sched.idleMax, "bytes_so_far", n)
+			go s.encodeSnapshot(run, sw, encoderSched{nice: sched.nice})
+			return
+		}
+	} else {
+		sw.write(nil)
+	}
+	run.bytes, run.err = sw.result()
+	close(run.done)
 }
 
 // snapshotNow writes a snapshot of the state as it is, and waits for it:
@@ -84,30 +153,58 @@ func (s *Server) snapshotNow() error {
 	return s.waitSnapshot()
 }
 
-// writeSnapshot streams snap into w and commits it, or aborts it. It
-// encodes in pieces of snapshotPiece bytes and yields the CPU between
-// them: with one CPU for the process (GOMAXPROCS 1, a pinned server), an
-// encoder that never yields keeps the event loop from its turn until the
-// scheduler preempts it, up to 10 ms later, and every firing due meanwhile
-// is late by that much.
-func writeSnapshot(w *journal.SnapshotWriter, snap *session.Snapshot) (int64, error) {
-	buf := make([]byte, 0, snapshotChunk+snapshotPiece)
+// snapshotWrite is a snapshot being streamed into its file: owned by the
+// goroutine that encodes it (handed over whole, never shared).
+type snapshotWrite struct {
+	w    *journal.SnapshotWriter
+	snap *session.Snapshot
+	buf  []byte
+	n    int64 // bytes written to w so far
+	err  error // once finished: nil when committed
+	// yield: runtime.Gosched between pieces (true unless the encoder has
+	// a P of its own).
+	yield bool
+}
+
+func newSnapshotWrite(w *journal.SnapshotWriter, snap *session.Snapshot) *snapshotWrite {
 	snap.SetYield(runtime.Gosched) // also while it sorts the timers, before the first piece
-	var n int64
-	for done := false; !done; {
-		buf, done = snap.AppendNext(buf, snapshotPiece)
-		runtime.Gosched()
-		if len(buf) < snapshotChunk && !done {
-			continue
+	return &snapshotWrite{w: w, snap: snap, buf: make([]byte, 0, snapshotChunk+snapshotPiece), yield: true}
+}
+
+func (sw *snapshotWrite) result() (int64, error) { return sw.n, sw.err }
+
+// write streams the snapshot into its file and commits it, or aborts it
+// (sw.err), and returns true; or, when keepOn (if not nil) returns false
+// between two pieces, returns false with the rest to write: call again.
+// It encodes in pieces of snapshotPiece bytes and, with sw.yield, yields
+// the P between them: an encoder sharing the loop's Ps (GOMAXPROCS 1, a
+// pinned server, at snapshot.priority normal) that never yields keeps the
+// event loop from its turn until the scheduler preempts it, up to 10 ms
+// later, and every firing due meanwhile is late by that much.
+func (sw *snapshotWrite) write(keepOn func() bool) bool {
+	for {
+		var done bool
+		sw.buf, done = sw.snap.AppendNext(sw.buf, snapshotPiece)
+		if sw.yield {
+			runtime.Gosched()
 		}
-		if _, err := w.Write(buf); err != nil {
-			w.Abort()
-			return n, err
+		if len(sw.buf) >= snapshotChunk || done {
+			if _, err := sw.w.Write(sw.buf); err != nil {
+				sw.w.Abort()
+				sw.err = err
+				return true
+			}
+			sw.n += int64(len(sw.buf))
+			sw.buf = sw.buf[:0]
 		}
-		n += int64(len(buf))
-		buf = buf[:0]
+		if done {
+			sw.err = sw.w.Commit()
+			return true
+		}
+		if keepOn != nil && !keepOn() {
+			return false
+		}
 	}
-	return n, w.Commit()
 }
 
 // pollSnapshot reports a finished snapshot and releases its copy. Runs on
@@ -124,6 +221,9 @@ func (s *Server) pollSnapshot() {
 	}
 	run := p.snap
 	p.snap = nil
+	if run.procs > 0 {
+		runtime.GOMAXPROCS(run.procs)
+	}
 	run.snap.Release()
 	if run.err != nil {
 		p.records += run.records // still to be covered
