@@ -51,7 +51,7 @@ func benchFire(b *testing.B, mode AckMode) {
 	addAll(b, c, receivers, now+1, b.N)
 	b.ReportAllocs()
 	b.ResetTimer()
-	t0 := time.Now()
+	t0, cpu0 := time.Now(), cpuTime(b)
 	ff := make(chan error, 1)
 	go func() { // its reply follows the events, which wait for this reader
 		_, _, err := c.FastForward(ctx, 1)
@@ -65,6 +65,7 @@ func benchFire(b *testing.B, mode AckMode) {
 	}
 	stuck.Stop()
 	b.ReportMetric(float64(b.N)/time.Since(t0).Seconds(), "events/s")
+	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
 	if err := <-ff; err != nil {
 		b.Fatal(err)
 	}
