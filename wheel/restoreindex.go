@@ -61,6 +61,12 @@ type IndexBuilder struct {
 	// order.
 	recv     *recvTable
 	unsorted map[uint64]struct{}
+	// pt, when not nil, is where Add puts the entries of a table mapped
+	// outside the heap, a bucket per region, until they are inserted a
+	// region at a time (restorepart.go); blocks is the block list of the
+	// latest mark.
+	pt     *partition
+	blocks []*cowBlock[node]
 }
 
 // RestoreMark is how far a Restorer has decoded: the nodes below n are
@@ -94,7 +100,13 @@ func newIndexBuilder(s *slab, count uint32) *IndexBuilder {
 			t.c, ext = chunksOf[uint32](t.mem, size), chunksOf[uint8](extMem, size)
 		}
 	}
+	var pt *partition
+	if t.mem != nil {
+		flat := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(t.mem.Bytes()))), size)
+		pt = newPartition(size, count, flat, extMem.Bytes()[:size])
+	}
 	return &IndexBuilder{
+		pt:     pt,
 		table:  t,
 		extMem: extMem,
 		ext:    ext,
@@ -122,6 +134,10 @@ func (b *IndexBuilder) Add(mark RestoreMark) bool {
 	if b.next >= end {
 		return true
 	}
+	b.blocks = blocks
+	if b.pt != nil && b.pt.parts == nil {
+		return b.addAllParted(blocks, end)
+	}
 	const ahead = 16
 	var hs [ahead]uint64 // hashes of the nodes ahead, by index mod ahead
 	keyHash := func(i uint32) uint64 {
@@ -142,6 +158,22 @@ func (b *IndexBuilder) Add(mark RestoreMark) bool {
 		}
 		if !b.insert(blocks, i, h) {
 			b.dup = true
+			return false
+		}
+		if b.recv != nil {
+			b.linkRecv(blocks, i)
+		}
+	}
+	b.next = end
+	return true
+}
+
+// addAllParted is Add for a partitioned builder (restorepart.go): each
+// node's entry goes to its region's bucket, up to node end.
+func (b *IndexBuilder) addAllParted(blocks []*cowBlock[node], end uint32) bool {
+	for i := b.next; i < end; i++ {
+		n := frozenGet(blocks, i)
+		if !b.addParted(blocks, i, hash(Key{n.receiver, n.tid})) {
 			return false
 		}
 		if b.recv != nil {
@@ -197,6 +229,10 @@ func (b *IndexBuilder) lazyAt(p uint64) *uint32 {
 // leaves x alone, when two timers have the same key.
 func (b *IndexBuilder) finish(mark RestoreMark, x *index) bool {
 	if !b.Add(mark) {
+		return false
+	}
+	if b.pt != nil && !b.fillParts() {
+		b.dup = true
 		return false
 	}
 	for i := range b.table.c { // chunks no key hashed into
