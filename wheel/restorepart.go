@@ -202,6 +202,9 @@ func (p *IndexPart) Fill() {
 			prefetch(unsafe.Pointer(&pt.flat[base|bucket[j]>>32&(1<<24-1)]))
 		}
 		for j, e := range bucket {
+			if j%8 == 0 && j+256 < len(bucket) { // the bucket, a line each 8 entries
+				prefetch(unsafe.Pointer(&bucket[j+256]))
+			}
 			if j+ahead < len(bucket) {
 				q := base | bucket[j+ahead]>>32&(1<<24-1)
 				prefetch(unsafe.Pointer(&pt.flat[q]))
