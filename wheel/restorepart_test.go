@@ -39,7 +39,8 @@ func tableEntries(w *Wheel) []uint32 {
 // does: each key finds its timer, keys not saved are not found, and the
 // table holds the same entries (tag and node) as one filled timer by
 // timer, none missing, none twice. Over wheel sizes whose tables have 2
-// to 2048 regions, regions of 4 to 256 entries (probe runs cross their
+// to 8192 regions (or 1, the smallest with the largest regions: not
+// partitioned), regions of 4 to 256 entries (probe runs cross their
 // edges, and the table's end, often), buckets that overflow (slack 0) or
 // not, and the regions filled in one part (Restore) or in 2 parts on two
 // goroutines (restoreBuilding).
