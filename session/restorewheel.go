@@ -30,9 +30,10 @@ func restoreWheel(b []byte) (*wheel.Wheel, error) {
 // second goroutine while this one decodes the records
 // (wheel.IndexBuilder): the index cost about as much as the decoding, a
 // cache miss per timer; and a third has the kernel back the nodes' memory
-// with RAM ahead of the decoding (wheel.Prefaulter). A big index is built
+// with RAM ahead of the decoding (wheel.Prefaulter). A big index is filled
 // a region of its table at a time once the records are read
-// (wheel.IndexPart), on both goroutines. The wheel is the same either way. The goroutines end before restoreWheelFrom returns.
+// (wheel.IndexPart), on both goroutines. The wheel is the same either
+// way. The goroutines end before restoreWheelFrom returns.
 func restoreWheelFrom(b []byte, rd io.Reader) (*wheel.Wheel, error) {
 	r, err := wheel.NewRestorer(wheel.Config{})
 	if err != nil {

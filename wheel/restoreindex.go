@@ -32,7 +32,10 @@ import (
 // before that Add (a channel send of the mark orders them), and must have
 // the last Add return before it calls Restorer.Wheel, which indexes what
 // is left and takes the table. The index is the same whatever the marks:
-// the nodes are inserted in slab order, as one pass over them would.
+// the nodes are inserted in slab order, as one pass over them would. A
+// table mapped outside the heap is filled a region at a time instead,
+// after the last Add (restorepart.go, Parts): the same entries, each in
+// its probe run, in an order within a run that may differ.
 //
 // The table's chunks are made as they are first written, so that a header
 // claiming more timers than the records that follow costs no memory; or,
@@ -120,8 +123,9 @@ func newIndexBuilder(s *slab, count uint32) *IndexBuilder {
 // Add indexes the nodes mark covers (a value Restorer.Ready returned),
 // from where the previous Add stopped (see IndexBuilder for who
 // may call it when). It reports false when two of the timers indexed so far
-// have the same key; it then indexes nothing more. A mark at or below the
-// previous one does nothing.
+// have the same key; it then indexes nothing more. (A partitioned builder
+// mostly finds them when it fills its regions: Restorer.Wheel reports
+// them either way.) A mark at or below the previous one does nothing.
 //
 // The nodes are read in slab order, and each one's table entry is
 // prefetched some nodes ahead, so that the cache misses of a large table
