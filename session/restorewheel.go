@@ -1,8 +1,10 @@
 package session
 
 import (
+	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"runtime"
 
 	"github.com/tickwheel/tickwheel/wheel"
@@ -16,7 +18,7 @@ const restorePiece = 256 << 10
 
 // restoreWheel restores the wheel snapshot b. See restoreWheelFrom.
 func restoreWheel(b []byte) (*wheel.Wheel, error) {
-	return restoreWheelFrom(b, nil)
+	return restoreWheelFrom(b, nil, nil)
 }
 
 // restoreWheelFrom restores the wheel snapshot whose first bytes are b and
@@ -34,7 +36,14 @@ func restoreWheel(b []byte) (*wheel.Wheel, error) {
 // a region of its table at a time once the records are read
 // (wheel.IndexPart), on both goroutines. The wheel is the same either
 // way. The goroutines end before restoreWheelFrom returns.
-func restoreWheelFrom(b []byte, rd io.Reader) (*wheel.Wheel, error) {
+//
+// Each goroutine logs the end of its phase to log at debug level (nil: no
+// log), the record's time being when it ended: "restore: records decoded",
+// "restore: index builder done", "restore: prefaulter done", "restore:
+// index part filled" (one a part) and "restore: wheel built". That is the
+// restart's timeline (docs/BENCHMARKS.md), which goroutine ends last and
+// where a core idles.
+func restoreWheelFrom(b []byte, rd io.Reader, log *slog.Logger) (*wheel.Wheel, error) {
 	r, err := wheel.NewRestorer(wheel.Config{})
 	if err != nil {
 		return nil, err
@@ -71,38 +80,53 @@ func restoreWheelFrom(b []byte, rd io.Reader) (*wheel.Wheel, error) {
 				continue
 			}
 			marks = make(chan wheel.RestoreMark, 16)
-			go buildIndex(ib, marks, done)
-			pf.start(r.Prefaulter())
+			go buildIndex(ib, marks, done, log)
+			pf.start(r.Prefaulter(), log)
 		}
 		mark := r.Ready()
 		pf.tell(mark)
 		marks <- mark
 	}
+	debug(log, "restore: records decoded")
+	pf.end()
 	if marks != nil {
 		close(marks)
 		<-done
 		marks = nil
-		fillIndex(ib.Parts(2))
+		fillIndex(ib.Parts(2), log)
 	}
-	return r.Wheel()
+	w, err := r.Wheel()
+	if err == nil {
+		debug(log, "restore: wheel built", "timers", w.Len())
+	}
+	return w, err
+}
+
+// debug logs msg and args at debug level to log, if not nil.
+func debug(log *slog.Logger, msg string, args ...any) {
+	if log != nil {
+		log.Log(context.Background(), slog.LevelDebug, msg, args...)
+	}
 }
 
 // fillIndex fills the parts of a partitioned index (wheel.IndexPart), the
 // first on this goroutine and the others on goroutines of their own, and
 // returns once all are: at 100M timers the inserts took about 2 s of CPU
 // (perf), all of it after the last record.
-func fillIndex(parts []*wheel.IndexPart) {
+func fillIndex(parts []*wheel.IndexPart, log *slog.Logger) {
 	if len(parts) == 0 {
 		return
 	}
 	done := make(chan struct{}, len(parts))
-	for _, p := range parts[1:] {
+	for k, p := range parts[1:] {
 		go func() {
 			defer func() { done <- struct{}{} }()
 			p.Fill()
+			debug(log, "restore: index part filled", "part", k+1)
 		}()
 	}
 	parts[0].Fill()
+	debug(log, "restore: index part filled", "part", 0)
 	for range parts[1:] {
 		<-done
 	}
@@ -116,9 +140,10 @@ func fillIndex(parts []*wheel.IndexPart) {
 type prefaulting struct {
 	marks chan wheel.RestoreMark
 	done  chan struct{}
+	ended bool // end was called: marks is closed
 }
 
-func (p *prefaulting) start(pf *wheel.Prefaulter) {
+func (p *prefaulting) start(pf *wheel.Prefaulter, log *slog.Logger) {
 	if pf == nil {
 		return
 	}
@@ -128,11 +153,12 @@ func (p *prefaulting) start(pf *wheel.Prefaulter) {
 		for m := range p.marks {
 			pf.Upto(m)
 		}
+		debug(log, "restore: prefaulter done")
 	}()
 }
 
 func (p *prefaulting) tell(m wheel.RestoreMark) {
-	if p.marks == nil {
+	if p.marks == nil || p.ended {
 		return
 	}
 	select {
@@ -141,10 +167,19 @@ func (p *prefaulting) tell(m wheel.RestoreMark) {
 	}
 }
 
+// end tells the goroutine there are no more marks: it ends once it has
+// done the one it has (stop waits for it).
+func (p *prefaulting) end() {
+	if p.marks != nil && !p.ended {
+		close(p.marks)
+		p.ended = true
+	}
+}
+
 // stop ends the goroutine, and waits for it.
 func (p *prefaulting) stop() {
 	if p.marks != nil {
-		close(p.marks)
+		p.end()
 		<-p.done
 		p.marks = nil
 	}
@@ -226,10 +261,11 @@ func restoreCoreFrom(rd io.Reader, newCore func() *Core) (*Core, []byte, io.Read
 // buildIndex adds the nodes of each mark received to the index, until
 // marks is closed, and then closes done. After a duplicate key it only
 // drains marks: Restorer.Wheel reports the error.
-func buildIndex(ib *wheel.IndexBuilder, marks <-chan wheel.RestoreMark, done chan<- struct{}) {
+func buildIndex(ib *wheel.IndexBuilder, marks <-chan wheel.RestoreMark, done chan<- struct{}, log *slog.Logger) {
 	defer close(done)
 	ok := true
 	for m := range marks {
 		ok = ok && ib.Add(m)
 	}
+	debug(log, "restore: index builder done")
 }
