@@ -88,7 +88,7 @@ func restoreWheelFrom(b []byte, rd io.Reader, log *slog.Logger) (*wheel.Wheel, e
 		marks <- mark
 	}
 	debug(log, "restore: records decoded")
-	pf.end()
+	pf.stop() // before the fill, which writes the index's table
 	if marks != nil {
 		close(marks)
 		<-done
@@ -136,11 +136,14 @@ func fillIndex(parts []*wheel.IndexPart, log *slog.Logger) {
 // kernel clears the pages of the nodes there, ahead of the decoding, on
 // the CPU time the decoding and the index builder leave (a 100M restore
 // kept two cores about 84% busy). Its marks are the latest the decoding
-// gave: a mark it had no time for is skipped, not queued.
+// gave: a mark it had no time for is skipped, not queued. While no mark
+// waits it populates the table of a partitioned index a step at a time
+// (wheel.Prefaulter.Index), up to the decoded records' share, so that the
+// fill after the last record does not clear those pages; it ends before
+// the fill.
 type prefaulting struct {
 	marks chan wheel.RestoreMark
 	done  chan struct{}
-	ended bool // end was called: marks is closed
 }
 
 func (p *prefaulting) start(pf *wheel.Prefaulter, log *slog.Logger) {
@@ -150,15 +153,34 @@ func (p *prefaulting) start(pf *wheel.Prefaulter, log *slog.Logger) {
 	p.marks, p.done = make(chan wheel.RestoreMark, 1), make(chan struct{})
 	go func() {
 		defer close(p.done)
-		for m := range p.marks {
+		defer debug(log, "restore: prefaulter done")
+		var last wheel.RestoreMark
+		for {
+			select {
+			case m, ok := <-p.marks:
+				if !ok {
+					return
+				}
+				pf.Upto(m)
+				last = m
+				continue
+			default:
+			}
+			if pf.Index(last) { // no mark waiting: a step of the index's table
+				continue
+			}
+			m, ok := <-p.marks
+			if !ok {
+				return
+			}
 			pf.Upto(m)
+			last = m
 		}
-		debug(log, "restore: prefaulter done")
 	}()
 }
 
 func (p *prefaulting) tell(m wheel.RestoreMark) {
-	if p.marks == nil || p.ended {
+	if p.marks == nil {
 		return
 	}
 	select {
@@ -167,19 +189,10 @@ func (p *prefaulting) tell(m wheel.RestoreMark) {
 	}
 }
 
-// end tells the goroutine there are no more marks: it ends once it has
-// done the one it has (stop waits for it).
-func (p *prefaulting) end() {
-	if p.marks != nil && !p.ended {
-		close(p.marks)
-		p.ended = true
-	}
-}
-
 // stop ends the goroutine, and waits for it.
 func (p *prefaulting) stop() {
 	if p.marks != nil {
-		p.end()
+		close(p.marks)
 		<-p.done
 		p.marks = nil
 	}
