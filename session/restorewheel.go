@@ -1,8 +1,10 @@
 package session
 
 import (
+	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"runtime"
 
 	"github.com/tickwheel/tickwheel/wheel"
@@ -16,7 +18,7 @@ const restorePiece = 256 << 10
 
 // restoreWheel restores the wheel snapshot b. See restoreWheelFrom.
 func restoreWheel(b []byte) (*wheel.Wheel, error) {
-	return restoreWheelFrom(b, nil)
+	return restoreWheelFrom(b, nil, nil)
 }
 
 // restoreWheelFrom restores the wheel snapshot whose first bytes are b and
@@ -30,15 +32,25 @@ func restoreWheel(b []byte) (*wheel.Wheel, error) {
 // second goroutine while this one decodes the records
 // (wheel.IndexBuilder): the index cost about as much as the decoding, a
 // cache miss per timer; and a third has the kernel back the nodes' memory
-// with RAM ahead of the decoding (wheel.Prefaulter). The wheel is the same
-// either way. The goroutines end before restoreWheelFrom returns.
-func restoreWheelFrom(b []byte, rd io.Reader) (*wheel.Wheel, error) {
+// with RAM ahead of the decoding (wheel.Prefaulter). A big index is filled
+// a region of its table at a time once the records are read
+// (wheel.IndexPart), on both goroutines. The wheel is the same either
+// way. The goroutines end before restoreWheelFrom returns.
+//
+// Each goroutine logs the end of its phase to log at debug level (nil: no
+// log), the record's time being when it ended: "restore: records decoded",
+// "restore: index builder done", "restore: prefaulter done", "restore:
+// index part filled" (one a part) and "restore: wheel built". That is the
+// restart's timeline (docs/BENCHMARKS.md), which goroutine ends last and
+// where a core idles.
+func restoreWheelFrom(b []byte, rd io.Reader, log *slog.Logger) (*wheel.Wheel, error) {
 	r, err := wheel.NewRestorer(wheel.Config{})
 	if err != nil {
 		return nil, err
 	}
 	aside := runtime.GOMAXPROCS(0) > 1
 	var marks chan wheel.RestoreMark
+	var ib *wheel.IndexBuilder
 	done := make(chan struct{})
 	defer func() {
 		if marks != nil { // the builder's last Add returns before Wheel
@@ -64,45 +76,105 @@ func restoreWheelFrom(b []byte, rd io.Reader) (*wheel.Wheel, error) {
 			continue
 		}
 		if marks == nil {
-			ib := r.IndexBuilder()
-			if ib == nil {
+			if ib = r.IndexBuilder(); ib == nil {
 				continue
 			}
 			marks = make(chan wheel.RestoreMark, 16)
-			go buildIndex(ib, marks, done)
-			pf.start(r.Prefaulter())
+			go buildIndex(ib, marks, done, log)
+			pf.start(r.Prefaulter(), log)
 		}
 		mark := r.Ready()
 		pf.tell(mark)
 		marks <- mark
 	}
+	debug(log, "restore: records decoded")
+	pf.stop() // before the fill, which writes the index's table
 	if marks != nil {
 		close(marks)
 		<-done
 		marks = nil
+		fillIndex(ib.Parts(2), log)
 	}
-	return r.Wheel()
+	w, err := r.Wheel()
+	if err == nil {
+		debug(log, "restore: wheel built", "timers", w.Len())
+	}
+	return w, err
+}
+
+// debug logs msg and args at debug level to log, if not nil.
+func debug(log *slog.Logger, msg string, args ...any) {
+	if log != nil {
+		log.Log(context.Background(), slog.LevelDebug, msg, args...)
+	}
+}
+
+// fillIndex fills the parts of a partitioned index (wheel.IndexPart), the
+// first on this goroutine and the others on goroutines of their own, and
+// returns once all are: at 100M timers the inserts took about 2 s of CPU
+// (perf), all of it after the last record.
+func fillIndex(parts []*wheel.IndexPart, log *slog.Logger) {
+	if len(parts) == 0 {
+		return
+	}
+	done := make(chan struct{}, len(parts))
+	for k, p := range parts[1:] {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			p.Fill()
+			debug(log, "restore: index part filled", "part", k+1)
+		}()
+	}
+	parts[0].Fill()
+	debug(log, "restore: index part filled", "part", 0)
+	for range parts[1:] {
+		<-done
+	}
 }
 
 // prefaulting runs a wheel.Prefaulter on a goroutine of its own: the
 // kernel clears the pages of the nodes there, ahead of the decoding, on
 // the CPU time the decoding and the index builder leave (a 100M restore
 // kept two cores about 84% busy). Its marks are the latest the decoding
-// gave: a mark it had no time for is skipped, not queued.
+// gave: a mark it had no time for is skipped, not queued. While no mark
+// waits it populates the table of a partitioned index a step at a time
+// (wheel.Prefaulter.Index), up to the decoded records' share, so that the
+// fill after the last record does not clear those pages; it ends before
+// the fill.
 type prefaulting struct {
 	marks chan wheel.RestoreMark
 	done  chan struct{}
 }
 
-func (p *prefaulting) start(pf *wheel.Prefaulter) {
+func (p *prefaulting) start(pf *wheel.Prefaulter, log *slog.Logger) {
 	if pf == nil {
 		return
 	}
 	p.marks, p.done = make(chan wheel.RestoreMark, 1), make(chan struct{})
 	go func() {
 		defer close(p.done)
-		for m := range p.marks {
+		defer debug(log, "restore: prefaulter done")
+		var last wheel.RestoreMark
+		for {
+			select {
+			case m, ok := <-p.marks:
+				if !ok {
+					return
+				}
+				pf.Upto(m)
+				last = m
+				continue
+			default:
+			}
+			if pf.Index(last) { // no mark waiting: a step of the index's table
+				continue
+			}
+			m, ok := <-p.marks
+			if !ok {
+				return
+			}
 			pf.Upto(m)
+			last = m
 		}
 	}()
 }
@@ -202,10 +274,11 @@ func restoreCoreFrom(rd io.Reader, newCore func() *Core) (*Core, []byte, io.Read
 // buildIndex adds the nodes of each mark received to the index, until
 // marks is closed, and then closes done. After a duplicate key it only
 // drains marks: Restorer.Wheel reports the error.
-func buildIndex(ib *wheel.IndexBuilder, marks <-chan wheel.RestoreMark, done chan<- struct{}) {
+func buildIndex(ib *wheel.IndexBuilder, marks <-chan wheel.RestoreMark, done chan<- struct{}, log *slog.Logger) {
 	defer close(done)
 	ok := true
 	for m := range marks {
 		ok = ok && ib.Add(m)
 	}
+	debug(log, "restore: index builder done")
 }

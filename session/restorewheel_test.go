@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -139,4 +142,53 @@ func encodeWheel(w *wheel.Wheel) []byte {
 	f := w.Freeze()
 	defer f.Release()
 	return f.Encode(nil)
+}
+
+// TestRestoreWheelLogsTimeline: restoreWheelFrom logs the end of each
+// goroutine's phase at debug level, the restart's timeline: the records
+// decoded and the index builder done before the wheel is built, whose
+// record counts its timers; a restore that fails logs no "wheel built".
+// At info level it logs nothing.
+func TestRestoreWheelLogsTimeline(t *testing.T) {
+	w, err := wheel.New(100, wheel.Config{})
+	require.NoError(t, err)
+	const n = 120_000 // about 4 pieces of restorePiece
+	for i := range n {
+		require.NoError(t, w.Add(wheel.Key{Receiver: uint64(i % 97), Tid: uint64(i)}, wheel.Spec{After: uint64(1 + i%5000)}))
+	}
+	f := w.Freeze()
+	snap := f.Encode(nil)
+	f.Release()
+	prev := runtime.GOMAXPROCS(2)
+	defer runtime.GOMAXPROCS(prev)
+
+	restore := func(b []byte, level slog.Level) ([]string, string, error) {
+		var out bytes.Buffer
+		log := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: level}))
+		_, err := restoreWheelFrom(b, nil, log)
+		var msgs []string
+		for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			if _, m, ok := strings.Cut(line, `msg="`); ok {
+				msgs = append(msgs, m[:strings.IndexByte(m, '"')])
+			}
+		}
+		return msgs, out.String(), err
+	}
+	msgs, out, err := restore(snap, slog.LevelDebug)
+	require.NoError(t, err)
+	require.Equal(t, "restore: wheel built", msgs[len(msgs)-1], out)
+	require.Contains(t, out, fmt.Sprintf("timers=%d", n))
+	require.Less(t, slices.Index(msgs, "restore: records decoded"), len(msgs)-1, out)
+	require.Less(t, slices.Index(msgs, "restore: index builder done"), len(msgs)-1, out)
+	require.GreaterOrEqual(t, slices.Index(msgs, "restore: records decoded"), 0, out)
+	require.GreaterOrEqual(t, slices.Index(msgs, "restore: index builder done"), 0, out)
+
+	msgs, out, err = restore(snap[:len(snap)-restorePiece/2], slog.LevelDebug)
+	require.ErrorIs(t, err, wheel.ErrSnapshot)
+	require.NotContains(t, msgs, "restore: wheel built", out)
+
+	_, out, err = restore(snap, slog.LevelInfo)
+	require.NoError(t, err)
+	require.Empty(t, out)
+	requireNoIndexBuilder(t)
 }

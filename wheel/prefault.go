@@ -26,6 +26,16 @@ type Prefaulter struct {
 	regions []*bigmem.Mem
 	first   uint64 // the index of regions[0]'s first node
 	done    int    // regions populated, or all of them once one failed
+
+	// The table and ext of a partitioned index (restorepart.go), nil
+	// otherwise, populated by Index; count is the timers the header
+	// announced and base the slab index of the first, tableBytes the
+	// table's size, indexDone its bytes populated (and a quarter as many
+	// of ext's), all of them once one failed.
+	table, ext  *bigmem.Mem
+	count, base uint64
+	tableBytes  uintptr
+	indexDone   uintptr
 }
 
 // prefaultAhead is how far past a mark Upto populates: two regions of
@@ -43,11 +53,53 @@ func (r *Restorer) Prefaulter() *Prefaulter {
 }
 
 // newPrefaulter maps ahead the regions of the count timers the header
-// announced (see blockSource.reserve).
-func newPrefaulter(s *slab, count uint64) *Prefaulter {
+// announced (see blockSource.reserve); ib is the restore's index builder.
+func newPrefaulter(s *slab, count uint64, ib *IndexBuilder) *Prefaulter {
 	blocks := (uint64(s.nsent) + count + blockLen - 1) / blockLen
 	regions, first := s.src.reserve(int(blocks))
-	return &Prefaulter{regions: slices.Clone(regions), first: uint64(first) * blockLen}
+	p := &Prefaulter{regions: slices.Clone(regions), first: uint64(first) * blockLen, count: count, base: uint64(s.nsent)}
+	if ib.pt != nil {
+		p.table, p.ext, p.tableBytes = ib.table.mem, ib.extMem, uintptr(len(ib.pt.flat))*4
+	}
+	return p
+}
+
+// indexStep is how many bytes of the index's table one Index call
+// populates (and a quarter as many of its ext): a huge page, 2 MiB, a
+// ms or two: a mark that comes meanwhile waits no longer than that.
+var indexStep uintptr = 2 << 20 // a variable for the tests
+
+// Index populates the next indexStep bytes of a partitioned index's table
+// (and the ext beside them), as far as the share of the header's count
+// that mark's timers are, and reports whether it did: false when it has
+// nothing to do (yet), or the index is not partitioned. It is for the
+// time a goroutine calling Upto has between two marks: the table (512 MiB
+// at 100M timers) and its ext (128 MiB) are first written by
+// IndexPart.Fill, once the last record is read, where the kernel's
+// clearing of their pages was a quarter of the fill's CPU (perf). A header
+// that claims more timers than the records that follow costs no more than
+// their share. Call it on the goroutine that calls Upto, never after
+// Restorer.Wheel (the ext is unmapped then).
+func (p *Prefaulter) Index(mark RestoreMark) bool {
+	if p.table == nil || p.count == 0 {
+		return false
+	}
+	size := p.tableBytes
+	have := min(uint64(mark.n)-min(uint64(mark.n), p.base), p.count)
+	upto := uintptr(uint64(size) * have / p.count)
+	if have < p.count {
+		upto &^= indexStep - 1
+	}
+	if p.indexDone >= upto {
+		return false
+	}
+	n := min(indexStep, upto-p.indexDone)
+	if !p.table.Populate(p.indexDone, n) || !p.ext.Populate(p.indexDone/4, (n+3)/4) {
+		p.indexDone = size
+		return false
+	}
+	p.indexDone += n
+	return true
 }
 
 // Upto populates the regions that begin before prefaultAhead nodes past

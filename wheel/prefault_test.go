@@ -59,3 +59,73 @@ func TestPrefaulterPopulatesAhead(t *testing.T) {
 	pf.Upto(r.Ready())
 	require.Equal(t, 2, pf.done, "but only two are populated")
 }
+
+// TestPrefaulterPopulatesIndex: the Prefaulter of a restore whose index is
+// partitioned populates the index's table (and ext) a step at a time, up
+// to the share of the header's count the records written so far are, and
+// all of it once they are all written; the wheel restored is the one
+// saved. A header that claims more timers than its records has nothing
+// of the table populated for them; an index that is not partitioned
+// (filled as it is read) is left to the builder.
+func TestPrefaulterPopulatesIndex(t *testing.T) {
+	if m := bigmem.Map(bigmem.HugePage); m == nil || !m.Populate(0, bigmem.HugePage) {
+		t.Skip("the kernel cannot populate here (Linux 5.14+)")
+	} else {
+		m.Free()
+	}
+	withParts(t, 12, 256)
+	old := indexStep
+	indexStep = 64 << 10
+	t.Cleanup(func() { indexStep = old })
+
+	w := newWheel(t, 0, Config{})
+	const n = 300_000 // a table of 2^19 entries (2 MiB): 32 steps
+	for i := range uint64(n) {
+		require.NoError(t, w.Add(Key{i % 5000, i}, Spec{After: 1 + i%100_000}))
+	}
+	snap := snapshotOf(t, w, 0)
+	r, err := NewRestorer(Config{})
+	require.NoError(t, err)
+	_, err = r.Write(snap[:len(snap)/2])
+	require.NoError(t, err)
+	pf := r.Prefaulter()
+	require.NotNil(t, pf)
+	require.NotNil(t, pf.table, "the index is partitioned")
+	require.Equal(t, uintptr(2<<20), pf.tableBytes)
+	for pf.Index(r.Ready()) {
+	}
+	share := float64(pf.tableBytes) * float64(uint64(r.Ready().n)-pf.base) / n
+	require.LessOrEqual(t, float64(pf.indexDone), share, "no more than the records' share")
+	require.Greater(t, float64(pf.indexDone), share-float64(indexStep), "all of it but a step")
+	_, err = r.Write(snap[len(snap)/2:])
+	require.NoError(t, err)
+	for pf.Index(r.Ready()) {
+	}
+	require.Equal(t, pf.tableBytes, pf.indexDone)
+	got, err := r.Wheel()
+	require.NoError(t, err)
+	requireSameWheels(t, w, got, receiversOf(w))
+
+	lie := rawSnapshot(7, 1<<22, rec(recEveryDelay, 1, 1, 5))
+	r, err = NewRestorer(Config{})
+	require.NoError(t, err)
+	for k := 0; r.Prefaulter() == nil; k++ { // the header, a byte at a time
+		require.Less(t, k, len(lie))
+		_, err = r.Write(lie[k : k+1])
+		require.NoError(t, err)
+	}
+	pf = r.Prefaulter()
+	require.NotNil(t, pf.table)
+	require.False(t, pf.Index(r.Ready()))
+	require.Zero(t, pf.indexDone, "4M timers claimed, none read: nothing")
+
+	withParts(t, 12, 256)
+	partShift = 30 // regions larger than the table: not partitioned
+	r, err = NewRestorer(Config{})
+	require.NoError(t, err)
+	_, err = r.Write(snap)
+	require.NoError(t, err)
+	pf = r.Prefaulter()
+	require.Nil(t, pf.table)
+	require.False(t, pf.Index(r.Ready()))
+}

@@ -278,7 +278,7 @@ func (r *Restorer) header(b []byte) (n, need int, err error) {
 	}
 	r.w, _ = New(now, r.cfg) // cfg is valid
 	r.ib = newIndexBuilder(&r.w.nodes, uint32(count))
-	r.pf = newPrefaulter(&r.w.nodes, count)
+	r.pf = newPrefaulter(&r.w.nodes, count, r.ib)
 	if v >= 3 { // records with their seq: the builder links the receivers' lists
 		r.ib.recv = &r.w.recv
 	}

@@ -32,7 +32,10 @@ import (
 // before that Add (a channel send of the mark orders them), and must have
 // the last Add return before it calls Restorer.Wheel, which indexes what
 // is left and takes the table. The index is the same whatever the marks:
-// the nodes are inserted in slab order, as one pass over them would.
+// the nodes are inserted in slab order, as one pass over them would. A
+// table mapped outside the heap is filled a region at a time instead,
+// after the last Add (restorepart.go, Parts): the same entries, each in
+// its probe run, in an order within a run that may differ.
 //
 // The table's chunks are made as they are first written, so that a header
 // claiming more timers than the records that follow costs no memory; or,
@@ -61,6 +64,12 @@ type IndexBuilder struct {
 	// order.
 	recv     *recvTable
 	unsorted map[uint64]struct{}
+	// pt, when not nil, is where Add puts the entries of a table mapped
+	// outside the heap, a bucket per region, until they are inserted a
+	// region at a time (restorepart.go); blocks is the block list of the
+	// latest mark.
+	pt     *partition
+	blocks []*cowBlock[node]
 }
 
 // RestoreMark is how far a Restorer has decoded: the nodes below n are
@@ -94,7 +103,13 @@ func newIndexBuilder(s *slab, count uint32) *IndexBuilder {
 			t.c, ext = chunksOf[uint32](t.mem, size), chunksOf[uint8](extMem, size)
 		}
 	}
+	var pt *partition
+	if t.mem != nil {
+		flat := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(t.mem.Bytes()))), size)
+		pt = newPartition(size, count, flat, extMem.Bytes()[:size])
+	}
 	return &IndexBuilder{
+		pt:     pt,
 		table:  t,
 		extMem: extMem,
 		ext:    ext,
@@ -108,8 +123,9 @@ func newIndexBuilder(s *slab, count uint32) *IndexBuilder {
 // Add indexes the nodes mark covers (a value Restorer.Ready returned),
 // from where the previous Add stopped (see IndexBuilder for who
 // may call it when). It reports false when two of the timers indexed so far
-// have the same key; it then indexes nothing more. A mark at or below the
-// previous one does nothing.
+// have the same key; it then indexes nothing more. (A partitioned builder
+// mostly finds them when it fills its regions: Restorer.Wheel reports
+// them either way.) A mark at or below the previous one does nothing.
 //
 // The nodes are read in slab order, and each one's table entry is
 // prefetched some nodes ahead, so that the cache misses of a large table
@@ -121,6 +137,10 @@ func (b *IndexBuilder) Add(mark RestoreMark) bool {
 	end, blocks := min(mark.n, b.end), mark.blocks
 	if b.next >= end {
 		return true
+	}
+	b.blocks = blocks
+	if b.pt != nil && b.pt.parts == nil {
+		return b.addAllParted(blocks, end)
 	}
 	const ahead = 16
 	var hs [ahead]uint64 // hashes of the nodes ahead, by index mod ahead
@@ -142,6 +162,22 @@ func (b *IndexBuilder) Add(mark RestoreMark) bool {
 		}
 		if !b.insert(blocks, i, h) {
 			b.dup = true
+			return false
+		}
+		if b.recv != nil {
+			b.linkRecv(blocks, i)
+		}
+	}
+	b.next = end
+	return true
+}
+
+// addAllParted is Add for a partitioned builder (restorepart.go): each
+// node's entry goes to its region's bucket, up to node end.
+func (b *IndexBuilder) addAllParted(blocks []*cowBlock[node], end uint32) bool {
+	for i := b.next; i < end; i++ {
+		n := frozenGet(blocks, i)
+		if !b.addParted(blocks, i, hash(Key{n.receiver, n.tid})) {
 			return false
 		}
 		if b.recv != nil {
@@ -197,6 +233,10 @@ func (b *IndexBuilder) lazyAt(p uint64) *uint32 {
 // leaves x alone, when two timers have the same key.
 func (b *IndexBuilder) finish(mark RestoreMark, x *index) bool {
 	if !b.Add(mark) {
+		return false
+	}
+	if b.pt != nil && !b.fillParts() {
+		b.dup = true
 		return false
 	}
 	for i := range b.table.c { // chunks no key hashed into

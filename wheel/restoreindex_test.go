@@ -13,7 +13,8 @@ import (
 // rng, else of at most 64 bytes), with the index built by an IndexBuilder
 // on another goroutine from the marks of the pieces written, and the
 // nodes' memory populated by a Prefaulter on a third, as a caller with two
-// cores does (session.restoreWheel).
+// cores does (session.restoreWheel); a partitioned builder's regions
+// (restorepart.go) are then filled in two parts on two goroutines.
 func restoreBuilding(cfg Config, b []byte, rng *rand.Rand) (*Wheel, error) {
 	r, err := NewRestorer(cfg)
 	if err != nil {
@@ -22,6 +23,7 @@ func restoreBuilding(cfg Config, b []byte, rng *rand.Rand) (*Wheel, error) {
 	var marks, pfMarks chan RestoreMark
 	done, pfDone := make(chan bool, 1), make(chan bool, 1)
 	var werr error
+	var ib *IndexBuilder
 	for rest := b; len(rest) > 0 && werr == nil; {
 		k := min(len(rest), 64)
 		if rng != nil {
@@ -30,7 +32,7 @@ func restoreBuilding(cfg Config, b []byte, rng *rand.Rand) (*Wheel, error) {
 		_, werr = r.Write(rest[:k])
 		rest = rest[k:]
 		if marks == nil {
-			if ib := r.IndexBuilder(); ib != nil {
+			if ib = r.IndexBuilder(); ib != nil {
 				marks = make(chan RestoreMark, 4)
 				go func() {
 					ok := true
@@ -60,6 +62,7 @@ func restoreBuilding(cfg Config, b []byte, rng *rand.Rand) (*Wheel, error) {
 	if marks != nil {
 		close(marks)
 		<-done
+		fillParts(ib.Parts(2))
 	}
 	if pfMarks != nil {
 		close(pfMarks)
@@ -69,6 +72,21 @@ func restoreBuilding(cfg Config, b []byte, rng *rand.Rand) (*Wheel, error) {
 		return nil, werr
 	}
 	return r.Wheel()
+}
+
+// fillParts fills parts, each on a goroutine of its own, as
+// session.restoreWheel does, and returns once all are filled.
+func fillParts(parts []*IndexPart) {
+	done := make(chan struct{}, len(parts))
+	for _, p := range parts {
+		go func() {
+			p.Fill()
+			done <- struct{}{}
+		}()
+	}
+	for range parts {
+		<-done
+	}
 }
 
 // TestRestoreIndexBuilder: a wheel whose index was built on another

@@ -206,6 +206,19 @@ func restoreBench(snap []byte, aside bool, threads *[2]time.Duration) (*Wheel, e
 		close(marks)
 		<-done
 		marks = nil
+		if parts := r.IndexBuilder().Parts(2); parts != nil { // as session.fillIndex
+			filled := make(chan struct{})
+			go func() {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				t0 := threadCPU()
+				parts[1].Fill()
+				threads[1] += threadCPU() - t0
+				close(filled)
+			}()
+			parts[0].Fill()
+			<-filled
+		}
 	}
 	return r.Wheel()
 }
