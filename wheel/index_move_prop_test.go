@@ -423,6 +423,24 @@ func TestIndexMovesProperty(t *testing.T) {
 	if testing.Short() {
 		seeds, ops = 2, 4000
 	}
+	runIndexMoves(t, seeds, ops)
+}
+
+// TestIndexMovesPropertyMapped is TestIndexMovesProperty with every slab
+// block and index table outside the Go heap and freed mappings poisoned
+// (lowBigMem): an old table read after its move ended (and unmapped)
+// faults, as would a block of nodes read after its region went.
+func TestIndexMovesPropertyMapped(t *testing.T) {
+	lowBigMem(t)
+	seeds, ops := 3, 6000
+	if testing.Short() {
+		seeds, ops = 1, 3000
+	}
+	runIndexMoves(t, seeds, ops)
+}
+
+// runIndexMoves runs seeds movePropRuns of ops operations each.
+func runIndexMoves(t *testing.T, seeds, ops int) {
 	for seed := range uint64(seeds) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 0x1d3))
