@@ -120,8 +120,9 @@ type movePropRun struct {
 	want   []byte
 	got    []byte
 	// Coverage, checked at the end.
-	moves, grows, rebuilds, longSteps, fresh, restores, frozenMoves, snapshots, replaced int
-	wasMoving                                                                            bool
+	moves, grows, rebuilds, longSteps, fresh, restores, frozenMoves, snapshots, replaced, renumbers int
+	lastSeq                                                                                         uint32
+	wasMoving                                                                                       bool
 }
 
 func (r *movePropRun) key() Key {
@@ -374,6 +375,10 @@ func (r *movePropRun) note() {
 		r.fresh++
 	}
 	r.wasMoving = x.moving()
+	if r.w.seq < r.lastSeq {
+		r.renumbers++
+	}
+	r.lastSeq = r.w.seq
 }
 
 // snapshotStep starts a Frozen, or encodes a piece of the one being
@@ -405,8 +410,10 @@ func (r *movePropRun) restore() {
 		r.frozen.Release()
 		r.frozen = nil
 	}
+	seqMax := r.w.seqMax
 	r.w = restoreOf(r.t, r.cfg, snapshotOf(r.t, r.w, 0), r.rng)
-	r.wasMoving = false
+	r.w.seqMax = seqMax
+	r.wasMoving, r.lastSeq = false, r.w.seq
 	r.restores++
 	checkIndexInvariants(r.t, r.w)
 	r.check()
@@ -450,6 +457,9 @@ func runIndexMoves(t *testing.T, seeds, ops int) {
 			}
 			r := &movePropRun{t: t, rng: rng, cfg: cfg, w: newWheel(t, rng.Uint64N(1<<40), cfg),
 				live: map[Key]bool{}, nRecv: 6, nTid: 1000}
+			if seed%2 == 1 {
+				r.w.seqMax = 700 // renumbers (in an Add, between its node's alloc and its insertion) every few hundred adds
+			}
 			// The population swings: growth, then churn well below 3/8 of
 			// the table (tombstones, then rebuilds at the same size), a few.
 			// Up to 90 timers: a table of 128 rebuilt often; up to 420: 1024.
@@ -476,13 +486,16 @@ func runIndexMoves(t *testing.T, seeds, ops int) {
 			if r.frozen != nil {
 				r.frozen.Release()
 			}
-			t.Logf("moves %d (grows %d, rebuilds %d, long steps %d), ops seeing fresh nodes %d, replaces %d, restores %d, snapshots %d (moves under a Frozen %d)",
-				r.moves, r.grows, r.rebuilds, r.longSteps, r.fresh, r.replaced, r.restores, r.snapshots, r.frozenMoves)
+			t.Logf("moves %d (grows %d, rebuilds %d, long steps %d), ops seeing fresh nodes %d, replaces %d, restores %d, snapshots %d (moves under a Frozen %d), renumbers %d",
+				r.moves, r.grows, r.rebuilds, r.longSteps, r.fresh, r.replaced, r.restores, r.snapshots, r.frozenMoves, r.renumbers)
 			require.Positive(t, r.grows, "no growth")
 			require.Positive(t, r.rebuilds, "no rebuild at the same size")
 			require.Positive(t, r.fresh, "no node noted fresh")
 			require.Positive(t, r.replaced, "no Replace of a live timer")
 			require.Positive(t, r.snapshots, "no snapshot checked")
+			if seed%2 == 1 {
+				require.Positive(t, r.renumbers, "no renumbering")
+			}
 		})
 	}
 }
