@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -109,18 +110,27 @@ func (c *Client) current() *conn {
 // from the Events channel. The latter is pushed - len(evq), read in that
 // order: every event counted in pushed was in the channel before, so the
 // count is never above the truth; a push between the two reads would lower
-// it, so they are read again when pushed moved meanwhile.
+// it, so they are read again when pushed moved meanwhile. An event sent to
+// the channel and not yet counted in pushed would lower it too (the user
+// may have taken it already: Unbind then left it unacked, and the next
+// binder got it again, TestTakenCountDuringPush), so while a send is in
+// progress and the channel has room (the send is not blocked: it is done
+// or about to be, and its count follows at once) it waits for the count.
 func (c *Client) takenCount() uint64 {
 	if c.o.handler != nil {
 		return c.handledN.Load()
 	}
 	var p, l uint64
-	for range 4 {
+	for range 1 << 20 {
 		p = c.pushed.Load()
 		l = uint64(len(c.evq))
-		if c.pushed.Load() == p {
+		if c.pushed.Load() != p {
+			continue
+		}
+		if !c.pushing.Load() || l == uint64(cap(c.evq)) {
 			break
 		}
+		runtime.Gosched()
 	}
 	if l > p {
 		return 0

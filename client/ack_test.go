@@ -362,3 +362,34 @@ func TestAckContextDone(t *testing.T) {
 	err := c.Ack(ctx, 1, 1)
 	require.True(t, errors.Is(err, context.Canceled), "%v", err)
 }
+
+// TestTakenCountDuringPush: an event the user took while the Client was
+// between sending it to Events and counting it counts as taken, so Unbind
+// acks it and the next binder does not get it again. Before, the count
+// missed it: TestAckUnbind failed under -race with the next binder given
+// the user's last event (Pending 2, FirstSeq 2).
+func TestTakenCountDuringPush(t *testing.T) {
+	srv := ackServer(t)
+	c := dial(t, srv.Addr(), noToken)
+	ctx := tctx(t)
+	_, err := c.Bind(ctx, 1, &BindOptions{Ack: AckAuto})
+	require.NoError(t, err)
+	taken := make(chan struct{})
+	var once sync.Once
+	c.afterSend = func() { // the third event: sent, not counted until the user has it
+		if c.pushed.Load() == 2 {
+			once.Do(func() { <-taken; time.Sleep(20 * time.Millisecond) })
+		}
+	}
+	addEvery(t, c, 1, 1, 3)
+	srv.AdvanceTicks(3)
+	for range 3 {
+		nextEvent(t, c.Events())
+	}
+	close(taken)
+	require.Equal(t, uint64(3), c.takenCount(), "the third event, taken before it was counted")
+	require.NoError(t, c.Unbind(ctx, 1))
+	r, err := c.Bind(ctx, 1, &BindOptions{Ack: AckManual})
+	require.NoError(t, err)
+	assert.Equal(t, BindResult{FirstSeq: 4}, r, "every event was taken and acked before the unbind: none pending")
+}

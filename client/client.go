@@ -41,7 +41,15 @@ type Client struct {
 	// pushed counts the events queued to evq; handledN those the handler
 	// returned for: what the user has taken (takenCount), for auto acks.
 	pushed, handledN atomic.Uint64
-	acks             acker
+	// pushing is set while deliver sends an event of an acknowledged-mode
+	// Client to evq and counts it in pushed: between the two the user may
+	// already hold the event, which pushed does not count yet
+	// (takenCount waits that out).
+	pushing atomic.Bool
+	// afterSend, for tests, runs between an event's send to evq and its
+	// count in pushed.
+	afterSend func()
+	acks      acker
 
 	// dropped counts the events the server gave up on or that went
 	// missing (see Dropped).

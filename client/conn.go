@@ -485,8 +485,22 @@ func (c *Client) dispatchFire(cn *conn, f *protocol.Fire) bool {
 // is the backpressure that stops reading the socket. It returns false when
 // the Client is closed meanwhile.
 func (c *Client) deliver(ev Event) bool {
+	if c.acks.n.Load() == 0 { // no auto acks: nothing reads pushed in between
+		select {
+		case c.evq <- ev:
+			c.pushed.Add(1)
+			return true
+		case <-c.done:
+			return false
+		}
+	}
+	c.pushing.Store(true)
+	defer c.pushing.Store(false)
 	select {
 	case c.evq <- ev:
+		if c.afterSend != nil {
+			c.afterSend()
+		}
 		c.pushed.Add(1)
 		return true
 	case <-c.done:
