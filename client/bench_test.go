@@ -58,30 +58,38 @@ func BenchmarkPipe(b *testing.B) {
 // configured by mutate.
 func benchPipe(b *testing.B, batch int, mutate func(*server.Config)) {
 	b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-		ctx := context.Background()
-		c := benchClient(b, mutate)
-		var tid atomic.Uint64
-		b.ReportAllocs()
-		b.SetParallelism(8)
-		cpu0 := cpuTime(b)
-		b.RunParallel(func(pb *testing.PB) {
-			p := c.Pipeline()
-			for pb.Next() {
-				id := tid.Add(1)
-				p.Add(id%1024, id, 1_000_000, nil)
-				if p.Len() == batch {
-					if err := p.Exec(ctx); err != nil {
-						b.Error(err)
-						return
-					}
+		pipeAdds(b, benchClient(b, mutate), batch, 0)
+	})
+}
+
+// pipeAdds times b.N adds of new timers (tids after first) in Pipes of
+// batch, by 8 goroutines per processor sharing c, and reports the
+// process's CPU per add.
+func pipeAdds(b *testing.B, c *Client, batch int, first uint64) {
+	ctx := context.Background()
+	var tid atomic.Uint64
+	tid.Store(first)
+	b.ReportAllocs()
+	b.SetParallelism(8)
+	b.ResetTimer()
+	cpu0 := cpuTime(b)
+	b.RunParallel(func(pb *testing.PB) {
+		p := c.Pipeline()
+		for pb.Next() {
+			id := tid.Add(1)
+			p.Add(id%1024, id, 1_000_000, nil)
+			if p.Len() == batch {
+				if err := p.Exec(ctx); err != nil {
+					b.Error(err)
+					return
 				}
 			}
-			if err := p.Exec(ctx); err != nil {
-				b.Error(err)
-			}
-		})
-		b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+		}
+		if err := p.Exec(ctx); err != nil {
+			b.Error(err)
+		}
 	})
+	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkRequestIDsOn is BenchmarkPipe (batch=256) and BenchmarkAdd (8
@@ -142,27 +150,5 @@ func BenchmarkPipeWarm(b *testing.B) {
 	if err := p.Exec(ctx); err != nil {
 		b.Fatal(err)
 	}
-	var tid atomic.Uint64
-	tid.Store(warm)
-	b.ReportAllocs()
-	b.SetParallelism(8)
-	b.ResetTimer()
-	cpu0 := cpuTime(b)
-	b.RunParallel(func(pb *testing.PB) {
-		p := c.Pipeline()
-		for pb.Next() {
-			id := tid.Add(1)
-			p.Add(id%1024, id, 1_000_000, nil)
-			if p.Len() == 256 {
-				if err := p.Exec(ctx); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}
-		if err := p.Exec(ctx); err != nil {
-			b.Error(err)
-		}
-	})
-	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+	pipeAdds(b, c, 256, warm)
 }

@@ -47,14 +47,7 @@ func TestPrefaulterPopulatesAhead(t *testing.T) {
 	requireSameWheels(t, w, got, receiversOf(w))
 
 	lie := rawSnapshot(7, 1<<26, rec(recEveryDelay, 1, 1, 5))
-	r, err = NewRestorer(Config{})
-	require.NoError(t, err)
-	for k := 0; r.Prefaulter() == nil; k++ { // the header, a byte at a time
-		require.Less(t, k, len(lie))
-		_, err = r.Write(lie[k : k+1])
-		require.NoError(t, err)
-	}
-	pf = r.Prefaulter()
+	r, pf = headerOnly(t, lie)
 	require.Greater(t, len(pf.regions), 200, "the count's regions are mapped")
 	pf.Upto(r.Ready())
 	require.Equal(t, 2, pf.done, "but only two are populated")
@@ -107,14 +100,7 @@ func TestPrefaulterPopulatesIndex(t *testing.T) {
 	requireSameWheels(t, w, got, receiversOf(w))
 
 	lie := rawSnapshot(7, 1<<22, rec(recEveryDelay, 1, 1, 5))
-	r, err = NewRestorer(Config{})
-	require.NoError(t, err)
-	for k := 0; r.Prefaulter() == nil; k++ { // the header, a byte at a time
-		require.Less(t, k, len(lie))
-		_, err = r.Write(lie[k : k+1])
-		require.NoError(t, err)
-	}
-	pf = r.Prefaulter()
+	r, pf = headerOnly(t, lie)
 	require.NotNil(t, pf.table)
 	require.False(t, pf.Index(r.Ready()))
 	require.Zero(t, pf.indexDone, "4M timers claimed, none read: nothing")
@@ -128,4 +114,18 @@ func TestPrefaulterPopulatesIndex(t *testing.T) {
 	pf = r.Prefaulter()
 	require.Nil(t, pf.table)
 	require.False(t, pf.Index(r.Ready()))
+}
+
+// headerOnly returns a Restorer given snap's header a byte at a time, up
+// to its Prefaulter (the header's end), and that Prefaulter.
+func headerOnly(t *testing.T, snap []byte) (*Restorer, *Prefaulter) {
+	t.Helper()
+	r, err := NewRestorer(Config{})
+	require.NoError(t, err)
+	for k := 0; r.Prefaulter() == nil; k++ {
+		require.Less(t, k, len(snap))
+		_, err = r.Write(snap[k : k+1])
+		require.NoError(t, err)
+	}
+	return r, r.Prefaulter()
 }
