@@ -138,7 +138,11 @@ func (w *Wheel) fairOrder() {
 // (BenchmarkFireRearm, one receiver).
 func (w *Wheel) inRounds(first uint32) bool {
 	f := &w.fair
-	r0 := w.nodes.get(first).receiver
+	n0 := w.nodes.get(first)
+	if n0.rnext == nilIdx && n0.rprev == nilIdx {
+		return false // its receiver's only timer: no second round, found without a walk
+	}
+	r0 := n0.receiver
 	period := f.period[:0]
 	i := first
 	for ; i != w.due; i = w.nodes.get(i).wnext {
