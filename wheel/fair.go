@@ -59,7 +59,7 @@ type fairState struct {
 // add order and none fired yet, into rounds by receiver (see above). A list
 // in which no receiver has two timers keeps its order.
 func (w *Wheel) fairOrder() {
-	d := w.nodes.at(w.due)
+	d := w.nodes.get(w.due)
 	first := d.wnext
 	if first == w.due || d.wprev == first { // empty, or one timer
 		return
@@ -81,7 +81,7 @@ func (w *Wheel) fairOrder() {
 	var e uint32
 	run, chained := false, false
 	for i := first; i != w.due; {
-		n := w.nodes.at(i)
+		n := w.nodes.get(i)
 		after := n.wnext
 		join := false
 		if n.rnext != nilIdx || n.rprev != nilIdx {
@@ -160,6 +160,14 @@ func (w *Wheel) inRounds(first uint32) bool {
 	if i == w.due { // no second round
 		return false
 	}
+	if len(period) == 1 { // one receiver's timers: the common case, read alone
+		for ; i != w.due; i = w.nodes.get(i).wnext {
+			if w.nodes.get(i).receiver != r0 {
+				return false
+			}
+		}
+		return true
+	}
 	for k := 0; i != w.due; i = w.nodes.get(i).wnext {
 		if w.nodes.get(i).receiver != period[k] {
 			return false
@@ -167,9 +175,6 @@ func (w *Wheel) inRounds(first uint32) bool {
 		if k++; k == len(period) {
 			k = 0
 		}
-	}
-	if len(period) == 1 {
-		return true
 	}
 	sorted := append(f.sorted[:0], period...)
 	slices.Sort(sorted)
@@ -207,7 +212,7 @@ func (w *Wheel) emitRounds(cur, end []uint32) {
 		cur, end = cur[:k], end[:k]
 	}
 	w.nodes.at(prev).wnext = w.due
-	w.nodes.at(w.due).wprev = prev
+	w.nodes.get(w.due).wprev = prev
 }
 
 // fairKeep bounds the scratch fairOrder keeps between ticks: receivers in
@@ -246,9 +251,9 @@ func (w *Wheel) toRotation() {
 		r.groups = make(map[uint64]*dueGroup)
 	}
 	r.on = true
-	d := w.nodes.at(w.due)
+	d := w.nodes.get(w.due)
 	a := w.dueBuf[:0]
-	for i := d.wnext; i != w.due; i = w.nodes.at(i).wnext {
+	for i := d.wnext; i != w.due; i = w.nodes.get(i).wnext {
 		a = append(a, uint64(i))
 	}
 	d.wnext, d.wprev = w.due, w.due
@@ -273,7 +278,7 @@ func (w *Wheel) rotEnd() {
 // none: then isNew is true.
 func (w *Wheel) rotGroup(i uint32) (g *dueGroup, isNew bool) {
 	r := &w.rot
-	recv := w.nodes.at(i).receiver
+	recv := w.nodes.get(i).receiver
 	if g = r.groups[recv]; g != nil {
 		return g, false
 	}
@@ -290,7 +295,7 @@ func (w *Wheel) rotAppend(i uint32) {
 	if isNew {
 		return
 	}
-	w.linkTail(w.nodes.at(g.last).wnext, i)
+	w.linkTail(w.nodes.get(g.last).wnext, i)
 	g.last = i
 }
 
@@ -303,10 +308,10 @@ func (w *Wheel) rotInsert(i uint32) {
 	if isNew {
 		return
 	}
-	n := w.nodes.at(i)
+	n := w.nodes.get(i)
 	j := g.last
 	for {
-		m := w.nodes.at(j)
+		m := w.nodes.get(j)
 		if m.due < n.due || m.due == n.due && m.order() < n.order() {
 			break
 		}
@@ -317,7 +322,7 @@ func (w *Wheel) rotInsert(i uint32) {
 		}
 		j = m.wprev
 	}
-	w.linkTail(w.nodes.at(j).wnext, i)
+	w.linkTail(w.nodes.get(j).wnext, i)
 	if j == g.last {
 		g.last = i
 	}
@@ -340,7 +345,7 @@ func (w *Wheel) rotNext() uint32 {
 			g.dead = true
 			delete(r.groups, g.recv)
 		} else {
-			g.first = w.nodes.at(i).wnext
+			g.first = w.nodes.get(i).wnext
 			r.ring = append(r.ring, g)
 		}
 		w.unlink(i)
@@ -359,7 +364,7 @@ func (w *Wheel) rotNext() uint32 {
 // rotRemove takes due node i out of its receiver's queue and the due list.
 func (w *Wheel) rotRemove(i uint32) {
 	r := &w.rot
-	n := w.nodes.at(i)
+	n := w.nodes.get(i)
 	g := r.groups[n.receiver]
 	switch {
 	case g.first == i && g.last == i:
@@ -394,7 +399,7 @@ func (w *Wheel) unlinkArmed(i uint32) {
 // (a timer re-armed or moved into the past of a wheel that ran ahead).
 func (w *Wheel) joinDue(i uint32, append bool) {
 	if !w.rot.on {
-		if w.dueEmpty() && w.nodes.at(i).due == w.now { // the list of this one timer
+		if w.dueEmpty() && w.nodes.get(i).due == w.now { // the list of this one timer
 			w.linkTail(w.due, i)
 			return
 		}
@@ -412,7 +417,7 @@ func (w *Wheel) joinDue(i uint32, append bool) {
 func (w *Wheel) appendDue(i uint32) { w.joinDue(i, true) }
 
 // dueEmpty reports whether no timer is due.
-func (w *Wheel) dueEmpty() bool { return w.nodes.at(w.due).wnext == w.due }
+func (w *Wheel) dueEmpty() bool { return w.nodes.get(w.due).wnext == w.due }
 
 // rotRing returns the ring from its front, each receiver's queue as its
 // first and last node (for Freeze).
