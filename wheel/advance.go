@@ -48,7 +48,7 @@ func (w *Wheel) Advance(to uint64, max int, fn func(*Fire)) (fired int, done boo
 	}
 	w.extra.holding = true
 	defer w.extra.endHold()
-	d := w.nodes.at(w.due)
+	d := w.nodes.get(w.due)
 	if max > 0 && d.wnext != w.due {
 		w.catchUp(to)
 	}
@@ -78,7 +78,7 @@ func (w *Wheel) Advance(to uint64, max int, fn func(*Fire)) (fired int, done boo
 						w.prefetchRemoval(far)
 					}
 				}
-				n := w.nodes.at(i)
+				n := w.nodes.get(i) // only read: fire writes it through at
 				d.wnext = n.wnext
 				w.nodes.at(n.wnext).wprev = w.due
 				w.fire(i, fn)
@@ -125,7 +125,7 @@ func (w *Wheel) catchUp(to uint64) {
 // left the list meanwhile (cancelled or paused by a callback) ends the walk.
 func (w *Wheel) ahead(i uint32, k int) uint32 {
 	for ; k > 0 && i != w.due; k-- {
-		n := w.nodes.at(i)
+		n := w.nodes.get(i)
 		if n.wprev >= markFiring {
 			return w.due
 		}
@@ -147,7 +147,7 @@ const (
 // prefetchRemoval prefetches the index entry of due timer i if its next
 // firing is its last.
 func (w *Wheel) prefetchRemoval(i uint32) {
-	n := w.nodes.at(i)
+	n := w.nodes.get(i)
 	if n.repeat == 0 || n.fired+1 < n.repeat {
 		return
 	}
@@ -207,7 +207,7 @@ func (w *Wheel) fire(i uint32, fn func(*Fire)) {
 // An Advance to a tick before it only moves time; a driver can sleep until
 // it (and must look again after Add or Resume).
 func (w *Wheel) NextEvent() (tick uint64, ok bool) {
-	if w.nodes.at(w.due).wnext != w.due {
+	if w.nodes.get(w.due).wnext != w.due {
 		return w.now, true
 	}
 	return w.nextEvent()

@@ -74,7 +74,7 @@ func (w *Wheel) place(i uint32) {
 // linkSlot0 links node i at the tail of level-0 slot s (whose sentinel is
 // s), and marks the slot unsorted when i was added before the slot's tail.
 func (w *Wheel) linkSlot0(s uint64, i uint32) {
-	h := w.nodes.at(uint32(s))
+	h := w.nodes.get(uint32(s))
 	t := h.wprev
 	n := w.nodes.at(i)
 	tn := w.nodes.at(t)
@@ -135,7 +135,7 @@ func (w *Wheel) nextEvent() (uint64, bool) {
 			}
 		}
 	}
-	if w.nodes.at(w.overflow).wnext != w.overflow {
+	if w.nodes.get(w.overflow).wnext != w.overflow {
 		if w.overflowStale {
 			w.refreshOverflowMin()
 		}
@@ -159,8 +159,8 @@ func (w *Wheel) noteUnlinked(due uint64) {
 // an overflow list; it runs at most once per removal of its earliest timer.
 func (w *Wheel) refreshOverflowMin() {
 	m := uint64(math.MaxUint64)
-	for i := w.nodes.at(w.overflow).wnext; i != w.overflow; {
-		n := w.nodes.at(i)
+	for i := w.nodes.get(w.overflow).wnext; i != w.overflow; {
+		n := w.nodes.get(i)
 		m = min(m, n.due)
 		i = n.wnext
 	}
@@ -198,14 +198,14 @@ func (w *Wheel) turn() {
 	}
 	w.occupied[0][s>>6] &^= bit
 	head := w.sentinel(0, s)
-	h := w.nodes.at(head)
+	h := w.nodes.get(head)
 	first, last := h.wnext, h.wprev
 	h.wnext, h.wprev = head, head
 	if w.unsorted[s>>6]&bit != 0 {
 		w.unsorted[s>>6] &^= bit
 		a := w.dueBuf[:0]
-		for i := first; i != head; i = w.nodes.at(i).wnext {
-			a = append(a, uint64(w.nodes.at(i).order())<<32|uint64(i))
+		for i := first; i != head; i = w.nodes.get(i).wnext {
+			a = append(a, uint64(w.nodes.get(i).order())<<32|uint64(i))
 		}
 		a = w.sortBySeq(a)
 		for j := 1; j < len(a); j++ {
@@ -228,7 +228,7 @@ func (w *Wheel) turn() {
 	}
 	w.nodes.at(last).wnext = nilIdx
 	for i := first; i != nilIdx; {
-		next := w.nodes.at(i).wnext
+		next := w.nodes.get(i).wnext
 		w.rotAppend(i)
 		i = next
 	}
@@ -237,7 +237,7 @@ func (w *Wheel) turn() {
 // linkDue makes the chain first..last (linked by wnext/wprev) the due list,
 // which is empty.
 func (w *Wheel) linkDue(first, last uint32) {
-	d := w.nodes.at(w.due)
+	d := w.nodes.get(w.due)
 	d.wnext, d.wprev = first, last
 	w.nodes.at(first).wprev = w.due
 	w.nodes.at(last).wnext = w.due
@@ -246,11 +246,11 @@ func (w *Wheel) linkDue(first, last uint32) {
 // replace empties the list headed by s and places each of its timers again
 // relative to now.
 func (w *Wheel) replace(s uint32) {
-	h := w.nodes.at(s)
+	h := w.nodes.get(s)
 	i := h.wnext
 	h.wnext, h.wprev = s, s
 	for i != s {
-		next := w.nodes.at(i).wnext
+		next := w.nodes.get(i).wnext
 		w.place(i)
 		i = next
 	}

@@ -62,12 +62,17 @@ type slab struct {
 	// order), appended by grow: get's one load to find a block's nodes,
 	// where through arr.blocks it is two dependent ones (the block, then
 	// its all, on a line of its own in each 2 KiB block).
-	flat  []*[blockLen]node
-	src   blockSource // where the blocks' nodes come from
-	n     uint32      // indices handed out so far (high-water mark)
-	free  freeSet
-	nsent uint32
-	bars  []*barrier // the barriers of the Frozens not done walking (owned by the loop)
+	flat []*[blockLen]node
+	// blocks is &flat[0], kept by grow: get's load of a block without
+	// flat's length (a bounds check is three of a node access's ~9
+	// instructions, and a firing makes about 15). Every index get is
+	// given is below n, so its block is in flat.
+	blocks unsafe.Pointer
+	src    blockSource // where the blocks' nodes come from
+	n      uint32      // indices handed out so far (high-water mark)
+	free   freeSet
+	nsent  uint32
+	bars   []*barrier // the barriers of the Frozens not done walking (owned by the loop)
 	// spareClaims are the claim sets of barriers dropped, for the next,
 	// and at first one made for the first barrier; grown with the slab.
 	spareClaims []*claimSet
@@ -92,6 +97,7 @@ func (s *slab) grow(i uint32) {
 	for i >= s.arr.len() {
 		s.arr.grow(s.src.block())
 		s.flat = append(s.flat, (*[blockLen]node)(unsafe.Pointer(s.arr.blocks[len(s.arr.blocks)-1].all)))
+		s.blocks = unsafe.Pointer(unsafe.SliceData(s.flat))
 		s.free.grow(s.arr.len())
 		s.growClaims()
 	}
@@ -159,11 +165,18 @@ func (s *slab) own(bi, pi, j uint32) *cowPage[node] {
 	return pg
 }
 
-// get returns the node at index i, only to read (see cowArray.get),
-// through its block's one allocation (all, which every slab block has:
-// grow makes them together), read as the blockLen nodes it is, in order
-// (blockPages pages of pageLen nodes side by side: one multiply, not one
-// per level), found in flat. Inlinable, as at is.
+// get returns the node at index i, only to read (see cowArray.get), or to
+// write a sentinel (an index below nsent): the sentinels' pages are left
+// out of the copy on write, so at would find them current and return the
+// same pointer after a check. The firing path reads, and writes the
+// sentinels, through get wherever it may: at's check of the barriers is
+// a load and a branch on every access, and its slow call has the caller
+// keep a frame.
+//
+// The node is found through its block's one allocation (all, which every
+// slab block has: grow makes them together), read as the blockLen nodes it
+// is, in order (blockPages pages of pageLen nodes side by side: one
+// multiply, not one per level), found in flat. Inlinable, as at is.
 //
 // The address is computed without indexing the array through its pointer:
 // &flat[b][j] has the compiler check the pointer for nil by reading the
@@ -171,8 +184,11 @@ func (s *slab) own(bi, pi, j uint32) *cowPage[node] {
 // on every node access, and a real one where only the address is wanted
 // (the index's move prefetches nodes by it). flat's entries are never nil
 // and j is below blockLen, so the address is inside the block's nodes.
+// Nor is flat's length checked (blocks): i must be below n, as every index
+// the wheel keeps is; one that is not reads past flat.
 func (s *slab) get(i uint32) *node {
-	return (*node)(unsafe.Add(unsafe.Pointer(s.flat[i/blockLen]), uintptr(i%blockLen)*unsafe.Sizeof(node{})))
+	b := *(*unsafe.Pointer)(unsafe.Add(s.blocks, uintptr(i/blockLen)*unsafe.Sizeof(s.blocks)))
+	return (*node)(unsafe.Add(b, uintptr(i%blockLen)*unsafe.Sizeof(node{})))
 }
 
 // alloc returns the index of an unused node, whose fields the caller must
