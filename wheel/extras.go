@@ -60,11 +60,34 @@ type extras struct {
 	pins *atomic.Int32
 }
 
-// at returns extra j for reading or update (see cowArray.at).
-func (e *extras) at(j uint32) *extra { return e.arr.at(j) }
+// at returns extra j for reading or update (see cowArray.at). Its fast
+// path, a page of the current epoch, is written out here for extra so that
+// it is inlined: cowArray's generic at is a call of ~40 instructions, and a
+// firing with data makes three or four (add, fire, drop, free). The slow
+// path is passed in as slab.at's is (see slab.atOr), to stay within the
+// inliner's budget.
+func (e *extras) at(j uint32) *extra { return e.atOr(j, (*extras).stale) }
 
-// get returns extra j only to read (see cowArray.get).
-func (e *extras) get(j uint32) *extra { return e.arr.get(j) }
+func (e *extras) atOr(j uint32, slow func(e *extras, j uint32) *extra) *extra {
+	p := j >> pageShift // locate(j), written out: it costs the inliner more
+	b, pi := e.arr.blocks[p>>blockShift], p&(blockPages-1)
+	if b.epochs[pi] != e.arr.epoch {
+		return slow(e, j)
+	}
+	return &b.refs[pi][j&(pageLen-1)]
+}
+
+// stale is at for a page of an older epoch: cowArray.at copies it first
+// if a reader may read it.
+//
+//go:noinline
+func (e *extras) stale(j uint32) *extra { return e.arr.at(j) }
+
+// get returns extra j only to read (see cowArray.get), inlined as at is.
+func (e *extras) get(j uint32) *extra {
+	bi, pi, k := locate(j)
+	return &e.arr.blocks[bi].refs[pi][k]
+}
 
 // alloc stores a new extra with interval every and a copy of data, and
 // returns its index.
