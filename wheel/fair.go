@@ -295,7 +295,7 @@ func (w *Wheel) rotAppend(i uint32) {
 	if isNew {
 		return
 	}
-	w.linkTail(w.nodes.get(g.last).wnext, i)
+	w.linkBefore(w.nodes.get(g.last).wnext, i)
 	g.last = i
 }
 
@@ -316,13 +316,13 @@ func (w *Wheel) rotInsert(i uint32) {
 			break
 		}
 		if j == g.first {
-			w.linkTail(j, i) // before the queue's first
+			w.linkBefore(j, i) // before the queue's first
 			g.first = i
 			return
 		}
 		j = m.wprev
 	}
-	w.linkTail(w.nodes.get(j).wnext, i)
+	w.linkBefore(w.nodes.get(j).wnext, i)
 	if j == g.last {
 		g.last = i
 	}

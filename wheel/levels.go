@@ -90,9 +90,19 @@ func (w *Wheel) linkSlot0(s uint64, i uint32) {
 	w.occupied[0][s>>6] |= bit
 }
 
-// linkTail links node i just before node s in its circular list: at the
-// tail of the list when s is the list's sentinel.
+// linkTail links node i at the tail of the list whose sentinel is s.
 func (w *Wheel) linkTail(s, i uint32) {
+	h := w.nodes.get(s) // a sentinel: written through get (see slab.get)
+	t := h.wprev
+	n := w.nodes.at(i)
+	n.wnext, n.wprev = s, t
+	w.nodes.at(t).wnext = i
+	h.wprev = i
+}
+
+// linkBefore links node i just before node s, a sentinel or a timer, in
+// its circular list.
+func (w *Wheel) linkBefore(s, i uint32) {
 	h := w.nodes.at(s)
 	t := h.wprev
 	n := w.nodes.at(i)
