@@ -180,8 +180,7 @@ func (w *Wheel) fire(i uint32, fn func(*Fire)) {
 	}
 	ev.Last = uint64(n.repeat) != 0 && ev.Fired >= uint64(n.repeat) || every > math.MaxUint64-t
 	if ev.Last {
-		pos, _ := w.index.lookup(ev.Key)
-		w.remove(i, pos)
+		w.remove(i, w.index.position(hash(ev.Key), i))
 	} else {
 		n.due = t + every
 		if n.due <= w.now { // the wheel ran ahead of a backlog

@@ -378,6 +378,55 @@ func (x *index) lookupHash(k Key, h uint64) (pos uint64, i uint32) {
 	}
 }
 
+// position returns the position of the entry of node i, whose key hashes
+// to h and is in the index, as lookup would (marked inOld in the old
+// table). It is lookup for a removal by node (a last firing, CancelAll):
+// the entry is tag|i exactly, so each one probed is one comparison and no
+// node is read. While moving, i's entry is in the old table only if it is
+// not in the table, where it is looked for first (a stale old entry of i,
+// moved already, is never reached).
+func (x *index) position(h uint64, i uint32) uint64 {
+	want := tag(h, x.table.imask) | i
+	for p := h & x.mask; ; {
+		c := x.table.c[p>>chunkShift]
+		base := p &^ chunkMask
+		for j := p - base; j < uint64(len(c)); j++ {
+			switch c[j] {
+			case want:
+				return base + j
+			case 0:
+				return x.positionOld(h, i)
+			}
+		}
+		p = (base + uint64(len(c))) & x.mask
+	}
+}
+
+// positionOld ends position for a node whose entry is not in the table:
+// its position in the old table, marked inOld. It panics when there is no
+// old table or no entry (i not in the index: a broken invariant, which
+// deleteAt at another position would turn into a lost key).
+func (x *index) positionOld(h uint64, i uint32) uint64 {
+	if !x.moving() {
+		panic("wheel: a removed node's key is not in the index")
+	}
+	t, m := &x.old, x.oldMask
+	want := tag(h, t.imask) | i
+	for p := h & m; ; {
+		c := t.c[p>>chunkShift]
+		base := p &^ chunkMask
+		for j := p - base; j < uint64(len(c)); j++ {
+			switch c[j] {
+			case want:
+				return (base + j) | inOld
+			case 0:
+				panic("wheel: a removed node's key is not in the index")
+			}
+		}
+		p = (base + uint64(len(c))) & m
+	}
+}
+
 // lookupOld ends lookupHash for a key absent from the table while moving:
 // its position in the old table, marked inOld, when it is there, else free.
 func (x *index) lookupOld(k Key, h, free uint64) (pos uint64, i uint32) {

@@ -37,6 +37,9 @@ func checkIndexInvariants(t testing.TB, w *Wheel) {
 		if got := x.find(k); got != i {
 			t.Fatalf("find(%v) = %d, want node %d (moving %v, cursor %d, end %d)", k, got, i, x.moving(), x.cursor, x.end)
 		}
+		if pos, _ := x.lookup(k); x.position(hash(k), i) != pos {
+			t.Fatalf("position(%v, %d) = %#x, lookup's %#x (moving %v, cursor %d, end %d)", k, i, x.position(hash(k), i), pos, x.moving(), x.cursor, x.end)
+		}
 	}
 	require.Equal(t, len(live), int(x.count), "index count against the slab's live nodes")
 	seen := map[uint32]string{}

@@ -97,9 +97,8 @@ func (w *Wheel) CancelAll(r uint64) int {
 	count := int(l.count)
 	for range count {
 		l, _ = w.recv.get(r)
-		n := w.nodes.at(l.head)
-		pos, _ := w.index.lookup(Key{n.receiver, n.tid})
-		w.remove(l.head, pos)
+		n := w.nodes.get(l.head)
+		w.remove(l.head, w.index.position(hash(Key{n.receiver, n.tid}), l.head))
 	}
 	return count
 }
