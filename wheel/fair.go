@@ -162,6 +162,7 @@ func (w *Wheel) inRounds(first uint32) bool {
 	}
 	if len(period) == 1 { // one receiver's timers: the common case, read alone
 		for ; i != w.due; i = w.nodes.get(i).wnext {
+			w.nodes.prefetchAfter(i)
 			if w.nodes.get(i).receiver != r0 {
 				return false
 			}
@@ -169,6 +170,7 @@ func (w *Wheel) inRounds(first uint32) bool {
 		return true
 	}
 	for k := 0; i != w.due; i = w.nodes.get(i).wnext {
+		w.nodes.prefetchAfter(i)
 		if w.nodes.get(i).receiver != period[k] {
 			return false
 		}
