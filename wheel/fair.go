@@ -160,17 +160,23 @@ func (w *Wheel) inRounds(first uint32) bool {
 	if i == w.due { // no second round
 		return false
 	}
+	// A long list is read with its next nodes prefetched (prefetchAfter);
+	// a short one, the common tick, without the prefetches' cost.
 	if len(period) == 1 { // one receiver's timers: the common case, read alone
-		for ; i != w.due; i = w.nodes.get(i).wnext {
-			w.nodes.prefetchAfter(i)
+		for n := 0; i != w.due; i = w.nodes.get(i).wnext {
+			if n++; n > walkAhead && i%spanStep == 0 {
+				w.nodes.prefetchAfter(i)
+			}
 			if w.nodes.get(i).receiver != r0 {
 				return false
 			}
 		}
 		return true
 	}
-	for k := 0; i != w.due; i = w.nodes.get(i).wnext {
-		w.nodes.prefetchAfter(i)
+	for k, n := 0, 0; i != w.due; i = w.nodes.get(i).wnext {
+		if n++; n > walkAhead && i%spanStep == 0 {
+			w.nodes.prefetchAfter(i)
+		}
 		if w.nodes.get(i).receiver != period[k] {
 			return false
 		}

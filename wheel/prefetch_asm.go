@@ -10,3 +10,8 @@ import "unsafe"
 //
 //go:noescape
 func prefetch(addr unsafe.Pointer)
+
+// prefetchSpan is prefetch of the 8 cache lines from addr (512 bytes).
+//
+//go:noescape
+func prefetchSpan(addr unsafe.Pointer)
