@@ -175,7 +175,7 @@ func (r *Restorer) Wheel() (*Wheel, error) {
 }
 
 func (r *Restorer) fail(err error) error {
-	r.err, r.w, r.carry, r.ib = err, nil, nil, nil
+	r.err, r.w, r.carry, r.ib, r.slot = err, nil, nil, nil, slotCache{}
 	return err
 }
 
@@ -340,8 +340,8 @@ func (r *Restorer) records(b []byte) (n, need int, err error) {
 // without a branch on its length (getUvarint8), where binary.Uvarint's
 // loop took about 45 instructions and a mispredicted exit.
 func getUvarint(b []byte, off int) (uint64, int) {
-	if off >= 0 && off+8 <= len(b) {
-		x := binary.LittleEndian.Uint64(b[off:])
+	if off+8 <= len(b) {
+		x := binary.LittleEndian.Uint64(b[off : off+8])
 		switch {
 		case x&0x80 == 0:
 			return x & 0x7f, off + 1
