@@ -20,7 +20,13 @@ import (
 // noted when t is older than the list's head, a due one only collected.
 func (r *Restorer) restoreTimer3(t *snapTimer) {
 	w := r.w
-	i, _ := w.nodes.alloc() // the header checked the count
+	// The next node of the slab: a restore frees none, so the free set
+	// (alloc's first look) is empty, and the header checked the count.
+	i := w.nodes.n
+	if i >= w.nodes.arr.len() {
+		w.nodes.grow(i)
+	}
+	w.nodes.n++
 	// The wheel being restored has never been frozen: no page is shared, so
 	// the nodes are written through get, without at's write barrier check.
 	n := w.nodes.get(i)
@@ -42,8 +48,66 @@ func (r *Restorer) restoreTimer3(t *snapTimer) {
 		r.dueNodes = append(r.dueNodes, i)
 	default:
 		n.due = w.now + t.delay
-		w.place(i)
+		r.place(i, n)
 	}
+}
+
+// slotCache is the level-1-or-higher slot the previous armed timer of a
+// restore went to, and the due ticks [lo, lo+gran) that go there (see
+// Restorer.place).
+type slotCache struct {
+	lo, gran uint64
+	s        uint32 // the slot's sentinel; 0: no slot cached
+	head     *node  // the sentinel's node
+}
+
+// place is Wheel.place for the restore's node i (n), armed: a timer due in
+// the slot the previous one went to, at level 1 or higher, is linked
+// there without the search of the levels (with the default geometry of
+// 100 slots, a level-2 slot is 10^4 ticks, a level-3 one 10^6: the timers
+// of a snapshot written in add order, due a fixed delay after their add,
+// come one slot at a time). A level-k slot (k >= 1) is all due ticks of one
+// value of their digit k in level k's block, and every lower level's block
+// is one slot of the level above (blockStart[k] is a multiple of span[k],
+// which is gran[k+1]): a due tick in the cached slot's range is outside
+// every lower level's block, as the cached one was, so Wheel.place would
+// put it in the same slot. The level-0 slots (whose unsorted marks
+// linkSlot0 keeps) and the overflow list (whose overflowMin place keeps)
+// go through Wheel.place.
+func (r *Restorer) place(i uint32, n *node) {
+	w, c := r.w, &r.slot
+	d := n.due
+	if c.s == 0 || d < c.lo || d-c.lo >= c.gran {
+		if !r.findSlot(d) {
+			w.place(i)
+			return
+		}
+	}
+	t := c.head.wprev
+	n.wnext, n.wprev = c.s, t
+	w.nodes.get(t).wnext = i
+	c.head.wprev = i
+}
+
+// findSlot caches the slot of level 1 or higher that due tick d goes to,
+// or reports false when it goes to level 0 or the overflow list.
+func (r *Restorer) findSlot(d uint64) bool {
+	w := r.w
+	if rel := d - w.blockStart[0]; w.span[0] == 0 || rel < w.span[0] {
+		return false
+	}
+	for k := 1; k < w.levels; k++ {
+		rel := d - w.blockStart[k]
+		if sp := w.span[k]; sp != 0 && rel >= sp {
+			continue
+		}
+		q := w.digit(rel, k)
+		s := w.sentinel(k, q)
+		r.slot = slotCache{lo: w.blockStart[k] + q*w.gran[k], gran: w.gran[k], s: s, head: w.nodes.get(s)}
+		w.occupied[k][q>>6] |= 1 << (q & 63)
+		return true
+	}
+	return false
 }
 
 // sortRestored ends the records of a version 3 snapshot: it sorts the

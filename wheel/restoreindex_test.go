@@ -153,22 +153,28 @@ func TestRestoreHeaderCountCostsNothing(t *testing.T) {
 	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<20), "bytes allocated")
 }
 
-// TestGetUvarint: getUvarint, with its fast path for up to 4 bytes, reads
-// what binary.Uvarint reads, and refuses a varint that is not in its
-// shortest form (a last byte of 0) or is cut, whatever follows it.
+// TestGetUvarint: getUvarint, with its fast path for up to 8 bytes (read
+// when 8 bytes follow), reads what binary.Uvarint reads, and refuses a
+// varint that is not in its shortest form (a last byte of 0) or is cut,
+// whatever follows it: varints of every length, each followed by nothing,
+// by too few bytes for the fast path, and by enough.
 func TestGetUvarint(t *testing.T) {
 	rng := rand.New(rand.NewPCG(41, 42))
 	var cases [][]byte
-	for _, v := range []uint64{0, 1, 0x7f, 0x80, 0x3fff, 0x4000, 1<<21 - 1, 1 << 21, 1<<28 - 1, 1 << 28, 1<<35 + 3, 1<<64 - 1} {
+	for _, v := range []uint64{0, 1, 0x7f, 0x80, 0x3fff, 0x4000, 1<<21 - 1, 1 << 21, 1<<28 - 1, 1 << 28, 1<<35 + 3,
+		1<<42 - 1, 1 << 42, 1<<49 - 1, 1 << 49, 1<<56 - 1, 1 << 56, 1<<63 - 1, 1 << 63, 1<<64 - 1} {
 		cases = append(cases, binary.AppendUvarint(nil, v))
 	}
 	for range 2000 {
 		cases = append(cases, binary.AppendUvarint(nil, rng.Uint64()>>rng.IntN(64)))
 	}
 	cases = append(cases, []byte{0x80, 0}, []byte{0xff, 0x80, 0}, []byte{0x81, 0x80, 0x80, 0}, []byte{0x80, 0x80, 0x80, 0x80, 0},
-		[]byte{0x80}, []byte{0xff, 0xff, 0xff}, []byte{0x80, 0x80, 0x80, 0x80})
+		[]byte{0x80}, []byte{0xff, 0xff, 0xff}, []byte{0x80, 0x80, 0x80, 0x80},
+		[]byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0}, []byte{0xff, 0x80, 0x80, 0x80, 0x80, 0x80, 0}, // not shortest
+		[]byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0}, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02}, // overflow
+		[]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80}) // cut
 	for _, c := range cases {
-		for _, tail := range [][]byte{nil, {0x05}, {0x80, 0x80, 0x80, 0x80}} {
+		for _, tail := range [][]byte{nil, {0x05}, {0x80, 0x80, 0x80, 0x80}, {0, 1, 2, 3, 4, 5, 6, 7}, {0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80}} {
 			b := append(append([]byte{0x99}, c...), tail...)
 			v, off := getUvarint(b, 1)
 			want, k := binary.Uvarint(b[1:])
