@@ -63,3 +63,62 @@ func TestScaleLogParsing(t *testing.T) {
 		}
 	}
 }
+
+// Scale with Alternate writes each plan's snapshot.priority into the
+// server's config, counts the snapshots that overlapped a plan, and prints
+// every pair and each priority's median difference.
+func TestScaleAlternate(t *testing.T) {
+	p := &ScaleParams{N: 1000, Receivers: 10, Rate: 100, Duration: time.Second}
+	if c := p.config("10s", "idle"); !strings.Contains(c, "snapshot:\n  every_records: 10\n  min_interval: 10s\n  priority: idle\n") {
+		t.Errorf("config with priority idle:\n%s", c)
+	}
+	if c := p.config("10s", ""); strings.Contains(c, "priority") {
+		t.Errorf("config without a priority sets one:\n%s", c)
+	}
+
+	lb := &logBuffer{}
+	for _, l := range []string{
+		`time=2026-11-26T10:00:05.000Z level=INFO msg="snapshot written" index=9 bytes=51 timers=2 took=1s loop_pause=4ms`,  // before
+		`time=2026-11-26T10:00:11.000Z level=INFO msg="snapshot written" index=12 bytes=54 timers=3 took=3s loop_pause=8ms`, // begun before, written during
+		`time=2026-11-26T10:00:15.000Z level=INFO msg="snapshot written" index=20 bytes=54 timers=3 took=2s loop_pause=6ms`, // during
+		`time=2026-11-26T10:00:22.000Z level=INFO msg="snapshot written" index=30 bytes=60 timers=3 took=1s loop_pause=1ms`, // begun after
+	} {
+		lb.Write([]byte(l + "\n"))
+	}
+	from, _ := time.Parse(time.RFC3339, "2026-11-26T10:00:10Z")
+	if n := snapshotsDuring(lb, from, from.Add(10*time.Second)); n != 2 {
+		t.Errorf("snapshots during the plan: %d, want 2", n)
+	}
+	if l := longestSnapshot(lb); l != 3*time.Second {
+		t.Errorf("longest snapshot %v, want 3s", l)
+	}
+
+	res := func(p99, tick int64) *Result {
+		return &Result{Lateness: &Latency{P99: p99}, TickLateness: &Latency{P99: tick}}
+	}
+	alts := []AltPlan{
+		{Round: 1, Priority: "normal", On: res(11_000, 2_000), Off: res(10_000, 1_500), Snapshots: 1},
+		{Round: 1, Priority: "idle", On: res(10_200, 1_600), Off: res(10_000, 1_500), Snapshots: 1},
+		{Round: 2, Priority: "normal", On: res(12_000, 2_000), Off: res(10_000, 1_500), Snapshots: 1},
+		{Round: 2, Priority: "idle", On: res(10_100, 1_600), Off: res(10_200, 1_500), Snapshots: 1},
+		{Round: 3, Priority: "normal", On: res(10_500, 2_000), Off: res(10_000, 1_500), Snapshots: 1},
+		{Round: 3, Priority: "idle", On: res(10_600, 1_600), Off: res(10_000, 1_500), Snapshots: 1},
+		{Round: 4, Priority: "idle", On: &Result{}, Off: res(10_000, 1_500)},
+	}
+	var out strings.Builder
+	printAlternates(&out, alts)
+	for _, s := range []string{"11.000 / 10.000", "+1.000", "no lateness"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("table without %q:\n%s", s, out.String())
+		}
+	}
+	medians := map[string]string{}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(line); len(f) == 5 && f[0] == "median" {
+			medians[f[1]] = f[2] + " " + f[3] + " " + f[4]
+		}
+	}
+	if medians["normal"] != "+1.000 (of 3)" || medians["idle"] != "+0.200 (of 3)" {
+		t.Errorf("medians %v, want normal +1.000 (of 3), idle +0.200 (of 3):\n%s", medians, out.String())
+	}
+}

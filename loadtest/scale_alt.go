@@ -1,0 +1,190 @@
+package loadtest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+)
+
+// AltPlan is one pair of firing plans of Scale with Alternate, run on the
+// same server one after the other: On with snapshots written at
+// snapshot.priority Priority, Off with none being written.
+type AltPlan struct {
+	Round    int
+	Priority string
+	On, Off  *Result
+	// Snapshots is how many snapshots were being written at some point
+	// of the On plan (begun before its end, written after its start).
+	Snapshots int
+	// Load is /proc/loadavg's 1-minute figure before On, between the
+	// two, and after Off ("" where it could not be read).
+	Load [3]string
+}
+
+// P99Diff is On's fire lateness p99 less Off's, and the same after the
+// tick, µs; ok is false when either plan has no lateness.
+func (a AltPlan) P99Diff() (late, tick int64, ok bool) {
+	if a.On == nil || a.Off == nil || a.On.Lateness == nil || a.Off.Lateness == nil ||
+		a.On.TickLateness == nil || a.Off.TickLateness == nil {
+		return 0, 0, false
+	}
+	return a.On.Lateness.P99 - a.Off.Lateness.P99, a.On.TickLateness.P99 - a.Off.TickLateness.P99, true
+}
+
+// alternate runs, Rounds times, for each priority of Alternate: the firing
+// plan with snapshots every SnapshotInterval at that snapshot.priority
+// (the config file rewritten, SIGHUP), then with snapshots off (SIGHUP,
+// and a wait for the one being written), into rep.Alternates. It leaves
+// the config file as Scale wrote it.
+func (p *ScaleParams) alternate(ctx context.Context, s *Spawned, lb *logBuffer, conf string, rep *ScaleReport) error {
+	defer func() {
+		_ = os.WriteFile(conf, []byte(p.config(orNone(p.SnapshotInterval), p.SnapshotPriority)), 0o600)
+	}()
+	tg := &TickwheelTarget{Addr: s.Addr, Token: p.Token, Pid: s.PID()}
+	lp := DefaultParams()
+	lp.Rate, lp.Duration, lp.Lead, lp.Conns = p.Rate, p.Duration, p.Lead, min(p.Conns, 8)
+	for round := 1; round <= max(p.Rounds, 1); round++ {
+		for _, prio := range p.Alternate {
+			a := AltPlan{Round: round, Priority: prio}
+			if err := p.reload(ctx, s, lb, conf, p.config(orNone(p.SnapshotInterval), prio)); err != nil {
+				return err
+			}
+			a.Load[0] = loadAvg()
+			began := time.Now()
+			var err error
+			if a.On, err = Lateness(ctx, tg, lp); err != nil {
+				return fmt.Errorf("scale: round %d, %s, with snapshots: %w", round, prio, err)
+			}
+			a.Snapshots = snapshotsDuring(lb, began, time.Now())
+			a.Load[1] = loadAvg()
+			if err := p.reload(ctx, s, lb, conf, p.config("1000000h", prio)); err != nil {
+				return err
+			}
+			if err := waitSnapshotEnd(ctx, lb); err != nil {
+				return err
+			}
+			if a.Off, err = Lateness(ctx, tg, lp); err != nil {
+				return fmt.Errorf("scale: round %d, %s, without snapshots: %w", round, prio, err)
+			}
+			a.Load[2] = loadAvg()
+			late, tick, _ := a.P99Diff()
+			p.Logf("scale: round %d, priority %s: %d snapshots; p99 %+.3f ms, after the tick %+.3f ms; load %s",
+				round, prio, a.Snapshots, float64(late)/1000, float64(tick)/1000, strings.Join(a.Load[:], " "))
+			rep.Alternates = append(rep.Alternates, a)
+		}
+	}
+	return nil
+}
+
+// reload writes config into the server's config file, sends it SIGHUP
+// and waits for its "config reloaded" line.
+func (p *ScaleParams) reload(ctx context.Context, s *Spawned, lb *logBuffer, conf, config string) error {
+	if err := os.WriteFile(conf, []byte(config), 0o600); err != nil {
+		return err
+	}
+	reloads := len(lb.lines("config reloaded"))
+	if err := s.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		return err
+	}
+	for len(lb.lines("config reloaded")) == reloads {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil
+}
+
+// longestSnapshot is the longest "snapshot written" took in the log so far.
+func longestSnapshot(lb *logBuffer) time.Duration {
+	var longest time.Duration
+	for _, l := range lb.lines("snapshot written") {
+		took, _ := time.ParseDuration(l["took"])
+		longest = max(longest, took)
+	}
+	return longest
+}
+
+// waitSnapshotEnd waits long enough for a snapshot begun before snapshots
+// were turned off to have ended: about twice the longest written so far.
+func waitSnapshotEnd(ctx context.Context, lb *logBuffer) error {
+	select {
+	case <-time.After(2*longestSnapshot(lb) + 2*time.Second):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// snapshotsDuring counts the snapshots written in the log that were being
+// written at some point between from and to.
+func snapshotsDuring(lb *logBuffer, from, to time.Time) int {
+	n := 0
+	for _, l := range lb.lines("snapshot written") {
+		at, err := time.Parse(time.RFC3339Nano, l["time"])
+		if err == nil && at.After(from) && logBegan(l).Before(to) {
+			n++
+		}
+	}
+	return n
+}
+
+// loadAvg is the machine's 1-minute load average ("" off Linux).
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
+}
+
+// printAlternates writes rep.Alternates as a table, then each priority's
+// median difference.
+func printAlternates(w io.Writer, alts []AltPlan) {
+	if len(alts) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "round\tpriority\tsnapshots\tp99 on / off (ms)\tdifference\tafter the tick on / off\tdifference\tload")
+	diffs := map[string][]int64{}
+	var order []string
+	for _, a := range alts {
+		late, tick, ok := a.P99Diff()
+		if !ok {
+			fmt.Fprintf(tw, "%d\t%s\t%d\tno lateness\t\t\t\t%s\n", a.Round, a.Priority, a.Snapshots, strings.Join(a.Load[:], " "))
+			continue
+		}
+		if _, seen := diffs[a.Priority]; !seen {
+			order = append(order, a.Priority)
+		}
+		diffs[a.Priority] = append(diffs[a.Priority], late)
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s / %s\t%+.3f\t%s / %s\t%+.3f\t%s\n", a.Round, a.Priority, a.Snapshots,
+			ms(a.On.Lateness.P99), ms(a.Off.Lateness.P99), float64(late)/1000,
+			ms(a.On.TickLateness.P99), ms(a.Off.TickLateness.P99), float64(tick)/1000, strings.Join(a.Load[:], " "))
+	}
+	for _, prio := range order {
+		d := slices.Clone(diffs[prio])
+		slices.Sort(d)
+		fmt.Fprintf(tw, "median\t%s\t\t\t%+.3f\t(of %d)\t\t\n", prio, float64(medianOf(d))/1000, len(d))
+	}
+	tw.Flush()
+}
+
+// medianOf is the median of sorted d (the mean of the middle two when
+// their number is even).
+func medianOf(d []int64) int64 {
+	if len(d)%2 == 1 {
+		return d[len(d)/2]
+	}
+	return (d[len(d)/2-1] + d[len(d)/2]) / 2
+}
