@@ -2,10 +2,12 @@ package loadtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -25,6 +27,11 @@ type AltPlan struct {
 	// Load is /proc/loadavg's 1-minute figure before On, between the
 	// two, and after Off ("" where it could not be read).
 	Load [3]string
+	// OtherOn and OtherOff are the CPU the machine spent on anything but
+	// the server and this process during each plan, in cores (-1: not
+	// read): the other work the plan competed with, which the load
+	// average shows only a minute late.
+	OtherOn, OtherOff float64
 }
 
 // P99Diff is On's fire lateness p99 less Off's, and the same after the
@@ -57,10 +64,12 @@ func (p *ScaleParams) alternate(ctx context.Context, s *Spawned, lb *logBuffer, 
 			}
 			a.Load[0] = loadAvg()
 			began := time.Now()
+			other := otherCPU(s.PID())
 			var err error
 			if a.On, err = Lateness(ctx, tg, lp); err != nil {
 				return fmt.Errorf("scale: round %d, %s, with snapshots: %w", round, prio, err)
 			}
+			a.OtherOn = other()
 			a.Snapshots = snapshotsDuring(lb, began, time.Now())
 			a.Load[1] = loadAvg()
 			if err := p.reload(ctx, s, lb, conf, p.config("1000000h", prio)); err != nil {
@@ -69,13 +78,15 @@ func (p *ScaleParams) alternate(ctx context.Context, s *Spawned, lb *logBuffer, 
 			if err := waitSnapshotEnd(ctx, lb); err != nil {
 				return err
 			}
+			other = otherCPU(s.PID())
 			if a.Off, err = Lateness(ctx, tg, lp); err != nil {
 				return fmt.Errorf("scale: round %d, %s, without snapshots: %w", round, prio, err)
 			}
+			a.OtherOff = other()
 			a.Load[2] = loadAvg()
 			late, tick, _ := a.P99Diff()
-			p.Logf("scale: round %d, priority %s: %d snapshots; p99 %+.3f ms, after the tick %+.3f ms; load %s",
-				round, prio, a.Snapshots, float64(late)/1000, float64(tick)/1000, strings.Join(a.Load[:], " "))
+			p.Logf("scale: round %d, priority %s: %d snapshots; p99 %+.3f ms, after the tick %+.3f ms; load %s; other CPU %.2f / %.2f",
+				round, prio, a.Snapshots, float64(late)/1000, float64(tick)/1000, strings.Join(a.Load[:], " "), a.OtherOn, a.OtherOff)
 			rep.Alternates = append(rep.Alternates, a)
 		}
 	}
@@ -148,6 +159,52 @@ func loadAvg() string {
 	return f[0]
 }
 
+// otherCPU starts counting the CPU time the machine spends on anything
+// but process pid and this one (/proc/stat's busy time less both
+// processes' threads'); the function it returns gives it since, in cores
+// (-1 when something could not be read). Kernel threads count as other
+// (the snapshot's writeback among them).
+func otherCPU(pid int) func() float64 {
+	t0, busy0 := time.Now(), machineBusy()
+	srv0, err1 := schedstat(pid)
+	gen0, err2 := schedstat(os.Getpid())
+	return func() float64 {
+		busy1 := machineBusy()
+		srv1, err3 := schedstat(pid)
+		gen1, err4 := schedstat(os.Getpid())
+		if busy0 < 0 || busy1 < 0 || errors.Join(err1, err2, err3, err4) != nil {
+			return -1
+		}
+		other := time.Duration(busy1-busy0) - time.Duration(srv1-srv0+gen1-gen0)
+		return max(other.Seconds(), 0) / time.Since(t0).Seconds()
+	}
+}
+
+// machineBusy is the time every CPU spent busy since boot, ns, from
+// /proc/stat's first line (user, nice, system, irq, softirq, steal: not
+// idle or iowait), assuming 100 clock ticks a second (Linux's USER_HZ on
+// every architecture Go supports); -1 when it cannot be read.
+func machineBusy() int64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return -1
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return -1
+	}
+	var ticks int64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} {
+		v, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return -1
+		}
+		ticks += v
+	}
+	return ticks * int64(10*time.Millisecond)
+}
+
 // printAlternates writes rep.Alternates as a table, then each priority's
 // median difference.
 func printAlternates(w io.Writer, alts []AltPlan) {
@@ -155,22 +212,22 @@ func printAlternates(w io.Writer, alts []AltPlan) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "round\tpriority\tsnapshots\tp99 on / off (ms)\tdifference\tafter the tick on / off\tdifference\tload")
+	fmt.Fprintln(tw, "round\tpriority\tsnapshots\tp99 on / off (ms)\tdifference\tafter the tick on / off\tdifference\tload\tother CPU on / off")
 	diffs := map[string][]int64{}
 	var order []string
 	for _, a := range alts {
 		late, tick, ok := a.P99Diff()
 		if !ok {
-			fmt.Fprintf(tw, "%d\t%s\t%d\tno lateness\t\t\t\t%s\n", a.Round, a.Priority, a.Snapshots, strings.Join(a.Load[:], " "))
+			fmt.Fprintf(tw, "%d\t%s\t%d\tno lateness\t\t\t\t%s\t%.2f / %.2f\n", a.Round, a.Priority, a.Snapshots, strings.Join(a.Load[:], " "), a.OtherOn, a.OtherOff)
 			continue
 		}
 		if _, seen := diffs[a.Priority]; !seen {
 			order = append(order, a.Priority)
 		}
 		diffs[a.Priority] = append(diffs[a.Priority], late)
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s / %s\t%+.3f\t%s / %s\t%+.3f\t%s\n", a.Round, a.Priority, a.Snapshots,
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s / %s\t%+.3f\t%s / %s\t%+.3f\t%s\t%.2f / %.2f\n", a.Round, a.Priority, a.Snapshots,
 			ms(a.On.Lateness.P99), ms(a.Off.Lateness.P99), float64(late)/1000,
-			ms(a.On.TickLateness.P99), ms(a.Off.TickLateness.P99), float64(tick)/1000, strings.Join(a.Load[:], " "))
+			ms(a.On.TickLateness.P99), ms(a.Off.TickLateness.P99), float64(tick)/1000, strings.Join(a.Load[:], " "), a.OtherOn, a.OtherOff)
 	}
 	for _, prio := range order {
 		d := slices.Clone(diffs[prio])

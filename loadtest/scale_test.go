@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -120,5 +121,29 @@ func TestScaleAlternate(t *testing.T) {
 	}
 	if medians["normal"] != "+1.000 (of 3)" || medians["idle"] != "+0.200 (of 3)" {
 		t.Errorf("medians %v, want normal +1.000 (of 3), idle +0.200 (of 3):\n%s", medians, out.String())
+	}
+}
+
+// otherCPU counts another process's CPU, and says it cannot read a
+// process that is not there (-1) rather than report 0.
+func TestScaleOtherCPU(t *testing.T) {
+	if machineBusy() < 0 {
+		t.Skip("no /proc/stat")
+	}
+	idle := exec.Command("sleep", "30")
+	if err := idle.Start(); err != nil {
+		t.Skip(err)
+	}
+	defer func() { _ = idle.Process.Kill(); _ = idle.Wait() }()
+	other := otherCPU(idle.Process.Pid)
+	busy := exec.Command("sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done")
+	if err := busy.Run(); err != nil {
+		t.Skip(err)
+	}
+	if got := other(); got <= 0 {
+		t.Errorf("other CPU while another process counted to 200,000: %.3f cores, want > 0", got)
+	}
+	if got := otherCPU(1 << 30)(); got != -1 {
+		t.Errorf("other CPU beside a process that is not there: %.3f, want -1", got)
 	}
 }
