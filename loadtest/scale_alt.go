@@ -161,29 +161,32 @@ func loadAvg() string {
 
 // otherCPU starts counting the CPU time the machine spends on anything
 // but process pid and this one (/proc/stat's busy time less both
-// processes' threads'); the function it returns gives it since, in cores
-// (-1 when something could not be read). Kernel threads count as other
-// (the snapshot's writeback among them).
+// processes' utime and stime, which keep the time of threads that ended:
+// an idle-priority encoder's ends with its snapshot); the function it
+// returns gives it since, in cores (-1 when something could not be read).
+// Kernel threads count as other (the snapshot's writeback among them).
 func otherCPU(pid int) func() float64 {
+	procs := func() (float64, error) {
+		srv, err1 := ReadProc(pid)
+		gen, err2 := ReadProc(os.Getpid())
+		return srv.CPUSeconds + gen.CPUSeconds, errors.Join(err1, err2)
+	}
 	t0, busy0 := time.Now(), machineBusy()
-	srv0, err1 := schedstat(pid)
-	gen0, err2 := schedstat(os.Getpid())
+	ours0, err0 := procs()
 	return func() float64 {
 		busy1 := machineBusy()
-		srv1, err3 := schedstat(pid)
-		gen1, err4 := schedstat(os.Getpid())
-		if busy0 < 0 || busy1 < 0 || errors.Join(err1, err2, err3, err4) != nil {
+		ours1, err1 := procs()
+		if busy0 < 0 || busy1 < 0 || err0 != nil || err1 != nil {
 			return -1
 		}
-		other := time.Duration(busy1-busy0) - time.Duration(srv1-srv0+gen1-gen0)
-		return max(other.Seconds(), 0) / time.Since(t0).Seconds()
+		other := time.Duration(busy1-busy0).Seconds() - (ours1 - ours0)
+		return max(other, 0) / time.Since(t0).Seconds()
 	}
 }
 
 // machineBusy is the time every CPU spent busy since boot, ns, from
 // /proc/stat's first line (user, nice, system, irq, softirq, steal: not
-// idle or iowait), assuming 100 clock ticks a second (Linux's USER_HZ on
-// every architecture Go supports); -1 when it cannot be read.
+// idle or iowait, which it counts in clkTck units); -1 when it cannot be read.
 func machineBusy() int64 {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
@@ -202,7 +205,7 @@ func machineBusy() int64 {
 		}
 		ticks += v
 	}
-	return ticks * int64(10*time.Millisecond)
+	return ticks * int64(time.Second) / clkTck
 }
 
 // printAlternates writes rep.Alternates as a table, then each priority's
