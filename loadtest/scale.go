@@ -36,6 +36,11 @@ type ScaleParams struct {
 	// the same server (SIGHUP between; scale_alt.go).
 	Alternate []string
 	Rounds    int
+	// QuietBelow, when over 0, holds each of those plans until the other
+	// processes' CPU (otherCPU) over 2 s is under it, in cores, for up
+	// to QuietWait; a plan that ran without that is marked.
+	QuietBelow float64
+	QuietWait  time.Duration
 	// Rate fires per second for Duration, each timer added Lead before its
 	// due (the lateness scenario), while the N timers are held.
 	Rate     int

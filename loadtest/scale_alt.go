@@ -32,6 +32,11 @@ type AltPlan struct {
 	// read): the other work the plan competed with, which the load
 	// average shows only a minute late.
 	OtherOn, OtherOff float64
+	// Waited is how long the two plans waited for the other processes to
+	// quieten (ScaleParams.QuietBelow); NotQuiet that one of them ran
+	// after QuietWait without.
+	Waited   time.Duration
+	NotQuiet bool
 }
 
 // P99Diff is On's fire lateness p99 less Off's, and the same after the
@@ -62,6 +67,7 @@ func (p *ScaleParams) alternate(ctx context.Context, s *Spawned, lb *logBuffer, 
 			if err := p.reload(ctx, s, lb, conf, p.config(orNone(p.SnapshotInterval), prio)); err != nil {
 				return err
 			}
+			p.waitQuiet(ctx, s.PID(), &a)
 			a.Load[0] = loadAvg()
 			began := time.Now()
 			other := otherCPU(s.PID())
@@ -78,6 +84,7 @@ func (p *ScaleParams) alternate(ctx context.Context, s *Spawned, lb *logBuffer, 
 			if err := waitSnapshotEnd(ctx, lb); err != nil {
 				return err
 			}
+			p.waitQuiet(ctx, s.PID(), &a)
 			other = otherCPU(s.PID())
 			if a.Off, err = Lateness(ctx, tg, lp); err != nil {
 				return fmt.Errorf("scale: round %d, %s, without snapshots: %w", round, prio, err)
@@ -85,12 +92,40 @@ func (p *ScaleParams) alternate(ctx context.Context, s *Spawned, lb *logBuffer, 
 			a.OtherOff = other()
 			a.Load[2] = loadAvg()
 			late, tick, _ := a.P99Diff()
-			p.Logf("scale: round %d, priority %s: %d snapshots; p99 %+.3f ms, after the tick %+.3f ms; load %s; other CPU %.2f / %.2f",
-				round, prio, a.Snapshots, float64(late)/1000, float64(tick)/1000, strings.Join(a.Load[:], " "), a.OtherOn, a.OtherOff)
+			p.Logf("scale: round %d, priority %s: %d snapshots; p99 %+.3f ms, after the tick %+.3f ms; load %s; other CPU %.2f / %.2f; waited %v for quiet (not quiet: %v)",
+				round, prio, a.Snapshots, float64(late)/1000, float64(tick)/1000, strings.Join(a.Load[:], " "), a.OtherOn, a.OtherOff,
+				a.Waited.Round(time.Second), a.NotQuiet)
 			rep.Alternates = append(rep.Alternates, a)
 		}
 	}
 	return nil
+}
+
+// waitQuiet waits, with QuietBelow set, until the machine spends under
+// QuietBelow cores on processes other than the server and this one over
+// 2 s, for up to QuietWait (then a.NotQuiet), adding the wait to
+// a.Waited.
+func (p *ScaleParams) waitQuiet(ctx context.Context, pid int, a *AltPlan) {
+	if p.QuietBelow <= 0 {
+		return
+	}
+	began := time.Now()
+	defer func() { a.Waited += time.Since(began) }()
+	for {
+		other := otherCPU(pid)
+		select {
+		case <-time.After(2 * time.Second):
+		case <-ctx.Done():
+			return
+		}
+		if o := other(); o >= 0 && o < p.QuietBelow {
+			return
+		}
+		if time.Since(began) >= p.QuietWait {
+			a.NotQuiet = true
+			return
+		}
+	}
 }
 
 // reload writes config into the server's config file, sends it SIGHUP
@@ -215,22 +250,23 @@ func printAlternates(w io.Writer, alts []AltPlan) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "round\tpriority\tsnapshots\tp99 on / off (ms)\tdifference\tafter the tick on / off\tdifference\tload\tother CPU on / off")
+	fmt.Fprintln(tw, "round\tpriority\tsnapshots\tp99 on / off (ms)\tdifference\tafter the tick on / off\tdifference\tload\tother CPU on / off\twaited for quiet")
 	diffs := map[string][]int64{}
 	var order []string
 	for _, a := range alts {
 		late, tick, ok := a.P99Diff()
 		if !ok {
-			fmt.Fprintf(tw, "%d\t%s\t%d\tno lateness\t\t\t\t%s\t%.2f / %.2f\n", a.Round, a.Priority, a.Snapshots, strings.Join(a.Load[:], " "), a.OtherOn, a.OtherOff)
+			fmt.Fprintf(tw, "%d\t%s\t%d\tno lateness\t\t\t\t%s\t%.2f / %.2f\t%s\n", a.Round, a.Priority, a.Snapshots,
+				strings.Join(a.Load[:], " "), a.OtherOn, a.OtherOff, a.waited())
 			continue
 		}
 		if _, seen := diffs[a.Priority]; !seen {
 			order = append(order, a.Priority)
 		}
 		diffs[a.Priority] = append(diffs[a.Priority], late)
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s / %s\t%+.3f\t%s / %s\t%+.3f\t%s\t%.2f / %.2f\n", a.Round, a.Priority, a.Snapshots,
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s / %s\t%+.3f\t%s / %s\t%+.3f\t%s\t%.2f / %.2f\t%s\n", a.Round, a.Priority, a.Snapshots,
 			ms(a.On.Lateness.P99), ms(a.Off.Lateness.P99), float64(late)/1000,
-			ms(a.On.TickLateness.P99), ms(a.Off.TickLateness.P99), float64(tick)/1000, strings.Join(a.Load[:], " "), a.OtherOn, a.OtherOff)
+			ms(a.On.TickLateness.P99), ms(a.Off.TickLateness.P99), float64(tick)/1000, strings.Join(a.Load[:], " "), a.OtherOn, a.OtherOff, a.waited())
 	}
 	for _, prio := range order {
 		d := slices.Clone(diffs[prio])
@@ -238,6 +274,15 @@ func printAlternates(w io.Writer, alts []AltPlan) {
 		fmt.Fprintf(tw, "median\t%s\t\t\t%+.3f\t(of %d)\t\t\n", prio, float64(medianOf(d))/1000, len(d))
 	}
 	tw.Flush()
+}
+
+// waited is Waited, marked when a plan ran without quiet.
+func (a AltPlan) waited() string {
+	w := a.Waited.Round(time.Second).String()
+	if a.NotQuiet {
+		w += " (not quiet)"
+	}
+	return w
 }
 
 // medianOf is the median of sorted d (the mean of the middle two when

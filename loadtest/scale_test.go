@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -145,5 +146,22 @@ func TestScaleOtherCPU(t *testing.T) {
 	}
 	if got := otherCPU(1 << 30)(); got != -1 {
 		t.Errorf("other CPU beside a process that is not there: %.3f, want -1", got)
+	}
+}
+
+// waitQuiet does not wait without QuietBelow, and with it runs the plan
+// as soon as a 2 s sample is under it, not marked.
+func TestScaleWaitQuiet(t *testing.T) {
+	if machineBusy() < 0 {
+		t.Skip("no /proc/stat")
+	}
+	var a AltPlan
+	(&ScaleParams{}).waitQuiet(t.Context(), os.Getpid(), &a)
+	if a.Waited != 0 || a.NotQuiet {
+		t.Errorf("without QuietBelow: waited %v, not quiet %v", a.Waited, a.NotQuiet)
+	}
+	(&ScaleParams{QuietBelow: 1000, QuietWait: time.Minute}).waitQuiet(t.Context(), os.Getpid(), &a)
+	if a.Waited < 2*time.Second || a.Waited > time.Minute || a.NotQuiet {
+		t.Errorf("under 1000 cores: waited %v (want one 2 s sample), not quiet %v", a.Waited, a.NotQuiet)
 	}
 }

@@ -47,6 +47,8 @@ func run() int {
 	flag.StringVar(&p.SnapshotPriority, "snapshot-priority", "", "the server's snapshot.priority (normal or idle; empty: not set)")
 	alternate := flag.String("alternate", "", "comma-separated snapshot.priority values: after the firing plan, for each in turn, the plan with snapshots at that priority and then without any, on the same server (SIGHUP between); e.g. normal,idle")
 	flag.IntVar(&p.Rounds, "rounds", 3, "with -alternate: how many times to go through its priorities")
+	flag.Float64Var(&p.QuietBelow, "quiet-below", 0, "with -alternate: hold each plan until other processes use under this many cores over 2 s (0: do not wait)")
+	flag.DurationVar(&p.QuietWait, "quiet-wait", 2*time.Minute, "with -quiet-below: the longest a plan waits for it")
 	flag.IntVar(&p.Rate, "rate", 50_000, "fires per second of the firing plan over the held timers")
 	flag.DurationVar(&p.Duration, "duration", 10*time.Second, "length of the firing plan")
 	flag.DurationVar(&p.Lead, "lead", 200*time.Millisecond, "the firing plan adds each timer this long before its due")
@@ -80,7 +82,7 @@ func run() int {
 		budget += p.Duration + p.IdleFor + time.Duration(p.N)*time.Microsecond + 5*time.Minute // the quiet phase, its wait for a snapshot
 	}
 	// Each alternate pair: two plans and a wait for a snapshot to end.
-	budget += time.Duration(len(p.Alternate)*max(p.Rounds, 1)) * (2*p.Duration + time.Duration(p.N)*time.Microsecond + time.Minute)
+	budget += time.Duration(len(p.Alternate)*max(p.Rounds, 1)) * (2*p.Duration + 2*p.QuietWait + time.Duration(p.N)*time.Microsecond + time.Minute)
 	return loadtest.RunTool("tickwheel-scale-", *dir, *serverLog, budget,
 		func(ctx context.Context, dir string, serverLog io.Writer) (loadtest.ToolReport, error) {
 			p.Dir, p.Log = dir, serverLog
