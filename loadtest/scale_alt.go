@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
 // AltPlan is one pair of firing plans of Scale with Alternate, run on the
@@ -37,6 +39,11 @@ type AltPlan struct {
 	// after QuietWait without.
 	Waited   time.Duration
 	NotQuiet bool
+	// In and Out split On's deliveries by whether their due fell while a
+	// snapshot was being written (from its start to its "snapshot
+	// written" line) or not: lateness and lateness after the tick, µs.
+	// Interleaved within one plan, they see the same other work.
+	In, Out [2]*hdrhistogram.Histogram
 }
 
 // P99Diff is On's fire lateness p99 less Off's, and the same after the
@@ -61,6 +68,7 @@ func (p *ScaleParams) alternate(ctx context.Context, s *Spawned, lb *logBuffer, 
 	tg := &TickwheelTarget{Addr: s.Addr, Token: p.Token, Pid: s.PID()}
 	lp := DefaultParams()
 	lp.Rate, lp.Duration, lp.Lead, lp.Conns = p.Rate, p.Duration, p.Lead, min(p.Conns, 8)
+	lp.KeepSamples = true
 	for round := 1; round <= max(p.Rounds, 1); round++ {
 		for _, prio := range p.Alternate {
 			a := AltPlan{Round: round, Priority: prio}
@@ -84,11 +92,14 @@ func (p *ScaleParams) alternate(ctx context.Context, s *Spawned, lb *logBuffer, 
 			if err := waitSnapshotEnd(ctx, lb); err != nil {
 				return err
 			}
+			a.In, a.Out = splitBySnapshot(a.On.Samples, snapshotWindows(lb))
+			a.On.Samples = nil
 			p.waitQuiet(ctx, s.PID(), &a)
 			other = otherCPU(s.PID())
 			if a.Off, err = Lateness(ctx, tg, lp); err != nil {
 				return fmt.Errorf("scale: round %d, %s, without snapshots: %w", round, prio, err)
 			}
+			a.Off.Samples = nil
 			a.OtherOff = other()
 			a.Load[2] = loadAvg()
 			late, tick, _ := a.P99Diff()
@@ -99,6 +110,41 @@ func (p *ScaleParams) alternate(ctx context.Context, s *Spawned, lb *logBuffer, 
 		}
 	}
 	return nil
+}
+
+// snapWindow is a snapshot's writing, from its start to its end.
+type snapWindow struct{ from, to time.Time }
+
+// snapshotWindows are the snapshots written in the log so far.
+func snapshotWindows(lb *logBuffer) []snapWindow {
+	var out []snapWindow
+	for _, l := range lb.lines("snapshot written") {
+		if at, err := time.Parse(time.RFC3339Nano, l["time"]); err == nil {
+			out = append(out, snapWindow{logBegan(l), at})
+		}
+	}
+	return out
+}
+
+// splitBySnapshot records each sample's lateness and lateness after its
+// tick (µs) into in when its due fell in one of wins, else into out.
+func splitBySnapshot(samples []Sample, wins []snapWindow) (in, out [2]*hdrhistogram.Histogram) {
+	for k := range 2 {
+		in[k], out[k] = hdrhistogram.New(histMin, histMax, histSig), hdrhistogram.New(histMin, histMax, histSig)
+	}
+	for _, sm := range samples {
+		due := WallOf(sm.Due)
+		h := out
+		for _, w := range wins {
+			if !due.Before(w.from) && !due.After(w.to) {
+				h = in
+				break
+			}
+		}
+		record(h[0], sm.Late)
+		record(h[1], sm.OnTick)
+	}
+	return in, out
 }
 
 // waitQuiet waits, with QuietBelow set, until the machine spends under
@@ -244,36 +290,64 @@ func machineBusy() int64 {
 }
 
 // printAlternates writes rep.Alternates as a table, then each priority's
-// median difference.
+// median difference, and its plans' deliveries pooled and split by
+// whether a snapshot was being written at their due (AltPlan.In, Out).
 func printAlternates(w io.Writer, alts []AltPlan) {
 	if len(alts) == 0 {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "round\tpriority\tsnapshots\tp99 on / off (ms)\tdifference\tafter the tick on / off\tdifference\tload\tother CPU on / off\twaited for quiet")
+	fmt.Fprintln(tw, "round\tpriority\tsnapshots\tp99 on / off (ms)\tdifference\tafter the tick on / off\tdifference\t"+
+		"in / out of a snapshot (ms)\tload\tother CPU on / off\twaited for quiet")
 	diffs := map[string][]int64{}
+	pooled := map[string]*[2][2]*hdrhistogram.Histogram{} // priority -> in, out -> late, tick
 	var order []string
 	for _, a := range alts {
+		if _, seen := pooled[a.Priority]; !seen {
+			order = append(order, a.Priority)
+			pooled[a.Priority] = &[2][2]*hdrhistogram.Histogram{}
+			for i := range 2 {
+				for k := range 2 {
+					pooled[a.Priority][i][k] = hdrhistogram.New(histMin, histMax, histSig)
+				}
+			}
+		}
+		split := "-"
+		if a.In[0] != nil {
+			split = fmt.Sprintf("%s / %s", ms(a.In[0].ValueAtQuantile(99)), ms(a.Out[0].ValueAtQuantile(99)))
+			for k := range 2 {
+				pooled[a.Priority][0][k].Merge(a.In[k])
+				pooled[a.Priority][1][k].Merge(a.Out[k])
+			}
+		}
+		rest := fmt.Sprintf("%s\t%s\t%.2f / %.2f\t%s", split, strings.Join(a.Load[:], " "), a.OtherOn, a.OtherOff, a.waited())
 		late, tick, ok := a.P99Diff()
 		if !ok {
-			fmt.Fprintf(tw, "%d\t%s\t%d\tno lateness\t\t\t\t%s\t%.2f / %.2f\t%s\n", a.Round, a.Priority, a.Snapshots,
-				strings.Join(a.Load[:], " "), a.OtherOn, a.OtherOff, a.waited())
+			fmt.Fprintf(tw, "%d\t%s\t%d\tno lateness\t\t\t\t%s\n", a.Round, a.Priority, a.Snapshots, rest)
 			continue
 		}
-		if _, seen := diffs[a.Priority]; !seen {
-			order = append(order, a.Priority)
-		}
 		diffs[a.Priority] = append(diffs[a.Priority], late)
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s / %s\t%+.3f\t%s / %s\t%+.3f\t%s\t%.2f / %.2f\t%s\n", a.Round, a.Priority, a.Snapshots,
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s / %s\t%+.3f\t%s / %s\t%+.3f\t%s\n", a.Round, a.Priority, a.Snapshots,
 			ms(a.On.Lateness.P99), ms(a.Off.Lateness.P99), float64(late)/1000,
-			ms(a.On.TickLateness.P99), ms(a.Off.TickLateness.P99), float64(tick)/1000, strings.Join(a.Load[:], " "), a.OtherOn, a.OtherOff, a.waited())
+			ms(a.On.TickLateness.P99), ms(a.Off.TickLateness.P99), float64(tick)/1000, rest)
 	}
 	for _, prio := range order {
-		d := slices.Clone(diffs[prio])
-		slices.Sort(d)
-		fmt.Fprintf(tw, "median\t%s\t\t\t%+.3f\t(of %d)\t\t\n", prio, float64(medianOf(d))/1000, len(d))
+		if d := slices.Clone(diffs[prio]); len(d) > 0 {
+			slices.Sort(d)
+			fmt.Fprintf(tw, "median\t%s\t\t\t%+.3f\t(of %d)\t\t\t\t\t\n", prio, float64(medianOf(d))/1000, len(d))
+		}
 	}
 	tw.Flush()
+	for _, prio := range order {
+		h := pooled[prio]
+		if h[0][0].TotalCount() == 0 || h[1][0].TotalCount() == 0 {
+			continue
+		}
+		in, out := h[0][0].ValueAtQuantile(99), h[1][0].ValueAtQuantile(99)
+		tin, tout := h[0][1].ValueAtQuantile(99), h[1][1].ValueAtQuantile(99)
+		fmt.Fprintf(w, "%s, the plans with snapshots pooled: p99 with a snapshot being written %s ms (%d fires), without %s ms (%d): %+.3f ms; after the tick %s / %s: %+.3f ms\n",
+			prio, ms(in), h[0][0].TotalCount(), ms(out), h[1][0].TotalCount(), float64(in-out)/1000, ms(tin), ms(tout), float64(tin-tout)/1000)
+	}
 }
 
 // waited is Waited, marked when a plan ran without quiet.

@@ -165,3 +165,25 @@ func TestScaleWaitQuiet(t *testing.T) {
 		t.Errorf("under 1000 cores: waited %v (want one 2 s sample), not quiet %v", a.Waited, a.NotQuiet)
 	}
 }
+
+// The plans with snapshots are split by whether each fire's due fell
+// while a snapshot was being written, and pooled by priority.
+func TestScaleSplitBySnapshot(t *testing.T) {
+	wins := []snapWindow{{WallOf(1e9), WallOf(2e9)}, {WallOf(5e9), WallOf(6e9)}}
+	samples := []Sample{
+		{Due: 1.5e9, Late: 5e6, OnTick: 4e6}, {Due: 5.2e9, Late: 5e6, OnTick: 4e6}, // in
+		{Due: 0.5e9, Late: 1e6, OnTick: 2e5}, {Due: 3e9, Late: 1e6, OnTick: 2e5}, {Due: 7e9, Late: 1e6, OnTick: 2e5}, // out
+	}
+	in, out := splitBySnapshot(samples, wins)
+	if in[0].TotalCount() != 2 || out[0].TotalCount() != 3 {
+		t.Fatalf("in %d, out %d: want 2 and 3", in[0].TotalCount(), out[0].TotalCount())
+	}
+	res := &Result{Lateness: &Latency{P99: 5000}, TickLateness: &Latency{P99: 4000}}
+	var b strings.Builder
+	printAlternates(&b, []AltPlan{{Round: 1, Priority: "idle", On: res, Off: res, In: in, Out: out}})
+	for _, s := range []string{"5.003 / 1.000", "idle, the plans with snapshots pooled: p99 with a snapshot being written 5.003 ms (2 fires), without 1.000 ms (3): +4.003 ms"} {
+		if !strings.Contains(b.String(), s) {
+			t.Errorf("without %q:\n%s", s, b.String())
+		}
+	}
+}
