@@ -29,6 +29,7 @@ type collector struct {
 	every     int64 // interval between firings of each timer
 	tolerance int64 // a delivery earlier than due - tolerance is early
 	virtual   bool  // frozen-clock scenario: no lateness, no early check
+	keep      bool  // keep every delivery's Sample (Params.KeepSamples)
 	quant     quantizer
 	sched     atomic.Bool // some delivery carried its Sched instant
 	socket    atomic.Bool // some delivery carried its Socket instant
@@ -57,7 +58,33 @@ type latShard struct {
 	mu                sync.Mutex
 	h                 [nHist]*hdrhistogram.Histogram
 	minRaw, minSocket int64
+	samples           []Sample // with collector.keep
 	_                 [64]byte
+}
+
+// Sample is one delivery of a scenario run with Params.KeepSamples: its
+// intended due on Now's clock (WallOf gives the wall time) and its
+// lateness and lateness after its tick (as Result's), ns.
+type Sample struct {
+	Due, Late, OnTick int64
+}
+
+// WallOf is the wall-clock time of instant ns of Now's clock.
+func WallOf(ns int64) time.Time { return epoch.Add(time.Duration(ns)) }
+
+// samples is every shard's kept samples, in no order.
+func (c *collector) samples() []Sample {
+	if !c.keep {
+		return nil
+	}
+	var out []Sample
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		out = append(out, s.samples...)
+		s.mu.Unlock()
+	}
+	return out
 }
 
 func newCollector(n int, every time.Duration, tolerance time.Duration, tg Target) *collector {
@@ -127,6 +154,9 @@ func (c *collector) sink(w int, d *Delivery) {
 	record(s.h[hRaw], late)
 	record(s.h[hOnTick], onTick)
 	s.minRaw = min(s.minRaw, late)
+	if c.keep {
+		s.samples = append(s.samples, Sample{Due: due, Late: late, OnTick: onTick})
+	}
 	if d.Socket != 0 {
 		record(s.h[hSocket], d.Socket-due)
 		s.minSocket = min(s.minSocket, d.Socket-due)

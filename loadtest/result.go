@@ -44,6 +44,8 @@ type Result struct {
 	// from its tick's boundary to the bytes reaching the client's socket
 	// (loadtest/cmd/wakefloor measures this machine's floor for it).
 	SocketTickLateness *Latency `json:",omitempty"`
+	// Samples: with Params.KeepSamples, every delivery's due and lateness.
+	Samples []Sample `json:"-"`
 
 	Server *ServerStats `json:",omitempty"`
 	// Counted: the target's own firing and drop counts over the scenario

@@ -26,8 +26,21 @@ type ScaleParams struct {
 	// snapshot.every_records 10: a snapshot every SnapshotInterval while
 	// timers are added and while they fire (back to back when it is 0).
 	SnapshotInterval time.Duration
-	// SnapshotNice is the server's snapshot.nice (0: not set).
-	SnapshotNice int
+	// SnapshotNice is the server's snapshot.nice (0: not set);
+	// SnapshotPriority its snapshot.priority ("": not set).
+	SnapshotNice     int
+	SnapshotPriority string
+	// Alternate, when set, are snapshot.priority values: after the firing
+	// plan, Rounds times, for each of them in turn, the plan again with
+	// snapshots at that priority and then with none being written, on
+	// the same server (SIGHUP between; scale_alt.go).
+	Alternate []string
+	Rounds    int
+	// QuietBelow, when over 0, holds each of those plans until the other
+	// processes' CPU (otherCPU) over 2 s is under it, in cores, for up
+	// to QuietWait; a plan that ran without that is marked.
+	QuietBelow float64
+	QuietWait  time.Duration
 	// Rate fires per second for Duration, each timer added Lead before its
 	// due (the lateness scenario), while the N timers are held.
 	Rate     int
@@ -123,6 +136,11 @@ func Scale(ctx context.Context, p ScaleParams) (*ScaleReport, error) {
 	if err := p.fire(ctx, s, lb, rep); err != nil {
 		return rep, err
 	}
+	if len(p.Alternate) > 0 {
+		if err := p.alternate(ctx, s, lb, conf, rep); err != nil {
+			return rep, err
+		}
+	}
 	if p.Quiet {
 		if err := p.quiet(ctx, s, lb, conf, rep); err != nil {
 			return rep, err
@@ -194,20 +212,24 @@ func (p *ScaleParams) writeConfig() (string, error) {
 	if p.SnapshotInterval > 0 {
 		interval = p.SnapshotInterval.String()
 	}
-	_, err = f.WriteString(p.config(interval))
+	_, err = f.WriteString(p.config(interval, p.SnapshotPriority))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	return filepath.Clean(f.Name()), err
 }
 
-// config is the server's config file with snapshot.min_interval interval.
-func (p *ScaleParams) config(interval string) string {
+// config is the server's config file with snapshot.min_interval interval
+// and snapshot.priority priority ("": not set).
+func (p *ScaleParams) config(interval, priority string) string {
 	perReceiver := (p.N+p.Receivers-1)/p.Receivers + 1
-	plan := 2 * (int(int64(p.Rate)*int64(p.Duration)/int64(time.Second)) + 1000) // the firing plan, and the quiet phase's
+	plan := 2 * (int(int64(p.Rate)*int64(p.Duration)/int64(time.Second)) + 1000) // the firing plan, and the next one's
 	nice := ""
 	if p.SnapshotNice > 0 {
 		nice = fmt.Sprintf("  nice: %d\n", p.SnapshotNice)
+	}
+	if priority != "" {
+		nice += fmt.Sprintf("  priority: %s\n", priority)
 	}
 	return fmt.Sprintf("limits:\n  max_timers: %d\n  max_timers_per_receiver: %d\n  max_receivers: %d\n"+
 		"snapshot:\n  every_records: 10\n  min_interval: %s\n%s",

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/tickwheel/tickwheel/protocol"
@@ -42,27 +41,15 @@ const quietProbes = 5
 // (rep.Probes), measures the idle CPU over IdleFor (rep.IdleCPU), and
 // puts the config file back for the restart.
 func (p *ScaleParams) quiet(ctx context.Context, s *Spawned, lb *logBuffer, conf string, rep *ScaleReport) error {
-	if err := os.WriteFile(conf, []byte(p.config("1000000h")), 0o600); err != nil {
+	defer func() {
+		_ = os.WriteFile(conf, []byte(p.config(orNone(p.SnapshotInterval), p.SnapshotPriority)), 0o600)
+	}()
+	if err := p.reload(ctx, s, lb, conf, p.config("1000000h", p.SnapshotPriority)); err != nil {
 		return err
-	}
-	defer func() { _ = os.WriteFile(conf, []byte(p.config(orNone(p.SnapshotInterval))), 0o600) }()
-	reloads := len(lb.lines("config reloaded"))
-	if err := s.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
-		return err
-	}
-	for len(lb.lines("config reloaded")) == reloads {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 	// A snapshot begun before the reload takes at most about as long as
 	// the longest written so far.
-	var longest time.Duration
-	for _, l := range lb.lines("snapshot written") {
-		took, _ := time.ParseDuration(l["took"])
-		longest = max(longest, took)
-	}
+	longest := longestSnapshot(lb)
 	wait := 2*longest + 2*time.Second
 	p.Logf("scale: snapshots off (SIGHUP); waiting %v for the one being written, if any", wait.Round(time.Second))
 	select {

@@ -48,6 +48,9 @@ type ScaleReport struct {
 	FiringsReplayed int
 
 	Firing *Result // the firing plan (the lateness scenario)
+	// Alternates: with ScaleParams.Alternate, the plan with and without
+	// snapshots at each priority, round by round (scale_alt.go).
+	Alternates []AltPlan
 	// With Quiet: the same plan with no snapshot being written, the loop's
 	// turns while stats and the operator pages were asked for, and the
 	// idle CPU (% of a core) over IdleFor.
@@ -128,6 +131,7 @@ func (r *ScaleReport) Print(w io.Writer) {
 		row("PROBLEM", "%s", p)
 	}
 	tw.Flush()
+	printAlternates(w, r.Alternates)
 }
 
 // readRecovered reads the last "state recovered" line of the log.

@@ -27,6 +27,10 @@ type Params struct {
 	Hold time.Duration // idle, hold: how long to hold the connections or timers while measuring
 
 	Span uint64 // ff: ticks the timers are spread over (1 = all due on the same tick)
+
+	// KeepSamples keeps each delivery's due and lateness in
+	// Result.Samples, to split a plan by time afterwards (scale_alt.go).
+	KeepSamples bool
 }
 
 // DefaultParams are moderate sizes for a 2-core machine.
@@ -126,6 +130,7 @@ type run struct {
 func start(ctx context.Context, name string, tg Target, p Params, n int, every time.Duration) (*run, error) {
 	r := &run{tg: tg, p: p, res: &Result{Scenario: name, Target: tg.Name(), Params: map[string]any{}}}
 	r.c = newCollector(n, every, p.Tolerance, tg)
+	r.c.keep = p.KeepSamples
 	if pr, ok := tg.(Process); ok && pr.PID() > 0 {
 		r.pid = pr.PID()
 		r.before, _ = ReadProc(r.pid)
@@ -187,6 +192,7 @@ func (r *run) finish(ctx context.Context, expected int64, want func(i int) int) 
 	if !r.c.virtual {
 		l := r.c.latencies(target)
 		res.Lateness, res.TickLateness, res.SocketLateness, res.SocketTickLateness = l.Raw, l.OnTick, l.Socket, l.SocketOnTick
+		res.Samples = r.c.samples()
 		if l.Socket != nil && l.Raw != nil && l.Socket.Count < l.Raw.Count {
 			res.Notes = append(res.Notes, fmt.Sprintf("lateness at the socket covers %d of %d deliveries (the rest came in reads without a receive stamp)", l.Socket.Count, l.Raw.Count))
 		}

@@ -215,16 +215,17 @@ type SnapshotPolicy struct {
 	// loop instead (docs/BENCHMARKS.md, "Flat at 100M").
 	Nice int `yaml:"nice"`
 	// Priority is how the kernel schedules the thread that encodes and
-	// writes a snapshot, on Linux: SnapshotNormal (default) runs it like
-	// the loop, at Nice if set; SnapshotIdle runs it at SCHED_IDLE, so the
-	// event loop, waking for its tick or a request, takes a CPU from it at
-	// once instead of waiting behind it for up to a scheduler slice (the
-	// cause of the fire lateness a snapshot added: docs/BENCHMARKS.md,
-	// "Fire lateness while a snapshot is written: the cause"). Not the
-	// default: measured on a busy machine only, it helped the pinned 1M
-	// test and not the 10M scale runs, and where other work keeps every
-	// CPU busy the collector's stop-the-world waits for an idle thread to
-	// be given one. Elsewhere both are the server's own priority.
+	// writes a snapshot, on Linux: SnapshotIdle (default) runs it at
+	// SCHED_IDLE, so the event loop, waking for its tick or a request,
+	// takes a CPU from it at once instead of waiting behind it for up to a
+	// scheduler slice (the cause of the fire lateness a snapshot added:
+	// docs/BENCHMARKS.md, "Fire lateness while a snapshot is written: the
+	// cause"; at 100M on a quiet machine idle kept it within +0.5 ms and
+	// normal did not: "Snapshot priority at 100M, measured"); SnapshotNormal
+	// runs it like the loop, at Nice if set. Where other work keeps every
+	// CPU busy an idle encoder gets almost none (IdleMax bounds that), and
+	// the collector's stop-the-world waits for its thread to be given one.
+	// Elsewhere both are the server's own priority.
 	Priority string `yaml:"priority"`
 	// IdleMax bounds how long an encoder runs at SCHED_IDLE: where other
 	// work keeps the CPUs busy it gets almost none, so after IdleMax the

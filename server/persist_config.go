@@ -63,7 +63,7 @@ func (c *Config) persistenceDefaults() error {
 	}
 	switch p.Priority {
 	case "":
-		p.Priority = SnapshotNormal
+		p.Priority = SnapshotIdle
 	case SnapshotIdle, SnapshotNormal:
 	default:
 		return keyErr("snapshot.priority", "%q: want %s or %s", p.Priority, SnapshotIdle, SnapshotNormal)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -16,6 +17,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/tickwheel/tickwheel/protocol"
 )
 
 // niceOf returns the nice value of thread tid of this process (field 19
@@ -141,7 +144,7 @@ func (p *pieceStream) result() (int64, error) {
 // encoded and written at SCHED_IDLE, every piece of it, so that the event
 // loop waking for its tick takes the CPU from it at once (the fire
 // lateness a snapshot added: docs/BENCHMARKS.md, "Fire lateness while a
-// snapshot is written: the cause"); by default and with normal, at the
+// snapshot is written: the cause"), as by default; with normal, at the
 // server's own priority.
 func TestSnapshotEncoderIdle(t *testing.T) {
 	cfg := Config{}
@@ -149,7 +152,7 @@ func TestSnapshotEncoderIdle(t *testing.T) {
 	for _, tc := range []struct {
 		priority string
 		want     int
-	}{{SnapshotIdle, unix.SCHED_IDLE}, {"", unix.SCHED_NORMAL}, {SnapshotNormal, unix.SCHED_NORMAL}} {
+	}{{SnapshotIdle, unix.SCHED_IDLE}, {"", unix.SCHED_IDLE}, {SnapshotNormal, unix.SCHED_NORMAL}} {
 		cfg.Snapshot.Priority = tc.priority
 		require.NoError(t, cfg.persistenceDefaults())
 		var buf bytes.Buffer
@@ -242,7 +245,7 @@ func TestSnapshotEncoderOwnP(t *testing.T) {
 func TestSnapshotPriorityConfig(t *testing.T) {
 	cfg := Config{}
 	require.NoError(t, cfg.persistenceDefaults())
-	assert.Equal(t, SnapshotNormal, cfg.Snapshot.Priority)
+	assert.Equal(t, SnapshotIdle, cfg.Snapshot.Priority, "the default")
 	assert.Equal(t, 30*time.Second, cfg.Snapshot.IdleMax)
 	for _, tc := range []struct {
 		policy SnapshotPolicy
@@ -258,4 +261,50 @@ func TestSnapshotPriorityConfig(t *testing.T) {
 	cfg = Config{Snapshot: SnapshotPolicy{Priority: SnapshotNormal, IdleMax: time.Minute, Nice: 5}}
 	require.NoError(t, cfg.persistenceDefaults())
 	assert.Equal(t, encoderSched{nice: 5, idleMax: time.Minute}, encoderSchedOf(cfg.Snapshot))
+}
+
+// TestSnapshotIdleBusyCPUs: with the default snapshot.priority (idle) a
+// snapshot still completes, and holds the state, while every CPU is kept
+// busy by other processes at normal priority (which leave a SCHED_IDLE
+// thread almost no CPU: snapshot.idle_max bounds the wait), and the
+// encoder's extra P is given back.
+func TestSnapshotIdleBusyCPUs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("keeps every CPU busy for a few seconds")
+	}
+	srv := startServer(t, func(c *Config) {
+		durable(t.TempDir(), "everysec")(c)
+		c.Snapshot.IdleMax = time.Second
+	})
+	require.Equal(t, SnapshotIdle, srv.cfg.Snapshot.Priority, "the default")
+	c := helloClient(t, srv, "busy")
+	for i := range 300 {
+		c.add(protocol.Request{Receiver: uint64(1 + i%7), Tid: uint64(i + 1), After: 1 << 40})
+	}
+	for range runtime.NumCPU() {
+		spin := exec.Command("sh", "-c", "while :; do :; done")
+		require.NoError(t, spin.Start())
+		t.Cleanup(func() { _ = spin.Process.Kill(); _ = spin.Wait() })
+	}
+	before := runtime.GOMAXPROCS(0)
+	var written uint64
+	require.NoError(t, srv.onLoop(context.Background(), func() { written = srv.persist.snapshots }))
+	done := make(chan error, 1)
+	go func() {
+		done <- srv.onLoop(context.Background(), func() {
+			if err := srv.snapshotNow(); err != nil {
+				t.Errorf("snapshot: %v", err)
+			}
+		})
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("no snapshot in 60 s with every CPU busy (idle_max is 1 s)")
+	}
+	assert.Equal(t, before, runtime.GOMAXPROCS(0), "GOMAXPROCS given back")
+	require.NoError(t, srv.onLoop(context.Background(), func() {
+		assert.Equal(t, written+1, srv.persist.snapshots, "one more snapshot written")
+	}))
 }

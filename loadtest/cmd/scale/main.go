@@ -25,6 +25,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/tickwheel/tickwheel/loadtest"
@@ -43,6 +44,11 @@ func run() int {
 	flag.IntVar(&p.Batch, "batch", 50_000, "timers per connection per round (the generator holds c × batch)")
 	flag.DurationVar(&p.SnapshotInterval, "snapshot-interval", time.Second, "the server's snapshot.min_interval (every_records 10): snapshots while adding and firing; 0 = back to back")
 	flag.IntVar(&p.SnapshotNice, "snapshot-nice", 0, "the server's snapshot.nice (1-19; 0: not set)")
+	flag.StringVar(&p.SnapshotPriority, "snapshot-priority", "", "the server's snapshot.priority (normal or idle; empty: not set)")
+	alternate := flag.String("alternate", "", "comma-separated snapshot.priority values: after the firing plan, for each in turn, the plan with snapshots at that priority and then without any, on the same server (SIGHUP between); e.g. normal,idle")
+	flag.IntVar(&p.Rounds, "rounds", 3, "with -alternate: how many times to go through its priorities")
+	flag.Float64Var(&p.QuietBelow, "quiet-below", 0, "with -alternate: hold each plan until other processes use under this many cores over 2 s (0: do not wait)")
+	flag.DurationVar(&p.QuietWait, "quiet-wait", 2*time.Minute, "with -quiet-below: the longest a plan waits for it")
 	flag.IntVar(&p.Rate, "rate", 50_000, "fires per second of the firing plan over the held timers")
 	flag.DurationVar(&p.Duration, "duration", 10*time.Second, "length of the firing plan")
 	flag.DurationVar(&p.Lead, "lead", 200*time.Millisecond, "the firing plan adds each timer this long before its due")
@@ -60,6 +66,9 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "scale: -bin is required; -n, -receivers, -c, -batch, -rate and -duration must be positive")
 		return 2
 	}
+	if *alternate != "" {
+		p.Alternate = strings.Split(*alternate, ",")
+	}
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	p.Token = hex.EncodeToString(b[:])
@@ -72,6 +81,8 @@ func run() int {
 	if p.Quiet {
 		budget += p.Duration + p.IdleFor + time.Duration(p.N)*time.Microsecond + 5*time.Minute // the quiet phase, its wait for a snapshot
 	}
+	// Each alternate pair: two plans and a wait for a snapshot to end.
+	budget += time.Duration(len(p.Alternate)*max(p.Rounds, 1)) * (2*p.Duration + 2*p.QuietWait + time.Duration(p.N)*time.Microsecond + time.Minute)
 	return loadtest.RunTool("tickwheel-scale-", *dir, *serverLog, budget,
 		func(ctx context.Context, dir string, serverLog io.Writer) (loadtest.ToolReport, error) {
 			p.Dir, p.Log = dir, serverLog
