@@ -152,7 +152,7 @@ func (s *Server) openState(start uint64) (restored bool, err error) {
 			return false, err
 		}
 		// The first snapshot is the state the log starts from.
-		s.startSnapshot()
+		s.startSnapshotAt(waitedSched(s.cfg.Snapshot))
 		if err := s.waitSnapshot(); err != nil {
 			j.Close()
 			return false, fmt.Errorf("persistence: the first snapshot: %w", err)

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/tickwheel/tickwheel/server/journal"
@@ -25,6 +26,14 @@ type snapshotRun struct {
 	// procs is GOMAXPROCS before the encoder's own P was added (0: none
 	// was); the loop puts it back once the snapshot is done.
 	procs int
+	// hurry is set by whoever waits for the snapshot (waitSnapshot: at
+	// start, at a graceful stop, snapshotNow): an encoder at SCHED_IDLE
+	// hands the rest to normal priority at its next piece, as after
+	// idle_max. A waited-for snapshot is on a caller's critical path, and
+	// where other work keeps the CPUs busy an idle thread gets almost no
+	// CPU: a graceful stop waited up to idle_max (30 s) for a last
+	// snapshot of a few kilobytes.
+	hurry atomic.Bool
 	bytes int64
 	err   error
 }
@@ -47,6 +56,13 @@ const snapshotRetry = 10 * time.Second
 // for the copy (its duration is logged). Runs on the loop, after commit
 // (no input is pending a record).
 func (s *Server) startSnapshot() error {
+	return s.startSnapshotAt(encoderSchedOf(s.cfg.Snapshot))
+}
+
+// startSnapshotAt is startSnapshot with the encoder at sched: a snapshot
+// that is waited for at once (snapshotNow, the first one) runs at normal
+// priority (snapshot.nice), not at SCHED_IDLE.
+func (s *Server) startSnapshotAt(sched encoderSched) error {
 	p := s.persist
 	if p.snap != nil || s.nowNs() < p.snapRetryAt {
 		return nil
@@ -64,7 +80,6 @@ func (s *Server) startSnapshot() error {
 		records: p.records, firings: p.firings}
 	run.pause = time.Since(began)
 	p.snap, p.records, p.firings = run, 0, 0
-	sched := encoderSchedOf(s.cfg.Snapshot)
 	sw := newSnapshotWrite(w, run.snap)
 	if sched.idle {
 		run.procs = runtime.GOMAXPROCS(0)
@@ -112,6 +127,12 @@ func encoderSchedOf(policy SnapshotPolicy) encoderSched {
 	return encoderSched{idle: idleSupported && policy.Priority == SnapshotIdle, nice: policy.Nice, idleMax: policy.IdleMax}
 }
 
+// waitedSched is the encoder's scheduling for a snapshot its caller waits
+// for: never SCHED_IDLE (see snapshotRun.hurry).
+func waitedSched(policy SnapshotPolicy) encoderSched {
+	return encoderSched{nice: policy.Nice}
+}
+
 // encodeSnapshot writes run's snapshot through sw on the calling
 // goroutine, at sched's priority, and closes run.done. An encoder at
 // SCHED_IDLE that is still writing after sched.idleMax (where other work
@@ -127,10 +148,14 @@ func (s *Server) encodeSnapshot(run *snapshotRun, sw snapshotStream, sched encod
 	}
 	if sched.idle {
 		until := time.Now().Add(sched.idleMax)
-		if !sw.write(func() bool { return time.Now().Before(until) }) {
+		if !sw.write(func() bool { return !run.hurry.Load() && time.Now().Before(until) }) {
 			n, _ := sw.result()
-			s.log.Warn("snapshot: the encoder got too little CPU at idle priority; the rest of this snapshot is written at normal priority",
-				"idle_max", sched.idleMax, "bytes_so_far", n)
+			if run.hurry.Load() {
+				s.log.Debug("snapshot: waited for; the rest of it is written at normal priority", "bytes_so_far", n)
+			} else {
+				s.log.Warn("snapshot: the encoder got too little CPU at idle priority; the rest of this snapshot is written at normal priority",
+					"idle_max", sched.idleMax, "bytes_so_far", n)
+			}
 			go s.encodeSnapshot(run, sw, encoderSched{nice: sched.nice})
 			return
 		}
@@ -147,7 +172,7 @@ func (s *Server) encodeSnapshot(run *snapshotRun, sw snapshotStream, sched encod
 func (s *Server) snapshotNow() error {
 	_ = s.waitSnapshot() // a failure is logged; this one is another try
 	s.persist.snapRetryAt = 0
-	if err := s.startSnapshot(); err != nil {
+	if err := s.startSnapshotAt(waitedSched(s.cfg.Snapshot)); err != nil {
 		return err
 	}
 	return s.waitSnapshot()
@@ -245,6 +270,7 @@ func (s *Server) waitSnapshot() error {
 		return nil
 	}
 	run := p.snap
+	run.hurry.Store(true)
 	<-run.done
 	s.pollSnapshot()
 	return run.err

@@ -58,6 +58,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -217,7 +218,9 @@ func (s *Server) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := s.srv.Stop(ctx); err != nil {
-		s.t.Errorf("servertest: stop: %v", err)
+		buf := make([]byte, 4<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		s.t.Errorf("servertest: stop: %v; the goroutines then:\n%s", err, buf)
 	}
 }
 
