@@ -18,21 +18,32 @@ import (
 	"github.com/tickwheel/tickwheel/wheel"
 )
 
+// piecesTimers is how many timers piecesSnapshot's wheel holds: about 4
+// pieces of restorePiece.
+const piecesTimers = 120_000
+
+// piecesSnapshot returns the snapshot of a wheel of piecesTimers timers over
+// 97 receivers, due over 5,000 ticks: one that restoreWheelFrom writes to
+// the Restorer in several pieces.
+func piecesSnapshot(t *testing.T) []byte {
+	t.Helper()
+	w, err := wheel.New(100, wheel.Config{})
+	require.NoError(t, err)
+	for i := range piecesTimers {
+		require.NoError(t, w.Add(wheel.Key{Receiver: uint64(i % 97), Tid: uint64(i)}, wheel.Spec{After: uint64(1 + i%5000)}))
+	}
+	f := w.Freeze()
+	defer f.Release()
+	return f.Encode(nil)
+}
+
 // TestRestoreWheelIndexAside: restoreWheel, which builds the index on a
 // second goroutine when it has two CPUs, restores a wheel of many pieces
 // to the same wheel as wheel.Restore, with one CPU or two, and refuses a
 // corrupt one (cut in the middle, or with a key twice) with an error,
 // leaving no goroutine behind.
 func TestRestoreWheelIndexAside(t *testing.T) {
-	w, err := wheel.New(100, wheel.Config{})
-	require.NoError(t, err)
-	const n = 120_000 // about 4 pieces of restorePiece
-	for i := range n {
-		require.NoError(t, w.Add(wheel.Key{Receiver: uint64(i % 97), Tid: uint64(i)}, wheel.Spec{After: uint64(1 + i%5000)}))
-	}
-	f := w.Freeze()
-	snap := f.Encode(nil)
-	f.Release()
+	snap := piecesSnapshot(t)
 	require.Greater(t, len(snap), 3*restorePiece)
 	want, err := wheel.Restore(wheel.Config{}, snap)
 	require.NoError(t, err)
@@ -150,15 +161,7 @@ func encodeWheel(w *wheel.Wheel) []byte {
 // record counts its timers; a restore that fails logs no "wheel built".
 // At info level it logs nothing.
 func TestRestoreWheelLogsTimeline(t *testing.T) {
-	w, err := wheel.New(100, wheel.Config{})
-	require.NoError(t, err)
-	const n = 120_000 // about 4 pieces of restorePiece
-	for i := range n {
-		require.NoError(t, w.Add(wheel.Key{Receiver: uint64(i % 97), Tid: uint64(i)}, wheel.Spec{After: uint64(1 + i%5000)}))
-	}
-	f := w.Freeze()
-	snap := f.Encode(nil)
-	f.Release()
+	snap := piecesSnapshot(t)
 	prev := runtime.GOMAXPROCS(2)
 	defer runtime.GOMAXPROCS(prev)
 
@@ -177,7 +180,7 @@ func TestRestoreWheelLogsTimeline(t *testing.T) {
 	msgs, out, err := restore(snap, slog.LevelDebug)
 	require.NoError(t, err)
 	require.Equal(t, "restore: wheel built", msgs[len(msgs)-1], out)
-	require.Contains(t, out, fmt.Sprintf("timers=%d", n))
+	require.Contains(t, out, fmt.Sprintf("timers=%d", piecesTimers))
 	require.Less(t, slices.Index(msgs, "restore: records decoded"), len(msgs)-1, out)
 	require.Less(t, slices.Index(msgs, "restore: index builder done"), len(msgs)-1, out)
 	require.GreaterOrEqual(t, slices.Index(msgs, "restore: records decoded"), 0, out)
