@@ -84,8 +84,16 @@ func TestReloadMinIntervalHoldsFromTheLastSnapshot(t *testing.T) {
 		}
 	}
 	addFor(500 * time.Millisecond) // snapshots every 200 ms
-	time.Sleep(100 * time.Millisecond)
+	// One may still be running (an idle-priority snapshot on a busy
+	// machine takes longer than a turn), or be due: records came within
+	// min_interval of the last, and the loop looks again once a second.
+	// Wait until none was written for 1.2 s.
 	before := written()
+	for settled := time.Now(); time.Since(settled) < 1200*time.Millisecond; time.Sleep(20 * time.Millisecond) {
+		if n := written(); n != before {
+			before, settled = n, time.Now()
+		}
+	}
 	require.GreaterOrEqual(t, before, 2, "snapshots every 200 ms while adding")
 
 	next := cfg
