@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"time"
 
@@ -102,15 +101,6 @@ type persist struct {
 	replayed uint64
 }
 
-// recovered is what start-up found on disk.
-type recovered struct {
-	snapshotIndex uint64
-	records       int
-	firings       uint64 // what replaying the records fired again
-	timers        int
-	took          time.Duration
-}
-
 // openState opens the data directory's log and rebuilds the core from it,
 // or makes a fresh core when persistence is off or the log is empty.
 func (s *Server) openState(start uint64) (restored bool, err error) {
@@ -132,19 +122,13 @@ func (s *Server) openState(start uint64) (restored bool, err error) {
 	}
 	policy, _ := journal.ParseSyncPolicy(cfg.Fsync) // checked by withDefaults
 	dir := filepath.Join(cfg.DataDir, logDir)
-	j, err := journal.Open(journal.Options{Dir: dir, Sync: policy, Repair: cfg.Repair, Log: s.log,
-		Preallocate: logPreallocate, FS: cfg.logFS})
+	began := time.Now()
+	j, rec, err := s.recoverState(dir, policy)
 	if err != nil {
-		return false, fmt.Errorf("persistence: %w", repairAdvice(err))
+		return false, err
 	}
 	s.persist = &persist{s: s, j: j, policy: policy}
 	s.commits = s.persist
-	began := time.Now()
-	rec, err := s.recoverCore(j)
-	if err != nil {
-		j.Close()
-		return false, fmt.Errorf("persistence: recovering from %s: %w", dir, err)
-	}
 	s.reportRepair(j.Repaired())
 	if s.core == nil {
 		s.log.Info("persistence on: a new state", "dir", dir, "fsync", policy)
@@ -165,65 +149,6 @@ func (s *Server) openState(start uint64) (restored bool, err error) {
 		"firings_replayed", rec.firings, "took", rec.took.Round(time.Millisecond))
 	s.persist.replayed = rec.firings
 	return true, nil
-}
-
-// recoverCore loads the newest snapshot into s.core (left nil when there is
-// none and the log is empty) and replays the log after it. Both steps log
-// their progress at most every progressEvery (see progress).
-func (s *Server) recoverCore(j *journal.Journal) (recovered, error) {
-	var rec recovered
-	began := time.Now()
-	clock := func() time.Duration { return time.Since(began) }
-	if data, index, ok := j.Snapshot(); ok {
-		// Read and decoded as one stream: the reads follow the decoding.
-		read := &progressReader{r: data, prog: newProgress(s.log, "recovery: reading the snapshot", "bytes",
-			uint64(max(j.Stats().SnapshotBytes, 0)), progressEvery, clock)}
-		core, err := session.RestoreFrom(s.cfg.sessionConfig(), read, s.log, s.rlog)
-		data.Close()
-		if err != nil {
-			return rec, fmt.Errorf("snapshot at index %d: %w", index, err)
-		}
-		s.core, rec.snapshotIndex = core, index
-		s.recoveredSnapshot = int64(read.n)
-	}
-	if s.core == nil && j.LastIndex() > 0 {
-		return rec, fmt.Errorf("the log holds records up to index %d but no snapshot: the state they start from is gone", j.LastIndex())
-	}
-	cost, err := s.replayCost(j, rec.snapshotIndex, clock)
-	if err != nil {
-		return rec, err
-	}
-	meter := newReplayMeter(s.log, cost, progressEvery, clock)
-	err = j.Replay(func(index uint64, r []byte) error {
-		firings := session.RecordFirings(r)
-		if err := s.core.Replay(r); err != nil {
-			return fmt.Errorf("record %d: %w", index, err)
-		}
-		rec.records++
-		rec.firings += firings
-		meter.replayed(firings)
-		return nil
-	})
-	return rec, err
-}
-
-// replayCost reads the log after the snapshot once without replaying it,
-// for what replaying it will cost (replayMeter's units: a record, and a
-// firing it redoes, count one each), so that the progress line's ETA
-// follows the firings to redo, not the records or bytes: a week's
-// fast-forward is a few thousand records of millions of firings each.
-// Reading costs little beside replaying (Open has read it already: it is
-// in the page cache).
-func (s *Server) replayCost(j *journal.Journal, snapshotIndex uint64, clock func() time.Duration) (uint64, error) {
-	prog := newProgress(s.log, "recovery: measuring the log", "records", j.LastIndex()-snapshotIndex, progressEvery, clock)
-	var records, cost uint64
-	err := j.Replay(func(_ uint64, r []byte) error {
-		records++
-		cost += 1 + session.RecordFirings(r)
-		prog.update(records)
-		return nil
-	})
-	return cost, err
 }
 
 // resumeTick is tw-time after a restart: where the state stopped, moved on
@@ -520,18 +445,3 @@ func (p *persist) stop() error {
 // close is the journal's committer.close: the log of a server that failed
 // to start is closed.
 func (p *persist) close() { _ = p.j.Close() }
-
-// progressReader passes a reader's bytes through, reporting how many have
-// been read to prog.
-type progressReader struct {
-	r    io.Reader
-	n    uint64
-	prog *progress
-}
-
-func (p *progressReader) Read(b []byte) (int, error) {
-	n, err := p.r.Read(b)
-	p.n += uint64(n)
-	p.prog.update(p.n)
-	return n, err
-}

@@ -43,9 +43,17 @@
 //
 // # Recovery
 //
-// Open picks the newest snapshot whose header and CRC verify (renaming a bad
-// one to .corrupt and falling back to the one before), then reads every
-// segment. A snapshot starts a new segment, so the record after it is the
+// Open picks the newest snapshot whose header and length are right (renaming
+// a bad one to .corrupt and falling back to the one before), then reads
+// every segment. It does not read the snapshot's payload: the reader
+// [Journal.Snapshot] returns checks the CRC as the caller restores from it,
+// and a caller whose read fails calls [Journal.RejectSnapshot] (the file
+// becomes .corrupt) and opens the journal again, which falls back to the
+// previous snapshot. Until the payload has been read whole and found good,
+// Open's retention is held back: it deletes no snapshot and no segment, so
+// the fallback is always there. With Options.Repair, Open reads and checks
+// each snapshot whole first, as before a repair it must know which one it
+// starts from. A snapshot starts a new segment, so the record after it is the
 // first of its segment; the records before it are never replayed, so a bad
 // record among them is logged and skipped, never fatal: one in a segment
 // followed by a segment that starts at or below snapshot+1, or one followed
@@ -92,8 +100,8 @@
 //
 // Commit keeps the newest Options.KeepSnapshots snapshots (2 by default) and
 // deletes only the segments wholly covered by the oldest one kept, so a
-// snapshot that later fails verification still leaves the previous snapshot
-// plus a log that reaches it.
+// snapshot that later fails its CRC still leaves the previous snapshot plus
+// a log that reaches it.
 //
 // While it is written, the active segment may be preallocated
 // (Options.Preallocate): its file then ends in zeros after the last record.

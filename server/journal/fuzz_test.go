@@ -160,7 +160,7 @@ func checkRecovered(t *testing.T, j *Journal) uint64 {
 	if r, idx, ok := j.Snapshot(); ok {
 		data, err := io.ReadAll(r)
 		if err != nil {
-			t.Fatalf("snapshot %d verified at Open, then: %v", idx, err)
+			t.Fatalf("snapshot %d read whole, then: %v", idx, err)
 		}
 		if (idx != 40 && idx != 80) || !bytes.Equal(data, snapContent(idx)) {
 			t.Fatalf("a wrong snapshot: index %d, %d bytes", idx, len(data))
@@ -216,7 +216,7 @@ func FuzzOpenDamaged(f *testing.F) {
 	f.Fuzz(func(t *testing.T, edits []byte) {
 		dir := writeFuzzDir(t, damage(files, names, edits))
 		o := Options{Dir: dir, Sync: SyncNo, SegmentSize: 128 << 10}
-		j, err := Open(o)
+		j, _, _, err := openRecover(t, o)
 		if err == nil {
 			checkRecovered(t, j)
 			j.Close()
@@ -271,8 +271,11 @@ func FuzzOpenDamaged(f *testing.F) {
 }
 
 // FuzzSnapshotReader damages the newest snapshot file of a real journal
-// and reads it as Open does: it either verifies with exactly the payload
-// written, or fails with an error wrapping ErrCorrupt; never a panic.
+// and reads it as Open and a restore do: openSnapshot either accepts the
+// file or fails with an error wrapping ErrCorrupt; a file accepted by its
+// ends alone then reads to io.EOF with exactly the payload written, or
+// fails with ErrCorrupt; a file accepted whole (Repair) reads the payload
+// written. Never a panic, never a damaged payload with io.EOF.
 func FuzzSnapshotReader(f *testing.F) {
 	files, names := fuzzBase(f)
 	var snap string
@@ -291,20 +294,22 @@ func FuzzSnapshotReader(f *testing.F) {
 		if err := os.WriteFile(p, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		fh, n, err := verifySnapshot(p, 80)
-		if err != nil {
-			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("verifySnapshot: %v does not wrap ErrCorrupt", err)
+		for _, whole := range []bool{false, true} {
+			fh, n, err := openSnapshot(p, 80, whole)
+			if err != nil {
+				if !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("openSnapshot(whole %v): %v does not wrap ErrCorrupt", whole, err)
+				}
+				continue
 			}
-			return
-		}
-		defer fh.Close()
-		data, err := io.ReadAll(newSnapReader(fh, 80, n))
-		if err != nil {
-			t.Fatalf("verified, then: %v", err)
-		}
-		if !bytes.Equal(data, snapContent(80)) {
-			t.Fatalf("a damaged snapshot verified: %d bytes of payload", len(data))
+			data, err := io.ReadAll(newSnapReader(fh, 80, n))
+			fh.Close()
+			switch {
+			case err != nil && (whole || !errors.Is(err, ErrCorrupt)):
+				t.Fatalf("opened (whole %v), then: %v", whole, err)
+			case err == nil && !bytes.Equal(data, snapContent(80)):
+				t.Fatalf("a damaged snapshot read to io.EOF: %d bytes of payload", len(data))
+			}
 		}
 	})
 }

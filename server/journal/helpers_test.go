@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -222,5 +223,34 @@ func writeAtFile(t testing.TB, path string, off int64, b []byte) {
 	defer f.Close()
 	if _, err := f.WriteAt(b, off); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// openRecover opens the journal as the server recovers from it: it reads
+// the snapshot Open picked whole, and when the read fails with ErrCorrupt
+// it rejects that snapshot and opens again (the fallback to the previous
+// one). It returns Open's error, or the journal (its log still to replay)
+// with the snapshot's payload and index (nil and 0 if there is none).
+func openRecover(t testing.TB, o Options) (*Journal, []byte, uint64, error) {
+	t.Helper()
+	for {
+		j, err := Open(o)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		r, idx, ok := j.Snapshot()
+		if !ok {
+			return j, nil, 0, nil
+		}
+		b, err := io.ReadAll(r)
+		if err == nil {
+			return j, b, idx, nil
+		}
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("reading snapshot %d: %v does not wrap ErrCorrupt", idx, err)
+		}
+		if err := j.RejectSnapshot(err); err != nil {
+			t.Fatalf("RejectSnapshot: %v", err)
+		}
 	}
 }

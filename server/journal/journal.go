@@ -205,9 +205,15 @@ type Journal struct {
 	snapFile  *os.File
 	snapIndex uint64
 	snapLen   int64 // payload bytes
-	replay    []segInfo
-	tail      Tail // the TAIL file's, read by Open; zero if none
-	tailOK    bool
+	// snapRead: the snapshot's payload has been read whole and its CRC
+	// matched (a snapReader from Snapshot reached io.EOF). Open checks only
+	// the file's ends (pickSnapshot); retainLater: Open left its snapshot
+	// retention to endRecovery, which applies it once snapRead is set.
+	snapRead    atomic.Bool
+	retainLater bool
+	replay      []segInfo
+	tail        Tail // the TAIL file's, read by Open; zero if none
+	tailOK      bool
 	// tailOn: TAIL is kept (Open found or wrote one, or Checkpoint was
 	// called), so Close writes a last one; note is the caller's last.
 	tailOn   bool
@@ -367,7 +373,15 @@ func (j *Journal) recover() error {
 		}
 	}
 	j.mu.Lock()
-	snapDel := j.retainLocked()
+	var snapDel []string
+	if j.snapFile != nil && !j.opts.Repair {
+		// The snapshot's payload is checked as the caller reads it: until
+		// then it may be bad, and what it covers (the older snapshots and
+		// their log) is the fallback (RejectSnapshot).
+		j.retainLater = true
+	} else {
+		snapDel = j.retainLocked()
+	}
 	segDel := j.toDelete
 	j.toDelete = nil
 	j.maint.Store(false) // deleted right here
@@ -452,8 +466,21 @@ func (j *Journal) release() {
 	}
 }
 
-// endRecovery drops the recovery data; called at the first Append.
+// endRecovery drops the recovery data; called at the first Append or
+// CreateSnapshot, and by Close. The retention Open left for later is
+// applied if the snapshot was read whole and found good: its deletions go
+// to maintain, off the loop.
 func (j *Journal) endRecovery() {
+	if j.retainLater && j.snapRead.Load() && !j.closed {
+		j.mu.Lock()
+		del := j.retainLocked()
+		j.toDelete = append(j.toDelete, del...)
+		if len(j.toDelete) > 0 {
+			j.maint.Store(true)
+		}
+		j.mu.Unlock()
+	}
+	j.retainLater = false
 	if j.snapFile != nil {
 		_ = j.snapFile.Close()
 		j.snapFile = nil
@@ -462,17 +489,40 @@ func (j *Journal) endRecovery() {
 	j.started = true
 }
 
-// Snapshot returns the newest valid snapshot's payload and the index of the
-// last record it covers, or ok false if there is none (or recovery is over:
-// Append or CreateSnapshot has been called). The reader checks the file's
-// CRC again as it streams and returns an error wrapping ErrCorrupt instead
-// of io.EOF if the file changed since Open. Closing it is optional; the
-// first Append closes the file under it.
+// Snapshot returns the newest snapshot's payload and the index of the last
+// record it covers, or ok false if there is none (or recovery is over:
+// Append or CreateSnapshot has been called). Open checked the file's
+// header and length, not its payload (with Options.Repair, the whole
+// file): the reader checks the CRC as it streams and returns an error
+// wrapping ErrCorrupt instead of io.EOF if it does not match. The caller
+// must not trust what it read until it has had io.EOF; on ErrCorrupt it
+// calls RejectSnapshot, and opens the journal again. Closing the reader is
+// optional; the first Append closes the file under it.
 func (j *Journal) Snapshot() (data io.ReadCloser, index uint64, ok bool) {
 	if j.closed || j.started || j.snapFile == nil {
 		return nil, 0, false
 	}
-	return newSnapReader(j.snapFile, j.snapIndex, j.snapLen), j.snapIndex, true
+	r := newSnapReader(j.snapFile, j.snapIndex, j.snapLen)
+	r.good = &j.snapRead
+	return r, j.snapIndex, true
+}
+
+// RejectSnapshot is for a caller whose read of Snapshot failed with an
+// error wrapping ErrCorrupt, before the first Append or CreateSnapshot: it
+// closes the journal and sets the snapshot file aside (renamed *.corrupt,
+// logged with cause). Open then falls back to the previous snapshot and
+// the log after it, which Open kept: it deletes no snapshot, and no
+// segment, until the snapshot it picked has been read whole and found
+// good. It fails if there is no snapshot or recovery is over.
+func (j *Journal) RejectSnapshot(cause error) error {
+	if j.closed || j.started || j.snapFile == nil {
+		return errors.New("journal: RejectSnapshot without a snapshot being recovered")
+	}
+	path := j.snapPath(j.snapIndex)
+	if err := j.Close(); err != nil {
+		return err
+	}
+	return j.setAside(path, cause)
 }
 
 // Healthy returns nil, or the error that left appended records unwritten

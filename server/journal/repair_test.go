@@ -103,7 +103,7 @@ func TestRepairKeepsWhatItCuts(t *testing.T) {
 		}
 	}
 	o.Dir = dir
-	_, err := Open(o)
+	_, _, _, err := openRecover(t, o)
 	var ce *CorruptError
 	if !errors.As(err, &ce) || ce.File != seg || ce.Offset != where[150][1] {
 		t.Fatalf("Open = %v", err)
@@ -274,7 +274,7 @@ func TestBothSnapshotsBadRepairKeepsEvidence(t *testing.T) {
 	flipBit(t, jd.snapPath(200), 100)
 	segsBefore := len(segFiles(t, dir))
 	o.Dir = dir
-	_, err := Open(o)
+	_, _, _, err := openRecover(t, o)
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "records 1 to 320 (320 records") {
 		t.Fatalf("Open = %v", err)
 	}
@@ -310,7 +310,7 @@ func TestDurableLastRecordIsNotATornTail(t *testing.T) {
 	flipBit(t, seg, where[320][1]+chunkHeader+10)
 	size := fileSize(t, seg)
 	o.Dir = dir
-	_, err := Open(o)
+	_, _, _, err := openRecover(t, o)
 	var ce *CorruptError
 	if !errors.As(err, &ce) || ce.Offset != where[320][1] || ce.LostFrom != 320 || !strings.Contains(ce.Reason, "fsynced") {
 		t.Fatalf("Open = %v", err)

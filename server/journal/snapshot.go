@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -82,47 +83,80 @@ func parseName(name, format string, v any) bool {
 	return err == nil
 }
 
-// pickSnapshot verifies snapshots from the newest down and keeps the first
-// good one open for Snapshot; bad ones are renamed *.corrupt and logged.
+// pickSnapshot picks the newest snapshot whose ends are good and keeps it
+// open for Snapshot; bad ones are set aside (renamed *.corrupt) and logged.
+// It checks each file's header and its trailer's length, not its payload:
+// reading 1.8 GB at 100M timers to check the CRC, and again to restore it,
+// took 0.4 s of a restart; the reader Snapshot returns checks the CRC as
+// the caller restores (see RejectSnapshot). With Options.Repair it reads
+// and checks each whole file, newest first, as a repair decides what to cut
+// from the snapshot it will start from.
 func (j *Journal) pickSnapshot(snaps []snapInfo) error {
 	for i := len(snaps) - 1; i >= 0; i-- {
-		f, n, err := verifySnapshot(snaps[i].path, snaps[i].index)
+		f, n, err := openSnapshot(snaps[i].path, snaps[i].index, j.opts.Repair)
 		if err == nil {
 			j.snapFile, j.snapIndex, j.snapLen = f, snaps[i].index, n
 			j.snaps = append(j.snaps, snaps[:i+1]...)
 			return nil
 		}
-		j.log.Error("journal: ignoring a bad snapshot; falling back to the previous one and the log",
-			"file", snaps[i].path, "err", err)
-		if rerr := os.Rename(snaps[i].path, snaps[i].path+corruptExt); rerr != nil {
-			return fmt.Errorf("journal: setting aside bad snapshot: %w", rerr)
+		if err := j.setAside(snaps[i].path, err); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// verifySnapshot checks a snapshot file's header, trailer and CRC, and
-// returns it open with its payload length.
-func verifySnapshot(path string, index uint64) (*os.File, int64, error) {
+// setAside renames a bad snapshot file *.corrupt, logging why.
+func (j *Journal) setAside(path string, cause error) error {
+	j.log.Error("journal: ignoring a bad snapshot; falling back to the previous one and the log",
+		"file", path, "err", cause)
+	if err := os.Rename(path, path+corruptExt); err != nil {
+		return fmt.Errorf("journal: setting aside bad snapshot: %w", err)
+	}
+	return nil
+}
+
+// openSnapshot checks a snapshot file's header and the payload length its
+// trailer gives, and with whole its payload's CRC too; it returns the file
+// open with its payload length.
+func openSnapshot(path string, index uint64, whole bool) (*os.File, int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, 0, err
 	}
-	st, err := f.Stat()
+	n, err := checkSnapshot(f, index, whole)
 	if err != nil {
 		f.Close()
 		return nil, 0, err
 	}
+	return f, n, nil
+}
+
+func checkSnapshot(f *os.File, index uint64, whole bool) (int64, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
 	n := st.Size() - snapHeader - snapTrailer
 	if n < 0 {
-		f.Close()
-		return nil, 0, fmt.Errorf("%w: snapshot file too short (%d bytes)", ErrCorrupt, st.Size())
+		return 0, fmt.Errorf("%w: snapshot file too short (%d bytes)", ErrCorrupt, st.Size())
 	}
-	if _, err := io.Copy(io.Discard, newSnapReader(f, index, n)); err != nil {
-		f.Close()
-		return nil, 0, err
+	r := newSnapReader(f, index, n)
+	if r.err != nil {
+		return 0, r.err
 	}
-	return f, n, nil
+	if whole {
+		_, err := io.Copy(io.Discard, r)
+		return n, err
+	}
+	var t [8]byte
+	if _, err := f.ReadAt(t[:], snapHeader+n); err != nil {
+		return 0, fmt.Errorf("%w: snapshot trailer: %v", ErrCorrupt, err)
+	}
+	if got := binary.LittleEndian.Uint64(t[:]); got != uint64(n) {
+		return 0, fmt.Errorf("%w: snapshot length %d, trailer says %d", ErrCorrupt, n, got)
+	}
+	return n, nil
 }
 
 // snapReader streams a snapshot's payload, checking the header first and
@@ -133,6 +167,9 @@ type snapReader struct {
 	n   int64
 	crc uint32
 	err error // sticky
+	// good, if not nil, is set when the reader reaches io.EOF with the
+	// trailer and CRC matching (Journal.snapRead).
+	good *atomic.Bool
 }
 
 func newSnapReader(f *os.File, index uint64, n int64) *snapReader {
@@ -182,6 +219,9 @@ func (r *snapReader) checkTrailer() error {
 	}
 	if crc32.Update(r.crc, castagnoli, t[:8]) != binary.LittleEndian.Uint32(t[8:]) {
 		return fmt.Errorf("%w: snapshot CRC mismatch", ErrCorrupt)
+	}
+	if r.good != nil {
+		r.good.Store(true)
 	}
 	return io.EOF
 }

@@ -217,10 +217,9 @@ func TestCorruptSnapshotFallsBack(t *testing.T) {
 			var lb logBuf
 			o := o
 			o.Dir, o.Log = dir, lb.logger()
-			j := mustOpen(t, o)
-			data, idx, ok := readSnapshot(t, j)
-			if !ok || idx != 200 || !bytes.Equal(data, snapContent(200)) {
-				t.Fatalf("snapshot %d, %v", idx, ok)
+			j, data, idx, err := openRecover(t, o)
+			if err != nil || idx != 200 || !bytes.Equal(data, snapContent(200)) {
+				t.Fatalf("snapshot %d, %v", idx, err)
 			}
 			checkReplay(t, replayAll(t, j), 201, 320, 100)
 			if !strings.Contains(lb.String(), "bad snapshot") {
@@ -346,8 +345,109 @@ func TestLogMustContinueSnapshot(t *testing.T) {
 	appendRecs(t, j, 101, 110, 100)
 	j.Close()
 	flipBit(t, j.snapPath(100), 100)
-	_, err := Open(o)
+	_, _, _, err := openRecover(t, o)
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "records missing") {
 		t.Fatalf("Open = %v", err)
+	}
+}
+
+// threeSnapshots writes snapshots at 100, 200 and 300 with the log up to
+// 320, all kept, in a new directory it returns.
+func threeSnapshots(t *testing.T) string {
+	dir := t.TempDir()
+	j := mustOpen(t, Options{Dir: dir, Sync: SyncNo, SegmentSize: 4 << 10, KeepSnapshots: 3})
+	for _, at := range []uint64{100, 200, 300} {
+		appendRecs(t, j, at-99, at, 100)
+		snapshotAt(t, j, snapContent(at))
+	}
+	appendRecs(t, j, 301, 320, 100)
+	j.Close()
+	return dir
+}
+
+func snapFileNames(t *testing.T, dir string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, snapPrefix+"*"+snapExt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range m {
+		m[i] = filepath.Base(m[i])
+	}
+	return m
+}
+
+// TestRejectedSnapshotFallsBackWithLessKept: Open checks only a snapshot's
+// ends, so it must delete nothing until the payload has been read whole:
+// here the directory holds more snapshots than KeepSnapshots (1), and the
+// newest is damaged inside. Retention at Open would have deleted the
+// previous snapshot and the log after it, the only way back.
+func TestRejectedSnapshotFallsBackWithLessKept(t *testing.T) {
+	dir := threeSnapshots(t)
+	o := Options{Dir: dir, Sync: SyncNo, SegmentSize: 4 << 10, KeepSnapshots: 1}
+	jd := &Journal{dir: dir}
+	flipBit(t, jd.snapPath(300), snapHeader+500)
+	j, data, idx, err := openRecover(t, o)
+	if err != nil || idx != 200 || !bytes.Equal(data, snapContent(200)) {
+		t.Fatalf("snapshot %d, %v", idx, err)
+	}
+	checkReplay(t, replayAll(t, j), 201, 320, 100)
+	if _, err := os.Stat(jd.snapPath(300) + corruptExt); err != nil {
+		t.Fatalf("the bad snapshot not set aside: %v", err)
+	}
+	appendRecs(t, j, 321, 321, 100)
+	j.Close()
+	if got := snapFileNames(t, dir); len(got) != 1 || got[0] != filepath.Base(jd.snapPath(200)) {
+		t.Fatalf("snapshots left after the good one was read and a record appended: %v", got)
+	}
+	j, data, idx, err = openRecover(t, o)
+	if err != nil || idx != 200 || !bytes.Equal(data, snapContent(200)) {
+		t.Fatalf("reopened: snapshot %d, %v", idx, err)
+	}
+	checkReplay(t, replayAll(t, j), 201, 321, 100)
+	j.Close()
+}
+
+// TestRetentionAfterTheSnapshotIsRead: the retention Open leaves for later
+// is applied at the first Append once the snapshot was read to io.EOF, and
+// not while it was not: an Append after no read, or after a partial one,
+// deletes nothing.
+func TestRetentionAfterTheSnapshotIsRead(t *testing.T) {
+	for _, read := range []string{"whole", "part", "none"} {
+		t.Run(read, func(t *testing.T) {
+			dir := threeSnapshots(t)
+			segs := len(segFiles(t, dir))
+			j := mustOpen(t, Options{Dir: dir, Sync: SyncNo, SegmentSize: 4 << 10, KeepSnapshots: 1})
+			if len(snapFileNames(t, dir)) != 3 || len(segFiles(t, dir)) != segs {
+				t.Fatal("Open deleted files before the snapshot was read")
+			}
+			r, _, _ := j.Snapshot()
+			switch read {
+			case "whole":
+				if _, err := io.ReadAll(r); err != nil {
+					t.Fatal(err)
+				}
+			case "part":
+				if _, err := r.Read(make([]byte, 10)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			appendRecs(t, j, 321, 322, 100)
+			j.Close()
+			snaps, left := snapFileNames(t, dir), len(segFiles(t, dir))
+			if read == "whole" {
+				if len(snaps) != 1 || left >= segs {
+					t.Fatalf("after the read: snapshots %v, %d of %d segments", snaps, left, segs)
+				}
+			} else if len(snaps) != 3 || left < segs {
+				t.Fatalf("without a whole read: snapshots %v, %d of %d segments", snaps, left, segs)
+			}
+			j, _, idx, err := openRecover(t, Options{Dir: dir, Sync: SyncNo, SegmentSize: 4 << 10, KeepSnapshots: 1})
+			if err != nil || idx != 300 {
+				t.Fatalf("reopened: snapshot %d, %v", idx, err)
+			}
+			checkReplay(t, replayAll(t, j), 301, 322, 100)
+			j.Close()
+		})
 	}
 }
