@@ -19,8 +19,11 @@ import (
 // hundred streams), and once the last record is read, fill inserts each
 // region's bucket in turn, its region (2 MiB of table and 512 KiB of ext)
 // in the core's cache while it does: most insertions are cache hits.
-// Memory: 8 bytes a timer while the index is built (a mapping the kernel
-// backs as the buckets fill), unmapped by finish.
+// A bucket holds half its region's share (newPartition): about half way
+// through the records each one fills and is inserted into its region
+// there and then (flush), and the fill after the last record inserts the
+// other half. Memory: 4 bytes a timer while the index is built (a mapping
+// the kernel backs as the buckets fill), unmapped by finish.
 //
 // The index is the same as one filled timer by timer for every look-up:
 // the same entries (tag and node), each in the probe run of its hash, no
@@ -75,10 +78,13 @@ type IndexPart struct {
 // newPartition returns the buckets of a builder of count timers whose
 // table of size entries is mapped (t, ext), or nil when the buckets cannot
 // be mapped (the builder then inserts each entry as it reads it). A bucket
-// holds the expected share of its region, 1/32 more and partSlack entries (the
-// hashes are uniform: 8 standard deviations and more at every size); one
-// that fills is inserted there and then (flush), so a snapshot whose keys
-// crowd one region costs time, not a wrong index.
+// holds half the expected share of its region, 1/32 of the share more and
+// partSlack entries; one that fills is inserted there and then (flush):
+// once for each region with uniform hashes, more often for a region the
+// keys crowd, which costs time, not a wrong index. Buckets of the whole share (8 bytes a timer)
+// had a 100M restart clear 0.8 GB of fresh pages for them, 3-4% of its CPU
+// on this machine's VM, for a fill that then inserted everything after the
+// last record (docs/BENCHMARKS.md, "Half-share buckets").
 func newPartition(size uint64, count uint32, t []uint32, ext []uint8) *partition {
 	shift := min(partShift, 24)
 	regions := size >> shift
@@ -86,7 +92,7 @@ func newPartition(size uint64, count uint32, t []uint32, ext []uint8) *partition
 		return nil
 	}
 	share := uint64(count)/regions + 1
-	bcap := share + share/32 + partSlack
+	bcap := share/2 + share/32 + partSlack
 	mem := bigmem.Map(uintptr(regions * bcap * 8))
 	if mem == nil {
 		return nil
