@@ -22,10 +22,12 @@ const clkTck = 100
 
 // ProcStats is a process's CPU time and resident memory at one instant.
 type ProcStats struct {
-	CPUSeconds float64 // utime + stime
-	RSSKiB     int64   // VmRSS
-	HWMKiB     int64   `json:",omitempty"` // VmHWM: the peak RSS
-	NoFile     int64   `json:",omitempty"` // soft RLIMIT_NOFILE (Max open files)
+	CPUSeconds  float64 // utime + stime
+	UserSeconds float64 `json:",omitempty"` // utime
+	SysSeconds  float64 `json:",omitempty"` // stime
+	RSSKiB      int64   // VmRSS
+	HWMKiB      int64   `json:",omitempty"` // VmHWM: the peak RSS
+	NoFile      int64   `json:",omitempty"` // soft RLIMIT_NOFILE (Max open files)
 }
 
 // ReadProc reads /proc/PID/stat, status and limits.
@@ -47,6 +49,7 @@ func ReadProc(pid int) (ProcStats, error) {
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	p.CPUSeconds = float64(ut+st) / clkTck
+	p.UserSeconds, p.SysSeconds = float64(ut)/clkTck, float64(st)/clkTck
 	if s, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
 		sc := bufio.NewScanner(bytes.NewReader(s))
 		for sc.Scan() {
