@@ -10,6 +10,7 @@ import (
 
 	"github.com/tickwheel/tickwheel/server/journal"
 	"github.com/tickwheel/tickwheel/session"
+	"github.com/tickwheel/tickwheel/wheel"
 )
 
 // recovered is what start-up found on disk.
@@ -31,6 +32,7 @@ type recovered struct {
 func (s *Server) recoverState(dir string, policy journal.SyncPolicy) (*journal.Journal, recovered, error) {
 	cfg := &s.cfg
 	for {
+		mapped := wheel.MappedBytes()
 		j, err := journal.Open(journal.Options{Dir: dir, Sync: policy, Repair: cfg.Repair, Log: s.log,
 			Preallocate: logPreallocate, FS: cfg.logFS})
 		if err != nil {
@@ -49,9 +51,25 @@ func (s *Server) recoverState(dir string, policy journal.SyncPolicy) (*journal.J
 		if err := j.RejectSnapshot(bad.err); err != nil {
 			return nil, rec, fmt.Errorf("persistence: recovering from %s: %w", dir, err)
 		}
-		runtime.GC() // the partial restore's memory, before the next one's
+		releaseRestore(mapped)
 	}
 }
+
+// releaseRestore gives back a failed restore's memory before the next one
+// takes as much again (at 100M timers, ~6 GB): its wheel's mappings,
+// which cleanups unmap on a goroutine of their own after a collection
+// (it waits until no more than before are mapped, for up to
+// releaseWait), and its heap.
+func releaseRestore(mappedBefore int64) {
+	runtime.GC()
+	for end := time.Now().Add(releaseWait); wheel.MappedBytes() > mappedBefore && time.Now().Before(end); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	debug.FreeOSMemory()
+}
+
+// releaseWait bounds releaseRestore's wait for the cleanups.
+const releaseWait = 5 * time.Second
 
 // badSnapshot is recoverCore's error for a snapshot file whose payload
 // failed its CRC (err wraps journal.ErrCorrupt).

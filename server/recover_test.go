@@ -1,18 +1,25 @@
 package server
 
 import (
+	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/tickwheel/tickwheel/protocol"
+	"github.com/tickwheel/tickwheel/session"
+	"github.com/tickwheel/tickwheel/wheel"
 )
 
 // twoSnapshotImage is the data directory of a durable server stopped
@@ -121,4 +128,52 @@ func fileSizeOf(t *testing.T, path string) int64 {
 	fi, err := os.Stat(path)
 	require.NoError(t, err)
 	return fi.Size()
+}
+
+// failAtEnd is a reader that fails with errFailAtEnd instead of io.EOF, as
+// the journal's snapshot reader does for a file whose CRC does not match.
+type failAtEnd struct{ r io.Reader }
+
+var errFailAtEnd = errors.New("snapshot CRC mismatch")
+
+func (c *failAtEnd) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if err == io.EOF {
+		err = errFailAtEnd
+	}
+	return n, err
+}
+
+// TestReleaseRestoreUnmaps: a failed restore of 2.5M timers (damaged at its
+// end, so every record was decoded first) leaves its nodes mapped outside
+// the Go heap until cleanups run on their own goroutine, after a
+// collection: runtime.GC alone returned with them still mapped (a
+// red-team pass). releaseRestore, which recoverState calls before the
+// fallback's restore, returns once they are unmapped.
+func TestReleaseRestoreUnmaps(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a wheel of 2.5M timers")
+	}
+	w, err := wheel.New(100, wheel.Config{})
+	require.NoError(t, err)
+	for i := range 2_500_000 {
+		require.NoError(t, w.Add(wheel.Key{Receiver: uint64(i % 97), Tid: uint64(i)}, wheel.Spec{After: uint64(1 + i%5000)}))
+	}
+	snap := session.New(session.Config{}, session.Limits{}, w, nil, nil).Snapshot()
+	var b []byte
+	for done := false; !done; {
+		b, done = snap.AppendNext(b, 0)
+	}
+	snap.Release()
+	w = nil
+	for deadline := time.Now().Add(5 * time.Second); wheel.MappedBytes() > 0 && time.Now().Before(deadline); {
+		runtime.GC() // the wheel's own mappings gone (cleanups)
+		time.Sleep(10 * time.Millisecond)
+	}
+	before := wheel.MappedBytes()
+	_, err = session.RestoreFrom(session.Config{}, &failAtEnd{bytes.NewReader(b)}, nil, nil)
+	require.ErrorIs(t, err, errFailAtEnd)
+	require.Greater(t, wheel.MappedBytes(), before, "the failed restore mapped nothing: the test shows nothing")
+	releaseRestore(before)
+	require.LessOrEqual(t, wheel.MappedBytes(), before, "the failed restore's memory is still mapped")
 }

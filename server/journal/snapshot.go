@@ -106,14 +106,24 @@ func (j *Journal) pickSnapshot(snaps []snapInfo) error {
 	return nil
 }
 
-// setAside renames a bad snapshot file *.corrupt, logging why.
+// setAside renames a bad snapshot file *.corrupt (*.corrupt.N when one
+// of that name was set aside before: the evidence is kept), logging why.
 func (j *Journal) setAside(path string, cause error) error {
+	to := path + corruptExt
+	for n := 1; fileExists(to); n++ {
+		to = fmt.Sprintf("%s%s.%d", path, corruptExt, n)
+	}
 	j.log.Error("journal: ignoring a bad snapshot; falling back to the previous one and the log",
-		"file", path, "err", cause)
-	if err := os.Rename(path, path+corruptExt); err != nil {
+		"file", path, "err", cause, "set_aside_as", filepath.Base(to))
+	if err := os.Rename(path, to); err != nil {
 		return fmt.Errorf("journal: setting aside bad snapshot: %w", err)
 	}
 	return nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 // openSnapshot checks a snapshot file's header and the payload length its

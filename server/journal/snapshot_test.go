@@ -451,3 +451,25 @@ func TestRetentionAfterTheSnapshotIsRead(t *testing.T) {
 		})
 	}
 }
+
+// TestSetAsideKeepsEarlierEvidence: a snapshot set aside at an index where
+// one was set aside before does not replace it (.corrupt.1).
+func TestSetAsideKeepsEarlierEvidence(t *testing.T) {
+	dir := threeSnapshots(t)
+	jd := &Journal{dir: dir}
+	require := func(ok bool, f string, a ...any) {
+		t.Helper()
+		if !ok {
+			t.Fatalf(f, a...)
+		}
+	}
+	require(os.WriteFile(jd.snapPath(300)+corruptExt, []byte("earlier"), 0o600) == nil, "write")
+	flipBit(t, jd.snapPath(300), snapHeader+500)
+	j, _, idx, err := openRecover(t, Options{Dir: dir, Sync: SyncNo, SegmentSize: 4 << 10, KeepSnapshots: 3})
+	require(err == nil && idx == 200, "snapshot %d, %v", idx, err)
+	j.Close()
+	b, err := os.ReadFile(jd.snapPath(300) + corruptExt)
+	require(err == nil && string(b) == "earlier", "the earlier evidence: %q, %v", b, err)
+	_, err = os.Stat(jd.snapPath(300) + corruptExt + ".1")
+	require(err == nil, "the new one: %v", err)
+}

@@ -57,9 +57,16 @@ type freeState struct {
 // HugePage, rounded up to a whole number of HugePages; or nil when it
 // cannot (not Linux, or the kernel refused: the caller then uses the Go
 // heap). Nothing is backed by RAM until written.
-func Map(size uintptr) *Mem {
+func Map(size uintptr) *Mem { return mapMem(size, true) }
+
+// MapSmallPages is Map without asking for huge pages: for memory written
+// sparsely, where a huge page's first write would back 2 MiB for a few
+// bytes (under the kernel's THP setting `always` it may still get some).
+func MapSmallPages(size uintptr) *Mem { return mapMem(size, false) }
+
+func mapMem(size uintptr, huge bool) *Mem {
 	size = (size + HugePage - 1) &^ (HugePage - 1)
-	addr, ok := mapHuge(size)
+	addr, ok := mapHuge(size, huge)
 	if !ok {
 		return nil
 	}

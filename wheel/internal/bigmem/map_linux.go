@@ -8,9 +8,10 @@ import (
 
 // mapHuge maps size bytes (a multiple of HugePage) aligned to HugePage:
 // it maps HugePage more, then unmaps the unaligned head and the tail. It
-// then asks for huge pages; a kernel that refuses (THP `never`, or none
-// compiled in) leaves the mapping in small pages, which still serves.
-func mapHuge(size uintptr) (unsafe.Pointer, bool) {
+// then asks for huge pages (huge) or for none; a kernel that refuses (THP
+// `never`, or none compiled in) leaves the mapping in small pages, which
+// still serves.
+func mapHuge(size uintptr, huge bool) (unsafe.Pointer, bool) {
 	base, err := unix.MmapPtr(-1, 0, nil, size+HugePage, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
 	if err != nil {
 		return nil, false
@@ -23,7 +24,11 @@ func mapHuge(size uintptr) (unsafe.Pointer, bool) {
 	if tail := HugePage - head; tail > 0 {
 		_ = unix.MunmapPtr(unsafe.Add(addr, size), tail)
 	}
-	_ = unix.Madvise(unsafe.Slice((*byte)(addr), size), unix.MADV_HUGEPAGE)
+	advice := unix.MADV_HUGEPAGE
+	if !huge {
+		advice = unix.MADV_NOHUGEPAGE
+	}
+	_ = unix.Madvise(unsafe.Slice((*byte)(addr), size), advice)
 	return addr, true
 }
 
