@@ -129,9 +129,11 @@ TEST(Acks, AutomaticAcksAfterPoll) {
   EXPECT_EQ(c->redelivered(), 0u);  // acked events are not delivered again
 }
 
-// An automatic ack that dies with the connection is sent again: the events it
-// covered come back after the re-bind, are removed as duplicates, and would
-// otherwise stay in the server's outbox until some later event's ack.
+// An automatic ack that dies with the connection is sent again: without it the
+// events it covered would stay in the server's outbox until some later event's
+// ack. The server redelivers them at the re-bind, and the client removes them
+// as duplicates, unless the ack sent again reached the server first (seen once
+// under ASan in CI: none redelivered, the outbox empty all the same).
 TEST(Acks, AutomaticAckLostWithTheConnectionIsSentAgain) {
   auto srv = testkit::Server::start();
   ASSERT_TRUE(srv);
@@ -151,10 +153,13 @@ TEST(Acks, AutomaticAckLostWithTheConnectionIsSentAgain) {
   EXPECT_EQ(admin->stats().get().value().get("outbox_events"), 2u);
   relay.cut();
   ASSERT_EQ(take(*c, 1, 5000, EventKind::reconnected).size(), 1u);
+  std::size_t again = 0;  // fire events handed to the game after the reconnect
   for (int i = 0; i < 200 && admin->stats().get().value().get("outbox_events") != 0; i++) {
-    c->poll(nullptr);  // the game loop goes on polling
+    c->poll([&](const Event& e) { again += e.kind == EventKind::fire; });  // the game loop goes on polling
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  c->poll([&](const Event& e) { again += e.kind == EventKind::fire; });
   EXPECT_EQ(admin->stats().get().value().get("outbox_events"), 0u);
-  EXPECT_EQ(c->redelivered(), 2u);
+  EXPECT_EQ(again, 0u);  // whatever came again was removed as a duplicate
+  EXPECT_TRUE(c->redelivered() == 0u || c->redelivered() == 2u) << c->redelivered();
 }
