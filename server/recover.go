@@ -89,7 +89,7 @@ func (s *Server) recoverCore(j *journal.Journal) (recovered, error) {
 		// Read and decoded as one stream: the reads follow the decoding.
 		read := &progressReader{r: data, prog: newProgress(s.log, "recovery: reading the snapshot", "bytes",
 			uint64(max(j.Stats().SnapshotBytes, 0)), progressEvery, clock)}
-		core, err := s.restoreSnapshot(data, read)
+		core, err := s.restoreSnapshot(data, read, restoreTimers(j))
 		data.Close()
 		var bad badSnapshot
 		if errors.As(err, &bad) {
@@ -148,7 +148,7 @@ func (s *Server) replayCost(j *journal.Journal, snapshotIndex uint64, clock func
 // badSnapshot, for recoverState's fallback) from a snapshot the restore
 // refuses whose bytes are as written (an error: a bug, or a format this
 // build does not read).
-func (s *Server) restoreSnapshot(data io.Reader, read *progressReader) (core *session.Core, err error) {
+func (s *Server) restoreSnapshot(data io.Reader, read *progressReader, timers uint64) (core *session.Core, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			core, err = nil, fmt.Errorf("the restore panicked: %v\n%s", p, debug.Stack())
@@ -159,7 +159,22 @@ func (s *Server) restoreSnapshot(data io.Reader, read *progressReader) (core *se
 			}
 		}
 	}()
-	return session.RestoreFrom(s.cfg.sessionConfig(), read, s.log, s.rlog)
+	cfg := s.cfg.sessionConfig()
+	cfg.RestoreTimers = timers
+	return session.RestoreFrom(cfg, read, s.log, s.rlog)
+}
+
+// restoreTimers is the trusted bound of the timers a restore will find
+// (session.Config.RestoreTimers): the timers the server had at the log's
+// last checkpoint (TAIL, once a second, with a CRC of its own), or 0
+// without one. A snapshot holds the timers of its own time, before it;
+// more than that bound, the rest of its memory is backed at the
+// decoding's pace.
+func restoreTimers(j *journal.Journal) uint64 {
+	if t, ok := j.Checkpointed(); ok {
+		return t.Note
+	}
+	return 0
 }
 
 // progressReader passes a reader's bytes through, reporting how many have

@@ -28,6 +28,14 @@ type Config struct {
 	// Wire is the limits as hello reports them: Limits and the server's
 	// own (connections, timeouts).
 	Wire protocol.Limits
+	// RestoreTimers, when not 0, is a trusted bound of the timers a
+	// restore (RestoreFrom) will find, from a source the snapshot's
+	// damage cannot reach (the server: its timers at the log's last
+	// checkpoint, a file with a CRC of its own). The memory of that many
+	// timers is backed at once, ahead of the decoding, rather than at its
+	// pace (see prefaulting): freed memory is cheapest to take back right
+	// after a crash. 0: at the decoding's pace only.
+	RestoreTimers uint64
 }
 
 // Limits protect the server. Each zero field means its default (see

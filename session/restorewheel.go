@@ -20,7 +20,7 @@ const restorePiece = 256 << 10
 
 // restoreWheel restores the wheel snapshot b. See restoreWheelFrom.
 func restoreWheel(b []byte) (*wheel.Wheel, error) {
-	return restoreWheelFrom(b, nil, nil)
+	return restoreWheelFrom(b, nil, nil, 0)
 }
 
 // restoreWheelFrom restores the wheel snapshot whose first bytes are b and
@@ -45,7 +45,11 @@ func restoreWheel(b []byte) (*wheel.Wheel, error) {
 // index part filled" (one a part) and "restore: wheel built". That is the
 // restart's timeline (docs/BENCHMARKS.md), which goroutine ends last and
 // where a core idles.
-func restoreWheelFrom(b []byte, rd io.Reader, log *slog.Logger) (*wheel.Wheel, error) {
+//
+// eager, when not 0, is a trusted bound of the timers the snapshot holds
+// (Config.RestoreTimers): the prefaulter backs their memory at once,
+// before following the decoding.
+func restoreWheelFrom(b []byte, rd io.Reader, log *slog.Logger, eager uint64) (*wheel.Wheel, error) {
 	r, err := wheel.NewRestorer(wheel.Config{})
 	if err != nil {
 		return nil, err
@@ -83,7 +87,7 @@ func restoreWheelFrom(b []byte, rd io.Reader, log *slog.Logger) (*wheel.Wheel, e
 			}
 			marks = make(chan wheel.RestoreMark, 16)
 			go buildIndex(ib, marks, done, log)
-			pf.start(r.Prefaulter(), log)
+			pf.start(r.Prefaulter(), eager, log)
 		}
 		mark := r.Ready()
 		pf.tell(mark)
@@ -156,7 +160,7 @@ type prefaulting struct {
 	done  chan struct{}
 }
 
-func (p *prefaulting) start(pf *wheel.Prefaulter, log *slog.Logger) {
+func (p *prefaulting) start(pf *wheel.Prefaulter, eager uint64, log *slog.Logger) {
 	if pf == nil {
 		return
 	}
@@ -165,6 +169,20 @@ func (p *prefaulting) start(pf *wheel.Prefaulter, log *slog.Logger) {
 		defer close(p.done)
 		defer debug(log, "restore: prefaulter done")
 		var last wheel.RestoreMark
+		for eager > 0 { // a step at a time, until done or the restore ends
+			select {
+			case m, ok := <-p.marks:
+				if !ok {
+					return
+				}
+				last = m
+			default:
+			}
+			if !pf.Eager(eager) {
+				debug(log, "restore: memory backed ahead", "timers", eager)
+				break
+			}
+		}
 		for {
 			select {
 			case m, ok := <-p.marks:

@@ -65,7 +65,7 @@ func TestRestoreInflatedCountPeakRSS(t *testing.T) {
 		if end {
 			rd = &badEnd{rd}
 		}
-		_, err := restoreWheelFrom(nil, rd, nil)
+		_, err := restoreWheelFrom(nil, rd, nil, 0)
 		return vmHWM(t), err
 	}
 	good, err := peak(snap, false)

@@ -168,7 +168,7 @@ func TestRestoreWheelLogsTimeline(t *testing.T) {
 	restore := func(b []byte, level slog.Level) ([]string, string, error) {
 		var out bytes.Buffer
 		log := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: level}))
-		_, err := restoreWheelFrom(b, nil, log)
+		_, err := restoreWheelFrom(b, nil, log, 0)
 		var msgs []string
 		for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
 			if _, m, ok := strings.Cut(line, `msg="`); ok {

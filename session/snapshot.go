@@ -454,7 +454,7 @@ func RestoreFrom(cfg Config, rd io.Reader, log *slog.Logger, peer PeerLog) (*Cor
 // restoreRest restores the wheel snapshot that follows the core section,
 // rest and then what rd reads (nil: nothing), into c.
 func (c *Core) restoreRest(rest []byte, rd io.Reader) (*Core, error) {
-	w, err := restoreWheelFrom(rest, rd, c.log)
+	w, err := restoreWheelFrom(rest, rd, c.log, c.cfg.RestoreTimers)
 	var re readError
 	switch {
 	case errors.As(err, &re):

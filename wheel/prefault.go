@@ -102,6 +102,28 @@ func (p *Prefaulter) Index(mark RestoreMark) bool {
 	return true
 }
 
+// Eager populates the next step of what limit timers take (a trusted
+// bound of the timers the snapshot holds: see session.Config's
+// RestoreTimers), at most the header's count: a region of nodes while any
+// is left below that, then indexStep of a partitioned index's table and
+// its ext, up to the share limit is of the count. It reports false when
+// nothing is left (or the kernel cannot populate). It is Upto and Index
+// ahead of the decoding: freed memory is cheapest to take back at once
+// (docs/BENCHMARKS.md, "Recovery at 100M on a slower host"). Call it on
+// the goroutine that calls Upto.
+func (p *Prefaulter) Eager(limit uint64) bool {
+	n := min(limit, p.count)
+	if p.done < len(p.regions) && p.first+uint64(p.done)*regionBlocks*blockLen < p.base+n {
+		if !p.regions[p.done].Populate(0, regionBytes) {
+			p.done = len(p.regions)
+			return false
+		}
+		p.done++
+		return true
+	}
+	return p.Index(RestoreMark{n: uint32(min(p.base+n, 1<<32-1))})
+}
+
 // Upto populates the regions that begin before prefaultAhead nodes past
 // mark, that it did not populate yet. After a region the kernel could not
 // populate (a kernel before Linux 5.14), it does nothing more.

@@ -507,6 +507,11 @@ func (j *Journal) Snapshot() (data io.ReadCloser, index uint64, ok bool) {
 	return r, j.snapIndex, true
 }
 
+// Checkpointed returns what the TAIL file recorded at the last Checkpoint
+// before Open (Tail.Note: the caller's value then), and whether Open found
+// a good one. It is checked by its own CRC, not the snapshot's.
+func (j *Journal) Checkpointed() (Tail, bool) { return j.tail, j.tailOK }
+
 // RejectSnapshot is for a caller whose read of Snapshot failed with an
 // error wrapping ErrCorrupt, before the first Append or CreateSnapshot: it
 // closes the journal and sets the snapshot file aside (renamed *.corrupt,
