@@ -30,6 +30,7 @@ func main() {
 	flag.StringVar(&p.Dir, "dir", "", "the data directory the servers start on (required)")
 	flag.IntVar(&p.Rounds, "rounds", 3, "how many times to go through the binaries")
 	args := flag.String("args", "", "more flags for each server, space-separated")
+	serverLog := flag.String("server-log", "", "append every server's log to this file")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: restarts [flags] BIN...")
 		flag.PrintDefaults()
@@ -50,6 +51,14 @@ func main() {
 		if err := loadtest.CopyDir(*from, p.Dir); err != nil {
 			log.Fatalf("copying %s: %v", *from, err)
 		}
+	}
+	if *serverLog != "" {
+		f, err := os.OpenFile(*serverLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer f.Close()
+		p.Log = f
 	}
 	p.Logf = log.Printf
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
