@@ -32,9 +32,10 @@ type Config struct {
 	// restore (RestoreFrom) will find, from a source the snapshot's
 	// damage cannot reach (the server: its timers at the log's last
 	// checkpoint, a file with a CRC of its own). The memory of that many
-	// timers is backed at once, ahead of the decoding, rather than at its
-	// pace (see prefaulting): freed memory is cheapest to take back right
-	// after a crash. 0: at the decoding's pace only.
+	// timers is backed at once on every core, the decoding waiting
+	// (restoreWheelFrom, wheel.Prefaulter.Back), rather than at the
+	// decoding's pace: freed memory is cheapest to take back right after
+	// a crash. 0: at the decoding's pace only.
 	RestoreTimers uint64
 }
 

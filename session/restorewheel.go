@@ -47,8 +47,9 @@ func restoreWheel(b []byte) (*wheel.Wheel, error) {
 // where a core idles.
 //
 // eager, when not 0, is a trusted bound of the timers the snapshot holds
-// (Config.RestoreTimers): the prefaulter backs their memory at once,
-// before following the decoding.
+// (Config.RestoreTimers): their memory is backed at once, after the
+// header, on every core (wheel.Prefaulter.Back), the decoding waiting;
+// the prefaulter then follows the decoding for the rest.
 func restoreWheelFrom(b []byte, rd io.Reader, log *slog.Logger, eager uint64) (*wheel.Wheel, error) {
 	r, err := wheel.NewRestorer(wheel.Config{})
 	if err != nil {
@@ -87,7 +88,11 @@ func restoreWheelFrom(b []byte, rd io.Reader, log *slog.Logger, eager uint64) (*
 			}
 			marks = make(chan wheel.RestoreMark, 16)
 			go buildIndex(ib, marks, done, log)
-			pf.start(r.Prefaulter(), eager, log)
+			if pre := r.Prefaulter(); pre != nil && eager > 0 {
+				pre.Back(eager, runtime.GOMAXPROCS(0)) // on every core, the decoding waiting
+				debug(log, "restore: memory backed ahead", "timers", eager)
+			}
+			pf.start(r.Prefaulter(), log)
 		}
 		mark := r.Ready()
 		pf.tell(mark)
@@ -160,7 +165,7 @@ type prefaulting struct {
 	done  chan struct{}
 }
 
-func (p *prefaulting) start(pf *wheel.Prefaulter, eager uint64, log *slog.Logger) {
+func (p *prefaulting) start(pf *wheel.Prefaulter, log *slog.Logger) {
 	if pf == nil {
 		return
 	}
@@ -169,20 +174,6 @@ func (p *prefaulting) start(pf *wheel.Prefaulter, eager uint64, log *slog.Logger
 		defer close(p.done)
 		defer debug(log, "restore: prefaulter done")
 		var last wheel.RestoreMark
-		for eager > 0 { // a step at a time, until done or the restore ends
-			select {
-			case m, ok := <-p.marks:
-				if !ok {
-					return
-				}
-				last = m
-			default:
-			}
-			if !pf.Eager(eager) {
-				debug(log, "restore: memory backed ahead", "timers", eager)
-				break
-			}
-		}
 		for {
 			select {
 			case m, ok := <-p.marks:

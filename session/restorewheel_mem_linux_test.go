@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"runtime"
 	"strings"
@@ -93,4 +94,32 @@ func vmHWM(t *testing.T) uint64 {
 	}
 	t.Fatal("no VmHWM")
 	return 0
+}
+
+// TestRestoreEagerSameWheel: a restore told how many timers to back at
+// once (Config.RestoreTimers: the server's last checkpoint) backs their
+// memory before it decodes, on every core, and restores the very wheel a
+// restore at the decoding's pace does (the same snapshot bytes).
+func TestRestoreEagerSameWheel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a wheel of 2.5M timers")
+	}
+	w, err := wheel.New(100, wheel.Config{})
+	require.NoError(t, err)
+	const n = 2_500_000 // past the slab's blocks in the heap: its regions are mapped
+	for i := range n {
+		require.NoError(t, w.Add(wheel.Key{Receiver: uint64(i % 997), Tid: uint64(i)}, wheel.Spec{After: uint64(1 + i%50_000)}))
+	}
+	snap := encodeWheel(w)
+	w = nil
+	paced, err := restoreWheelFrom(snap, nil, nil, 0)
+	require.NoError(t, err)
+	want := encodeWheel(paced)
+	paced = nil
+	var out bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	eager, err := restoreWheelFrom(snap, nil, log, n)
+	require.NoError(t, err)
+	require.Contains(t, out.String(), `msg="restore: memory backed ahead" timers=2500000`)
+	require.True(t, bytes.Equal(want, encodeWheel(eager)), "the wheel restored with its memory backed first differs")
 }

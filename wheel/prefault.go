@@ -2,6 +2,8 @@ package wheel
 
 import (
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/tickwheel/tickwheel/wheel/internal/bigmem"
 )
@@ -102,26 +104,62 @@ func (p *Prefaulter) Index(mark RestoreMark) bool {
 	return true
 }
 
-// Eager populates the next step of what limit timers take (a trusted
-// bound of the timers the snapshot holds: see session.Config's
-// RestoreTimers), at most the header's count: a region of nodes while any
-// is left below that, then indexStep of a partitioned index's table and
-// its ext, up to the share limit is of the count. It reports false when
-// nothing is left (or the kernel cannot populate). It is Upto and Index
-// ahead of the decoding: freed memory is cheapest to take back at once
-// (docs/BENCHMARKS.md, "Recovery at 100M on a slower host"). Call it on
-// the goroutine that calls Upto.
-func (p *Prefaulter) Eager(limit uint64) bool {
+// Back populates at once, on workers goroutines (this one among them), the
+// memory limit timers take (a trusted bound of the timers the snapshot
+// holds: see session.Config's RestoreTimers), at most the header's count:
+// the regions of their nodes, then their share of a partitioned index's
+// table and its ext, in indexStep pieces. It returns when all is backed,
+// or a region or step could not be (a kernel before Linux 5.14: Upto and
+// Index then do nothing more either). It is what Upto and Index do at the
+// decoding's pace, done first: a crashed server's memory is free at once,
+// and the kernel of a virtual machine may hand free pages back to its
+// host within seconds, after which a page costs several times more to
+// clear (docs/BENCHMARKS.md, "Recovery at 100M on a slower host"). Call
+// it before any Upto or Index.
+func (p *Prefaulter) Back(limit uint64, workers int) {
 	n := min(limit, p.count)
-	if p.done < len(p.regions) && p.first+uint64(p.done)*regionBlocks*blockLen < p.base+n {
-		if !p.regions[p.done].Populate(0, regionBytes) {
-			p.done = len(p.regions)
-			return false
-		}
-		p.done++
-		return true
+	regions := p.done
+	for regions < len(p.regions) && p.first+uint64(regions)*regionBlocks*blockLen < p.base+n {
+		regions++
 	}
-	return p.Index(RestoreMark{n: uint32(min(p.base+n, 1<<32-1))})
+	var upto uintptr
+	if p.table != nil && p.count > 0 {
+		upto = uintptr(uint64(p.tableBytes) * n / p.count)
+	}
+	steps := int((upto - min(upto, p.indexDone) + indexStep - 1) / indexStep)
+	tasks := regions - p.done + steps
+	var next atomic.Int64
+	var failed atomic.Bool
+	work := func() {
+		for {
+			k := int(next.Add(1)) - 1
+			if k >= tasks || failed.Load() {
+				return
+			}
+			var ok bool
+			if k < regions-p.done {
+				ok = p.regions[p.done+k].Populate(0, regionBytes)
+			} else {
+				off := p.indexDone + uintptr(k-(regions-p.done))*indexStep
+				m := min(indexStep, upto-off)
+				ok = p.table.Populate(off, m) && p.ext.Populate(off/4, (m+3)/4)
+			}
+			if !ok {
+				failed.Store(true)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for range max(workers, 1) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+	if failed.Load() {
+		p.done, p.indexDone = len(p.regions), p.tableBytes
+		return
+	}
+	p.done, p.indexDone = regions, max(p.indexDone, upto)
 }
 
 // Upto populates the regions that begin before prefaultAhead nodes past

@@ -130,13 +130,12 @@ func headerOnly(t *testing.T, snap []byte) (*Restorer, *Prefaulter) {
 	return r, r.Prefaulter()
 }
 
-// TestPrefaulterEager: Eager populates, ahead of any mark, the regions of
-// the first limit timers (a trusted bound, not the header's count) and
-// then their share of a partitioned index's table, and stops there: a
-// header that claims 2^26 timers has three regions populated for a bound
-// of 600,000, and nothing of the rest; a bound above the count is held to
-// the count.
-func TestPrefaulterEager(t *testing.T) {
+// TestPrefaulterBack: Back populates at once the regions of the first limit
+// timers (a trusted bound, not the header's count) and their share of a
+// partitioned index's table, and nothing more: a header that claims 2^26
+// timers has three regions populated for a bound of 600,000; a bound above
+// the count is held to the count; the work is shared by the workers.
+func TestPrefaulterBack(t *testing.T) {
 	withMapping(t, 4, mapMinEntries) // 8,192 nodes in the heap, then regions of 262,144
 	if m := bigmem.Map(bigmem.HugePage); m == nil || !m.Populate(0, bigmem.HugePage) {
 		t.Skip("the kernel cannot populate here (Linux 5.14+)")
@@ -146,22 +145,17 @@ func TestPrefaulterEager(t *testing.T) {
 	lie := rawSnapshot(7, 1<<26, rec(recEveryDelay, 1, 1, 5))
 	r, pf := headerOnly(t, lie)
 	require.Greater(t, len(pf.regions), 200)
-	steps := 0
-	for pf.Eager(600_000) {
-		steps++
-		require.Less(t, steps, 1000)
-	}
+	pf.Back(600_000, 3)
 	require.Equal(t, 3, pf.done, "the regions of 600,000 timers, not of the count's 2^26")
 	if pf.table != nil {
 		share := uint64(pf.tableBytes) * 600_000 / (1 << 26)
-		require.LessOrEqual(t, uint64(pf.indexDone), share+uint64(indexStep))
+		require.Equal(t, uintptr(share), pf.indexDone)
 	}
 	pf.Upto(r.Ready())
 	require.Equal(t, 3, pf.done, "a mark adds nothing past them")
 
 	snap := rawSnapshot(7, 300_000, rec(recEveryDelay, 1, 1, 5))
 	_, pf = headerOnly(t, snap)
-	for pf.Eager(1 << 30) {
-	}
+	pf.Back(1<<30, 2)
 	require.Equal(t, 2, pf.done, "a bound above the count: the count's regions (8,192 + 262,144 > 300,000)")
 }
