@@ -155,7 +155,10 @@ func (s *Server) restoreSnapshot(data io.Reader, read *progressReader, timers ui
 		}
 		if err != nil {
 			if _, cerr := io.Copy(io.Discard, data); errors.Is(cerr, journal.ErrCorrupt) {
-				err = badSnapshot{fmt.Errorf("%w (the restore: %v)", cerr, err)}
+				if !errors.Is(err, journal.ErrCorrupt) { // the restore stopped before the end
+					cerr = fmt.Errorf("%w (the restore had stopped: %v)", cerr, err)
+				}
+				err = badSnapshot{cerr}
 			}
 		}
 	}()
