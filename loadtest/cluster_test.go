@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,12 +23,7 @@ func TestClusterNemesisShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: three real servers under faults for 20 s")
 	}
-	bin := filepath.Join(t.TempDir(), "tickwheel")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/tickwheel")
-	build.Dir = ".."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the server: %v\n%s", err, out)
-	}
+	bin := buildServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	p := ClusterParams{Bin: bin, Dir: t.TempDir(), Duration: 20 * time.Second, Every: 1500 * time.Millisecond, Logf: t.Logf}

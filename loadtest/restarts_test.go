@@ -2,7 +2,6 @@ package loadtest
 
 import (
 	"context"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,12 +16,7 @@ func TestRestartsChain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: builds and starts the server five times")
 	}
-	bin := filepath.Join(t.TempDir(), "tickwheel")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/tickwheel")
-	build.Dir = ".."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the server: %v\n%s", err, out)
-	}
+	bin := buildServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if _, err := Restarts(ctx, RestartsParams{Bins: []string{bin}, Dir: t.TempDir(), Rounds: 1}); err == nil ||

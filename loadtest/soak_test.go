@@ -2,8 +2,6 @@ package loadtest
 
 import (
 	"context"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,12 +17,7 @@ func TestSoakShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the soak spawns and kills a real server for 20 s")
 	}
-	bin := filepath.Join(t.TempDir(), "tickwheel")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/tickwheel")
-	build.Dir = ".."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the server: %v\n%s", err, out)
-	}
+	bin := buildServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rep, err := Soak(ctx, SoakParams{Bin: bin, Dir: t.TempDir(), Duration: 20 * time.Second, Kills: 1, DiskFull: 1,
