@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -37,6 +38,10 @@ type Restart struct {
 	HWMKiB     int64         // peak RSS until accepting
 	Timers     int           // the "state recovered" line's
 	ServerTook time.Duration // the "state recovered" line's took
+	// Steal is the CPU time the VM's host ran something else while this VM's
+	// CPUs (all of them) wanted to run, from exec to accepting (Linux's
+	// /proc/stat; -1: not known): a start the host slowed shows it.
+	Steal float64
 }
 
 // RestartsReport is what Restarts measured, in the order run.
@@ -62,12 +67,16 @@ func Restarts(ctx context.Context, p RestartsParams) (*RestartsReport, error) {
 				last = nil
 			}
 			lb := &logBuffer{out: p.Log}
+			steal0 := hostSteal()
 			s, err := SpawnWith(ctx, SpawnOptions{Path: bin, Args: append([]string{"-data-dir", p.Dir}, p.Args...), Log: lb})
 			if err != nil {
 				return rep, fmt.Errorf("round %d, %s: %w", round, bin, err)
 			}
 			last = s
-			r := Restart{Bin: bin, Round: round, Wall: s.Ready.Sub(s.Started)}
+			r := Restart{Bin: bin, Round: round, Wall: s.Ready.Sub(s.Started), Steal: -1}
+			if steal := hostSteal(); steal >= 0 && steal0 >= 0 {
+				r.Steal = steal - steal0
+			}
 			if ps, err := ReadProc(s.PID()); err == nil {
 				r.User, r.Sys, r.HWMKiB = ps.UserSeconds, ps.SysSeconds, ps.HWMKiB
 			}
@@ -90,9 +99,33 @@ func Restarts(ctx context.Context, p RestartsParams) (*RestartsReport, error) {
 }
 
 func (r Restart) line() string {
-	return fmt.Sprintf("round %d %-20s %7.2f s (server %.2f s), CPU %.2f s (user %.2f, sys %.2f), peak RSS %.0f MiB, %d timers",
+	steal := ""
+	if r.Steal >= 0 {
+		steal = fmt.Sprintf(", host steal %.2f s", r.Steal)
+	}
+	return fmt.Sprintf("round %d %-20s %7.2f s (server %.2f s), CPU %.2f s (user %.2f, sys %.2f), peak RSS %.0f MiB, %d timers%s",
 		r.Round, filepath.Base(r.Bin), r.Wall.Seconds(), r.ServerTook.Seconds(), r.User+r.Sys, r.User, r.Sys,
-		kib2mib(r.HWMKiB), r.Timers)
+		kib2mib(r.HWMKiB), r.Timers, steal)
+}
+
+// hostSteal returns the steal time of all the CPUs since boot, in seconds
+// (the "cpu" line of /proc/stat, in USER_HZ of 1/100 s), or -1 where it
+// cannot be read.
+func hostSteal() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return -1
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	if len(f) < 9 || f[0] != "cpu" {
+		return -1
+	}
+	v, err := strconv.ParseFloat(f[8], 64)
+	if err != nil {
+		return -1
+	}
+	return v / 100
 }
 
 // Print writes every run and, for each binary, the median and the range of

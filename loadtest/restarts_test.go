@@ -3,6 +3,7 @@ package loadtest
 import (
 	"context"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,9 @@ func TestRestartsChain(t *testing.T) {
 	for _, r := range rep.Runs {
 		if r.Timers != 3000 || r.Wall <= 0 || r.HWMKiB <= 0 { // CPU: clock ticks of 10 ms, often 0 here
 			t.Errorf("run %+v", r)
+		}
+		if runtime.GOOS == "linux" && r.Steal < 0 {
+			t.Errorf("run %+v: no host steal time from /proc/stat", r)
 		}
 	}
 	var out strings.Builder

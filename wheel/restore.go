@@ -77,8 +77,7 @@ type Restorer struct {
 	dueSeen  []uint64
 	count    uint64 // records in the snapshot
 	left     uint64 // records still to come
-	prev     uint64 // the previous record's receiver
-	prevSeq  uint32 // the previous record's seq (version 3)
+	prev     prevRecord
 	// Version 3 (records in any order, with their seq): the highest seq
 	// read and whether any was; dueNodes collects the due timers.
 	maxSeq   uint32
@@ -103,6 +102,10 @@ type snapTimer struct {
 	seq                 uint32 // version 3
 	paused              bool
 	data                []byte // a view of the input
+	// Version 6: the receiver's id (nilIdx: none), and whether the record
+	// wrote the receiver whole (the id is then the next, given by records).
+	id    uint32
+	whole bool
 }
 
 // NewRestorer returns a Restorer of a wheel of geometry cfg. It fails only
@@ -165,6 +168,9 @@ func (r *Restorer) Wheel() (*Wheel, error) {
 	if !r.built {
 		if !r.ib.finish(r.Ready(), &r.w.index) {
 			return nil, r.fail(fmt.Errorf("%w: two timers have the same key", ErrSnapshot))
+		}
+		if err := r.ib.takeHeads(); err != nil {
+			return nil, r.fail(err)
 		}
 		if err := r.sortLists(); err != nil {
 			return nil, r.fail(err)
@@ -285,6 +291,7 @@ func (r *Restorer) header(b []byte) (n, need int, err error) {
 		r.ib.recv = &r.w.recv
 	}
 	r.count, r.left = count, count
+	r.prev = prevRecord{id: nilIdx}
 	r.stage = stageRecords
 	return off, 0, nil
 }
@@ -296,9 +303,9 @@ func (r *Restorer) records(b []byte) (n, need int, err error) {
 	for r.left > 0 {
 		var k int
 		if r.version >= 3 {
-			k, need, err = parseRecord3(b[n:], r.version, r.prev, r.prevSeq, w.now, t)
+			k, need, err = parseRecord3(b[n:], r.version, &r.prev, w.now, t)
 		} else {
-			k, need, err = parseRecord(b[n:], r.prev, w.now, t)
+			k, need, err = parseRecord(b[n:], r.prev.recv, w.now, t)
 		}
 		if k == 0 {
 			if err != nil {
@@ -307,12 +314,13 @@ func (r *Restorer) records(b []byte) (n, need int, err error) {
 			return n, need, err
 		}
 		if r.version >= 3 {
+			r.prev.giveID(t)
 			r.restoreTimer3(t)
-			r.prevSeq = t.seq
+			r.prev.seq = t.seq
 		} else {
 			w.restoreTimer(t)
 		}
-		r.prev = t.key.Receiver
+		r.prev.recv, r.prev.id = t.key.Receiver, t.id
 		r.left--
 		n += k
 	}
@@ -428,14 +436,14 @@ func errRecord(format string, args ...any) error {
 // snapshot's. It returns the record's length, or 0 with need (see
 // consume) or an error.
 func parseRecord(b []byte, prev, now uint64, t *snapTimer) (n, need int, err error) {
-	return parseRecordV(b, 2, prev, 0, now, t)
+	return parseRecordV(b, 2, &prevRecord{recv: prev, id: nilIdx}, now, t)
 }
 
-// parseRecord3 is parseRecord for versions 3 and later (v): prev and
-// prevSeq are the previous record's receiver and seq, unless the record
-// starts a run.
-func parseRecord3(b []byte, v byte, prev uint64, prevSeq uint32, now uint64, t *snapTimer) (n, need int, err error) {
-	return parseRecordV(b, v, prev, prevSeq, now, t)
+// parseRecord3 is parseRecord for versions 3 and later (v): p is the
+// previous record's receiver and seq, unless the record starts a run, and
+// the receivers' ids (version 6).
+func parseRecord3(b []byte, v byte, p *prevRecord, now uint64, t *snapTimer) (n, need int, err error) {
+	return parseRecordV(b, v, p, now, t)
 }
 
 // recAllowed is the flags a record of format version v may have.
@@ -451,8 +459,8 @@ func recAllowed(v byte) byte {
 
 // parseRecordV parses a record of format version v: with its seq
 // (versions 3 and later; version 5 may leave it to recSeqNext) or without
-// (versions 1 and 2).
-func parseRecordV(b []byte, ver byte, prev uint64, prevSeq uint32, now uint64, t *snapTimer) (n, need int, err error) {
+// (versions 1 and 2), its receiver by id or whole (version 6) or whole.
+func parseRecordV(b []byte, ver byte, p *prevRecord, now uint64, t *snapTimer) (n, need int, err error) {
 	if len(b) == 0 {
 		return 0, 1, nil
 	}
@@ -460,8 +468,13 @@ func parseRecordV(b []byte, ver byte, prev uint64, prevSeq uint32, now uint64, t
 	if fl&^recAllowed(ver) != 0 {
 		return 0, 0, errRecord("flags %#02x", fl)
 	}
+	prev, prevSeq, hasPrev := p.recv, p.seq, true
+	t.id, t.whole = p.id, false
 	if fl&recFirst != 0 {
-		prev, prevSeq = 0, 0
+		if ver >= 6 && fl&recSameRecv != 0 {
+			return 0, 0, errRecord("the first record of a run with the previous receiver")
+		}
+		prev, prevSeq, hasPrev = 0, 0, ver < 6 // version 6: a run's first record has none
 	}
 	off, v := 1, uint64(0)
 	t.key.Receiver = prev
@@ -469,7 +482,14 @@ func parseRecordV(b []byte, ver byte, prev uint64, prevSeq uint32, now uint64, t
 		if v, off = getUvarint(b, off); off < 0 {
 			return varFail(off, b, "receiver")
 		}
-		if v == prev {
+		if ver >= 6 {
+			if v, off, err = p.receiver(b, off, v, t); err != nil {
+				return 0, 0, err
+			} else if off < 0 {
+				return varFail(off, b, "receiver")
+			}
+		}
+		if v == prev && hasPrev {
 			return 0, 0, errRecord("receiver %d written, same as the previous", v)
 		}
 		t.key.Receiver = v

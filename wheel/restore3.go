@@ -31,6 +31,7 @@ func (r *Restorer) restoreTimer3(t *snapTimer) {
 	// the nodes are written through get, without at's write barrier check.
 	n := w.nodes.get(i)
 	n.receiver, n.tid, n.seq, n.repeat, n.fired = t.key.Receiver, t.key.Tid, t.seq, t.repeat, uint32(t.fired)
+	n.rprev = t.id // the receiver's id (version 6), for the index builder (recvid.go)
 	r.maxSeq, r.anySeq = max(r.maxSeq, t.seq), true
 	if t.every <= math.MaxUint32 && len(t.data) == 0 && t.fired <= math.MaxUint32 {
 		n.every = uint32(t.every)

@@ -86,7 +86,7 @@ func TestRestoreErrors(t *testing.T) {
 		{"empty", nil, ErrSnapshot},
 		{"magic", []byte("TWSX\x01\x00\x00"), ErrSnapshot},
 		{"short magic", []byte("TX"), ErrSnapshot},
-		{"version", []byte("TWSN\x06\x00\x00"), ErrSnapshotVersion},
+		{"version", []byte("TWSN\x07\x00\x00"), ErrSnapshotVersion},
 		{"version 0", []byte("TWSN\x00\x00\x00"), ErrSnapshotVersion},
 		{"due order missing", rawSnapshot(0, 1, rec(0, 5, 1, 0, 3)), ErrSnapshot},
 		{"due order out of range", rawSnapshot(0, 2, rec(0, 5, 1, 0, 3), rec(recSameRecv, 2, 0, 3), []byte{0, 2}), ErrSnapshot},
@@ -393,15 +393,16 @@ func TestRestoreV5SeqNext(t *testing.T) {
 
 // TestSnapshotSeqNextBytes: timers added one after another cost no seq
 // byte in their records (version 5): a snapshot of 1000 timers of 1000
-// receivers, each record flags, receiver, tid and delay of one byte or
-// two, is 1000 bytes smaller than with the seq written.
+// receivers, each record flags, receiver (new: 0 and the receiver, of one
+// byte or two; version 6), tid and delay, is 1000 bytes smaller than with
+// the seq written.
 func TestSnapshotSeqNextBytes(t *testing.T) {
 	w := newWheel(t, 0, Config{})
 	for i := range 1000 {
 		require.NoError(t, w.Add(Key{uint64(i), 1}, Spec{At: 100}))
 	}
 	snap := snapshotOf(t, w, 0)
-	// header 4+1+1+2, records 1000 × (flags 1 + receiver 1–2 + tid 1 + delay 1), due 0, crc 4
-	want := 8 + 1000*4 + (1000 - 128) + 4
+	// header 4+1+1+2, records 1000 × (flags 1 + receiver 1+(1–2) + tid 1 + delay 1), due 1, crc 4
+	want := 8 + 1000*5 + (1000 - 128) + 1 + 4
 	assert.Equal(t, want, len(snap))
 }

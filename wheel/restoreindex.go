@@ -64,6 +64,9 @@ type IndexBuilder struct {
 	// order.
 	recv     *recvTable
 	unsorted map[uint64]struct{}
+	// heads is the lists of the receivers with an id (version 6), by id,
+	// until takeHeads puts them in recv (recvid.go).
+	heads []recvList
 	// pt, when not nil, is where Add puts the entries of a table mapped
 	// outside the heap, a bucket per region, until they are inserted a
 	// region at a time (restorepart.go); blocks is the block list of the

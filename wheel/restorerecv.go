@@ -6,9 +6,10 @@ package wheel
 // the Restorer decodes, and the lists cost the decoding ~15-20 of its ~85
 // ns a timer at 10M (the receiver table's look-up, the list's old head),
 // about as much as the builder had left after IndexBuilder.ext. The Restorer
-// never reads or writes the receiver table, nor a node's rnext and rprev,
-// while the records are read: the builder's alone, until Restorer.Wheel
-// takes them back (sortLists).
+// never reads or writes the receiver table, nor a node's rnext, while the
+// records are read, and writes rprev only to hand the builder the
+// receiver's id (recvid.go): the builder's alone, until Restorer.Wheel
+// takes them back (takeHeads, sortLists).
 
 // recvWalkMax is how many newer timers linkRecv passes, at most, to put a
 // timer in its place in its receiver's list.
@@ -29,7 +30,7 @@ const recvWalkMax = 8
 func (b *IndexBuilder) linkRecv(blocks []*cowBlock[node], i uint32) {
 	n := frozenGet(blocks, i)
 	seq := n.order()
-	l := b.recv.ref(n.receiver)
+	l := b.listOf(n)
 	n.rprev, n.rnext = nilIdx, nilIdx
 	if l.count != 0 {
 		h := frozenGet(blocks, l.head)
