@@ -14,9 +14,22 @@ import (
 
 // restorePiece is how many snapshot bytes restoreWheel writes to the
 // Restorer between two marks for the index builder: about 17k timers, whose
-// nodes (1 MB) are still in the cache when the builder reads their keys.
+// nodes (1 MB) are still in the cache when the builder, keeping up, reads
+// their keys.
 // It is also the size of the reads of a snapshot streamed from a reader.
 const restorePiece = 256 << 10
+
+// markQueue is how many marks the decoding may be ahead of the index
+// builder (wheel.RestoreMark, 32 bytes each; 4096 pieces are 1 GiB of
+// snapshot, about 70M timers). The builder's work comes in bursts: a big
+// index's buckets fill about half way through the records and are each
+// inserted there and then (wheel.IndexPart), about 1.4 s at 100M timers.
+// With 16 marks the decoding waited out that burst: a 100M restart's
+// progress stood still for a second at 53%, and the restart took 9.2-10.0
+// s where letting the decoding run on took 7.6-8.1 s (the builder catches
+// up before the decoding ends; docs/BENCHMARKS.md). The nodes behind a
+// mark are in the slab either way: a longer queue holds no more memory.
+const markQueue = 4096
 
 // restoreWheel restores the wheel snapshot b. See restoreWheelFrom.
 func restoreWheel(b []byte) (*wheel.Wheel, error) {
@@ -86,7 +99,7 @@ func restoreWheelFrom(b []byte, rd io.Reader, log *slog.Logger, eager uint64) (*
 			if ib = r.IndexBuilder(); ib == nil {
 				continue
 			}
-			marks = make(chan wheel.RestoreMark, 16)
+			marks = make(chan wheel.RestoreMark, markQueue)
 			go buildIndex(ib, marks, done, log)
 			if pre := r.Prefaulter(); pre != nil && eager > 0 {
 				pre.Back(eager, runtime.GOMAXPROCS(0)) // on every core, the decoding waiting
