@@ -24,9 +24,15 @@ type RestartsParams struct {
 	Bins   []string
 	Dir    string // the data directory; the caller copies it first if it is to be kept as it was
 	Rounds int
-	Args   []string  // more flags for each server
-	Log    io.Writer // each server's log (nil: kept only to be read)
-	Logf   func(format string, args ...any)
+	// Hold is how long each server runs once accepting before it is killed
+	// (0: at once). A server that has run a while has given back the memory
+	// its restore used and no longer needs: on a host that takes free guest
+	// pages back, the next start backs that much again from such pages, as
+	// a restart after a crash of a long-running server does.
+	Hold time.Duration
+	Args []string  // more flags for each server
+	Log  io.Writer // each server's log (nil: kept only to be read)
+	Logf func(format string, args ...any)
 }
 
 // Restart is one start of RestartsParams.
@@ -92,6 +98,13 @@ func Restarts(ctx context.Context, p RestartsParams) (*RestartsReport, error) {
 			rep.Runs = append(rep.Runs, r)
 			if p.Logf != nil {
 				p.Logf("restarts: %s", r.line())
+			}
+			if p.Hold > 0 {
+				select {
+				case <-time.After(p.Hold):
+				case <-ctx.Done():
+					return rep, ctx.Err()
+				}
 			}
 		}
 	}

@@ -64,14 +64,19 @@ func BenchmarkFreeze(b *testing.B) {
 }
 
 // BenchmarkEncode: encoding a Frozen of 1M timers in 1 MiB pieces, as a
-// writer to a file would, the sort by add order included. fresh: timers
-// added in order; churned: a third replaced, so the slab is out of order
-// and the records are sorted. MB/s is snapshot bytes per second.
+// writer to a file would. fresh: timers added in order; churned: a third
+// replaced, so the slab is out of order; scale: scaleWheel's (10,000
+// receivers from 2^40, round-robin), each record's receiver by id
+// (format 6). MB/s is snapshot bytes per second.
 func BenchmarkEncode(b *testing.B) {
-	for _, churn := range []bool{false, true} {
-		name := map[bool]string{false: "fresh", true: "churned"}[churn]
+	for _, name := range []string{"fresh", "churned", "scale"} {
 		b.Run("timers=1M/"+name, func(b *testing.B) {
-			w := snapWheel(b, 1_000_000, churn)
+			var w *Wheel
+			if name == "scale" {
+				w = scaleWheel(b, 1_000_000)
+			} else {
+				w = snapWheel(b, 1_000_000, name == "churned")
+			}
 			buf := make([]byte, 0, 2<<20)
 			size := 0
 			b.ReportAllocs()

@@ -29,6 +29,7 @@ func main() {
 	from := flag.String("from", "", "copy this data directory to -dir first (-dir is removed before)")
 	flag.StringVar(&p.Dir, "dir", "", "the data directory the servers start on (required)")
 	flag.IntVar(&p.Rounds, "rounds", 3, "how many times to go through the binaries")
+	flag.DurationVar(&p.Hold, "hold", 0, "how long each server runs once accepting before it is killed (0: at once); a server that ran a while gave back its restore's extra memory, which the next start backs again")
 	args := flag.String("args", "", "more flags for each server, space-separated")
 	serverLog := flag.String("server-log", "", "append every server's log to this file")
 	flag.Usage = func() {
