@@ -304,12 +304,26 @@ func restoreCoreFrom(rd io.Reader, newCore func() *Core) (*Core, []byte, io.Read
 }
 
 // buildIndex adds the nodes of each mark received to the index, until
-// marks is closed, and then closes done. After a duplicate key it only
-// drains marks: Restorer.Wheel reports the error.
+// marks is closed, and then closes done; while no mark waits it inserts a
+// bucket of a big index ahead of the fill (wheel.IndexBuilder.Tidy). After
+// a duplicate key it only drains marks: Restorer.Wheel reports the error.
 func buildIndex(ib *wheel.IndexBuilder, marks <-chan wheel.RestoreMark, done chan<- struct{}, log *slog.Logger) {
 	defer close(done)
 	ok := true
-	for m := range marks {
+	for {
+		var m wheel.RestoreMark
+		var more bool
+		select {
+		case m, more = <-marks:
+		default:
+			if ib.Tidy() {
+				continue
+			}
+			m, more = <-marks
+		}
+		if !more {
+			break
+		}
 		ok = ok && ib.Add(m)
 	}
 	debug(log, "restore: index builder done")

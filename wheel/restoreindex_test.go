@@ -34,9 +34,22 @@ func restoreBuilding(cfg Config, b []byte, rng *rand.Rand) (*Wheel, error) {
 		if marks == nil {
 			if ib = r.IndexBuilder(); ib != nil {
 				marks = make(chan RestoreMark, 4)
-				go func() {
+				go func() { // as session.buildIndex: Tidy while no mark waits
 					ok := true
-					for m := range marks {
+					for {
+						var m RestoreMark
+						var more bool
+						select {
+						case m, more = <-marks:
+						default:
+							if ib.Tidy() {
+								continue
+							}
+							m, more = <-marks
+						}
+						if !more {
+							break
+						}
 						ok = ok && ib.Add(m)
 					}
 					done <- ok

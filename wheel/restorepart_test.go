@@ -181,3 +181,69 @@ func sumBuckets(pt *partition, lo, hi uint64) uint64 {
 	}
 	return s
 }
+
+// TestRestoreTidy: buckets inserted ahead by Tidy, whenever the builder
+// has nothing else to do, leave the fill fewer entries, and the index and
+// the wheel are the ones a fill of everything gives; a duplicate key is
+// refused whether Tidy or the fill meets it.
+func TestRestoreTidy(t *testing.T) {
+	withParts(t, 8, 0) // buckets of ~82 entries: Tidy takes one of 20 or more
+	rng := rand.New(rand.NewPCG(65, 66))
+	w := newWheel(t, 100, Config{})
+	for i := range 20_000 {
+		require.NoError(t, w.Add(Key{uint64(rng.IntN(2000)), uint64(i)}, Spec{After: 1 + rng.Uint64N(5000)}))
+	}
+	snap := snapshotOf(t, w, 0)
+	ref, err := Restore(Config{}, snap)
+	require.NoError(t, err)
+	restore := func(tidy bool) (*Wheel, uint64, error) {
+		r, err := NewRestorer(Config{})
+		require.NoError(t, err)
+		var ib *IndexBuilder
+		for p := snap; len(p) > 0; p = p[min(len(p), 512):] {
+			_, err := r.Write(p[:min(len(p), 512)])
+			require.NoError(t, err)
+			if ib == nil {
+				ib = r.IndexBuilder()
+			}
+			ib.Add(r.Ready())
+			for tidy && ib.Tidy() {
+			}
+		}
+		left := uint64(0)
+		for _, n := range ib.pt.n {
+			left += n
+		}
+		got, err := r.Wheel()
+		return got, left, err
+	}
+	got, leftTidy, err := restore(true)
+	require.NoError(t, err)
+	require.Equal(t, tableEntries(ref), tableEntries(got))
+	requireSameWheels(t, w, got, receiversOf(w))
+	_, leftFill, err := restore(false)
+	require.NoError(t, err)
+	t.Logf("entries left for the fill: %d with Tidy, %d without", leftTidy, leftFill)
+	require.Less(t, leftTidy, leftFill/2, "entries left for the fill")
+
+	keys := []Key{{1, 1}, {1, 2}, {2, 1}, {1, 1}}
+	var recs [][]byte
+	for i, k := range keys {
+		if i > 0 && k.Receiver == keys[i-1].Receiver {
+			recs = append(recs, rec(recEveryDelay|recSameRecv, k.Tid, 5))
+		} else {
+			recs = append(recs, rec(recEveryDelay, k.Receiver, k.Tid, 5))
+		}
+	}
+	dup := rawSnapshot(7, len(keys), recs...)
+	r, err := NewRestorer(Config{})
+	require.NoError(t, err)
+	_, err = r.Write(dup)
+	require.NoError(t, err)
+	ib := r.IndexBuilder()
+	ib.Add(r.Ready())
+	for ib.Tidy() {
+	}
+	_, err = r.Wheel()
+	require.ErrorContains(t, err, "same key")
+}
