@@ -18,11 +18,12 @@ import (
 // that region (a radix partition: one sequential write to one of a few
 // hundred streams), and once the last record is read, fill inserts each
 // region's bucket in turn, its region (2 MiB of table and 512 KiB of ext)
-// in the core's cache while it does: most insertions are cache hits.
+// in the last-level cache while it does: most insertions are cache hits.
 // A bucket holds half its region's share (newPartition): about half way
 // through the records each one fills and is inserted into its region
 // there and then (flush), and the fill after the last record inserts the
-// other half. Memory: 4 bytes a timer while the index is built (a mapping
+// other half, less what the builder inserted ahead while it waited for
+// the decoding (Tidy). Memory: 4 bytes a timer while the index is built (a mapping
 // in small pages the kernel backs as the buckets fill), unmapped by finish.
 //
 // The index is the same as one filled timer by timer for every look-up:
@@ -38,7 +39,10 @@ import (
 // parts are filled.
 
 // partShift is the log2 of the entries of a region: 2^19, 2 MiB of table
-// and 512 KiB of ext, in a 4 MiB L2 cache. A variable for the tests, which
+// and 512 KiB of ext, which the last-level cache holds (this machine's
+// cores have 512 KiB of L2 and share 32 MiB of L3; regions of 2^17 and
+// 2^18 entries, within L2, restored 100M timers no faster: docs/BENCHMARKS.md,
+// "A 100M restart in about 8 s"). A variable for the tests, which
 // make regions small to have many of them in a small table. At most 24 (a
 // bucket entry keeps the position within its region in 24 bits).
 var partShift uint = 19
