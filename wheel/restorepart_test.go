@@ -113,15 +113,7 @@ func TestRestorePartitionedDuplicate(t *testing.T) {
 				slices.SortStableFunc(keys, func(x, y Key) int { // records are by receiver
 					return int(x.Receiver) - int(y.Receiver)
 				})
-				var recs [][]byte
-				for i, k := range keys {
-					if i > 0 && k.Receiver == keys[i-1].Receiver {
-						recs = append(recs, rec(recEveryDelay|recSameRecv, k.Tid, 5))
-					} else {
-						recs = append(recs, rec(recEveryDelay, k.Receiver, k.Tid, 5))
-					}
-				}
-				snap := rawSnapshot(7, n, recs...)
+				snap := rawSnapshot(7, n, keyRecords(keys)...)
 				_, err := Restore(Config{}, snap)
 				require.ErrorContains(t, err, "same key", "shift=%d slack=%d n=%d dup %v", shift, slack, n, keys[a])
 				_, err = restoreBuilding(Config{}, snap, rng)
@@ -227,15 +219,7 @@ func TestRestoreTidy(t *testing.T) {
 	require.Less(t, leftTidy, leftFill/2, "entries left for the fill")
 
 	keys := []Key{{1, 1}, {1, 2}, {2, 1}, {1, 1}}
-	var recs [][]byte
-	for i, k := range keys {
-		if i > 0 && k.Receiver == keys[i-1].Receiver {
-			recs = append(recs, rec(recEveryDelay|recSameRecv, k.Tid, 5))
-		} else {
-			recs = append(recs, rec(recEveryDelay, k.Receiver, k.Tid, 5))
-		}
-	}
-	dup := rawSnapshot(7, len(keys), recs...)
+	dup := rawSnapshot(7, len(keys), keyRecords(keys)...)
 	r, err := NewRestorer(Config{})
 	require.NoError(t, err)
 	_, err = r.Write(dup)
@@ -246,4 +230,19 @@ func TestRestoreTidy(t *testing.T) {
 	}
 	_, err = r.Wheel()
 	require.ErrorContains(t, err, "same key")
+}
+
+// keyRecords returns version 2 records of one-shot timers of the keys, in
+// their order, each due in 5 ticks, a receiver written only where it
+// changes.
+func keyRecords(keys []Key) [][]byte {
+	var recs [][]byte
+	for i, k := range keys {
+		if i > 0 && k.Receiver == keys[i-1].Receiver {
+			recs = append(recs, rec(recEveryDelay|recSameRecv, k.Tid, 5))
+		} else {
+			recs = append(recs, rec(recEveryDelay, k.Receiver, k.Tid, 5))
+		}
+	}
+	return recs
 }
