@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -36,15 +37,32 @@ type clusterProcs struct {
 }
 
 // freeAddr returns a free 127.0.0.1 address below the ephemeral port
-// range, so that a node restarted on it finds it free.
+// range, so that a node restarted on it finds it free, and never one it
+// returned before in this process: the addresses of a test are picked
+// before its servers start, and clustertest.Listen picks ports at random,
+// so two picks could get the same port while it was still free (a CI run
+// had a node's client address be another's: "bind: address already in
+// use").
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := clustertest.Listen()
-	require.NoError(t, err)
-	a := ln.Addr().String()
-	ln.Close()
-	return a
+	freeAddrsMu.Lock()
+	defer freeAddrsMu.Unlock()
+	for {
+		ln, err := clustertest.Listen()
+		require.NoError(t, err)
+		a := ln.Addr().String()
+		ln.Close()
+		if !freeAddrsGiven[a] {
+			freeAddrsGiven[a] = true
+			return a
+		}
+	}
 }
+
+var (
+	freeAddrsMu    sync.Mutex
+	freeAddrsGiven = map[string]bool{}
+)
 
 func newClusterProcs(t *testing.T) *clusterProcs {
 	t.Helper()
