@@ -45,14 +45,19 @@ final class AckState {
     if (Long.compareUnsigned(seq, want) > 0) want = seq;
   }
 
-  /** takeDue returns the seq to ack on this connection now (marking it sent), or 0. */
-  synchronized long takeDue() {
+  /**
+   * sendDue hands send the seq to ack on this connection now, if one is due, and marks it
+   * sent. send runs under this state's lock, so two threads flushing at once send their
+   * acks in increasing order: the one that took the lower seq has sent it before the other
+   * can take a higher one. send must not block or wait for another thread that takes this
+   * lock (queuing a frame on a connection does neither).
+   */
+  synchronized void sendDue(java.util.function.LongConsumer send) {
     long s = Long.compareUnsigned(want, seen) < 0 ? want : seen;
     if (Long.compareUnsigned(s, sent) > 0 && Long.compareUnsigned(s, acked) > 0) {
       sent = s;
-      return s;
+      send.accept(s);
     }
-    return 0;
   }
 
   /** waiting: an ack is wanted beyond what was sent (a redelivery may make it due). */

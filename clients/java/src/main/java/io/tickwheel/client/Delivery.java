@@ -232,9 +232,7 @@ final class Delivery {
       ackDirty.remove(r);
       AckState st = acks.get(r);
       if (st == null) continue;
-      long seq = st.takeDue();
-      if (seq == 0) continue;
-      acker.send(c, r, seq, () -> st.confirmed(seq));
+      st.sendDue(seq -> acker.send(c, r, seq, () -> st.confirmed(seq)));
     }
   }
 

@@ -22,6 +22,8 @@ class DeliveryTest {
    * once every 256 events per receiver, else 5 ms after the first is due, so the bound counts
    * the timer's turns in the time the burst took. Before, the event thread flushed whenever
    * its queue was momentarily empty and every 64 events: about an ack per 64 events or more.
+   * The timer thread's sends are slowed, as a preempted thread's would be: an ack it took
+   * must still reach the wire before a higher one the event thread takes meanwhile.
    */
   @Test
   void autoAcksAreBatched() throws Exception {
@@ -32,7 +34,15 @@ class DeliveryTest {
       CountDownLatch handled = new CountDownLatch(n);
       ClientOptions o = new ClientOptions("127.0.0.1:1").listener(e -> handled.countDown());
       List<Long> acks = new CopyOnWriteArrayList<>();
+      Thread timerThread = timer.submit(Thread::currentThread).get();
       Delivery d = new Delivery(o, timer, () -> conn, (c, r, seq, onOk) -> {
+        if (Thread.currentThread() == timerThread) {
+          try {
+            Thread.sleep(5); // the timer thread preempted between taking an ack and sending it
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+          }
+        }
         acks.add(seq);
         onOk.run();
       });
