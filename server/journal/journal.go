@@ -257,6 +257,8 @@ type Journal struct {
 	stop      chan struct{}
 	done      chan struct{}
 	nudge     chan struct{} // asks the syncer to fsync now
+	wrote     chan struct{} // tells the syncer there is something to fsync
+	passes    atomic.Uint64 // the syncer's fsync attempts, for the tests
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -319,7 +321,8 @@ func Open(o Options) (*Journal, error) {
 		return nil, err
 	}
 	if o.Sync == SyncEverySec {
-		j.stop, j.done, j.nudge = make(chan struct{}), make(chan struct{}), make(chan struct{}, 1)
+		j.stop, j.done, j.nudge, j.wrote = make(chan struct{}), make(chan struct{}), make(chan struct{}, 1), make(chan struct{}, 1)
+		j.wrote <- struct{}{} // what recovery left (a new segment's directory entry)
 		go j.syncLoop(o.syncInterval)
 	}
 	return j, nil

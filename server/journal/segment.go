@@ -184,6 +184,7 @@ func (j *Journal) rotated(id uint32, f vfs.File) {
 		j.durable = j.wIdx
 	}
 	j.smu.Unlock()
+	j.signalWrote() // the directory, for the new segment's entry
 	if old != nil {
 		_ = old.Close() // a concurrent fsync on it finishes first (os.File refcount)
 	}

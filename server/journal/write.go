@@ -149,10 +149,14 @@ func (j *Journal) flush() error {
 		return nil
 	case SyncEverySec:
 		j.smu.Lock()
+		more := j.written != j.wIdx
 		j.written = j.wIdx
 		d := j.durable
 		j.smu.Unlock()
 		j.markDurable(d)
+		if more {
+			j.signalWrote()
+		}
 	}
 	return j.boundUnsynced()
 }
@@ -441,19 +445,46 @@ func (j *Journal) fsync(f vfs.File) error { return f.Sync() }
 // active segment: the library writes each record with one write(2) and keeps
 // nothing buffered, so this covers every record written before the fsync
 // started, without taking the library's mutex or blocking Append.
+//
+// It fsyncs once a write was signalled (wrote: records written, or a
+// segment created), at most once every period (from Open, then from the
+// last fsync), or at once when nudged. A journal nobody writes to leaves it
+// asleep: no wake-up a second on an idle server (docs/BENCHMARKS.md, "Idle
+// CPU: the wake-ups that are left").
 func (j *Journal) syncLoop(every time.Duration) {
 	defer close(j.done)
-	t := time.NewTicker(every)
-	defer t.Stop()
+	last := time.Now()
+	t := time.NewTimer(every)
+	t.Stop()
 	for {
 		select {
 		case <-j.stop:
 			return
-		case <-t.C:
-			j.backgroundSync()
 		case <-j.nudge:
-			j.backgroundSync()
+		case <-j.wrote:
+			if wait := time.Until(last.Add(every)); wait > 0 {
+				t.Reset(wait)
+				select {
+				case <-j.stop:
+					t.Stop()
+					return
+				case <-t.C:
+				case <-j.nudge:
+					t.Stop()
+				}
+			}
 		}
+		j.passes.Add(1)
+		j.backgroundSync()
+		last = time.Now()
+	}
+}
+
+// signalWrote tells the syncer there is something to fsync. On the loop.
+func (j *Journal) signalWrote() {
+	select {
+	case j.wrote <- struct{}{}: // nil, never ready, unless SyncEverySec
+	default:
 	}
 }
 
