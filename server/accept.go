@@ -140,13 +140,13 @@ func (s *Server) admit(nc net.Conn, spare *os.File) *os.File {
 	if s.conns.Load() < int64(s.maxConns) {
 		if s.tls != nil {
 			s.conns.Add(1)
-			s.accepted.Add(1)
+			s.count(&s.accepted)
 			go s.serveTLS(nc, s.nowNs())
 			return spare
 		}
 		return s.register(nc, spare)
 	}
-	s.refused.Add(1)
+	s.count(&s.refused)
 	s.rlog.Warn("connection refused: limit max_connections reached", "max_connections", s.maxConns, "remote", nc.RemoteAddr().String())
 	why := fmt.Sprintf("limit max_connections (%d) reached", s.maxConns)
 	select {
@@ -172,12 +172,12 @@ func (s *Server) admit(nc net.Conn, spare *os.File) *os.File {
 // to spare still serves the connection it accepted. It returns the spare.
 func (s *Server) register(nc net.Conn, spare *os.File) *os.File {
 	s.conns.Add(1)
-	s.accepted.Add(1)
+	s.count(&s.accepted)
 	if spare != nil {
 		spare.Close()
 	}
 	ctx := gnet.NewNetConnContext(gnet.NewContext(context.Background(), clientMarker{}), nc)
-	res, err := s.eng.Register(ctx)
+	res, err := s.gnetRegister(ctx)
 	if err == nil {
 		select {
 		case r := <-res:
@@ -225,7 +225,7 @@ func (s *Server) acceptWithSpare(spare *os.File) *os.File {
 	if spareErr == nil { // a descriptor beyond nc's is free again
 		return s.admit(nc, spare)
 	}
-	s.refused.Add(1)
+	s.count(&s.refused)
 	s.rlog.Warn("connection refused: out of file descriptors")
 	refuse(nc, "the server is out of file descriptors")
 	spare, spareErr = os.Open(os.DevNull)

@@ -58,7 +58,7 @@ func (s *Server) openBell(ctx context.Context) error {
 		<-s.done
 		ours.Close()
 	}()
-	res, err := s.eng.Register(gnet.NewNetConnContext(gnet.NewContext(context.Background(), bellMarker{}), dialed))
+	res, err := s.gnetRegister(gnet.NewNetConnContext(gnet.NewContext(context.Background(), bellMarker{}), dialed))
 	if err != nil {
 		return fmt.Errorf("server: doorbell: %w", err)
 	}
@@ -109,7 +109,7 @@ func (s *Server) onBell(c gnet.Conn) {
 	if s.replica != nil && !s.replica.leading {
 		return // only the leader fires
 	}
-	s.turns.Add(1)
+	s.count(&s.turns)
 	s.beginTurnNow()
 	more := s.advance()
 	now := s.nowNs()

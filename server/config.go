@@ -130,6 +130,12 @@ type Config struct {
 	// note per late firing. The counters are kept either way.
 	// cmd/tickwheel turns it on with its operator HTTP listener.
 	Metrics bool `yaml:"-"`
+	// RestGnetPool releases gnet's package-wide goroutine pool while the
+	// server is idle (it wakes twice a second otherwise) and starts it
+	// again before the next connection is registered (gnetpool.go). Only
+	// for a process that is the server's alone: another user of gnet in
+	// the same process would find the pool closed. cmd/tickwheel sets it.
+	RestGnetPool bool `yaml:"-"`
 	// HTTPAddr is the operator HTTP listener's address (metrics, health,
 	// pprof, status page), which cmd/tickwheel starts beside the server
 	// (package operator). Default "127.0.0.1:7421"; "off" turns it off.

@@ -94,7 +94,7 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	}
 	if l, ok := c.Context().(*link); ok {
 		s.conns.Add(-1)
-		s.closed.Add(1)
+		s.count(&s.closed)
 		if l.gone { // closed at a change of leadership
 			return gnet.None
 		}
@@ -124,7 +124,7 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 		_, _ = c.Discard(-1)
 		return gnet.None
 	}
-	s.requestTurns.Add(1)
+	s.count(&s.requestTurns)
 	l.read = s.nowNs()
 	s.beginTurn(l.read)
 	// Requests see the current tw-time: the ticker sleeps while nothing is due.

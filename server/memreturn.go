@@ -85,34 +85,56 @@ func (m *memReturner) due(now time.Time, open int64, closed, span uint64) bool {
 }
 
 // returnMemory runs until done is closed (see the comment above). It
-// first returns what a recovery left (returnRecovered).
+// first returns what a recovery left (returnRecovered). Once the server has
+// been idle for idleSteps looks (and no dropped wheel waits), it rests
+// gnet's goroutine pool (gnetpool.go) and sleeps until the server's next
+// activity, idleLook (idle.go), or the end of a lift of the memory limit.
 func (s *Server) returnMemory(done <-chan struct{}) {
-	t := time.NewTicker(memReturnEvery)
+	t := time.NewTimer(memReturnEvery)
 	defer t.Stop()
 	var m memReturner
 	var dropped droppedWheels
+	var idle idleWatch
 	samples := heapSamples()
 	s.returnRecovered(samples)
 	for {
+		var woken <-chan struct{} // nil: nothing but the timer
+		t.Reset(memReturnEvery)
+		if a, ok := s.Activity(); idle.step(a, ok) && !dropped.seen {
+			s.restGnetPool()
+			woken = s.ActivityAfter(a)
+			wait := idleLook
+			if l := s.memLimit.lifted; !l.IsZero() {
+				wait = min(wait, time.Until(l)) // to set the limit again when the lift ends
+			}
+			t.Reset(wait)
+		}
 		select {
 		case <-done:
 			s.memLimit.stop()
 			s.gcPace.stop()
 			return
-		case now := <-t.C:
-			s.memLimit.update(s, now)                    // memlimit.go
-			s.gcPace.update(s, s.memLimit.isLifted(now)) // gcpace.go
-			dropped.check(s, now)
-			if !m.due(now, s.conns.Load(), s.closed.Load(), heapSpan(samples)) {
-				continue
-			}
-			before := heapSpan(samples)
-			runtime.GC() // the pools' buffers move to their victim caches
-			debug.FreeOSMemory()
-			s.log.Info("memory returned after connections closed", "heap_before", before, "heap_after", heapSpan(samples),
-				"open", s.conns.Load())
+		case <-woken:
+		case <-t.C:
 		}
+		s.memStep(time.Now(), &m, &dropped, samples)
 	}
+}
+
+// memStep is returnMemory's look at the server: the memory limit, the
+// collector's pace, a dropped wheel, the connections closed.
+func (s *Server) memStep(now time.Time, m *memReturner, dropped *droppedWheels, samples []metrics.Sample) {
+	s.memLimit.update(s, now)                    // memlimit.go
+	s.gcPace.update(s, s.memLimit.isLifted(now)) // gcpace.go
+	dropped.check(s, now)
+	if !m.due(now, s.conns.Load(), s.closed.Load(), heapSpan(samples)) {
+		return
+	}
+	before := heapSpan(samples)
+	runtime.GC() // the pools' buffers move to their victim caches
+	debug.FreeOSMemory()
+	s.log.Info("memory returned after connections closed", "heap_before", before, "heap_after", heapSpan(samples),
+		"open", s.conns.Load())
 }
 
 // A wheel's memory outside the heap (its nodes past the first 2M timers,

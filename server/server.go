@@ -115,6 +115,7 @@ type Server struct {
 	stopping     atomic.Bool   // Stop was called: a failing doorbell is expected
 	turns        atomic.Uint64 // advance turns run (see Turns)
 	requestTurns atomic.Uint64 // turns that read a client's bytes (see Activity)
+	activity     activityBell  // rung at each change of Activity (idle.go)
 	// What the memory limit derives from, published by the loop at the
 	// end of each turn (memlimit.go); memLimit is the returning
 	// goroutine's.

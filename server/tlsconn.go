@@ -224,7 +224,7 @@ func (s *Server) enrollPair(marker clientMarker) (*net.UnixConn, error) {
 	// One enrollment at a time, as the acceptor's (at most one descriptor
 	// being duplicated).
 	s.enrollMu.Lock()
-	res, err := s.eng.Register(gnet.NewNetConnContext(gnet.NewContext(context.Background(), marker), theirs))
+	res, err := s.gnetRegister(gnet.NewNetConnContext(gnet.NewContext(context.Background(), marker), theirs))
 	if err == nil {
 		select {
 		case r := <-res:

@@ -326,6 +326,7 @@ func serveWith(cfg server.Config, sf *serveFlags, reread func() (server.Config, 
 	}
 
 	adapt := procsPolicy(cfg.Persistence != "off")
+	cfg.RestGnetPool = true // this process is the server's alone (server/gnetpool.go)
 	// Signals are caught from here on: one that arrives while the state is
 	// being recovered, or right after the server starts, still stops it
 	// gracefully (a SIGHUP then reloads once it runs).

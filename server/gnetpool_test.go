@@ -1,0 +1,52 @@
+package server
+
+import (
+	"testing"
+
+	"github.com/panjf2000/gnet/v2/pkg/pool/goroutine"
+
+	"github.com/tickwheel/tickwheel/protocol"
+)
+
+// TestRestGnetPool: with Config.RestGnetPool, an idle server's release of
+// gnet's goroutine pool stops it (no worker, no clock goroutine), and the
+// next connection is registered all the same, on the pool started again,
+// whichever server it is made to; without it the pool is left alone. Not
+// parallel: the pool is the process's.
+func TestRestGnetPool(t *testing.T) {
+	p := goroutine.DefaultWorkerPool
+	defer p.Reboot() // for the tests that follow, if this one fails half way
+
+	plain := startServer(t, nil)
+	plain.restGnetPool()
+	if p.IsClosed() {
+		t.Fatal("the pool was released by a server without RestGnetPool")
+	}
+
+	srv := startServer(t, func(c *Config) { c.RestGnetPool = true })
+	a := helloClient(t, srv, "a")
+	srv.restGnetPool()
+	if !p.IsClosed() {
+		t.Fatal("the pool is not released")
+	}
+	if n := a.stats().Connections; n != 1 {
+		t.Fatalf("%d connections after the release, want 1", n)
+	}
+	for i := range 3 { // connections one after another, each on the pool started again
+		b := helloClient(t, srv, "b")
+		if p.IsClosed() {
+			t.Fatalf("connection %d: the pool is still released", i)
+		}
+		b.add(protocol.Request{Op: protocol.OpAdd, Receiver: 7, Tid: uint64(i + 1), After: 1000, Repeat: 1})
+		srv.restGnetPool()
+	}
+	if n := len(a.list(7)); n != 3 {
+		t.Fatalf("receiver 7 holds %d timers, want 3", n)
+	}
+	// A server without RestGnetPool in the same process registers its
+	// connections on the pool another one released.
+	srv.restGnetPool()
+	if c := helloClient(t, plain, "c"); c.stats().Connections != 1 || p.IsClosed() {
+		t.Fatal("the server without RestGnetPool did not start the released pool again")
+	}
+}
