@@ -185,18 +185,22 @@ func (h *history) current(src *Source) (m server.Metrics, ok bool) {
 const idleSampleEvery = 10 * time.Second
 
 // activitySource is a Source that says when it has been idle
-// (server.Server.Activity).
+// (server.Server.Activity), and can wake the sampler at its next activity
+// (server.Server.ActivityAfter: a channel closed once Activity differs
+// from n).
 type activitySource interface {
 	Activity() (n uint64, ok bool)
+	ActivityAfter(n uint64) <-chan struct{}
 }
 
 // sample reads the attached server once a second until Close, or, while
 // its Activity stays the same, once every idleSampleEvery: the plots then
-// have one point per idleSampleEvery, and the first second with a request,
-// a firing or a connection is sampled at once.
+// have one point per idleSampleEvery, and the first activity is sampled
+// at once. While the server is idle the sampler sleeps (no wake-up a
+// second: an idle server's CPU is its wake-ups).
 func (o *Operator) sample() {
 	defer close(o.done)
-	t := time.NewTicker(time.Second)
+	t := time.NewTimer(time.Second)
 	defer t.Stop()
 	var last struct {
 		src      *Source // o.src when it was read: an Attach since reads again
@@ -204,14 +208,19 @@ func (o *Operator) sample() {
 		at       time.Time
 	}
 	for {
+		o.looks.Add(1)
+		wait, woken := time.Second, (<-chan struct{})(nil)
 		if p := o.src.Load(); p != nil {
 			src := *p
+			as, _ := src.(activitySource)
 			a, known := uint64(0), false
-			if as, ok := src.(activitySource); ok {
+			if as != nil {
 				a, known = as.Activity()
 			}
 			now := time.Now()
-			if !known || p != last.src || a != last.activity || now.Sub(last.at) >= idleSampleEvery-time.Second/2 {
+			changed := p != last.src || a != last.activity
+			read := !known || changed || now.Sub(last.at) >= idleSampleEvery-time.Second/2
+			if read {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				m, err := src.ReadMetrics(ctx, o.opts.Top)
 				cancel()
@@ -224,10 +233,18 @@ func (o *Operator) sample() {
 					last.src, last.activity, last.at = p, a, now
 				}
 			}
+			// Idle: nothing happened in the second since the last look (or
+			// since the last idle read). A read of a change waits a second
+			// before the next look, so a busy server is read once a second.
+			if known && !changed && p == last.src && a == last.activity {
+				wait, woken = max(time.Until(last.at.Add(idleSampleEvery)), 0), as.ActivityAfter(a)
+			}
 		}
+		t.Reset(wait)
 		select {
 		case <-o.stop:
 			return
+		case <-woken:
 		case <-t.C:
 		}
 	}

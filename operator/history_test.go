@@ -114,8 +114,9 @@ func (c *countingSource) ReadMetrics(ctx context.Context, top int) (server.Metri
 
 // TestSamplerLeavesAnIdleServerAlone: the sampler reads an idle server
 // (its Activity the same) once, not once a second, since each read wakes
-// the event loop (most of an idle server's CPU); the first request after it
-// is sampled at the next second. Before, it read the server every second.
+// the event loop (most of an idle server's CPU), and does not itself wake
+// each second to look; the first request after it is sampled at once.
+// Before, it read the server every second, and later looked every second.
 func TestSamplerLeavesAnIdleServerAlone(t *testing.T) {
 	ts := servertest.RunT(t)
 	op, err := New(Options{Addr: "127.0.0.1:0"})
@@ -129,10 +130,13 @@ func TestSamplerLeavesAnIdleServerAlone(t *testing.T) {
 	}
 	defer op.Close()
 	time.Sleep(1500 * time.Millisecond) // the start's own turns
-	n0 := src.reads.Load()
+	n0, l0 := src.reads.Load(), op.looks.Load()
 	time.Sleep(3 * time.Second)
 	if n := src.reads.Load(); n != n0 {
 		t.Fatalf("an idle server was read %d times in 3 s, want none", n-n0)
+	}
+	if n := op.looks.Load(); n-l0 > 1 {
+		t.Fatalf("the sampler woke %d times in 3 s of an idle server, want 1 at most", n-l0)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -177,6 +181,16 @@ func (s *idleSource) Ready() bool                   { return true }
 func (s *idleSource) ReadOnly() string              { return "" }
 func (s *idleSource) AdminToken() string            { return "" }
 func (s *idleSource) Activity() (n uint64, ok bool) { return s.activity.Load(), true }
+
+// ActivityAfter is closed at once if Activity moved past n; else never (the
+// test only reads the status page after a change).
+func (s *idleSource) ActivityAfter(n uint64) <-chan struct{} {
+	c := make(chan struct{})
+	if s.activity.Load() != n {
+		close(c)
+	}
+	return c
+}
 
 // TestStatusIdleServerTwTimeMoves: /status.json shows an idle server's
 // tw-time as it is now, not as it was at the last read, which the sampler

@@ -97,6 +97,8 @@ type Operator struct {
 	scrapeErrors atomic.Uint64
 	// badTokens counts requests refused for their bearer token (guard.go).
 	badTokens atomic.Uint64
+	// looks counts the sampler's wake-ups (for the tests).
+	looks atomic.Int64
 
 	// tls serves the certificate when Limits.TLS is set (HTTPS); nil
 	// otherwise. Set by Serve.
