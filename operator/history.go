@@ -220,10 +220,12 @@ func (o *Operator) sample() {
 			now := time.Now()
 			changed := p != last.src || a != last.activity
 			read := !known || changed || now.Sub(last.at) >= idleSampleEvery-time.Second/2
+			failed := false
 			if read {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				m, err := src.ReadMetrics(ctx, o.opts.Top)
 				cancel()
+				failed = err != nil
 				if err == nil {
 					if known {
 						o.hist.addFrom(m, p, a)
@@ -235,8 +237,9 @@ func (o *Operator) sample() {
 			}
 			// Idle: nothing happened in the second since the last look (or
 			// since the last idle read). A read of a change waits a second
-			// before the next look, so a busy server is read once a second.
-			if known && !changed && p == last.src && a == last.activity {
+			// before the next look, so a busy server is read once a second;
+			// so does a failed read (a stopped server fails at once).
+			if known && !changed && !failed && p == last.src && a == last.activity {
 				wait, woken = max(time.Until(last.at.Add(idleSampleEvery)), 0), as.ActivityAfter(a)
 			}
 		}

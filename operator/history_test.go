@@ -169,7 +169,10 @@ type idleSource struct {
 	taken    time.Time
 	activity atomic.Uint64
 	reads    atomic.Int64
+	pokes    atomic.Int64
 }
+
+func (s *idleSource) Poke() { s.pokes.Add(1) }
 
 func (s *idleSource) ReadMetrics(context.Context, int) (server.Metrics, error) {
 	s.reads.Add(1)
@@ -236,5 +239,61 @@ func TestStatusIdleServerTwTimeMoves(t *testing.T) {
 	src.activity.Add(1) // a request since the read: the sample is shown as read until the next
 	if now, _ := get(); now != 1000 {
 		t.Fatalf("active: tw-time %d, want the sample's 1000", now)
+	}
+}
+
+// TestSamplerRestsOnAStoppedServer: cmd/tickwheel keeps the operator
+// attached while srv.Stop runs (its last snapshot may take a while). Once
+// the server's engine has shut down, ReadMetrics fails at once and Activity
+// no longer moves; the sampler waits a second after a failed read. Before,
+// once idleSampleEvery had passed since the last good read, it looked and
+// read again at once, forever (267,028 times in a second: found by a
+// red-team pass).
+func TestSamplerRestsOnAStoppedServer(t *testing.T) {
+	ts := servertest.RunT(t)
+	op, err := New(Options{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &countingSource{Server: ts.Server()}
+	op.Attach(src)
+	if err := op.Serve(); err != nil {
+		t.Fatal(err)
+	}
+	defer op.Close()
+	time.Sleep(1500 * time.Millisecond) // a first good read
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ts.Server().Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(idleSampleEvery) // past the idle read's due time
+	n0, l0 := src.reads.Load(), op.looks.Load()
+	time.Sleep(1 * time.Second)
+	reads, looks := src.reads.Load()-n0, op.looks.Load()-l0
+	t.Logf("in 1 s after the server stopped: %d ReadMetrics calls, %d sampler looks", reads, looks)
+	if looks > 5 {
+		t.Fatalf("the sampler spins on a stopped server: %d looks and %d reads in 1 s (the old ticker: 1)", looks, reads)
+	}
+}
+
+// TestRequestsPokeTheServer: every HTTP request served pokes the attached
+// server once (its idle memory returner then looks at the garbage the
+// request made), a refused one too.
+func TestRequestsPokeTheServer(t *testing.T) {
+	op, err := New(Options{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &idleSource{taken: time.Now()}
+	op.Attach(src)
+	for _, path := range []string{"/healthz", "/metrics", "/status.json", "/nope"} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", path, nil)
+		req.Host = "127.0.0.1"
+		op.Handler().ServeHTTP(rec, req)
+	}
+	if n := src.pokes.Load(); n != 4 {
+		t.Fatalf("%d pokes for 4 requests", n)
 	}
 }

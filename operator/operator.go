@@ -193,8 +193,17 @@ func (o *Operator) routes() {
 	o.mux.HandleFunc("GET /{$}", o.statusPage)
 }
 
-// serveHTTP checks the request (guard.go), then routes it.
+// poker is a Source to be told of a request served, which allocates
+// without being the server's activity (server.Server.Poke).
+type poker interface{ Poke() }
+
+// serveHTTP checks the request (guard.go), then routes it; then it pokes
+// the server, whose memory returner may sleep through its idleness while
+// its collector rests (the request's garbage counts against the rest).
 func (o *Operator) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if p, ok := o.source().(poker); ok {
+		defer p.Poke()
+	}
 	if o.guard(w, r) {
 		o.mux.ServeHTTP(w, r)
 	}

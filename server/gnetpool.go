@@ -26,8 +26,17 @@ import (
 // process would find the pool closed.
 
 // gnetPool serializes the pool's release and restart with the Register
-// calls, those of every server in the process.
-var gnetPool sync.Mutex
+// calls, those of every server in the process, and counts the
+// registrations whose result has not come yet: the pool is released only
+// when there are none. A worker that registers a connection waits for the
+// server's event loop, and a Reboot after a release waits for every worker
+// of before it; so a release while one waited would hold every server's
+// next registration (under this lock) for one busy loop, or for ever for a
+// loop that stopped.
+var gnetPool struct {
+	sync.Mutex
+	pending int
+}
 
 // gnetRegister is s.eng.Register, the pool started again first if it rests
 // (released by this server or another one in the process).
@@ -35,20 +44,36 @@ func (s *Server) gnetRegister(ctx context.Context) (<-chan gnet.RegisteredResult
 	gnetPool.Lock()
 	defer gnetPool.Unlock()
 	if p := goroutine.DefaultWorkerPool; p.IsClosed() {
-		p.Reboot() // waits for the workers of before the release to end
+		p.Reboot() // waits for the workers of before the release (none busy) to end
 	}
-	return s.eng.Register(ctx)
+	res, err := s.eng.Register(ctx)
+	if err != nil {
+		return nil, err
+	}
+	gnetPool.pending++
+	out := make(chan gnet.RegisteredResult, 1)
+	go func() {
+		r, ok := <-res
+		gnetPool.Lock()
+		gnetPool.pending--
+		gnetPool.Unlock()
+		if ok {
+			out <- r
+		}
+		close(out)
+	}()
+	return out, nil
 }
 
-// restGnetPool releases the pool, with Config.RestGnetPool. Called when
-// the server is idle.
+// restGnetPool releases the pool, with Config.RestGnetPool, unless a
+// registration waits for its result. Called when the server is idle.
 func (s *Server) restGnetPool() {
 	if !s.cfg.RestGnetPool {
 		return
 	}
 	gnetPool.Lock()
 	defer gnetPool.Unlock()
-	if p := goroutine.DefaultWorkerPool; !p.IsClosed() {
+	if p := goroutine.DefaultWorkerPool; gnetPool.pending == 0 && !p.IsClosed() {
 		p.Release()
 	}
 }

@@ -70,7 +70,8 @@ func (s *Server) count(c *atomic.Uint64) {
 }
 
 // ActivityAfter returns a channel that is closed once Activity differs from
-// n: at once if it does already. A cluster node's Activity says nothing
+// n (at once if it does already), or at a Poke, after which the waiter
+// looks again. A cluster node's Activity says nothing
 // (see Activity); there the channel is closed at once. Safe from any
 // goroutine; the operator's sampler sleeps on it while the server is idle.
 func (s *Server) ActivityAfter(n uint64) <-chan struct{} {
@@ -102,3 +103,9 @@ func (w *idleWatch) step(a uint64, ok bool) bool {
 	w.quiet++
 	return w.quiet >= idleSteps
 }
+
+// Poke wakes the goroutines sleeping through an idle server for a look,
+// without counting as activity: the operator's HTTP requests allocate, and
+// the memory returner keeps the collector's rest within its budget
+// (gcrest.go). Safe from any goroutine.
+func (s *Server) Poke() { s.activity.ring() }

@@ -86,3 +86,20 @@ func TestIdleWatch(t *testing.T) {
 		}
 	}
 }
+
+// TestPoke: a Poke wakes those waiting for activity without being one.
+func TestPoke(t *testing.T) {
+	var s Server
+	n, _ := s.Activity()
+	c := s.ActivityAfter(n)
+	s.Poke()
+	if !isClosed(c) {
+		t.Fatal("a Poke did not wake the waiter")
+	}
+	if a, _ := s.Activity(); a != n {
+		t.Fatalf("a Poke counted as activity: %d, was %d", a, n)
+	}
+	if isClosed(s.ActivityAfter(n)) {
+		t.Fatal("a wait after the Poke is closed at once")
+	}
+}

@@ -448,9 +448,9 @@ func (j *Journal) fsync(f vfs.File) error { return f.Sync() }
 //
 // It fsyncs once a write was signalled (wrote: records written, or a
 // segment created), at most once every period (from Open, then from the
-// last fsync), or at once when nudged. A journal nobody writes to leaves it
-// asleep: no wake-up a second on an idle server (docs/BENCHMARKS.md, "Idle
-// CPU: the wake-ups that are left").
+// start of the last fsync), or at once when nudged. A journal nobody
+// writes to leaves it asleep: no wake-up a second on an idle server
+// (docs/BENCHMARKS.md, "Idle CPU: the wake-ups that are left").
 func (j *Journal) syncLoop(every time.Duration) {
 	defer close(j.done)
 	last := time.Now()
@@ -475,8 +475,8 @@ func (j *Journal) syncLoop(every time.Duration) {
 			}
 		}
 		j.passes.Add(1)
+		last = time.Now() // a period from the fsync's start: a slow disk's fsync does not stretch it
 		j.backgroundSync()
-		last = time.Now()
 	}
 }
 
