@@ -507,6 +507,7 @@ func (j *Journal) Snapshot() (data io.ReadCloser, index uint64, ok bool) {
 	}
 	r := newSnapReader(j.snapFile, j.snapIndex, j.snapLen)
 	r.good = &j.snapRead
+	prefetch(j.snapFile, snapHeader+j.snapLen+snapTrailer)
 	return r, j.snapIndex, true
 }
 
