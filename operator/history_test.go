@@ -112,12 +112,9 @@ func (c *countingSource) ReadMetrics(ctx context.Context, top int) (server.Metri
 	return c.Server.ReadMetrics(ctx, top)
 }
 
-// TestSamplerLeavesAnIdleServerAlone: the sampler reads an idle server
-// (its Activity the same) once, not once a second, since each read wakes
-// the event loop (most of an idle server's CPU), and does not itself wake
-// each second to look; the first request after it is sampled at once.
-// Before, it read the server every second, and later looked every second.
-func TestSamplerLeavesAnIdleServerAlone(t *testing.T) {
+// sampledServer is a test server with an operator serving it, whose
+// reads of the server are counted; the operator closes with the test.
+func sampledServer(t *testing.T) (*servertest.Server, *Operator, *countingSource) {
 	ts := servertest.RunT(t)
 	op, err := New(Options{Addr: "127.0.0.1:0"})
 	if err != nil {
@@ -128,7 +125,17 @@ func TestSamplerLeavesAnIdleServerAlone(t *testing.T) {
 	if err := op.Serve(); err != nil {
 		t.Fatal(err)
 	}
-	defer op.Close()
+	t.Cleanup(func() { op.Close() })
+	return ts, op, src
+}
+
+// TestSamplerLeavesAnIdleServerAlone: the sampler reads an idle server
+// (its Activity the same) once, not once a second, since each read wakes
+// the event loop (most of an idle server's CPU), and does not itself wake
+// each second to look; the first request after it is sampled at once.
+// Before, it read the server every second, and later looked every second.
+func TestSamplerLeavesAnIdleServerAlone(t *testing.T) {
+	ts, op, src := sampledServer(t)
 	time.Sleep(1500 * time.Millisecond) // the start's own turns
 	n0, l0 := src.reads.Load(), op.looks.Load()
 	time.Sleep(3 * time.Second)
@@ -250,17 +257,7 @@ func TestStatusIdleServerTwTimeMoves(t *testing.T) {
 // read again at once, forever (267,028 times in a second: found by a
 // red-team pass).
 func TestSamplerRestsOnAStoppedServer(t *testing.T) {
-	ts := servertest.RunT(t)
-	op, err := New(Options{Addr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := &countingSource{Server: ts.Server()}
-	op.Attach(src)
-	if err := op.Serve(); err != nil {
-		t.Fatal(err)
-	}
-	defer op.Close()
+	ts, op, src := sampledServer(t)
 	time.Sleep(1500 * time.Millisecond) // a first good read
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
