@@ -19,9 +19,9 @@ type Config struct {
 	// MaxFiresPerTurn bounds the firings of the advance a fast-forward
 	// runs at once (later turns go on with it); 0 means no bound.
 	MaxFiresPerTurn int
-	// MaxListWalkPerTurn bounds the timers a list walks in one loop turn
-	// to gather its page (listwalk.go): a larger receiver's page is
-	// gathered over the next turns. 0 means no bound.
+	// MaxListWalkPerTurn bounds the work a list does in one loop turn to
+	// gather its page (listwalk.go; wheel.StepPage's units): a page that
+	// needs more is gathered over the next turns. 0 means no bound.
 	MaxListWalkPerTurn int
 	// ServerVersion is reported in hello.
 	ServerVersion string

@@ -147,6 +147,9 @@ func (p *pageIndex) note(w *Wheel, r uint64, l recvList) {
 // build sorts r's tids.
 func (p *pageIndex) build(w *Wheel, r uint64, l recvList) {
 	tids := p.tids[:0]
+	if w.walk.looksUp(tids) {
+		tids = nil // (the walk in progress reads them)
+	}
 	for i := l.head; i != nilIdx; {
 		nd := w.nodes.get(i)
 		tids = append(tids, nd.tid)

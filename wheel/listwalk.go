@@ -7,34 +7,48 @@ import (
 )
 
 // A page walk is ListPage spread over calls: BeginPage starts it, and each
-// StepPage visits at most a budget of the receiver's timers, so that the
-// first page of a receiver with m timers costs O(m) in all but never more
-// than the budget in one call (at 100M timers each visit is a cache miss
-// in a slab of gigabytes: a 10,000-timer receiver's walk took 10-25 ms in
-// one turn). One walk is in progress at a time; the wheel keeps it valid
+// StepPage does at most a budget of work, so that the first page of a
+// receiver with m timers costs O(m) in all but never more than the budget
+// in one call. A unit of work is a timer visited in the receiver's list,
+// a tid looked up in the index, or a timer put in the page: each is a
+// cache miss in a slab of gigabytes at 100M timers, and on a cold cache
+// (the first list after an idle spell; this VM, docs/BENCHMARKS.md, "A
+// list after idleness") a miss cost up to 6.7 µs: 4,096 of them took
+// 27 ms. One walk is in progress at a time; the wheel keeps it valid
 // across its modifying calls:
 //
 //   - a timer added meanwhile goes to the head of its receiver's list, which
-//     the walk has passed: it is not seen;
+//     the walk has passed (or is not among the sorted tids it looks up): it
+//     is not seen;
 //   - a timer removed meanwhile (cancelled, fired, replaced) before the
 //     walk reached it is not seen (when it is the next node to visit the
-//     walk moves on to its successor: recvRemove calls walkRemoved); one
-//     removed after the walk took it as a candidate is dropped when the
-//     page is made, by a look-up of its key;
+//     walk moves on to its successor: recvRemove calls walkRemoved; a tid
+//     looked up after it left is not found); one removed after the walk
+//     took it as a candidate is dropped when the page is made, by a
+//     look-up of its key;
 //   - a timer present throughout is seen, so the page is exactly ListPage's
 //     for the timers present throughout, with fewer when some of its
 //     timers were removed: Resume then says where the next page starts.
 //
-// When the receiver's sorted tids are kept (see ListPage), the page is
-// made from them at once. When the receiver is being paged (its last walk
-// had no timer added since) and holds at most pageBuildMax timers, the
-// walk collects its tids and sorts them when it ends (O(m log m) in that
-// call, bounded by pageBuildMax), so the next pages cost O(log m + n).
+// The walk goes through phases, each of which may span calls:
+//
+//  1. walking the receiver's list (from BeginPage; not when the wheel's
+//     sorted tids serve the page), collecting candidates, or, when the
+//     receiver is being paged (its last walk had no timer added since) and
+//     holds at most pageBuildMax timers, every tid;
+//  2. with every tid collected: sorting them (in one call, O(m log m),
+//     bounded by pageBuildMax) and keeping them in w.page; then, as when
+//     w.page served the page from the start, looking the page's tids up,
+//     from the first at or past from, until n are found;
+//  3. making the page from the candidates: in one call, and in a call of
+//     its own when the call has done work already and the page would take
+//     it past the budget.
 type pageWalk struct {
 	active  bool
-	served  bool // the page comes from w.page: nothing to walk
 	build   bool // collecting every tid, for w.page
 	dirty   bool // a timer of r was removed since the walk began
+	serving bool // looking up sorted's tids (phase 2)
+	ready   bool // buf holds the page's candidates, ascending (phase 3)
 	r, from uint64
 	n       int
 	cur     uint32 // the next node to visit; nilIdx once the walk is over
@@ -44,6 +58,8 @@ type pageWalk struct {
 	cut     bool // candidates were left out: timers past the page's last may exist
 	buf     []tidRef
 	tids    []uint64
+	sorted  []uint64 // serving: the receiver's sorted tids (w.page's, or tids when not kept)
+	at      int      // serving: the next of sorted to look up
 }
 
 // pageBuildMax is the most timers a receiver may have for a walk to sort
@@ -60,10 +76,11 @@ func (w *Wheel) BeginPage(r, from uint64, n int) {
 	wk := &w.walk
 	l, ok := w.recv.get(r)
 	if !ok || n <= 0 {
+		wk.ready = true
 		return
 	}
 	if w.page.valid(w, r, l) {
-		wk.served = true
+		wk.serve(w.page.tids)
 		return
 	}
 	if l.count >= w.pageMin {
@@ -76,14 +93,27 @@ func (w *Wheel) BeginPage(r, from uint64, n int) {
 	wk.cur = l.head
 }
 
-// StepPage goes on with the walk BeginPage started, visiting at most
-// budget timers (at least one), and reports whether it is done. When it
+// serve starts phase 2 over sorted.
+func (wk *pageWalk) serve(sorted []uint64) {
+	wk.serving, wk.sorted = true, sorted
+	wk.at, _ = slices.BinarySearch(sorted, wk.from)
+}
+
+// looksUp reports whether s shares its array with the sorted tids the walk
+// is looking up (which must then not be overwritten).
+func (wk *pageWalk) looksUp(s []uint64) bool {
+	return wk.serving && cap(s) > 0 && cap(wk.sorted) > 0 && &s[:1][0] == &wk.sorted[:1][0]
+}
+
+// StepPage goes on with the walk BeginPage started, doing at most budget
+// units of work (at least one), and a sort in phase 2; the call that makes
+// the page does at most max(budget, n). It reports whether it is done. When it
 // is, it appends the page to dst, in ascending tid order, and ends the
 // walk; resume is then 0, or, when timers were removed during the walk
 // and the page holds fewer than n although timers past its last tid may
 // be left, the tid the next page starts from (greater than every tid in
 // the page). Without a walk it appends nothing and reports done. ListWork
-// reports the timers the call visited (a sort counted as in ListPage).
+// reports the work the call did (a sort counted as in ListPage).
 // Each Info's Data is a view into the wheel, as with Get.
 func (w *Wheel) StepPage(budget int, dst []Info) (page []Info, resume uint64, done bool) {
 	wk := &w.walk
@@ -91,30 +121,26 @@ func (w *Wheel) StepPage(budget int, dst []Info) (page []Info, resume uint64, do
 	if !wk.active {
 		return dst, 0, true
 	}
-	if wk.served {
-		dst = w.page.list(w, wk.r, wk.from, wk.n, dst)
-		w.EndPage()
-		return dst, 0, true
-	}
-	visits := 0
-	for ; wk.cur != nilIdx && visits < max(budget, 1); visits++ {
-		nd := w.nodes.get(wk.cur)
-		if wk.build {
-			wk.tids = append(wk.tids, nd.tid)
-		} else if t := nd.tid; t >= wk.from && (!wk.bounded || t < wk.bound) {
-			wk.candidate(t, wk.cur)
+	budget = max(budget, 1)
+	for !wk.ready {
+		switch {
+		case wk.cur != nilIdx:
+			w.walkStep(budget - w.listWork)
+		case wk.serving:
+			w.serveStep(budget - w.listWork)
+		case wk.build:
+			w.endBuild()
+		default:
+			w.endWalk()
 		}
-		wk.cur = nd.rnext
+		if w.listWork >= budget && !wk.ready {
+			return dst, 0, false
+		}
 	}
-	w.listWork = visits
-	if wk.cur != nilIdx {
-		return dst, 0, false
+	if w.listWork > 0 && w.listWork+len(wk.buf) > budget {
+		return dst, 0, false // the page is made in a call of its own
 	}
-	if wk.build {
-		dst = w.endBuild(dst)
-	} else {
-		dst, resume = w.endWalk(dst)
-	}
+	dst, resume = w.makePage(dst)
 	w.EndPage()
 	return dst, resume, true
 }
@@ -126,6 +152,22 @@ func (w *Wheel) EndPage() {
 		tids = nil
 	}
 	w.walk = pageWalk{cur: nilIdx, buf: buf, tids: tids}
+}
+
+// walkStep visits at most budget (> 0) timers of the receiver's list.
+func (w *Wheel) walkStep(budget int) {
+	wk := &w.walk
+	visits := 0
+	for ; wk.cur != nilIdx && visits < budget; visits++ {
+		nd := w.nodes.get(wk.cur)
+		if wk.build {
+			wk.tids = append(wk.tids, nd.tid)
+		} else if t := nd.tid; t >= wk.from && (!wk.bounded || t < wk.bound) {
+			wk.candidate(t, wk.cur)
+		}
+		wk.cur = nd.rnext
+	}
+	w.listWork += visits
 }
 
 // candidate offers tid t at node i, at or past from and below the bound:
@@ -143,19 +185,65 @@ func (wk *pageWalk) candidate(t uint64, i uint32) {
 	wk.buf = append(wk.buf, tidRef{t, i})
 }
 
-// endWalk makes the page from the candidates.
-func (w *Wheel) endWalk(dst []Info) ([]Info, uint64) {
+// endWalk ends phase 1 of a walk that collected candidates: the n
+// smallest, ascending, are the page's.
+func (w *Wheel) endWalk() {
+	wk := &w.walk
+	if len(wk.buf) > wk.n {
+		selectSmallest(wk.buf, wk.n)
+		wk.buf, wk.cut = wk.buf[:wk.n], true
+	}
+	slices.SortFunc(wk.buf, func(a, b tidRef) int { return cmp.Compare(a.tid, b.tid) })
+	wk.ready = true // (at most 2n tidRefs in a buffer of the walk's, not the slab: no work charged)
+}
+
+// endBuild sorts the collected tids, keeps them in w.page (unless the
+// add order was renumbered during the walk: a later page could not tell
+// whether timers were added since) and serves the page from them.
+func (w *Wheel) endBuild() {
+	wk := &w.walk
+	tids := wk.tids
+	slices.Sort(tids)
+	w.listWork += sortWork(len(tids))
+	wk.build = false
+	if wk.seqAt == 0 {
+		wk.serve(tids)
+		return
+	}
+	wk.tids = w.page.tids[:0] // (the old buffer is the next walk's)
+	w.page = pageIndex{r: wk.r, seqAt: wk.seqAt, built: true, count: uint32(len(tids)), tids: tids}
+	wk.serve(tids)
+}
+
+// serveStep looks up at most budget (> 0) of the sorted tids, the page's
+// candidates, until n are found or none is left.
+func (w *Wheel) serveStep(budget int) {
+	wk := &w.walk
+	looks := 0
+	for ; wk.at < len(wk.sorted) && len(wk.buf) < wk.n && looks < budget; looks++ {
+		t := wk.sorted[wk.at]
+		if _, i := w.index.lookup(Key{wk.r, t}); i != 0 {
+			wk.buf = append(wk.buf, tidRef{t, i})
+		}
+		wk.at++
+	}
+	w.listWork += looks
+	if len(wk.buf) == wk.n || wk.at == len(wk.sorted) {
+		wk.cut = wk.at < len(wk.sorted)
+		wk.serving, wk.sorted, wk.ready = false, nil, true
+	}
+}
+
+// makePage appends the page, from the candidates in buf, to dst. A
+// candidate removed since it was taken (the walk is dirty: its node may
+// have been reused) is looked up again, and dropped when gone.
+func (w *Wheel) makePage(dst []Info) ([]Info, uint64) {
 	wk := &w.walk
 	buf := wk.buf
-	if len(buf) > wk.n {
-		selectSmallest(buf, wk.n)
-		buf, wk.cut = buf[:wk.n], true
-	}
-	slices.SortFunc(buf, func(a, b tidRef) int { return cmp.Compare(a.tid, b.tid) })
 	kept := 0
 	for _, e := range buf {
 		i := e.i
-		if wk.dirty { // (the node may have been removed, and reused)
+		if wk.dirty {
 			if _, i = w.index.lookup(Key{wk.r, e.tid}); i == 0 {
 				continue
 			}
@@ -170,24 +258,6 @@ func (w *Wheel) endWalk(dst []Info) ([]Info, uint64) {
 	}
 	wk.buf = buf[:0]
 	return dst, resume
-}
-
-// endBuild sorts the collected tids, keeps them in w.page (unless the
-// add order was renumbered during the walk: a later page could not tell
-// whether timers were added since) and makes the page from them, looking
-// each up (the removed ones are skipped).
-func (w *Wheel) endBuild(dst []Info) []Info {
-	wk := &w.walk
-	tids := wk.tids
-	slices.Sort(tids)
-	w.listWork += sortWork(len(tids))
-	if wk.seqAt == 0 {
-		p := pageIndex{r: wk.r, tids: tids}
-		return p.list(w, wk.r, wk.from, wk.n, dst)
-	}
-	wk.tids = w.page.tids[:0] // (the old buffer is the next walk's)
-	w.page = pageIndex{r: wk.r, seqAt: wk.seqAt, built: true, count: uint32(len(tids)), tids: tids}
-	return w.page.list(w, wk.r, wk.from, wk.n, dst)
 }
 
 // walkRemoved keeps the walk valid as node i of receiver r leaves r's

@@ -12,59 +12,142 @@ import (
 
 // walkPage runs a page walk to its end with the given budget, calling
 // between(step) after each step that is not the last, and returns the page,
-// its resume tid, and the most timers one step visited.
-func walkPage(t *testing.T, w *Wheel, r, from uint64, n, budget int, between func(int)) ([]Info, uint64, int) {
+// its resume tid, and the most work (ListWork) a call that was not the last
+// did, and the last.
+func walkPage(t *testing.T, w *Wheel, r, from uint64, n, budget int, between func(int)) (page []Info, resume uint64, worst, last int) {
 	t.Helper()
 	w.BeginPage(r, from, n)
-	worst := 0
 	for step := 0; ; step++ {
 		require.Less(t, step, 1_000_000, "the walk does not end")
 		page, resume, done := w.StepPage(budget, nil)
-		worst = max(worst, w.ListWork())
 		if done {
-			return page, resume, worst
+			return page, resume, worst, w.ListWork()
 		}
+		worst = max(worst, w.ListWork())
 		if between != nil {
 			between(step)
 		}
 	}
 }
 
-// TestStepPageBoundsEachCall: the first page of a 100k-timer receiver
-// walked 256 timers at a time visits at most 256 per call, and gives what
-// ListPage gives; so do the pages after it, which come from the sorted tids
-// the walk kept (each about the page's size). A single ListPage visits all
-// 100k in one call, which is what a loop turn did before.
+// TestStepPageBoundsEachCall: the pages of a 100k-timer receiver (walked
+// each time: too many to keep its sorted tids) and of a 10k-timer one
+// (walked, then walked for its sorted tids, then served from them by
+// look-ups), 256 units of work at a time, give what ListPage gives; each
+// call but the last does at most 256 (and the sort, once), and the last,
+// which makes the page, at most the page. At 100M timers each unit is a
+// cache miss, up to 6.7 µs on a cold cache. A single ListPage visits all
+// 100k in one call, which is what a loop turn did before; and a page
+// served from the sorted tids was looked up in one call.
 func TestStepPageBoundsEachCall(t *testing.T) {
-	const m, n, budget = 100_000, 1001, 256
-	w := newWheel(t, 100, Config{})
-	rng := rand.New(rand.NewPCG(3, 4))
-	for i, p := range rng.Perm(m) {
-		require.NoError(t, w.Add(Key{1, uint64(p) * 3}, Spec{After: 1 + uint64(i%5000)}))
-	}
-	require.NoError(t, w.Add(Key{2, 1}, Spec{After: 3}))
+	const n, budget = 1001, 256
+	for _, m := range []int{100_000, 10_000} {
+		w := newWheel(t, 100, Config{})
+		rng := rand.New(rand.NewPCG(3, 4))
+		for i, p := range rng.Perm(m) {
+			require.NoError(t, w.Add(Key{1, uint64(p) * 3}, Spec{After: 1 + uint64(i%5000)}))
+		}
+		require.NoError(t, w.Add(Key{2, 1}, Spec{After: 3}))
 
-	from := uint64(0)
-	var seen []uint64
-	for pages := 0; ; pages++ {
-		require.Less(t, pages, m)
-		want := tidsOf(w.ListPage(1, from, n, nil))
-		w.ListPage(2, 0, 1, nil) // (so that the walk, not ListPage's memory, is what is tested)
-		page, resume, worst := walkPage(t, w, 1, from, n, budget, nil)
-		require.Equal(t, want, tidsOf(page), "page from %d", from)
-		assert.Zero(t, resume)
-		assert.LessOrEqual(t, worst, budget+n+20, "page %d: one call visits at most the budget, and the last makes the page", pages)
-		seen = append(seen, tidsOf(page)...)
-		if len(page) < n {
+		from := uint64(0)
+		var seen []uint64
+		for pages := 0; ; pages++ {
+			require.Less(t, pages, m)
+			var want []uint64
+			if m > pageBuildMax {
+				want = tidsOf(w.ListPage(1, from, n, nil))
+				w.ListPage(2, 0, 1, nil) // (so that the walk, not ListPage's memory, is what is tested)
+			} else {
+				want = wantPage(w, 1, from, n)
+			}
+			page, resume, worst, last := walkPage(t, w, 1, from, n, budget, nil)
+			require.Equal(t, want, tidsOf(page), "m %d: page from %d", m, from)
+			assert.Zero(t, resume)
+			sort := 0
+			if m <= pageBuildMax && pages == 1 {
+				sort = sortWork(m) // the second page's walk sorts the tids for the pages after it
+			}
+			assert.LessOrEqual(t, worst, budget+sort, "m %d, page %d: a call does at most the budget", m, pages)
+			assert.LessOrEqual(t, last, max(budget, n), "m %d, page %d: the call that makes the page does at most the page", m, pages)
+			seen = append(seen, tidsOf(page)...)
+			if len(page) < n {
+				break
+			}
+			from = page[n-1].Tid + 1
+		}
+		assert.Len(t, seen, m)
+		assert.True(t, slices.IsSorted(seen))
+		require.NoError(t, w.Add(Key{1, 1}, Spec{After: 1})) // (the kept tids are stale)
+		w.ListPage(1, 0, n, nil)
+		assert.Equal(t, m+1, w.ListWork(), "(ListPage itself walks the whole receiver in one call)")
+	}
+}
+
+// TestStepPageServedByLookups: a page served from the receiver's kept
+// sorted tids looks its tids up a budget at a time (each look-up is a cache
+// miss at 100M timers), not all in the call that begins it; timers
+// cancelled between the calls are not in it, and when that leaves it
+// short, the next page starts past its last; another receiver paged
+// meanwhile does not overwrite the tids being looked up.
+func TestStepPageServedByLookups(t *testing.T) {
+	const m, n, budget = 10_000, 1001, 64
+	w := newWheel(t, 100, Config{})
+	for tid := range uint64(m) {
+		require.NoError(t, w.Add(Key{1, tid}, Spec{After: 1 + tid%300}))
+	}
+	for range 2 { // the first walk notes the receiver, the second keeps its sorted tids
+		page, _, _, _ := walkPage(t, w, 1, 0, n, m, nil)
+		require.Len(t, page, n)
+	}
+	require.True(t, w.page.built)
+	for tid := range uint64(9000) { // (enough that the array of 1's tids is kept for 2's)
+		require.NoError(t, w.Add(Key{2, 1 << 20 * (tid + 1)}, Spec{After: 1 + tid%300}))
+	}
+
+	w.BeginPage(1, 0, n)
+	calls := 0
+	for {
+		page, resume, done := w.StepPage(budget, nil)
+		calls++
+		if done {
+			assert.LessOrEqual(t, w.ListWork(), n)
+			// Tid 5 was cancelled after it was looked up (dropped now), 900
+			// before (skipped: the look-ups went on to tid 1001).
+			tids := tidsOf(page)
+			require.Len(t, tids, n-1)
+			assert.NotContains(t, tids, uint64(5))
+			assert.NotContains(t, tids, uint64(900))
+			assert.Equal(t, uint64(n), tids[len(tids)-1])
+			assert.Equal(t, uint64(n+1), resume, "the page is one short: the next starts past its last")
 			break
 		}
-		from = page[n-1].Tid + 1
+		assert.LessOrEqual(t, w.ListWork(), budget)
+		switch calls {
+		case 1:
+			require.NoError(t, w.Cancel(Key{1, 5}))
+			require.NoError(t, w.Cancel(Key{1, 900}))
+		case 2: // another receiver paged meanwhile (a bulk op's ListPage) keeps its own sorted tids
+			for range 2 {
+				require.Len(t, w.ListPage(2, 0, 10, nil), 10)
+			}
+			require.True(t, w.page.built)
+			require.Equal(t, uint64(2), w.page.r)
+		}
 	}
-	assert.Len(t, seen, m)
-	assert.True(t, slices.IsSorted(seen))
-	require.NoError(t, w.Add(Key{1, 1}, Spec{After: 1})) // (the kept tids are stale)
-	w.ListPage(1, 0, n, nil)
-	assert.Equal(t, m+1, w.ListWork(), "(ListPage itself walks the whole receiver in one call)")
+	assert.GreaterOrEqual(t, calls, n/budget, "the look-ups are spread over calls")
+}
+
+// wantPage is ListPage(r, from, n) from the receiver's full list, which
+// leaves the wheel's kept tids alone.
+func wantPage(w *Wheel, r, from uint64, n int) []uint64 {
+	var tids []uint64
+	for _, in := range w.List(r, nil) {
+		if in.Tid >= from {
+			tids = append(tids, in.Tid)
+		}
+	}
+	slices.Sort(tids)
+	return tids[:min(n, len(tids))]
 }
 
 // TestStepPageChangesBetweenSteps: adds, cancels, fires and replaces of
@@ -79,12 +162,14 @@ func TestStepPageChangesBetweenSteps(t *testing.T) {
 	if testing.Short() {
 		seeds = 30
 	}
+	served := 0 // pages looked up from the sorted tids
 	for seed := range uint64(seeds) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		w := newWheel(t, 0, Config{})
 		if seed%3 == 0 {
 			w.pageMin, w.buildMax = 8, 1<<20 // the walks that build sorted tids
 		}
+		noAdds := seed%6 == 0 // (no add to r between steps: the later rounds' pages are looked up from the sorted tids)
 		const r = 5
 		m := 1 + rng.IntN(400)
 		tidOf := func() uint64 { return uint64(rng.IntN(2 * m)) }
@@ -109,6 +194,9 @@ func TestStepPageChangesBetweenSteps(t *testing.T) {
 							gone[k.Tid] = true
 						}
 					case 2:
+						if noAdds {
+							continue
+						}
 						_ = w.Add(k, Spec{After: 1 + uint64(rng.IntN(5)), Replace: rng.IntN(2) == 0})
 						gone[k.Tid] = true // (replaced: a new timer)
 					case 3:
@@ -122,7 +210,10 @@ func TestStepPageChangesBetweenSteps(t *testing.T) {
 					}
 				}
 			}
-			page, resume, _ := walkPage(t, w, r, from, n, 1+rng.IntN(8), between)
+			if l, ok := w.recv.get(r); ok && w.page.valid(w, r, l) {
+				served++
+			}
+			page, resume, _, _ := walkPage(t, w, r, from, n, 1+rng.IntN(8), between)
 			tids := tidsOf(page)
 			require.LessOrEqual(t, len(tids), n, "seed %d", seed)
 			require.True(t, slices.IsSorted(tids) && len(slices.Compact(slices.Clone(tids))) == len(tids), "seed %d: ascending, distinct: %v", seed, tids)
@@ -150,6 +241,7 @@ func TestStepPageChangesBetweenSteps(t *testing.T) {
 			}
 		}
 	}
+	assert.Greater(t, served, seeds/10, "pages served from the sorted tids")
 }
 
 // liveSet returns the tids of receiver r's timers.
@@ -177,6 +269,6 @@ func TestEndPageStopsTheWalk(t *testing.T) {
 	assert.True(t, done)
 	assert.Empty(t, page)
 	assert.Zero(t, resume)
-	page, _, _ = walkPage(t, w, 1, 0, 3, 7, nil)
+	page, _, _, _ = walkPage(t, w, 1, 0, 3, 7, nil)
 	assert.Equal(t, []uint64{0, 1, 2}, tidsOf(page))
 }
