@@ -13,7 +13,7 @@ import (
 // a tid looked up in the index, or a timer put in the page: each is a
 // cache miss in a slab of gigabytes at 100M timers, and on a cold cache
 // (the first list after an idle spell; this VM, docs/BENCHMARKS.md, "A
-// list after idleness") a miss cost up to 6.7 µs: 4,096 of them took
+// `list` after idleness") a miss cost up to 6.7 µs: 4,096 of them took
 // 27 ms. One walk is in progress at a time; the wheel keeps it valid
 // across its modifying calls:
 //
