@@ -67,8 +67,12 @@ func (c *Core) list(s *Session, req *protocol.Request) {
 	}
 }
 
-// stepLists goes on with the lists in progress, oldest first, walking at
-// most MaxListWalkPerTurn timers in all, and answers those it completes.
+// stepLists goes on with the lists in progress, oldest first, doing at
+// most MaxListWalkPerTurn units of work in all in this call, and answers
+// those it completes. (The bound is per call: a list applied while none is
+// in progress starts with a call of its own, so lists of several sessions
+// applied in one loop turn, as the doorbell's deferred reads can, each
+// get a call's budget.)
 // later says it runs in a turn after their requests were applied (their
 // replies are then recorded here). It asks for another turn when one is
 // left.

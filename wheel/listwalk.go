@@ -24,8 +24,8 @@ import (
 //     walk reached it is not seen (when it is the next node to visit the
 //     walk moves on to its successor: recvRemove calls walkRemoved; a tid
 //     looked up after it left is not found); one removed after the walk
-//     took it as a candidate is dropped when the page is made, by a
-//     look-up of its key;
+//     took it as a candidate is dropped when the page is made: its node is
+//     free then, or holds another timer;
 //   - a timer present throughout is seen, so the page is exactly ListPage's
 //     for the timers present throughout, with fewer when some of its
 //     timers were removed: Resume then says where the next page starts.
@@ -46,7 +46,6 @@ import (
 type pageWalk struct {
 	active  bool
 	build   bool // collecting every tid, for w.page
-	dirty   bool // a timer of r was removed since the walk began
 	serving bool // looking up sorted's tids (phase 2)
 	ready   bool // buf holds the page's candidates, ascending (phase 3)
 	r, from uint64
@@ -235,20 +234,19 @@ func (w *Wheel) serveStep(budget int) {
 }
 
 // makePage appends the page, from the candidates in buf, to dst. A
-// candidate removed since it was taken (the walk is dirty: its node may
-// have been reused) is looked up again, and dropped when gone.
+// candidate removed since it was taken left its node free, or reused by
+// another timer: the node, which the page reads anyway, says so, and the
+// candidate is dropped (a timer that replaced it under the same key in
+// the same node is live, and kept). No look-up: the call does at most n.
 func (w *Wheel) makePage(dst []Info) ([]Info, uint64) {
 	wk := &w.walk
 	buf := wk.buf
 	kept := 0
 	for _, e := range buf {
-		i := e.i
-		if wk.dirty {
-			if _, i = w.index.lookup(Key{wk.r, e.tid}); i == 0 {
-				continue
-			}
+		if nd := w.nodes.get(e.i); nd.wprev == markFree || nd.wprev == markFiring || nd.receiver != wk.r || nd.tid != e.tid {
+			continue
 		}
-		dst = append(dst, w.info(i))
+		dst = append(dst, w.info(e.i))
 		kept++
 	}
 	w.listWork += len(buf)
@@ -266,7 +264,6 @@ func (w *Wheel) walkRemoved(r uint64, i uint32, next uint32) {
 	if w.walk.r != r {
 		return
 	}
-	w.walk.dirty = true
 	if w.walk.cur == i {
 		w.walk.cur = next
 	}
