@@ -105,6 +105,10 @@ func (c *Client) current() *conn {
 	return c.cn
 }
 
+// takenCountWait bounds how long takenCount waits for an event's send to
+// be counted.
+const takenCountWait = time.Second
+
 // takenCount returns how many events the user has taken from the event
 // queue: handled by the handler (counted once it returned), or received
 // from the Events channel. The latter is pushed - len(evq), read in that
@@ -115,13 +119,18 @@ func (c *Client) current() *conn {
 // may have taken it already: Unbind then left it unacked, and the next
 // binder got it again, TestTakenCountDuringPush), so while a send is in
 // progress and the channel has room (the send is not blocked: it is done
-// or about to be, and its count follows at once) it waits for the count.
+// or about to be, and its count follows at once) it waits for the count:
+// by time, not by a number of yields, which a lone spinning goroutine runs
+// through in microseconds while the sender waits for a core
+// (TestTakenCountDuringPush failed under -race that way). takenCountWait
+// bounds it; past it, the count is the lower one, which only delays an ack.
 func (c *Client) takenCount() uint64 {
 	if c.o.handler != nil {
 		return c.handledN.Load()
 	}
 	var p, l uint64
-	for range 1 << 20 {
+	var deadline time.Time
+	for spins := 0; ; spins++ {
 		p = c.pushed.Load()
 		l = uint64(len(c.evq))
 		if c.pushed.Load() != p {
@@ -130,7 +139,17 @@ func (c *Client) takenCount() uint64 {
 		if !c.pushing.Load() || l == uint64(cap(c.evq)) {
 			break
 		}
-		runtime.Gosched()
+		if spins < 64 {
+			runtime.Gosched()
+			continue
+		}
+		now := time.Now()
+		if deadline.IsZero() {
+			deadline = now.Add(takenCountWait)
+		} else if now.After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Microsecond)
 	}
 	if l > p {
 		return 0
