@@ -220,7 +220,10 @@ func (p *ScaleParams) writeConfig() (string, error) {
 }
 
 // config is the server's config file with snapshot.min_interval interval
-// and snapshot.priority priority ("": not set).
+// and snapshot.priority priority ("": not set). snapshot.every_replay is
+// off: the scenario decides when snapshots are written (every interval, or
+// none while it measures without them), and a bound in the loop's time,
+// which holds min_interval or not, would add its own.
 func (p *ScaleParams) config(interval, priority string) string {
 	perReceiver := (p.N+p.Receivers-1)/p.Receivers + 1
 	plan := 2 * (int(int64(p.Rate)*int64(p.Duration)/int64(time.Second)) + 1000) // the firing plan, and the next one's
@@ -232,7 +235,7 @@ func (p *ScaleParams) config(interval, priority string) string {
 		nice += fmt.Sprintf("  priority: %s\n", priority)
 	}
 	return fmt.Sprintf("limits:\n  max_timers: %d\n  max_timers_per_receiver: %d\n  max_receivers: %d\n"+
-		"snapshot:\n  every_records: 10\n  min_interval: %s\n%s",
+		"snapshot:\n  every_records: 10\n  every_replay: -1s\n  min_interval: %s\n%s",
 		p.N+plan, max(perReceiver, 100_000), max(p.Receivers+100_000, 1_000_000), interval, nice)
 }
 

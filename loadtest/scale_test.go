@@ -71,7 +71,7 @@ func TestScaleLogParsing(t *testing.T) {
 // every pair and each priority's median difference.
 func TestScaleAlternate(t *testing.T) {
 	p := &ScaleParams{N: 1000, Receivers: 10, Rate: 100, Duration: time.Second}
-	if c := p.config("10s", "idle"); !strings.Contains(c, "snapshot:\n  every_records: 10\n  min_interval: 10s\n  priority: idle\n") {
+	if c := p.config("10s", "idle"); !strings.Contains(c, "snapshot:\n  every_records: 10\n  every_replay: -1s\n  min_interval: 10s\n  priority: idle\n") {
 		t.Errorf("config with priority idle:\n%s", c)
 	}
 	if c := p.config("10s", ""); strings.Contains(c, "priority") {

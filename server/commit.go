@@ -65,6 +65,8 @@ func (s *Server) commit() {
 	rec, replies := s.core.TakeRecord()
 	if rec != nil {
 		s.recordAt = now
+		s.turnCost = max(now-s.turnAt, 0)
+		s.turnAt = now // (a turn may commit several records: readDeferred)
 	}
 	c.commit(rec, replies, second)
 }

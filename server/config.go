@@ -207,6 +207,22 @@ type SnapshotPolicy struct {
 	// 10,000,000 (about 1 s of replay on the machine of docs/BENCHMARKS.md,
 	// 8–14M firings a second).
 	EveryFirings int64 `yaml:"every_firings"`
+	// EveryReplay bounds a restart's replay by its time, where the
+	// firings do not: the event loop measures how long it spent on the
+	// turns whose records it logged (from a turn's start to its record's
+	// commit, the writes to the sockets excepted: more than a replay of
+	// them takes, which skips the I/O), and once the records since the
+	// last snapshot began took this long a snapshot starts at the end of
+	// that turn, MinInterval or not (one at a time). A start-up counts its
+	// own replay's time in, so after a long replay a snapshot starts as it
+	// serves. At 100M timers each add and firing costs several cache
+	// misses, and a replay runs at 0.4–1M a second, not the 8–14M firings
+	// of a small wheel (docs/BENCHMARKS.md, "Recovery after sustained
+	// load"). Default 1s; negative means none. A restart after a crash
+	// replays at most this, plus what the loop did while the last snapshot
+	// was written, plus (when the crash came while the next one was
+	// written) what it did meanwhile.
+	EveryReplay time.Duration `yaml:"every_replay"`
 	// MinInterval is the least time from the start of one snapshot to the
 	// next (besides the one at a graceful stop): encoding competes with the
 	// event loop for CPU, so a busy log must not make snapshots back to

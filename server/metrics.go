@@ -97,6 +97,7 @@ func (s *Server) initMetrics() {
 
 // beginTurn notes that a loop turn began at now (ns since origin).
 func (s *Server) beginTurn(now int64) {
+	s.turnAt = now
 	if s.m.on {
 		s.m.turnStart = now
 	}
@@ -104,8 +105,9 @@ func (s *Server) beginTurn(now int64) {
 
 // beginTurnNow notes that a loop turn begins now.
 func (s *Server) beginTurnNow() {
+	s.turnAt = s.nowNs()
 	if s.m.on {
-		s.m.turnStart = s.nowNs()
+		s.m.turnStart = s.turnAt
 	}
 }
 

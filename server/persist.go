@@ -76,11 +76,13 @@ type persist struct {
 	// failing is the write error that made the core read-only, or nil.
 	failing error
 	retryAt int64 // ns since origin: when to try the log again
-	// records counts the records since the last snapshot began, and
-	// firings the timers they fired (session.RecordFirings): what a
-	// restart would replay (snapshot.every_firings).
+	// records counts the records since the last snapshot began, firings
+	// the timers they fired (session.RecordFirings), and replayNs the
+	// loop's time making them (Server.turnCost): what a restart would
+	// replay (snapshot.every_firings, snapshot.every_replay).
 	records     int
 	firings     uint64
+	replayNs    int64
 	snap        *snapshotRun // the snapshot being written, or nil
 	snapRetryAt int64        // ns since origin: no snapshot is started before it
 	snapStartAt int64        // ns since origin: when the last snapshot started (0: none since start)
@@ -146,8 +148,12 @@ func (s *Server) openState(start uint64) (restored bool, err error) {
 	rec.took = time.Since(began)
 	s.log.Info("persistence on: state recovered", "dir", dir, "fsync", policy, "timers", s.core.Wheel().Len(),
 		"receivers", len(s.core.Receivers()), "snapshot_index", rec.snapshotIndex, "records_replayed", rec.records,
-		"firings_replayed", rec.firings, "took", rec.took.Round(time.Millisecond))
+		"firings_replayed", rec.firings, "replay_took", rec.replayTook.Round(time.Millisecond),
+		"took", rec.took.Round(time.Millisecond))
 	s.persist.replayed = rec.firings
+	// The replay's time counts toward the next snapshot (every_replay):
+	// after a long one, one starts as the server serves.
+	s.persist.replayNs = int64(rec.replayTook)
 	return true, nil
 }
 
@@ -205,6 +211,13 @@ func (s *Server) startLog(restored bool) error {
 		s.log.Info("persistence: the recovery replayed many firings; a snapshot before serving",
 			"firings_replayed", p.replayed, "every_firings", s.cfg.Snapshot.EveryFirings)
 		_ = s.snapshotNow()
+	} else if s.replayCostly() {
+		// The replay's time (every_replay): a snapshot starts now and is
+		// written as the server serves (a crash meanwhile replays no more
+		// than this start did).
+		s.log.Info("persistence: the recovery's replay took long; a snapshot starts as the server serves",
+			"replay_took", time.Duration(p.replayNs).Round(time.Millisecond), "every_replay", s.cfg.Snapshot.EveryReplay)
+		_ = s.startSnapshot()
 	}
 	return nil
 }
@@ -231,6 +244,7 @@ func (p *persist) commit(rec []byte, replies, second bool) {
 		index, err = p.j.Append(rec)
 		p.records++
 		p.firings += session.RecordFirings(rec)
+		p.replayNs += s.turnCost
 		if index == 0 && err != nil { // refused: the log misses this turn
 			s.log.Error("persistence: a record was refused; a snapshot must cover the state before more is logged",
 				"err", err, "bytes", len(rec))
@@ -404,11 +418,13 @@ func (s *Server) snapshotDue(second bool) bool {
 }
 
 // replayCostly reports whether the records since the last snapshot began
-// fired snapshot.every_firings timers, and no failed snapshot asks to
-// wait: a restart would fire them all again, so a snapshot is due at once.
+// fired snapshot.every_firings timers or took the loop
+// snapshot.every_replay to make, and no failed snapshot asks to wait: a
+// restart would do that work again, so a snapshot is due at once.
 func (s *Server) replayCostly() bool {
-	p := s.persist
-	return p.firings >= uint64(s.cfg.Snapshot.EveryFirings) && s.nowNs() >= p.snapFailAt
+	p, c := s.persist, &s.cfg.Snapshot
+	return (p.firings >= uint64(c.EveryFirings) || c.EveryReplay > 0 && p.replayNs >= int64(c.EveryReplay)) &&
+		s.nowNs() >= p.snapFailAt
 }
 
 // drain is the journal's committer.drain: the replies held for the poll

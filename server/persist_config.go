@@ -52,6 +52,9 @@ func (c *Config) persistenceDefaults() error {
 	if p.EveryFirings == 0 {
 		p.EveryFirings = 10_000_000
 	}
+	if p.EveryReplay == 0 {
+		p.EveryReplay = time.Second
+	}
 	switch {
 	case p.MinInterval == 0:
 		p.MinInterval = 10 * time.Second

@@ -20,6 +20,7 @@ type recovered struct {
 	firings       uint64 // what replaying the records fired again
 	timers        int
 	took          time.Duration
+	replayTook    time.Duration // of took, the replay of the records
 }
 
 // recoverState opens the log in dir and rebuilds s.core from it
@@ -109,6 +110,7 @@ func (s *Server) recoverCore(j *journal.Journal) (recovered, error) {
 		return rec, err
 	}
 	meter := newReplayMeter(s.log, cost, progressEvery, clock)
+	replayAt := time.Now()
 	err = j.Replay(func(index uint64, r []byte) error {
 		firings := session.RecordFirings(r)
 		if err := s.core.Replay(r); err != nil {
@@ -119,6 +121,7 @@ func (s *Server) recoverCore(j *journal.Journal) (recovered, error) {
 		meter.replayed(firings)
 		return nil
 	})
+	rec.replayTook = time.Since(replayAt)
 	return rec, err
 }
 

@@ -29,8 +29,9 @@ func TestFastForwardReplayedOnce(t *testing.T) {
 	config := func(everyFirings int64) string {
 		path := filepath.Join(t.TempDir(), "tickwheel.yaml")
 		// One turn does the whole fast-forward (its replay cost is one
-		// record's); min_interval does not hold back a costly turn's snapshot.
-		body := "max_fires_per_turn: 100000000\nsnapshot:\n  min_interval: 1h\n  every_firings: " +
+		// record's); min_interval does not hold back a costly turn's
+		// snapshot; every_replay (TestEveryReplayAfterARestart) is off.
+		body := "max_fires_per_turn: 100000000\nsnapshot:\n  min_interval: 1h\n  every_replay: -1s\n  every_firings: " +
 			strconv.FormatInt(everyFirings, 10) + "\n"
 		require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
 		return path
@@ -122,4 +123,46 @@ func dialAndStats(p *proc) (protocol.Stats, error) {
 	}
 	defer w.close()
 	return w.stats()
+}
+
+// A restart whose replay took snapshot.every_replay starts a snapshot as it
+// serves (every_firings out of reach: not before), so a second kill -9 and
+// restart replays nothing.
+func TestEveryReplayAfterARestart(t *testing.T) {
+	const timers, ticks = 50, 20_000 // 1,000,000 firings
+	dir := t.TempDir()
+	config := func(everyReplay string) []string {
+		path := filepath.Join(t.TempDir(), "tickwheel.yaml")
+		body := "max_fires_per_turn: 100000000\nsnapshot:\n  min_interval: 1h\n  every_firings: 1125899906842624\n" +
+			"  every_replay: " + everyReplay + "\n"
+		require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
+		return []string{"-config", path, "-data-dir", dir, "-fsync", "always", "-frozen", "-start-tick", "1000"}
+	}
+	p := startProc(t, config("-1s")...)
+	w, err := dialWire(p.addr, "ff", procToken)
+	require.NoError(t, err)
+	for tid := uint64(1); tid <= timers; tid++ {
+		_, err := w.uints(protocol.Request{Op: protocol.OpAdd, Receiver: 1, Tid: tid, After: 1, Every: 1})
+		require.NoError(t, err)
+	}
+	fastForward(t, w, ticks, timers*ticks)
+	w.close()
+	p.kill()
+
+	// Replaying a million firings takes more than a millisecond.
+	p = startProc(t, config("1ms")...)
+	require.Equal(t, uint64(timers*ticks), replayedFirings(t, p))
+	p.logged(t, "a snapshot starts as the server serves")
+	require.NotContains(t, p.stderr.String(), "a snapshot before serving")
+	require.Eventually(t, func() bool { return strings.Contains(p.stderr.String(), "snapshot written") },
+		20*time.Second, time.Millisecond, "no snapshot after the long replay:\n%s", p.stderr)
+	p.kill()
+
+	p = startProc(t, config("1ms")...)
+	require.Zero(t, replayedFirings(t, p), "the second restart replayed the fast-forward again")
+	s, err := dialAndStats(p)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1000+ticks), s.Now)
+	require.Equal(t, uint64(timers), s.Timers)
+	p.term()
 }

@@ -49,6 +49,11 @@ type Server struct {
 	// (a single node's: wallIdleEvery); recordAt: the last turn that
 	// recorded something.
 	wallIdleAt, recordAt int64
+	// turnAt is when the running turn's work began, or when its last
+	// record was committed (ns since origin); turnCost is the loop time
+	// from it to the last commit that took a record: the work a replay of
+	// that record repeats, as persist counts it (snapshot.every_replay).
+	turnAt, turnCost int64
 
 	eng   gnet.Engine
 	addr  string

@@ -17,12 +17,13 @@ type snapshotRun struct {
 	snap  *session.Snapshot
 	done  chan struct{}
 	index uint64 // the last log record it covers
-	// records and firings are persist's counts it covers, given back
-	// if it fails.
-	records int
-	firings uint64
-	began   time.Time     // when it was taken
-	pause   time.Duration // how long taking the copy stopped the loop
+	// records, firings and replayNs are persist's counts it covers,
+	// given back if it fails.
+	records  int
+	firings  uint64
+	replayNs int64
+	began    time.Time     // when it was taken
+	pause    time.Duration // how long taking the copy stopped the loop
 	// procs is GOMAXPROCS before the encoder's own P was added (0: none
 	// was); the loop puts it back once the snapshot is done.
 	procs int
@@ -77,9 +78,9 @@ func (s *Server) startSnapshotAt(sched encoderSched) error {
 	p.snapRetryAt = p.snapStartAt + int64(s.cfg.Snapshot.MinInterval)
 	began := time.Now()
 	run := &snapshotRun{snap: s.core.Snapshot(), done: make(chan struct{}), index: index, began: began,
-		records: p.records, firings: p.firings}
+		records: p.records, firings: p.firings, replayNs: p.replayNs}
 	run.pause = time.Since(began)
-	p.snap, p.records, p.firings = run, 0, 0
+	p.snap, p.records, p.firings, p.replayNs = run, 0, 0, 0
 	sw := newSnapshotWrite(w, run.snap)
 	if sched.idle {
 		run.procs = runtime.GOMAXPROCS(0)
@@ -253,6 +254,7 @@ func (s *Server) pollSnapshot() {
 	if run.err != nil {
 		p.records += run.records // still to be covered
 		p.firings += run.firings
+		p.replayNs += run.replayNs
 		s.snapshotFailed(run.err)
 		return
 	}

@@ -1,0 +1,50 @@
+package server
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tickwheel/tickwheel/protocol"
+)
+
+// snapshot.every_replay bounds a restart's replay by the loop's time, where
+// the counts do not: with every_records, every_bytes and every_firings out
+// of reach and min_interval at an hour, adds alone start a snapshot once
+// the turns that logged them took the loop every_replay; with it off, the
+// same adds start none.
+func TestEveryReplayStartsASnapshot(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		every time.Duration
+		want  bool
+	}{{"on", 20 * time.Millisecond, true}, {"off", -1, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs lockedBuffer
+			cfg := Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1000, AdminToken: testAdminToken,
+				DataDir: t.TempDir(), Snapshot: SnapshotPolicy{EveryRecords: 1 << 30, EveryBytes: 1 << 40,
+					EveryFirings: 1 << 50, MinInterval: time.Hour, EveryReplay: tc.every}}
+			srv := runLogged(t, cfg, &logs)
+			written := func() int { return strings.Count(logs.String(), `msg="snapshot written"`) }
+			require.Equal(t, 1, written(), "a new state's first snapshot")
+			c := helloClient(t, srv, "c")
+			// A turn of the loop costs microseconds: 20 ms of them is
+			// thousands of adds, fewer under -race.
+			const most = 10_000
+			tid := uint64(0)
+			for ; tid < most && written() == 1; tid++ {
+				c.add(protocol.Request{Receiver: 1 + tid%100, Tid: tid, After: 1000})
+			}
+			if !tc.want {
+				time.Sleep(200 * time.Millisecond) // one would have been started by now
+				require.Equal(t, 1, written(), "a snapshot with every_replay off")
+				return
+			}
+			require.Eventually(t, func() bool { return written() == 2 }, 10*time.Second, 5*time.Millisecond,
+				"no snapshot after %d adds", tid)
+			t.Logf("a snapshot after %d adds", tid)
+		})
+	}
+}
