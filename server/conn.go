@@ -319,6 +319,7 @@ func (s *Server) endTurn() {
 	s.flush()
 	s.endTurnMetrics()
 	s.publishMemUse()
+	s.populateIndexAhead()
 }
 
 // outboundBuffered returns how many bytes sess's connection holds that it

@@ -119,6 +119,7 @@ func (s *Server) recoverCore(j *journal.Journal) (recovered, error) {
 		rec.records++
 		rec.firings += firings
 		meter.replayed(firings)
+		s.populateIndexAhead()
 		return nil
 	})
 	rec.replayTook = time.Since(replayAt)

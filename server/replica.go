@@ -336,6 +336,7 @@ func (r *replica) replay(e cluster.Entry, check bool) error {
 		if id, ok := r.s.core.TakeCheck(); ok && check {
 			r.s.startCheck(id)
 		}
+		r.s.populateIndexAhead()
 	}
 	return nil
 }

@@ -97,7 +97,7 @@ func (s *blockSource) block() (*[blockPages]cowPage[node], *bigmem.Mem) {
 // yet, Frozens of them not released, or restores under way.
 func (w *Wheel) MappedBytes() int64 {
 	n := w.nodes.src.mapped
-	for _, m := range [...]*bigmem.Mem{w.index.table.mem, w.index.old.mem} {
+	for _, m := range [...]*bigmem.Mem{w.index.table.mem, w.index.old.mem, w.index.next} {
 		if m != nil {
 			n += int64(len(m.Bytes()))
 		}

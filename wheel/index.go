@@ -76,6 +76,14 @@ type index struct {
 	end     uint32
 	step    uint32   // the nodes each reserve walks (stepFor)
 	fresh   []uint64 // a bit per node below end; nil until a node below end is handed out while moving
+	// next is the table mapped ahead of the next move (indexahead.go),
+	// nextLen its entries, handOut it until Wheel.IndexAhead hands it
+	// out; aheadAt the live entries and tombstones past which reserve
+	// maps it.
+	next    *bigmem.Mem
+	nextLen uint64
+	handOut *bigmem.Mem
+	aheadAt uint64
 }
 
 // itable is an index table: a power of two of entries, in chunks of
@@ -141,8 +149,8 @@ func (x *index) moving() bool { return x.old.c != nil }
 // (a table widened keeps them when it moves).
 func (x *index) newTable(size uint64) itable {
 	imask := max(uint32(1)<<tagShiftFor(size, x.nodes.nsent)-1, x.table.imask)
-	var m *bigmem.Mem
-	if size >= mapMinEntries {
+	m := x.takeAhead(size)
+	if m == nil && size >= mapMinEntries {
 		m = bigmem.Map(uintptr(size) * 4)
 	}
 	return itable{c: chunksOf[uint32](m, size), imask: imask, mem: m}
@@ -189,6 +197,7 @@ func (x *index) init(nodes *slab) {
 	x.nodes = nodes
 	x.table = x.newTable(minIndexSize)
 	x.mask = minIndexSize - 1
+	x.setAheadAt()
 }
 
 // hash mixes both halves of the key (a variant of the wyhash/murmur finaliser).
@@ -240,15 +249,16 @@ func (x *index) reserve() {
 		x.migrate(x.end)
 	}
 	if x.fits() {
+		if uint64(x.count+x.tombs) >= x.aheadAt && !x.moving() {
+			x.mapAhead()
+		}
 		return
 	}
-	size := x.mask + 1
-	if uint64(x.count+1)*8 > size*3 { // live entries above half the limit: grow
-		size *= 2
-	}
+	size := x.nextSize()
 	x.old, x.oldMask, x.oldLive = x.table, x.mask, x.count
 	x.cursor, x.end = x.nodes.nsent, x.nodes.n
 	x.table, x.mask, x.tombs = x.newTable(size), size-1, 0
+	x.setAheadAt()
 	x.step = x.stepFor()
 	x.migrate(x.step)
 }

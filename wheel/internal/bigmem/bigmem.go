@@ -106,9 +106,12 @@ func release(f *freeState) {
 // it clears faster than faults do. The memory's contents are unchanged:
 // it may run while another goroutine writes other pages of m, or the same
 // ones. It reports false when the kernel cannot (too old), or m is not
-// mapped outside the heap.
+// mapped outside the heap. It may run while another goroutine frees m (it
+// reads nothing Free writes but an atomic): it then reports false, or, in
+// a race with the unmapping, backs whatever is mapped there by then with
+// memory, which changes no contents either.
 func (m *Mem) Populate(off, n uintptr) bool {
-	if m == nil || m.free == nil || m.free.done.Load() || off+n > uintptr(len(m.b)) {
+	if m == nil || m.free == nil || m.free.done.Load() || off+n > m.free.size {
 		return false
 	}
 	return populate(unsafe.Add(m.free.addr, off), n)
