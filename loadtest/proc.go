@@ -154,10 +154,12 @@ func SpawnWith(ctx context.Context, o SpawnOptions) (*Spawned, error) {
 	if o.Env != nil {
 		s.Cmd.Env = append(os.Environ(), o.Env...)
 	}
-	s.Cmd.Stderr = os.Stderr
+	var stderr io.Writer = os.Stderr
 	if o.Log != nil {
-		s.Cmd.Stderr = o.Log
+		stderr = o.Log
 	}
+	tail := &tailBuffer{max: 4 << 10} // for the error when it exits before listening
+	s.Cmd.Stderr = io.MultiWriter(stderr, tail)
 	s.Started = time.Now()
 	if err := s.Cmd.Start(); err != nil {
 		return nil, err
@@ -178,7 +180,8 @@ func SpawnWith(ctx context.Context, o SpawnOptions) (*Spawned, error) {
 		}
 		select {
 		case <-exited:
-			return nil, fmt.Errorf("spawned server exited before listening on %s: %v", addr, s.waitErr)
+			return nil, fmt.Errorf("spawned server exited before listening on %s: %v; the end of its log:\n%s",
+				addr, s.waitErr, tail.String())
 		default:
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -262,3 +265,21 @@ func CPUCount(cpus string) (int, error) {
 	}
 	return len(seen), nil
 }
+
+// tailBuffer keeps the last max bytes written to it. Safe for one writer
+// and a reader after the writer is done (exec's copying goroutine has
+// finished once Wait returned).
+type tailBuffer struct {
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.b = append(t.b, p...)
+	if over := len(t.b) - t.max; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string { return string(t.b) }
