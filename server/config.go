@@ -213,15 +213,17 @@ type SnapshotPolicy struct {
 	// commit, the writes to the sockets excepted: more than a replay of
 	// them takes, which skips the I/O), and once the records since the
 	// last snapshot began took this long a snapshot starts at the end of
-	// that turn, MinInterval or not (one at a time). A start-up counts its
-	// own replay's time in, so after a long replay a snapshot starts as it
-	// serves. At 100M timers each add and firing costs several cache
+	// that turn, MinInterval after the last one's start at the earliest
+	// (one at a time; unlike EveryFirings, whose turn may hold a week's
+	// fast-forward: a loop kept busy by steady load would otherwise write
+	// snapshots back to back). A start-up counts its own replay's time
+	// in, so after a long replay a snapshot starts as it serves. At 100M timers each add and firing costs several cache
 	// misses, and a replay runs at 0.4–1M a second, not the 8–14M firings
 	// of a small wheel (docs/BENCHMARKS.md, "Recovery after sustained
 	// load"). Default 1s; negative means none. A restart after a crash
 	// replays at most this, plus what the loop did while the last snapshot
-	// was written, plus (when the crash came while the next one was
-	// written) what it did meanwhile.
+	// was written (or in MinInterval, when longer), plus (when the crash
+	// came while the next one was written) what it did meanwhile.
 	EveryReplay time.Duration `yaml:"every_replay"`
 	// MinInterval is the least time from the start of one snapshot to the
 	// next (besides the one at a graceful stop): encoding competes with the

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -12,20 +13,25 @@ import (
 
 // snapshot.every_replay bounds a restart's replay by the loop's time, where
 // the counts do not: with every_records, every_bytes and every_firings out
-// of reach and min_interval at an hour, adds alone start a snapshot once
-// the turns that logged them took the loop every_replay; with it off, the
-// same adds start none.
+// of reach, adds alone start a snapshot once the turns that logged them
+// took the loop every_replay; with it off, or within min_interval of the
+// first snapshot, the same adds start none.
 func TestEveryReplayStartsASnapshot(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		every time.Duration
-		want  bool
-	}{{"on", 20 * time.Millisecond, true}, {"off", -1, false}} {
+		name     string
+		every    time.Duration
+		interval time.Duration
+		want     bool
+	}{
+		{"on", 20 * time.Millisecond, -1, true},
+		{"off", -1, -1, false},
+		{"within min_interval", 20 * time.Millisecond, time.Hour, false},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs lockedBuffer
 			cfg := Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1000, AdminToken: testAdminToken,
 				DataDir: t.TempDir(), Snapshot: SnapshotPolicy{EveryRecords: 1 << 30, EveryBytes: 1 << 40,
-					EveryFirings: 1 << 50, MinInterval: time.Hour, EveryReplay: tc.every}}
+					EveryFirings: 1 << 50, MinInterval: tc.interval, EveryReplay: tc.every}}
 			srv := runLogged(t, cfg, &logs)
 			written := func() int { return strings.Count(logs.String(), `msg="snapshot written"`) }
 			require.Equal(t, 1, written(), "a new state's first snapshot")
@@ -47,4 +53,27 @@ func TestEveryReplayStartsASnapshot(t *testing.T) {
 			t.Logf("a snapshot after %d adds", tid)
 		})
 	}
+}
+
+// What a turn run for an admin (a reload, a fast-forward) records costs
+// from when it began, not from the last turn: a reload after 5 s of
+// idleness (a quiet server has no turn after its first 3 s) starts no
+// snapshot with every_replay at 500 ms (it did: the idle seconds counted
+// as the reload's work).
+func TestEveryReplayCountsNoIdleTime(t *testing.T) {
+	var logs lockedBuffer
+	cfg := Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1000, AdminToken: testAdminToken,
+		DataDir: t.TempDir(), Snapshot: SnapshotPolicy{EveryRecords: 1 << 30, EveryBytes: 1 << 40,
+			EveryFirings: 1 << 50, MinInterval: -1, EveryReplay: 500 * time.Millisecond}}
+	srv := runLogged(t, cfg, &logs)
+	written := func() int { return strings.Count(logs.String(), `msg="snapshot written"`) }
+	c := helloClient(t, srv, "c")
+	c.add(protocol.Request{Receiver: 1, Tid: 1, After: 1000})
+	time.Sleep(5 * time.Second)
+	next := cfg
+	next.Limits.MaxTimers = 1_000_000
+	_, err := srv.Reload(context.Background(), next)
+	require.NoError(t, err)
+	time.Sleep(2 * time.Second) // a snapshot the reload started would be written by now
+	require.Equal(t, 1, written(), "a snapshot after a reload: the idle seconds counted")
 }

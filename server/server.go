@@ -392,6 +392,7 @@ func (s *Server) onLoop(ctx context.Context, fn func()) error {
 	}
 	ran := make(chan struct{})
 	err := (*l).Execute(ctx, gnet.RunnableFunc(func(context.Context) error {
+		s.turnAt = s.nowNs() // what fn records costs from here (snapshot.every_replay), not from the last turn
 		fn()
 		close(ran)
 		return nil
