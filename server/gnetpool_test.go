@@ -3,11 +3,11 @@ package server
 import (
 	"context"
 	"net"
+	"testing"
 	"time"
 
-	"testing"
-
 	"github.com/panjf2000/gnet/v2/pkg/pool/goroutine"
+	"github.com/stretchr/testify/require"
 
 	"github.com/tickwheel/tickwheel/protocol"
 )
@@ -29,6 +29,7 @@ func TestRestGnetPool(t *testing.T) {
 
 	srv := startServer(t, func(c *Config) { c.RestGnetPool = true })
 	a := helloClient(t, srv, "a")
+	registered(t)
 	srv.restGnetPool()
 	if !p.IsClosed() {
 		t.Fatal("the pool is not released")
@@ -42,6 +43,7 @@ func TestRestGnetPool(t *testing.T) {
 			t.Fatalf("connection %d: the pool is still released", i)
 		}
 		b.add(protocol.Request{Op: protocol.OpAdd, Receiver: 7, Tid: uint64(i + 1), After: 1000, Repeat: 1})
+		registered(t)
 		srv.restGnetPool()
 	}
 	if n := len(a.list(7)); n != 3 {
@@ -49,10 +51,24 @@ func TestRestGnetPool(t *testing.T) {
 	}
 	// A server without RestGnetPool in the same process registers its
 	// connections on the pool another one released.
+	registered(t)
 	srv.restGnetPool()
 	if c := helloClient(t, plain, "c"); c.stats().Connections != 1 || p.IsClosed() {
 		t.Fatal("the server without RestGnetPool did not start the released pool again")
 	}
+}
+
+// registered waits until no registration's result is still on its way
+// (gnetPool.pending): a connection's hello can be answered before the
+// goroutine that takes its registration's result has counted it, and a
+// release is refused until then (under -race the test released too soon).
+func registered(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		gnetPool.Lock()
+		defer gnetPool.Unlock()
+		return gnetPool.pending == 0
+	}, 5*time.Second, time.Millisecond, "a registration's result never came")
 }
 
 // TestRestGnetPoolNotWhileARegistrationWaits: a connection to server A
