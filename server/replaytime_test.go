@@ -28,12 +28,7 @@ func TestEveryReplayStartsASnapshot(t *testing.T) {
 		{"within min_interval", 20 * time.Millisecond, time.Hour, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var logs lockedBuffer
-			cfg := Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1000, AdminToken: testAdminToken,
-				DataDir: t.TempDir(), Snapshot: SnapshotPolicy{EveryRecords: 1 << 30, EveryBytes: 1 << 40,
-					EveryFirings: 1 << 50, MinInterval: tc.interval, EveryReplay: tc.every}}
-			srv := runLogged(t, cfg, &logs)
-			written := func() int { return strings.Count(logs.String(), `msg="snapshot written"`) }
+			srv, _, written := replayTimeServer(t, tc.every, tc.interval)
 			require.Equal(t, 1, written(), "a new state's first snapshot")
 			c := helloClient(t, srv, "c")
 			// A turn of the loop costs microseconds: 20 ms of them is
@@ -61,12 +56,7 @@ func TestEveryReplayStartsASnapshot(t *testing.T) {
 // snapshot with every_replay at 500 ms (it did: the idle seconds counted
 // as the reload's work).
 func TestEveryReplayCountsNoIdleTime(t *testing.T) {
-	var logs lockedBuffer
-	cfg := Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1000, AdminToken: testAdminToken,
-		DataDir: t.TempDir(), Snapshot: SnapshotPolicy{EveryRecords: 1 << 30, EveryBytes: 1 << 40,
-			EveryFirings: 1 << 50, MinInterval: -1, EveryReplay: 500 * time.Millisecond}}
-	srv := runLogged(t, cfg, &logs)
-	written := func() int { return strings.Count(logs.String(), `msg="snapshot written"`) }
+	srv, cfg, written := replayTimeServer(t, 500*time.Millisecond, -1)
 	c := helloClient(t, srv, "c")
 	c.add(protocol.Request{Receiver: 1, Tid: 1, After: 1000})
 	time.Sleep(5 * time.Second)
@@ -76,4 +66,17 @@ func TestEveryReplayCountsNoIdleTime(t *testing.T) {
 	require.NoError(t, err)
 	time.Sleep(2 * time.Second) // a snapshot the reload started would be written by now
 	require.Equal(t, 1, written(), "a snapshot after a reload: the idle seconds counted")
+}
+
+// replayTimeServer starts a durable server whose snapshots only
+// snapshot.every_replay (every) can start, min_interval (interval) apart,
+// and returns it, its config and a count of the snapshots it has written.
+func replayTimeServer(t *testing.T, every, interval time.Duration) (*Server, Config, func() int) {
+	t.Helper()
+	logs := &lockedBuffer{}
+	cfg := Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1000, AdminToken: testAdminToken,
+		DataDir: t.TempDir(), Snapshot: SnapshotPolicy{EveryRecords: 1 << 30, EveryBytes: 1 << 40,
+			EveryFirings: 1 << 50, MinInterval: interval, EveryReplay: every}}
+	srv := runLogged(t, cfg, logs)
+	return srv, cfg, func() int { return strings.Count(logs.String(), `msg="snapshot written"`) }
 }

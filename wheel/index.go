@@ -249,7 +249,7 @@ func (x *index) reserve() {
 		x.migrate(x.end)
 	}
 	if x.fits() {
-		if uint64(x.count+x.tombs) >= x.aheadAt && !x.moving() {
+		if uint64(x.count+x.tombs) >= x.aheadAt { // (no move is going on here)
 			x.mapAhead()
 		}
 		return

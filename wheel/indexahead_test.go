@@ -14,17 +14,10 @@ import (
 // insertions each waited for the kernel to back a page: at 100M timers
 // the loop stood still for 5 s.
 func TestIndexAheadTakenByTheMove(t *testing.T) {
-	withMapping(t, 64, 1<<18)
-	w, err := New(0, Config{})
-	require.NoError(t, err)
-	i := uint64(0)
-	add := func() {
-		require.NoError(t, w.Add(Key{i % 1000, i}, Spec{After: 1 + i%5000}))
-		i++
-	}
-	for w.index.mask+1 < 1<<18 || w.index.moving() { // a mapped table of 2^18, its move done
-		add()
-	}
+	g := newGrowing(t)
+	w := g.w
+	add := func() { g.add(g.i % 1000) }
+	g.until(func() bool { return w.index.mask+1 >= 1<<18 && !w.index.moving() }, add) // a mapped table of 2^18, its move done
 	size := w.index.mask + 1
 	start := size*3/4 - aheadOf(size)
 	for uint64(w.index.count+w.index.tombs) < start {
@@ -57,14 +50,8 @@ func TestIndexAheadTakenByTheMove(t *testing.T) {
 // live entries fell to 3/8 meanwhile, so the move rebuilds at the same
 // size) is freed when the move takes its table, and the wheel goes on.
 func TestIndexAheadFreedWhenTheSizeChanged(t *testing.T) {
-	withMapping(t, 64, 1<<18)
-	w, err := New(0, Config{})
-	require.NoError(t, err)
-	i := uint64(0)
-	for w.index.mask+1 < 1<<18 || w.index.moving() || w.index.next == nil {
-		require.NoError(t, w.Add(Key{1, i}, Spec{After: 1 + i%5000}))
-		i++
-	}
+	g := aheadMapped(t)
+	w := g.w
 	size := w.index.mask + 1
 	a := w.IndexAhead()
 	require.Equal(t, int(2*size*4), a.Bytes())
@@ -73,14 +60,8 @@ func TestIndexAheadFreedWhenTheSizeChanged(t *testing.T) {
 	require.False(t, a.Populate(), "the table mapped ahead was freed")
 	require.Equal(t, mapped-int64(a.Bytes()), bigmem.Mapped())
 	require.Nil(t, w.index.next)
-	for !w.index.moving() {
-		require.NoError(t, w.Add(Key{2, i}, Spec{After: 1 + i%5000}))
-		i++
-	}
-	for w.index.moving() {
-		require.NoError(t, w.Add(Key{2, i}, Spec{After: 1 + i%5000}))
-		i++
-	}
+	g.until(w.index.moving, func() { g.add(2) })
+	g.until(func() bool { return !w.index.moving() }, func() { g.add(2) })
 	checkIndexInvariants(t, w)
 }
 
@@ -88,23 +69,54 @@ func TestIndexAheadFreedWhenTheSizeChanged(t *testing.T) {
 // meet the table's Free (the move took another size): the race detector
 // sees no race, and the wheel stays whole.
 func TestIndexAheadPopulateConcurrent(t *testing.T) {
-	withMapping(t, 64, 1<<18)
-	w, err := New(0, Config{})
-	require.NoError(t, err)
-	i := uint64(0)
-	for w.index.mask+1 < 1<<18 || w.index.moving() || w.index.next == nil {
-		require.NoError(t, w.Add(Key{1, i}, Spec{After: 1 + i%5000}))
-		i++
-	}
+	g := aheadMapped(t)
+	w := g.w
 	a := w.IndexAhead()
 	done := make(chan bool)
 	go func() { done <- a.Populate() }()
 	size := w.index.mask + 1
 	w.index.takeAhead(size) // frees it, as a move at the same size would
 	for range 10_000 {
-		require.NoError(t, w.Add(Key{2, i}, Spec{After: 1 + i%5000}))
-		i++
+		g.add(2)
 	}
 	<-done
 	checkIndexInvariants(t, w)
+}
+
+// growing is a wheel whose index tables of 2^18 entries and more are mapped
+// outside the heap, and the tid its next add takes.
+type growing struct {
+	t *testing.T
+	w *Wheel
+	i uint64
+}
+
+func newGrowing(t *testing.T) *growing {
+	withMapping(t, 64, 1<<18)
+	w, err := New(0, Config{})
+	require.NoError(t, err)
+	return &growing{t: t, w: w}
+}
+
+// add adds a timer of receiver with the next tid.
+func (g *growing) add(receiver uint64) {
+	g.t.Helper()
+	require.NoError(g.t, g.w.Add(Key{receiver, g.i}, Spec{After: 1 + g.i%5000}))
+	g.i++
+}
+
+// until calls add until done reports true.
+func (g *growing) until(done func() bool, add func()) {
+	for !done() {
+		add()
+	}
+}
+
+// aheadMapped returns a growing wheel of receiver 1's timers whose 2^18
+// table has just mapped the next one ahead.
+func aheadMapped(t *testing.T) *growing {
+	g := newGrowing(t)
+	x := &g.w.index
+	g.until(func() bool { return x.mask+1 >= 1<<18 && !x.moving() && x.next != nil }, func() { g.add(1) })
+	return g
 }
