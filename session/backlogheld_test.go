@@ -75,3 +75,13 @@ func TestFrameQueueLayoutRestore(t *testing.T) {
 	assert.False(t, bad.restore([]int{256}, 0, q.frames(43)), "43 frames in 256 bytes")
 	assert.Zero(t, bad.held)
 }
+
+// layout returns the chunks' capacities and where the first frame starts
+// in the first (for a snapshot).
+func (q *frameQueue) layout() (caps []int, off int) {
+	caps = make([]int, len(q.chunks))
+	for i, c := range q.chunks {
+		caps[i] = cap(c)
+	}
+	return caps, q.off
+}

@@ -94,7 +94,9 @@ func BenchmarkSnapshotLoopGroups(b *testing.B) {
 		for b.Loop() {
 			e := encoder{}
 			h.c.appendCore(&e)
-			snap := &Snapshot{core: e.b, recvs: h.c.receiverSnaps(), frozen: h.c.wheel.Freeze()}
+			snap := &Snapshot{core: e.b, owner: h.c}
+			snap.recvs, snap.chunks = h.c.receiverSnaps()
+			snap.frozen = h.c.wheel.Freeze()
 			b.StopTimer()
 			snap.Release()
 			b.StartTimer()

@@ -80,6 +80,7 @@ type Core struct {
 	sessions    map[uint64]*Session
 	nextSession uint64
 	receivers   map[uint64]*receiver
+	recvList    []*receiver // the same records, in no order: a walk of all (receiverSnaps) without the map's
 	// recvCache is a direct-mapped cache in front of receivers, for the
 	// lookup of every firing; forgetting a receiver clears its entry.
 	recvCache [recvCacheSize]*receiver
@@ -161,6 +162,14 @@ type Core struct {
 	// readsWait: replies that show the state are noted like a change's
 	// (SetReadsWait).
 	readsWait bool
+
+	// spareRecvs and spareChunks are a finished snapshot's copies of the
+	// receivers' records and their backlog chunk headers, emptied, for
+	// the next snapshot to fill (receiverSnaps).
+	spareRecvs  []receiverSnap
+	spareChunks [][]byte
+	spareRefs   []*receiver // scratch of receiverSnaps
+	spareRefs2  []*receiver
 
 	// reqIDs remembers recent changes with a request id, for retries
 	// (requestid.go). Last, so that it moves none of the fields above.
@@ -309,6 +318,8 @@ type receiver struct {
 	inIdle             bool
 	idleAt             uint64
 	idlePrev, idleNext *receiver
+
+	listed int // r's place in Core.recvList
 }
 
 // waiter is a fast-forward whose reply is due once the wheel passes
@@ -514,7 +525,7 @@ func (c *Core) receiver(id uint64) *receiver {
 	r := c.receivers[id]
 	if r == nil {
 		r = &receiver{id: id}
-		c.receivers[id] = r
+		c.addReceiver(r)
 	}
 	*slot = r
 	return r

@@ -107,30 +107,12 @@ func (q *frameQueue) next() []byte {
 // rewind moves the cursor back to the first frame.
 func (q *frameQueue) rewind() { q.cur, q.curOff = 0, q.off }
 
-// frames returns the frames, oldest first (sharing their bytes).
+// frames returns the frames, oldest first (sharing their bytes); n is a
+// hint of how many there are.
 func (q *frameQueue) frames(n int) [][]byte {
 	out := make([][]byte, 0, n)
-	for i, c := range q.chunks {
-		if i == 0 {
-			c = c[q.off:]
-		}
-		for len(c) > 0 {
-			l := frameLen(c)
-			out = append(out, c[:l:l])
-			c = c[l:]
-		}
-	}
+	eachFrame(q.chunks, q.off, func(f []byte) { out = append(out, f) })
 	return out
-}
-
-// layout returns the chunks' capacities and where the first frame starts
-// in the first (for a snapshot).
-func (q *frameQueue) layout() (caps []int, off int) {
-	caps = make([]int, len(q.chunks))
-	for i, c := range q.chunks {
-		caps[i] = cap(c)
-	}
-	return caps, q.off
 }
 
 // restore fills an empty queue with frames laid out in chunks of caps,

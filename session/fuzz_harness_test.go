@@ -349,6 +349,14 @@ var fzReceiverIDs = []uint64{0, 1, 2, 3, 4}
 func (h *fzHarness) checkReceivers() {
 	st := h.c
 	backlog, outbox, parked := 0, 0, 0
+	if len(st.recvList) != len(st.receivers) {
+		h.fail("%d receiver records listed, %d filed", len(st.recvList), len(st.receivers))
+	}
+	for i, r := range st.recvList {
+		if st.receivers[r.id] != r || r.listed != i {
+			h.fail("receiver %d listed at %d (it says %d) is not the one filed", r.id, i, r.listed)
+		}
+	}
 	for id, r := range st.receivers {
 		o := r.owner
 		ephemeral, listed := false, false

@@ -192,7 +192,7 @@ func (c *Core) restoreReceivers(d *decoder) {
 		if d.err != nil {
 			return
 		}
-		c.receivers[r.id] = r
+		c.addReceiver(r)
 	}
 }
 

@@ -44,6 +44,13 @@ func (c *Core) idleNow(r *receiver) bool {
 	return r.owner == nil && r.n == 0 && r.dropped == 0 && r.parked.len() == 0 && c.wheel.ReceiverLen(r.id) == 0
 }
 
+// addReceiver adds r's record (new).
+func (c *Core) addReceiver(r *receiver) {
+	c.receivers[r.id] = r
+	r.listed = len(c.recvList)
+	c.recvList = append(c.recvList, r)
+}
+
 // forget drops r's record (noting its seq in forgotSeq if it is in
 // acknowledged mode).
 func (c *Core) forget(r *receiver) {
@@ -52,6 +59,10 @@ func (c *Core) forget(r *receiver) {
 	}
 	c.unlinkIdle(r)
 	delete(c.receivers, r.id)
+	last := c.recvList[len(c.recvList)-1] // (swap-remove: the order is not the ids')
+	c.recvList[r.listed], last.listed = last, r.listed
+	c.recvList[len(c.recvList)-1] = nil
+	c.recvList = c.recvList[:len(c.recvList)-1]
 	if slot := &c.recvCache[recvSlot(r.id)]; *slot == r {
 		*slot = nil
 	}

@@ -1,12 +1,14 @@
 package session
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
+	"slices"
 
 	"github.com/tickwheel/tickwheel/wheel"
 )
@@ -245,33 +247,91 @@ func appendSession(e *encoder, s *Session) {
 }
 
 // receiverSnap is a receiver as a snapshot holds it: the record's fields
-// and its backlog's frames (shared with the live backlog: frames are
-// never changed once made).
+// and its backlog's chunks (frameQueue), their headers copied as they were
+// and their bytes shared with the live backlog: bytes once written in a
+// chunk are never written again, and each header's length stops at the
+// last frame the snapshot holds. The encoder lists the frames and sorts
+// holding, off the loop.
 type receiverSnap struct {
 	id, owner, seq, dropped, queuedIn uint64
 	ephemeral                         bool
-	frames                            [][]byte
-	caps                              []int // the chunks' layout (frameQueue.layout)
+	chunks                            [][]byte // the backlog: chunks[0][off:], then the others whole
 	off                               int
 	acked                             bool
 	sent                              int
 	high                              uint64
 	parked                            []parked // a copy
-	holding                           []uint64 // sorted
+	holding                           []uint64 // unsorted until encoded
 }
 
-// receiverSnaps copies the receivers' records, by id.
-func (c *Core) receiverSnaps() []receiverSnap {
-	ids := sortedKeys(c.receivers)
-	out := make([]receiverSnap, len(ids))
-	for i, id := range ids {
-		r := c.receivers[id]
-		caps, off := r.q.layout()
-		out[i] = receiverSnap{caps: caps, off: off, id: id, owner: sid(r.owner), seq: r.seq, dropped: r.dropped, queuedIn: sid(r.queuedIn),
-			ephemeral: r.ephemeral, frames: r.backlogFrames(), acked: r.acked, sent: r.sent, high: r.high,
-			parked: r.parked.all(), holding: sortedKeys(r.holding)}
+// receiverSnaps copies the receivers' records, in the map's order (the
+// encoder sorts them by id: AppendNext). Its cost on the loop is a record
+// per receiver and a header per backlog chunk (a chunk holds up to 64 KiB
+// of frames), not a slice per event: listing each of 360,000 backlog
+// events made Snapshot stop the loop 17-23 ms at 100M timers
+// (docs/BENCHMARKS.md). The copies go in the last finished snapshot's
+// (spareRecvs, spareChunks): new memory is zeroed by the kernel page by
+// page as it is first written, which cost more than the copy itself
+// (160 bytes a receiver).
+func (c *Core) receiverSnaps() ([]receiverSnap, [][]byte) {
+	out, nchunks := c.spareRecvs[:0], 0
+	c.spareRecvs = nil
+	if cap(out) < len(c.receivers) {
+		out = make([]receiverSnap, 0, len(c.receivers)+len(c.receivers)/8)
 	}
-	return out
+	rs := append(c.spareRefs[:0], c.recvList...)
+	tmp := inAddressOrder(rs, c.spareRefs2)
+	for _, r := range rs {
+		out = append(out, receiverSnap{id: r.id, owner: sid(r.owner), seq: r.seq, dropped: r.dropped, queuedIn: sid(r.queuedIn),
+			ephemeral: r.ephemeral, chunks: r.q.chunks, off: r.q.off, acked: r.acked, sent: r.sent, high: r.high})
+		nchunks += len(r.q.chunks)
+		if r.parked.n > 0 || r.holding != nil {
+			last := &out[len(out)-1]
+			last.parked = r.parked.all()
+			for tid := range r.holding {
+				last.holding = append(last.holding, tid)
+			}
+		}
+	}
+	clear(rs)
+	clear(tmp)
+	c.spareRefs, c.spareRefs2 = rs[:0], tmp[:0]
+	chunks := c.spareChunks[:0]
+	c.spareChunks = nil
+	if cap(chunks) < nchunks {
+		chunks = make([][]byte, 0, nchunks+nchunks/8)
+	}
+	for i := range out {
+		from := len(chunks)
+		for _, c := range out[i].chunks { // the live queue's headers, copied here
+			chunks = append(chunks, c)
+		}
+		out[i].chunks = chunks[from:len(chunks):len(chunks)]
+	}
+	return out, chunks
+}
+
+// appendFrames encodes the frames of a backlog's chunks (receiverSnap):
+// their count, then each.
+func appendFrames(e *encoder, chunks [][]byte, off int) {
+	n := 0
+	eachFrame(chunks, off, func([]byte) { n++ })
+	e.int(n)
+	eachFrame(chunks, off, e.bytes)
+}
+
+// eachFrame calls fn with each frame of chunks, chunks[0] from off.
+func eachFrame(chunks [][]byte, off int, fn func([]byte)) {
+	for i, c := range chunks {
+		if i == 0 {
+			c = c[off:]
+		}
+		for len(c) > 0 {
+			l := frameLen(c)
+			fn(c[:l:l])
+			c = c[l:]
+		}
+	}
 }
 
 func appendReceiver(e *encoder, r *receiverSnap) {
@@ -282,15 +342,12 @@ func appendReceiver(e *encoder, r *receiverSnap) {
 		e.uv(r.seq)
 		e.uv(r.dropped)
 		e.uv(r.queuedIn)
-		e.int(len(r.caps))
-		for _, c := range r.caps {
-			e.int(c)
+		e.int(len(r.chunks))
+		for _, c := range r.chunks {
+			e.int(cap(c))
 		}
 		e.int(r.off)
-		e.int(len(r.frames))
-		for _, f := range r.frames {
-			e.bytes(f)
-		}
+		appendFrames(e, r.chunks, r.off)
 		e.bool(r.acked)
 		e.int(r.sent)
 		e.uv(r.high)
@@ -304,6 +361,7 @@ func appendReceiver(e *encoder, r *receiverSnap) {
 			e.bytes(p.data)
 			e.uv(p.from)
 		}
+		slices.Sort(r.holding)
 		e.int(len(r.holding))
 		for _, tid := range r.holding {
 			e.uv(tid)
@@ -332,6 +390,8 @@ type Snapshot struct {
 	tail   []byte         // the rest of the core section up to the request ids, encoded when taken
 	reqIDs reqSnap        // the memory of request ids, encoded by AppendNext
 	recvs  []receiverSnap // the receivers, encoded by AppendNext
+	chunks [][]byte       // the backlog chunk headers recvs' are in
+	owner  *Core          // the Core it came from, which keeps recvs and chunks for the next
 	frozen *wheel.Frozen
 	next   int // stage: 0 core, 1 receivers (from recv), 2 the wheel
 	recv   int
@@ -349,8 +409,10 @@ func (c *Core) Snapshot() *Snapshot {
 	head, tail := encoder{}, encoder{}
 	c.appendCoreHead(&head)
 	c.appendGroupsTail(&tail)
-	return &Snapshot{core: head.b, groups: c.groupsSnap(false), tail: tail.b, reqIDs: c.reqIDs.copyLive(),
-		recvs: c.receiverSnaps(), frozen: c.wheel.Freeze()}
+	snap := &Snapshot{core: head.b, groups: c.groupsSnap(false), tail: tail.b, reqIDs: c.reqIDs.copyLive(), owner: c}
+	snap.recvs, snap.chunks = c.receiverSnaps()
+	snap.frozen = c.wheel.Freeze()
+	return snap
 }
 
 // SetYield makes the encoding call yield now and then (see
@@ -372,8 +434,9 @@ func (c *Core) DigestSnapshot(sum *uint64) *Snapshot {
 	head, tail := encoder{digest: true}, encoder{digest: true}
 	c.appendCoreHead(&head)
 	c.appendGroupsTail(&tail)
-	snap := &Snapshot{core: head.b, groups: c.groupsSnap(false), tail: tail.b, reqIDs: c.reqIDs.copyLive(),
-		recvs: c.receiverSnaps(), frozen: c.wheel.Freeze()}
+	snap := &Snapshot{core: head.b, groups: c.groupsSnap(false), tail: tail.b, reqIDs: c.reqIDs.copyLive(), owner: c}
+	snap.recvs, snap.chunks = c.receiverSnaps()
+	snap.frozen = c.wheel.Freeze()
 	snap.frozen.SetDigest(sum)
 	return snap
 }
@@ -407,9 +470,14 @@ func (s *Snapshot) AppendNext(dst []byte, max int) (out []byte, done bool) {
 				s.next = 2
 				continue
 			}
+			if s.recv == 0 {
+				slices.SortFunc(s.recvs, func(a, b receiverSnap) int { return cmp.Compare(a.id, b.id) })
+			}
 			e := encoder{b: dst}
-			appendReceiver(&e, &s.recvs[s.recv])
-			s.recvs[s.recv].frames = nil
+			r := &s.recvs[s.recv]
+			appendReceiver(&e, r)
+			clear(r.chunks) // (in the shared copy of the headers: their frames are not kept)
+			r.chunks, r.parked, r.holding = nil, nil, nil
 			s.recv++
 			dst = e.b
 		default:
@@ -421,7 +489,13 @@ func (s *Snapshot) AppendNext(dst []byte, max int) (out []byte, done bool) {
 
 // Release gives the wheel back the memory the copy held. Call it on the
 // Core's goroutine, after the last AppendNext.
-func (s *Snapshot) Release() { s.frozen.Release() }
+func (s *Snapshot) Release() {
+	s.frozen.Release()
+	if s.owner != nil && s.next == 2 { // each record emptied as encoded: kept for the next one
+		s.owner.spareRecvs, s.owner.spareChunks = s.recvs[:0], s.chunks[:0]
+	}
+	s.recvs, s.chunks = nil, nil
+}
 
 // Restore rebuilds a Core from a snapshot's bytes (all of them). The Core
 // does not record until Record(true). A snapshot written with another tick
