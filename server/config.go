@@ -161,14 +161,14 @@ type Config struct {
 	// Default 10000.
 	MaxFiresPerTurn int `yaml:"max_fires_per_turn"`
 
-	// MaxListWalkPerTurn bounds the work a `list` request does in one
-	// event-loop turn to gather its page: timers walked in the receiver's
-	// list, tids looked up in the index, timers put in the page (the turn
-	// that makes the page may put a whole page in). A page that needs more
-	// is gathered over several turns (its reply a few turns later), so
-	// that it never makes a long turn: each unit is a cache miss at 100M
-	// timers, up to 6.7 µs on a cold cache. Default 1024. Restart to
-	// change it.
+	// MaxListWalkPerTurn bounds the work `list` requests do in one
+	// event-loop turn to gather their pages, all sessions' together:
+	// timers walked in the receiver's list, tids looked up in the index,
+	// timers put in the page (the turn that makes a page may put a whole
+	// page in). A page that needs more is gathered over several turns
+	// (its reply a few turns later), so that it never makes a long turn:
+	// each unit is a cache miss at 100M timers, up to 6.7 µs on a cold
+	// cache. Default 1024. Restart to change it.
 	MaxListWalkPerTurn int `yaml:"max_list_walk_per_turn"`
 
 	// MemoryLimit is the process's soft memory limit in bytes

@@ -108,6 +108,7 @@ func (c *Core) FiredTotal() uint64 { return c.firedTotal }
 // tw-time (nothing due on the way, no fast-forward waiting, no retained
 // receiver to forget: expiryDue) is recorded lazily, before the next recorded input (see recorder.adv).
 func (c *Core) Advance(target uint64, maxFires int) (more bool) {
+	c.listLeft = c.listBudget() // a new loop turn
 	target = max(target, c.target)
 	if target == c.target && c.caughtUp && len(c.bulk) == 0 && len(c.lists) == 0 {
 		return false

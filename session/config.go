@@ -19,9 +19,10 @@ type Config struct {
 	// MaxFiresPerTurn bounds the firings of the advance a fast-forward
 	// runs at once (later turns go on with it); 0 means no bound.
 	MaxFiresPerTurn int
-	// MaxListWalkPerTurn bounds the work a list does in one loop turn to
-	// gather its page (listwalk.go; wheel.StepPage's units): a page that
-	// needs more is gathered over the next turns. 0 means no bound.
+	// MaxListWalkPerTurn bounds the work lists do in one loop turn (from
+	// one Advance to the next), all sessions' together, to gather their
+	// pages (listwalk.go; wheel.StepPage's units): a page that needs more
+	// is gathered over the next turns. 0 means no bound.
 	MaxListWalkPerTurn int
 	// ServerVersion is reported in hello.
 	ServerVersion string

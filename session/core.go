@@ -141,6 +141,9 @@ type Core struct {
 	// lists are the list requests whose pages are being gathered, oldest
 	// first (listwalk.go): not state.
 	lists  []*listOp
+	// listLeft is the work lists may still do in this loop turn (since the
+	// last Advance: the server's turns each begin with one).
+	listLeft int
 	tidBuf []uint64    // stepReceiver's tids of a page
 	keyBuf []wheel.Key // listGroup's keys of a page
 	m      coreMetrics // operator counters (metrics.go)
@@ -348,6 +351,7 @@ func New(cfg Config, limits Limits, w *wheel.Wheel, log *slog.Logger, peer PeerL
 		sessions:  make(map[uint64]*Session),
 		receivers: make(map[uint64]*receiver),
 	}
+	c.listLeft = c.listBudget()
 	if w != nil {
 		c.target = w.Now()
 	}

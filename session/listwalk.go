@@ -68,20 +68,16 @@ func (c *Core) list(s *Session, req *protocol.Request) {
 }
 
 // stepLists goes on with the lists in progress, oldest first, doing at
-// most MaxListWalkPerTurn units of work in all in this call, and answers
-// those it completes. (The bound is per call: a list applied while none is
-// in progress starts with a call of its own, so lists of several sessions
-// applied in one loop turn, as the doorbell's deferred reads can, each
-// get a call's budget.)
+// most the work left to lists in this loop turn (listLeft: a turn's share
+// is MaxListWalkPerTurn, from one Advance to the next, however many
+// sessions' lists the turn applies, as the doorbell's deferred reads can),
+// and answers those it completes. A list applied once the turn's share is
+// spent waits for the next turn.
 // later says it runs in a turn after their requests were applied (their
 // replies are then recorded here). It asks for another turn when one is
 // left.
 func (c *Core) stepLists(later bool) {
-	budget := c.cfg.MaxListWalkPerTurn
-	if budget <= 0 {
-		budget = math.MaxInt
-	}
-	for len(c.lists) > 0 && budget > 0 {
+	for len(c.lists) > 0 && c.listLeft > 0 {
 		op := c.lists[0]
 		if op.s == nil {
 			if op.started {
@@ -96,9 +92,9 @@ func (c *Core) stepLists(later bool) {
 			}
 			var resume uint64
 			var done bool
-			c.listBuf, resume, done = c.wheel.StepPage(budget, c.listBuf[:0])
+			c.listBuf, resume, done = c.wheel.StepPage(c.listLeft, c.listBuf[:0])
 			c.work += c.wheel.ListWork()
-			budget -= c.wheel.ListWork()
+			c.listLeft -= c.wheel.ListWork()
 			if !done {
 				break
 			}
@@ -112,6 +108,15 @@ func (c *Core) stepLists(later bool) {
 	} else {
 		c.more = true
 	}
+}
+
+// listBudget is the work lists may do in a loop turn: MaxListWalkPerTurn,
+// or no bound when that is not positive.
+func (c *Core) listBudget() int {
+	if b := c.cfg.MaxListWalkPerTurn; b > 0 {
+		return b
+	}
+	return math.MaxInt
 }
 
 // answerList appends the reply of op, whose page is c.listBuf (resume as

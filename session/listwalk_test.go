@@ -134,3 +134,49 @@ func TestListPageChangesBetweenTurns(t *testing.T) {
 	assert.Len(t, ts, 5)
 	assert.False(t, c.s.Waiting() || e.s.Waiting())
 }
+
+// TestListShareOfATurn: the lists of several sessions applied in one loop
+// turn (as the doorbell's deferred reads apply them) share the turn's
+// MaxListWalkPerTurn. Each of three sessions lists a receiver of 80 timers
+// with a budget of 200 (a timer walked and put in the page is 2 units): the first is answered in the turn, the others
+// wait for the next turns, and no turn does more than the budget (and a
+// page) of list work. Before, each list applied while none was in progress
+// had a budget of its own: the three were answered in the one turn.
+func TestListShareOfATurn(t *testing.T) {
+	const timers, budget = 80, 200
+	h := newHarness(t, func(cfg *Config, l *Limits) { cfg.MaxListWalkPerTurn = budget })
+	add := h.client("add")
+	tids := make([]uint64, timers)
+	for i := range tids {
+		tids[i] = uint64(i + 1)
+	}
+	cs := make([]*client, 3)
+	for i := range cs {
+		add.addMany(uint64(10+i), tids, func(uint64) []byte { return nil })
+		cs[i] = h.client(string(rune('a' + i)))
+	}
+	h.advance() // a new turn
+
+	work := h.c.Work()
+	ids := make([]uint64, len(cs))
+	for i, c := range cs {
+		ids[i] = c.send(protocol.Request{Op: protocol.OpList, Receiver: uint64(10 + i)})
+	}
+	require.LessOrEqual(t, h.c.Work()-work, budget+timers, "the turn's list work")
+	require.False(t, cs[0].s.Waiting(), "the first list is answered in its turn")
+	require.True(t, cs[1].s.Waiting() && cs[2].s.Waiting(), "the others wait for the turns after")
+	for turns := 0; cs[1].s.Waiting() || cs[2].s.Waiting(); turns++ {
+		require.Less(t, turns, 4)
+		work = h.c.Work()
+		h.advance()
+		require.LessOrEqual(t, h.c.Work()-work, budget+timers, "turn %d's list work", turns)
+	}
+	for i, c := range cs {
+		m := c.reply(ids[i])
+		require.Equal(t, protocol.KindOK, m.Kind, "list %d: %s %s", i, m.Code, m.Text)
+		ts, next, err := protocol.DecodeListPage(m.Result, nil)
+		require.NoError(t, err)
+		require.Len(t, ts, timers)
+		require.Zero(t, next)
+	}
+}
