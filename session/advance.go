@@ -109,6 +109,12 @@ func (c *Core) FiredTotal() uint64 { return c.firedTotal }
 // receiver to forget: expiryDue) is recorded lazily, before the next recorded input (see recorder.adv).
 func (c *Core) Advance(target uint64, maxFires int) (more bool) {
 	c.listLeft = c.listBudget() // a new loop turn
+	return c.advance(target, maxFires)
+}
+
+// advance is Advance within a turn (a fast-forward's): the lists' share of
+// the turn stays what is left of it.
+func (c *Core) advance(target uint64, maxFires int) (more bool) {
 	target = max(target, c.target)
 	if target == c.target && c.caughtUp && len(c.bulk) == 0 && len(c.lists) == 0 {
 		return false
@@ -209,7 +215,7 @@ func (c *Core) fastForward(w waiter, ticks, target uint64, replay bool) (uint64,
 	c.caughtUp = false
 	c.target = target
 	if !replay { // the advance is an input of its own, recorded next
-		c.more = c.Advance(target, c.cfg.MaxFiresPerTurn) || c.more
+		c.more = c.advance(target, c.cfg.MaxFiresPerTurn) || c.more
 	}
 	return target, nil
 }

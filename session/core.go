@@ -140,13 +140,13 @@ type Core struct {
 	bulk   []*bulkOp
 	// lists are the list requests whose pages are being gathered, oldest
 	// first (listwalk.go): not state.
-	lists  []*listOp
+	lists []*listOp
 	// listLeft is the work lists may still do in this loop turn (since the
 	// last Advance: the server's turns each begin with one).
 	listLeft int
-	tidBuf []uint64    // stepReceiver's tids of a page
-	keyBuf []wheel.Key // listGroup's keys of a page
-	m      coreMetrics // operator counters (metrics.go)
+	tidBuf   []uint64    // stepReceiver's tids of a page
+	keyBuf   []wheel.Key // listGroup's keys of a page
+	m        coreMetrics // operator counters (metrics.go)
 
 	rec recorder // this turn's record of inputs (record.go)
 	// replied lists the sessions with a reply to a recorded input this

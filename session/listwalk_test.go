@@ -141,7 +141,9 @@ func TestListPageChangesBetweenTurns(t *testing.T) {
 // with a budget of 200 (a timer walked and put in the page is 2 units): the first is answered in the turn, the others
 // wait for the next turns, and no turn does more than the budget (and a
 // page) of list work. Before, each list applied while none was in progress
-// had a budget of its own: the three were answered in the one turn.
+// had a budget of its own: the three were answered in the one turn. An
+// admin's fast-forward between them, which advances the wheel within the
+// turn, gives them no more.
 func TestListShareOfATurn(t *testing.T) {
 	const timers, budget = 80, 200
 	h := newHarness(t, func(cfg *Config, l *Limits) { cfg.MaxListWalkPerTurn = budget })
@@ -155,12 +157,14 @@ func TestListShareOfATurn(t *testing.T) {
 		add.addMany(uint64(10+i), tids, func(uint64) []byte { return nil })
 		cs[i] = h.client(string(rune('a' + i)))
 	}
+	admin := h.client("admin")
 	h.advance() // a new turn
 
 	work := h.c.Work()
 	ids := make([]uint64, len(cs))
 	for i, c := range cs {
 		ids[i] = c.send(protocol.Request{Op: protocol.OpList, Receiver: uint64(10 + i)})
+		admin.send(protocol.Request{Op: protocol.OpFastForward, Ticks: 0})
 	}
 	require.LessOrEqual(t, h.c.Work()-work, budget+timers, "the turn's list work")
 	require.False(t, cs[0].s.Waiting(), "the first list is answered in its turn")

@@ -161,8 +161,11 @@ func restoreSession(d *decoder) (*Session, []uint64) {
 }
 
 func (c *Core) restoreReceivers(d *decoder) {
-	for range d.count() {
+	for i := range d.count() {
 		r := &receiver{id: d.uv(), owner: c.sessionByID(d, d.uv())}
+		if d.err == nil && i > 0 && r.id <= c.recvList[len(c.recvList)-1].id { // written in ascending order
+			d.fail(fmt.Errorf("receiver %d after receiver %d: ids out of order or repeated", r.id, c.recvList[len(c.recvList)-1].id))
+		}
 		r.ephemeral = d.byte() != 0
 		r.seq, r.dropped = d.uv(), d.uv()
 		r.queuedIn = c.sessionByID(d, d.uv())

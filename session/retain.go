@@ -34,9 +34,11 @@ import (
 const maxExpirePerAdvance = 4096
 
 // receiverRecordBytes is an estimate of the memory a receiver record takes
-// beyond its events and parked firings: the struct, its map entry and
-// cache share. Stats and metrics report records × it.
-const receiverRecordBytes = int(unsafe.Sizeof(receiver{})) + 48
+// beyond its events and parked firings: the struct, its map entry, its
+// place in recvList and cache share, and the copy snapshots keep of it
+// (receiverSnaps: the record's and two references). Stats and metrics
+// report records × it.
+const receiverRecordBytes = int(unsafe.Sizeof(receiver{})) + 56 + int(unsafe.Sizeof(receiverSnap{})) + 16
 
 // idleNow reports whether r has nothing pending and no owner: forgetting
 // it (or retaining it, in acknowledged mode) loses nothing.

@@ -1,6 +1,9 @@
 package session
 
 import (
+	"bytes"
+	"cmp"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -120,4 +123,55 @@ func encodeNow(c *Core) []byte {
 	defer snap.Release()
 	b, _ := snap.AppendNext(nil, 0)
 	return b
+}
+
+// A snapshot lists the receivers in ascending id order. Restore refuses
+// one whose records are out of order or repeat an id: a repeated one
+// would leave a record in the walk of all records (Core.recvList) that
+// no id finds, kept and snapshotted for good.
+func TestRestoreRefusesReceiversOutOfOrder(t *testing.T) {
+	h, _ := backlogHarness(t, 2, 1)
+	data := encodeNow(h.c)
+	recs, _ := h.c.receiverSnaps()
+	slices.SortFunc(recs, func(a, b receiverSnap) int { return cmp.Compare(a.id, b.id) })
+	var one, two encoder
+	appendReceiver(&one, &recs[0])
+	appendReceiver(&two, &recs[1])
+	require.Equal(t, len(one.b), len(two.b))
+	at := bytes.Index(data, append(slices.Clone(one.b), two.b...))
+	require.Positive(t, at, "the two records, back to back")
+	_, err := Restore(h.c.cfg, data, nil, nil)
+	require.NoError(t, err)
+
+	for name, recs := range map[string][]byte{
+		"repeated":     append(slices.Clone(one.b), one.b...),
+		"out of order": append(slices.Clone(two.b), one.b...),
+	} {
+		bad := slices.Clone(data)
+		copy(bad[at:], recs)
+		_, err := Restore(h.c.cfg, bad, nil, nil)
+		require.ErrorContains(t, err, "receiver 1 after receiver", name)
+	}
+}
+
+// The copies a snapshot leaves for the next are let go once far more than
+// the receivers need: they keep no high-water mark's memory for good.
+func TestSnapshotCopiesShrinkWithTheReceivers(t *testing.T) {
+	const n, kept = 3000, 100
+	h, _ := backlogHarness(t, n, 1)
+	encodeNow(h.c)
+	require.GreaterOrEqual(t, cap(h.c.spareRecvs), n)
+	require.GreaterOrEqual(t, cap(h.c.spareRefs), n)
+	b := h.session()
+	for r := uint64(kept + 1); r <= n; r++ { // drained, no timer: forgotten
+		h.do(b, protocol.Request{Op: protocol.OpBind, Receiver: r})
+		h.do(b, protocol.Request{Op: protocol.OpCancel, Receiver: r, Tid: 1})
+		h.do(b, protocol.Request{Op: protocol.OpUnbind, Receiver: r})
+	}
+	require.Len(t, h.c.receivers, kept)
+	encodeNow(h.c)
+	require.Nil(t, h.c.spareRecvs)
+	require.Nil(t, h.c.spareRefs)
+	encodeNow(h.c)
+	require.Less(t, cap(h.c.spareRecvs), 2*kept)
 }

@@ -295,7 +295,7 @@ func (c *Core) receiverSnaps() ([]receiverSnap, [][]byte) {
 	}
 	clear(rs)
 	clear(tmp)
-	c.spareRefs, c.spareRefs2 = rs[:0], tmp[:0]
+	c.spareRefs, c.spareRefs2 = keepSpare(rs), keepSpare(tmp)
 	chunks := c.spareChunks[:0]
 	c.spareChunks = nil
 	if cap(chunks) < nchunks {
@@ -309,6 +309,16 @@ func (c *Core) receiverSnaps() ([]receiverSnap, [][]byte) {
 		out[i].chunks = chunks[from:len(chunks):len(chunks)]
 	}
 	return out, chunks
+}
+
+// keepSpare returns s emptied, to be filled by the next snapshot, or nil
+// when it is much larger than this one needed (the receivers were many
+// more once): the copies do not hold a high-water mark's memory for good.
+func keepSpare[T any](s []T) []T {
+	if cap(s) > 2*len(s)+1024 {
+		return nil
+	}
+	return s[:0]
 }
 
 // appendFrames encodes the frames of a backlog's chunks (receiverSnap):
@@ -492,7 +502,7 @@ func (s *Snapshot) AppendNext(dst []byte, max int) (out []byte, done bool) {
 func (s *Snapshot) Release() {
 	s.frozen.Release()
 	if s.owner != nil && s.next == 2 { // each record emptied as encoded: kept for the next one
-		s.owner.spareRecvs, s.owner.spareChunks = s.recvs[:0], s.chunks[:0]
+		s.owner.spareRecvs, s.owner.spareChunks = keepSpare(s.recvs), keepSpare(s.chunks)
 	}
 	s.recvs, s.chunks = nil, nil
 }
