@@ -200,7 +200,7 @@ func BenchmarkRetainedReceiverMemory(b *testing.B) {
 				h.take(a.s)
 			}
 		}
-		encodeNow(h.c)
+		snapBytes(h.c)
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		require.Equal(b, n, h.c.RetainedReceivers())

@@ -53,7 +53,7 @@ func TestSnapshotOfBacklogsThatChangeWhileEncoded(t *testing.T) {
 				h.c.spareRecvs, h.c.spareChunks = more.c.spareRecvs, more.c.spareChunks
 				require.NotZero(t, cap(h.c.spareChunks))
 			}
-			want := encodeNow(h.c)
+			want := snapBytes(h.c)
 			if reused {
 				h.c.spareRecvs, h.c.spareChunks = h.c.spareRecvs[:0], h.c.spareChunks[:0]
 			}
@@ -99,9 +99,9 @@ func TestSnapshotOfBacklogsThatChangeWhileEncoded(t *testing.T) {
 			}
 			require.Zero(t, kept, "frames kept by the copies for the next snapshot")
 			// The next one, made in them, is the state now.
-			got = encodeNow(h.c)
+			got = snapBytes(h.c)
 			h.c.spareRecvs, h.c.spareChunks = nil, nil
-			requireSameState(t, h.c.cfg, encodeNow(h.c), got, "the next snapshot")
+			requireSameState(t, h.c.cfg, snapBytes(h.c), got, "the next snapshot")
 		})
 	}
 }
@@ -117,21 +117,13 @@ func requireListed(t *testing.T, c *Core) {
 	}
 }
 
-// encodeNow encodes a snapshot of c whole.
-func encodeNow(c *Core) []byte {
-	snap := c.Snapshot()
-	defer snap.Release()
-	b, _ := snap.AppendNext(nil, 0)
-	return b
-}
-
 // A snapshot lists the receivers in ascending id order. Restore refuses
 // one whose records are out of order or repeat an id: a repeated one
 // would leave a record in the walk of all records (Core.recvList) that
 // no id finds, kept and snapshotted for good.
 func TestRestoreRefusesReceiversOutOfOrder(t *testing.T) {
 	h, _ := backlogHarness(t, 2, 1)
-	data := encodeNow(h.c)
+	data := snapBytes(h.c)
 	recs, _ := h.c.receiverSnaps()
 	slices.SortFunc(recs, func(a, b receiverSnap) int { return cmp.Compare(a.id, b.id) })
 	var one, two encoder
@@ -159,7 +151,7 @@ func TestRestoreRefusesReceiversOutOfOrder(t *testing.T) {
 func TestSnapshotCopiesShrinkWithTheReceivers(t *testing.T) {
 	const n, kept = 3000, 100
 	h, _ := backlogHarness(t, n, 1)
-	encodeNow(h.c)
+	snapBytes(h.c)
 	require.GreaterOrEqual(t, cap(h.c.spareRecvs), n)
 	require.GreaterOrEqual(t, cap(h.c.spareRefs), n)
 	b := h.session()
@@ -169,9 +161,9 @@ func TestSnapshotCopiesShrinkWithTheReceivers(t *testing.T) {
 		h.do(b, protocol.Request{Op: protocol.OpUnbind, Receiver: r})
 	}
 	require.Len(t, h.c.receivers, kept)
-	encodeNow(h.c)
+	snapBytes(h.c)
 	require.Nil(t, h.c.spareRecvs)
 	require.Nil(t, h.c.spareRefs)
-	encodeNow(h.c)
+	snapBytes(h.c)
 	require.Less(t, cap(h.c.spareRecvs), 2*kept)
 }
