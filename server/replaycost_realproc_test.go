@@ -31,7 +31,7 @@ func TestFastForwardReplayedOnce(t *testing.T) {
 		// One turn does the whole fast-forward (its replay cost is one
 		// record's); min_interval does not hold back a costly turn's
 		// snapshot; every_replay (TestEveryReplayAfterARestart) is off.
-		body := "max_fires_per_turn: 100000000\nsnapshot:\n  min_interval: 1h\n  every_replay: -1s\n  every_firings: " +
+		body := "max_fires_per_turn: 100000000\nsnapshot:\n  priority: normal\n  min_interval: 1h\n  every_replay: -1s\n  every_firings: " +
 			strconv.FormatInt(everyFirings, 10) + "\n"
 		require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
 		return path
@@ -133,7 +133,7 @@ func TestEveryReplayAfterARestart(t *testing.T) {
 	dir := t.TempDir()
 	config := func(everyReplay string) []string {
 		path := filepath.Join(t.TempDir(), "tickwheel.yaml")
-		body := "max_fires_per_turn: 100000000\nsnapshot:\n  min_interval: 1h\n  every_firings: 1125899906842624\n" +
+		body := "max_fires_per_turn: 100000000\nsnapshot:\n  priority: normal\n  min_interval: 1h\n  every_firings: 1125899906842624\n" +
 			"  every_replay: " + everyReplay + "\n"
 		require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
 		return []string{"-config", path, "-data-dir", dir, "-fsync", "always", "-frozen", "-start-tick", "1000"}

@@ -71,12 +71,16 @@ func TestEveryReplayCountsNoIdleTime(t *testing.T) {
 // replayTimeServer starts a durable server whose snapshots only
 // snapshot.every_replay (every) can start, min_interval (interval) apart,
 // and returns it, its config and a count of the snapshots it has written.
+// Its encoder runs at normal priority: at the default, idle, it waits up
+// to idle_max (30 s) while other processes keep the CPUs busy, as a CI
+// run's other test packages do (a snapshot this test started was not
+// written within 10 s there).
 func replayTimeServer(t *testing.T, every, interval time.Duration) (*Server, Config, func() int) {
 	t.Helper()
 	logs := &lockedBuffer{}
 	cfg := Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1000, AdminToken: testAdminToken,
 		DataDir: t.TempDir(), Snapshot: SnapshotPolicy{EveryRecords: 1 << 30, EveryBytes: 1 << 40,
-			EveryFirings: 1 << 50, MinInterval: interval, EveryReplay: every}}
+			EveryFirings: 1 << 50, MinInterval: interval, EveryReplay: every, Priority: SnapshotNormal}}
 	srv := runLogged(t, cfg, logs)
 	return srv, cfg, func() int { return strings.Count(logs.String(), `msg="snapshot written"`) }
 }
