@@ -68,11 +68,13 @@ func TestReload(t *testing.T) {
 // A reloaded snapshot.min_interval holds from the last snapshot's start:
 // raised, no snapshot comes at the time the old interval had set (one
 // did, a plain 10 s after the last, when the scale scenario turned
-// snapshots off to measure lateness without one).
+// snapshots off to measure lateness without one). The encoder runs at
+// normal priority: at idle it can wait seconds while a CI run's other
+// packages keep the CPUs busy (replayTimeServer).
 func TestReloadMinIntervalHoldsFromTheLastSnapshot(t *testing.T) {
 	var logs lockedBuffer
 	cfg := Config{Addr: "127.0.0.1:0", Frozen: true, StartTick: 1000, AdminToken: testAdminToken, DataDir: t.TempDir(),
-		Snapshot: SnapshotPolicy{EveryRecords: 1, MinInterval: 200 * time.Millisecond}}
+		Snapshot: SnapshotPolicy{EveryRecords: 1, MinInterval: 200 * time.Millisecond, Priority: SnapshotNormal}}
 	srv := runLogged(t, cfg, &logs)
 	c := helloClient(t, srv, "c")
 	written := func() int { return strings.Count(logs.String(), `msg="snapshot written"`) }
@@ -84,8 +86,8 @@ func TestReloadMinIntervalHoldsFromTheLastSnapshot(t *testing.T) {
 		}
 	}
 	addFor(500 * time.Millisecond) // snapshots every 200 ms
-	// One may still be running (an idle-priority snapshot on a busy
-	// machine takes longer than a turn), or be due: records came within
+	// One may still be running (a snapshot on a busy machine takes
+	// longer than a turn), or be due: records came within
 	// min_interval of the last, and the loop looks again once a second.
 	// Wait until none was written for 1.2 s.
 	before := written()
