@@ -30,7 +30,7 @@ var (
 	dTimers     = desc("timers", "Live timers.")
 	dReceivers  = desc("receivers", "Receivers with live timers.")
 	dRecords    = desc("receiver_records", "Receivers the server keeps a record of: bound, with queued events, or in acknowledged mode.")
-	dRecordB    = desc("receiver_record_bytes", "Estimated memory of the receiver records, apart from their events (about 456 bytes a record on amd64).")
+	dRecordB    = desc("receiver_record_bytes", "Estimated memory of the receiver records, apart from their events (about 384 bytes a record on amd64).")
 	dRetained   = desc("receivers_retained", "Of receiver_records, idle receivers in acknowledged mode kept for limits.ack_retention_ticks.")
 	dReqIDs     = desc("request_ids", "Changes with a request id remembered for retries (limits.max_request_ids, limits.request_id_ticks).")
 	dReqIDBytes = desc("request_id_bytes", "Estimated memory of the remembered changes (80 bytes each, up to about 240 allocated when clients have one each; a reply longer than 25 bytes adds its length).")

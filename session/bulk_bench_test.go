@@ -95,7 +95,7 @@ func BenchmarkSnapshotLoopGroups(b *testing.B) {
 			e := encoder{}
 			h.c.appendCore(&e)
 			snap := &Snapshot{core: e.b, owner: h.c}
-			snap.recvs, snap.chunks = h.c.receiverSnaps()
+			snap.recvs, snap.chunks, snap.extras = h.c.receiverSnaps()
 			snap.frozen = h.c.wheel.Freeze()
 			b.StopTimer()
 			snap.Release()

@@ -63,7 +63,7 @@ type Limits struct {
 	MaxName                int `yaml:"max_name"`                  // bytes of a hello name or token. Default 256.
 	MaxListPage            int `yaml:"max_list_page"`             // timers in one list reply. Default 1000.
 	MaxListBytes           int `yaml:"max_list_bytes"`            // bytes of one list reply (at least one timer is sent). Default 1 MiB.
-	// MaxReceivers bounds the receiver records in the server (about 456
+	// MaxReceivers bounds the receiver records in the server (about 384
 	// bytes each, apart from their events): a bind that needs a new one
 	// past it first forgets the longest-idle retained receiver in
 	// acknowledged mode, and fails with limit_exceeded when there is none.
