@@ -54,9 +54,13 @@ func (w *Wheel) Advance(to uint64, max int, fn func(*Fire)) (fired int, done boo
 	}
 	for {
 		if w.rot.on {
+			prefetching := w.index.table.len() >= prefetchMin
 			for w.rot.on {
 				if max > 0 && fired >= max {
 					return fired, false
+				}
+				if prefetching {
+					w.rotPrefetch()
 				}
 				w.fire(w.rotNext(), fn)
 				fired++
@@ -153,6 +157,31 @@ func (w *Wheel) prefetchRemoval(i uint32) {
 	}
 	x := &w.index
 	prefetch(unsafe.Pointer(x.table.at(hash(Key{n.receiver, n.tid}) & x.mask)))
+}
+
+// rotPrefetch is prefetchRemoval for the rotation mode (fair.go), in two
+// steps: the ring's group lookahead places from its front fires about
+// lookahead firings on (fewer when groups ahead of it have left the ring),
+// and its first node, whose line the step before asked for when it was
+// 2*lookahead places from the front, tells which index entry to ask for;
+// the group 2*lookahead places from the front has its first node's line
+// asked for. Where a node is read at random in a big slab (a catch-up after
+// downtime, which a restart also replays), each firing's removal waited on
+// the node and then on its index entry. Only a hint: a group's queue
+// changed meanwhile by a callback makes a useless prefetch, not a wrong
+// firing.
+func (w *Wheel) rotPrefetch() {
+	r := &w.rot
+	if k := r.head + 2*lookahead; k < len(r.ring) {
+		if g := r.ring[k]; !g.dead {
+			prefetch(unsafe.Pointer(w.nodes.get(g.first)))
+		}
+	}
+	if k := r.head + lookahead; k < len(r.ring) {
+		if g := r.ring[k]; !g.dead {
+			w.prefetchRemoval(g.first)
+		}
+	}
 }
 
 // fire fires timer i, just taken from the due list.

@@ -3,6 +3,7 @@ package wheel
 import (
 	"fmt"
 	"testing"
+	"time"
 )
 
 // BenchmarkFairBurst: 1M one-shot timers due on one tick, as
@@ -109,4 +110,47 @@ func BenchmarkBigTickNextTick(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(turns)/float64(b.N), "turns-to-B")
+}
+
+// BenchmarkCatchUpRotation: n one-shot timers of 10,000 receivers (each
+// add's receiver a stride through them), due over 100 ticks, fired by
+// Advance calls bounded to 10,000 firings from a wheel that is 100 ticks
+// late: the first call leaves a backlog, and each later one merges the
+// next tick's timers into it, so they fire in the rotation mode (fair.go)
+// as a server's catch-up after downtime and a restart's replay of it do.
+// Each last firing removes its key from an index past the cache. One op is
+// one firing; run it with -benchtime=2000000x (a round fires all n).
+func BenchmarkCatchUpRotation(b *testing.B) {
+	const recvs, ticks = 10_000, 100
+	for _, n := range []int{1_000_000, 4_000_000} {
+		b.Run(fmt.Sprintf("timers=%d", n), func(b *testing.B) {
+			w := newWheel(b, 0, Config{})
+			b.ReportAllocs()
+			var cpu time.Duration
+			defer func() { reportCPU(b, cpu) }()
+			for fired := 0; fired < b.N; {
+				b.StopTimer()
+				base := w.Now()
+				for i := range n {
+					k := Key{uint64(i*7919%recvs) + 1, base<<32 | uint64(i+1)}
+					if err := w.Add(k, Spec{After: 1 + uint64(i%ticks), Repeat: 1}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				start := cpuTime()
+				rotated := false
+				for done := false; !done; {
+					var k int
+					k, done = w.Advance(base+ticks, 10_000, nil)
+					fired += k
+					rotated = rotated || w.rot.on
+				}
+				cpu += cpuTime() - start
+				if !rotated || w.Len() != 0 {
+					b.Fatalf("rotation %v, %d left", rotated, w.Len())
+				}
+			}
+		})
+	}
 }

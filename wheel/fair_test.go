@@ -224,3 +224,40 @@ func TestFairSnapshotMidBacklog(t *testing.T) {
 	require.NotEmpty(t, a)
 	assert.Equal(t, a, b)
 }
+
+// A backlog fired in rotation from a wheel whose index is big enough to be
+// prefetched (rotPrefetch) fires as the same wheel does without the timers
+// that made it big: the prefetch is only a hint, also while the callbacks
+// cancel due timers of other receivers (emptying groups ahead in the ring
+// and changing their queues) and add timers that join the rotation.
+func TestRotationPrefetchIsOnlyAHint(t *testing.T) {
+	run := func(filler int) []Fire {
+		w := newWheel(t, 0, Config{})
+		for i := range filler { // far in the future, of other receivers
+			require.NoError(t, w.Add(Key{Receiver: 1_000_000 + uint64(i%1000), Tid: uint64(i)}, Spec{After: 1_000_000}))
+		}
+		require.Equal(t, filler > 0, w.index.table.len() >= prefetchMin)
+		for i := range 60_000 {
+			require.NoError(t, w.Add(Key{Receiver: uint64(i % 700), Tid: uint64(i)}, Spec{After: 1 + uint64(i%30), Repeat: uint32(1 + i%3), Every: 7}))
+		}
+		var got []Fire
+		rotated := false
+		for to := uint64(30); w.Len() > filler; to++ {
+			w.Advance(to, 2_000, func(f *Fire) {
+				got = append(got, *f)
+				switch len(got) % 97 {
+				case 0: // the add 20 after this one's: a timer of a receiver 20 on, if not fired yet
+					_ = w.Cancel(Key{Receiver: (f.Receiver + 20) % 700, Tid: f.Tid + 20})
+				case 1:
+					require.NoError(t, w.Add(Key{Receiver: f.Receiver, Tid: 1_000_000 + uint64(len(got))}, Spec{After: 1, Repeat: 1}))
+				}
+			})
+			rotated = rotated || w.rot.on
+		}
+		require.True(t, rotated, "the backlog fired in the rotation")
+		return got
+	}
+	small, big := run(0), run(200_000)
+	require.Greater(t, len(small), 60_000)
+	require.Equal(t, small, big)
+}
