@@ -261,3 +261,36 @@ func TestRotationPrefetchIsOnlyAHint(t *testing.T) {
 	require.Greater(t, len(small), 60_000)
 	require.Equal(t, small, big)
 }
+
+// Ticks of a few timers each fired from a wheel whose index is big enough
+// to be prefetched (prefetchSlots) fire as the same wheel does without the
+// timers that made it big, also while the callbacks cancel timers of the
+// slots ahead (the ones prefetched) and add timers that fall into them.
+func TestSlotPrefetchIsOnlyAHint(t *testing.T) {
+	run := func(filler int) []Fire {
+		w := newWheel(t, 0, Config{})
+		for i := range filler { // far in the future, of other receivers
+			require.NoError(t, w.Add(Key{Receiver: 1_000_000 + uint64(i%1000), Tid: uint64(i)}, Spec{After: 1_000_000}))
+		}
+		require.Equal(t, filler > 0, w.index.table.len() >= prefetchMin)
+		for i := range 20_000 {
+			require.NoError(t, w.Add(Key{Receiver: uint64(i % 300), Tid: uint64(i)}, Spec{After: 1 + uint64(i/3), Repeat: uint32(1 + i%2), Every: 5}))
+		}
+		var got []Fire
+		for to := uint64(0); w.Len() > filler; to += 50 {
+			w.Advance(to, 0, func(f *Fire) {
+				got = append(got, *f)
+				switch len(got) % 7 {
+				case 0: // the first timer of the tick slotsAhead/2 on
+					_ = w.Cancel(Key{Receiver: (f.Tid + 3*slotsAhead/2) % 300, Tid: f.Tid + 3*slotsAhead/2})
+				case 1: // one more into the slot slotsAhead on
+					require.NoError(t, w.Add(Key{Receiver: f.Receiver, Tid: 1_000_000 + uint64(len(got))}, Spec{After: slotsAhead, Repeat: 1}))
+				}
+			})
+		}
+		return got
+	}
+	small, big := run(0), run(200_000)
+	require.Greater(t, len(small), 20_000)
+	require.Equal(t, small, big)
+}

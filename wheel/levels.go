@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"unsafe"
 )
 
 // The wheel keeps timers by absolute due tick. Reading ticks as numbers in
@@ -202,6 +203,9 @@ func (w *Wheel) turn() {
 		}
 	}
 	s := t - w.blockStart[0]
+	if w.index.table.len() >= prefetchMin {
+		w.prefetchSlots(s)
+	}
 	bit := uint64(1) << (s & 63)
 	if w.occupied[0][s>>6]&bit == 0 {
 		return
@@ -241,6 +245,30 @@ func (w *Wheel) turn() {
 		next := w.nodes.get(i).wnext
 		w.rotAppend(i)
 		i = next
+	}
+}
+
+// slotsAhead is how many level-0 slots ahead of a turn's prefetchSlots
+// asks for the first node of a slot's list; half as many ahead, for the
+// index entry its last firing deletes.
+const slotsAhead = 8
+
+// prefetchSlots is prefetchRemoval across ticks, for the turn of level-0
+// slot s: where ticks hold a few timers each (a catch-up over hours of
+// timers spread thin, which a restart may replay), a tick's due list is
+// too short for Advance's lookahead to reach a node before it fires, and
+// each firing waited on its node and then on its index entry. It asks for
+// the line of the first node of slot s+slotsAhead, then, for slot
+// s+slotsAhead/2 (whose first node a turn before asked for), its index
+// entry, in the current block of level 0. Only a hint: nothing is
+// written, and a slot whose list changes meanwhile costs a useless
+// prefetch.
+func (w *Wheel) prefetchSlots(s uint64) {
+	if a := s + slotsAhead; a < uint64(w.slots) && w.occupied[0][a>>6]&(1<<(a&63)) != 0 {
+		prefetch(unsafe.Pointer(w.nodes.get(w.nodes.get(w.sentinel(0, a)).wnext)))
+	}
+	if a := s + slotsAhead/2; a < uint64(w.slots) && w.occupied[0][a>>6]&(1<<(a&63)) != 0 {
+		w.prefetchRemoval(w.nodes.get(w.sentinel(0, a)).wnext)
 	}
 }
 
