@@ -121,77 +121,61 @@ func BenchmarkBigTickNextTick(b *testing.B) {
 // Each last firing removes its key from an index past the cache. One op is
 // one firing; run it with -benchtime=2000000x (a round fires all n).
 func BenchmarkCatchUpRotation(b *testing.B) {
-	const recvs, ticks = 10_000, 100
+	const ticks = 100
 	for _, n := range []int{1_000_000, 4_000_000} {
 		b.Run(fmt.Sprintf("timers=%d", n), func(b *testing.B) {
-			w := newWheel(b, 0, Config{})
-			b.ReportAllocs()
-			var cpu time.Duration
-			defer func() { reportCPU(b, cpu) }()
-			for fired := 0; fired < b.N; {
-				b.StopTimer()
-				base := w.Now()
-				for i := range n {
-					k := Key{uint64(i*7919%recvs) + 1, base<<32 | uint64(i+1)}
-					if err := w.Add(k, Spec{After: 1 + uint64(i%ticks), Repeat: 1}); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.StartTimer()
-				start := cpuTime()
-				rotated := false
-				for done := false; !done; {
-					var k int
-					k, done = w.Advance(base+ticks, 10_000, nil)
-					fired += k
-					rotated = rotated || w.rot.on
-				}
-				cpu += cpuTime() - start
-				if !rotated || w.Len() != 0 {
-					b.Fatalf("rotation %v, %d left", rotated, w.Len())
-				}
-			}
+			catchUp(b, n, func(i int) uint64 { return uint64(i % ticks) }, ticks, 10_000)
 		})
 	}
 }
 
 // BenchmarkSparseCatchUp: n one-shot timers of 10,000 receivers (a stride
-// through them), two due on each tick, fired by Advance calls of 10,000
-// ticks from a wheel that is late by all of them: a catch-up over hours
-// of timers spread thin, as a restart's replay of one runs. Each tick's
-// due list is two timers long, and each firing deletes its key from an
-// index past the cache. One op is one firing; run it with
+// through them), two due on each tick, fired by unbounded Advance calls of
+// 10,000 ticks from a wheel that is late by all of them: a catch-up over
+// hours of timers spread thin, as a restart's replay of one runs. Each
+// tick's due list is two timers long, and each firing deletes its key from
+// an index past the cache. One op is one firing; run it with
 // -benchtime=2000000x (a round fires all n).
 func BenchmarkSparseCatchUp(b *testing.B) {
-	const recvs = 10_000
 	for _, n := range []int{1_000_000, 4_000_000} {
 		b.Run(fmt.Sprintf("timers=%d", n), func(b *testing.B) {
-			w := newWheel(b, 0, Config{})
-			b.ReportAllocs()
-			var cpu time.Duration
-			defer func() { reportCPU(b, cpu) }()
-			for fired := 0; fired < b.N; {
-				b.StopTimer()
-				base := w.Now()
-				for i := range n {
-					k := Key{uint64(i*7919%recvs) + 1, base<<32 | uint64(i+1)}
-					if err := w.Add(k, Spec{After: 1 + uint64(i/2), Repeat: 1}); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.StartTimer()
-				start := cpuTime()
-				end := base + uint64(n/2)
-				for to := base; to < end; {
-					to = min(to+10_000, end)
-					k, _ := w.Advance(to, 0, nil)
-					fired += k
-				}
-				cpu += cpuTime() - start
-				if w.Len() != 0 {
-					b.Fatalf("%d left", w.Len())
-				}
-			}
+			catchUp(b, n, func(i int) uint64 { return uint64(i / 2) }, uint64(n/2), 0)
 		})
+	}
+}
+
+// catchUp runs the catch-up benchmarks: rounds of n one-shot timers of
+// 10,000 receivers, timer i due tick(i)+1 ticks on (< span), added
+// untimed, then fired by Advance calls up to 10,000 ticks on each, max
+// firings a call (0: no limit; a bounded round must go through the
+// rotation mode), timed by CPU too.
+func catchUp(b *testing.B, n int, tick func(i int) uint64, span uint64, max int) {
+	const recvs = 10_000
+	w := newWheel(b, 0, Config{})
+	b.ReportAllocs()
+	var cpu time.Duration
+	defer func() { reportCPU(b, cpu) }()
+	for fired := 0; fired < b.N; {
+		b.StopTimer()
+		base := w.Now()
+		for i := range n {
+			k := Key{uint64(i*7919%recvs) + 1, base<<32 | uint64(i+1)}
+			if err := w.Add(k, Spec{After: 1 + tick(i), Repeat: 1}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		start := cpuTime()
+		rotated := false
+		for to := base; w.Len() > 0; {
+			to = min(to+10_000, base+span)
+			k, _ := w.Advance(to, max, nil)
+			fired += k
+			rotated = rotated || w.rot.on
+		}
+		cpu += cpuTime() - start
+		if max > 0 && !rotated {
+			b.Fatal("the backlog did not fire in the rotation")
+		}
 	}
 }
