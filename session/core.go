@@ -173,6 +173,7 @@ type Core struct {
 	spareChunks [][]byte
 	spareRefs   []*receiver // scratch of receiverSnaps
 	spareRefs2  []*receiver
+	snapChunks  int // 1 + the backlog chunk headers the last snapshot copied (0: none taken); receiverSnaps sizes a new copy by it
 
 	// reqIDs remembers recent changes with a request id, for retries
 	// (requestid.go). Last, so that it moves none of the fields above.

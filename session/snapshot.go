@@ -291,6 +291,18 @@ func (c *Core) receiverSnaps() ([]receiverSnap, [][]byte, []recvExtra) {
 	var extras []recvExtra
 	rs := append(c.spareRefs[:0], c.recvList...)
 	tmp := inAddressOrder(rs, c.spareRefs2)
+	if cap(chunks) == 0 { // no copy kept: sized once (appends would copy and clear it several times over)
+		n := c.snapChunks - 1
+		if n < 0 { // no snapshot before: counted
+			n = 0
+			for _, r := range rs {
+				n += len(r.q.chunks)
+			}
+		}
+		if n > 0 {
+			chunks = make([][]byte, 0, n+n/8)
+		}
+	}
 	for _, r := range rs {
 		first := len(chunks)
 		chunks = append(chunks, r.q.chunks...) // the live queue's headers, copied here
@@ -309,6 +321,7 @@ func (c *Core) receiverSnaps() ([]receiverSnap, [][]byte, []recvExtra) {
 	clear(rs)
 	clear(tmp)
 	c.spareRefs, c.spareRefs2 = keepSpare(rs), keepSpare(tmp)
+	c.snapChunks = len(chunks) + 1
 	return out, chunks, extras
 }
 

@@ -165,11 +165,12 @@ func (w *Wheel) prefetchRemoval(i uint32) {
 // and its first node, whose line the step before asked for when it was
 // 2*lookahead places from the front, tells which index entry to ask for;
 // the group 2*lookahead places from the front has its first node's line
-// asked for. Where a node is read at random in a big slab (a catch-up after
-// downtime, which a restart also replays), each firing's removal waited on
-// the node and then on its index entry. Only a hint: a group's queue
-// changed meanwhile by a callback makes a useless prefetch, not a wrong
-// firing.
+// asked for. A ring of lookahead groups or fewer past its front (a backlog
+// of that few receivers) gets no prefetch. Where a node is read at random
+// in a big slab (a catch-up after downtime, which a restart also
+// replays), each firing's removal waited on the node and then on its
+// index entry. Only a hint: a group's queue changed meanwhile by a
+// callback makes a useless prefetch, not a wrong firing.
 func (w *Wheel) rotPrefetch() {
 	r := &w.rot
 	if k := r.head + 2*lookahead; k < len(r.ring) {
