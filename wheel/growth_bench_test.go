@@ -45,3 +45,42 @@ func BenchmarkAddGrowth(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkChurnFull fills a wheel to 0.745 of its index's table (as 100M
+// timers fill 2^27 entries; here 2^22) and then churns: a random timer
+// cancelled, a new one added, ops times. It reports the calling thread's
+// CPU per cancel and add, and the index's bytes per live timer at the end:
+// a table doubled by tombstones holds twice its bytes (issue 26's budget
+// of 64 bytes a timer at 100M). Run with -benchtime=1x.
+func BenchmarkChurnFull(b *testing.B) {
+	const n, ops = 3_124_000, 4_000_000
+	for range b.N {
+		w := newWheel(b, 0, Config{})
+		r := rand.New(rand.NewPCG(11, 12))
+		keys := make([]Key, n)
+		for i := range keys {
+			keys[i] = Key{uint64(i % 1000), uint64(i)}
+			if err := w.Add(keys[i], Spec{After: 1 + r.Uint64N(60_480_000)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		runtime.LockOSThread()
+		start := threadCPU()
+		for i := range ops {
+			j := r.IntN(n)
+			if err := w.Cancel(keys[j]); err != nil {
+				b.Fatal(err)
+			}
+			keys[j] = Key{uint64(i % 1000), uint64(n + i)}
+			if err := w.Add(keys[j], Spec{After: 1 + r.Uint64N(60_480_000)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		cpu := float64(threadCPU()-start) / ops
+		runtime.UnlockOSThread()
+		x := &w.index
+		b.ReportMetric(cpu, "cpu-ns/churn")
+		b.ReportMetric(float64((x.table.len()+x.old.len())*4)/float64(x.count), "index-B/timer")
+		runtime.KeepAlive(w)
+	}
+}

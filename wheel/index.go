@@ -24,12 +24,17 @@ import (
 // every later entry of the run to find its home, a cache miss each in a big
 // index (firing a burst of 1M one-shot timers spent a fifth of its time
 // there). Tombstones count toward the 3/4 and are reused by insertions.
+// Where the live entries are above 3/8 and within 3/4, a purge clears the
+// tombstones in place, an insertion at a time, and live entries and
+// tombstones may fill 13/16 meanwhile (indexpurge.go).
 //
 // # Growing without a long turn
 //
-// When live entries and tombstones would pass 3/4, the index moves to a new
-// table (twice the size when the live entries are above 3/8, else the same
-// size, without the tombstones), incrementally: the old table is kept, and
+// When the live entries would pass 3/4, or live entries and tombstones
+// would pass 3/4 with the live ones at most 3/8 (or 13/16 while a purge
+// runs), the index moves to a new table (twice the size when the live
+// entries are above 3/8, else the same size, without the tombstones),
+// incrementally: the old table is kept, and
 // each reserve (each insertion) walks the next migrateStep nodes of the
 // slab, putting the key of each live one in the new table. The walk goes
 // in the slab's order, so its node reads are sequential (in the old
@@ -84,6 +89,14 @@ type index struct {
 	nextLen uint64
 	handOut *bigmem.Mem
 	aheadAt uint64
+	// purgeAt is the next position a purge looks at (indexpurge.go),
+	// purgeLeft the positions its pass has left (0: none going on),
+	// purgeStep the positions each reserve looks at, and purgeBuf the
+	// live entries of a probe run being put back.
+	purgeAt   uint64
+	purgeLeft uint64
+	purgeStep uint64
+	purgeBuf  []uint32
 }
 
 // itable is an index table: a power of two of entries, in chunks of
@@ -218,9 +231,11 @@ const inOld = 1 << 63
 
 // reserve makes room for one more entry, so that a position returned by
 // lookup stays valid for insertAt: live entries and tombstones together stay
-// at most 3/4 of the table, so every probe run ends. While moving to a new
-// table it moves the next migrateStep nodes of the slab; otherwise, when
-// the entry would pass 3/4, it starts a move.
+// at most 3/4 of the table (13/16 while a purge runs), so every probe run
+// ends. While moving to a new table it moves the next migrateStep nodes of
+// the slab; otherwise it goes on with a purge of tombstones, when one runs,
+// and when the entry would pass 3/4, it starts a purge (indexpurge.go) or
+// a move.
 //
 // Why migrateStep = 4 suffices: a move starts with L live entries, at most
 // 3/4 of the old table's size S, and walks the slab up to its high-water
@@ -248,12 +263,29 @@ func (x *index) reserve() {
 		}
 		x.migrate(x.end)
 	}
+	if x.purgeLeft != 0 {
+		x.purge(x.purgeStep)
+	}
+	if x.aheadLoad() >= x.aheadAt { // (no move is going on here)
+		x.mapAhead()
+	}
 	if x.fits() {
-		if uint64(x.count+x.tombs) >= x.aheadAt { // (no move is going on here)
-			x.mapAhead()
-		}
 		return
 	}
+	if x.mayPurge() {
+		if x.purgeLeft == 0 {
+			x.startPurge()
+			x.purge(x.purgeStep)
+		}
+		if x.fitsPurging() {
+			return
+		}
+		x.purge(x.purgeLeft) // the room ran out first: end the pass now
+		if x.fitsPurging() {
+			return
+		}
+	}
+	x.purgeAt, x.purgeLeft = 0, 0
 	size := x.nextSize()
 	x.old, x.oldMask, x.oldLive = x.table, x.mask, x.count
 	x.cursor, x.end = x.nodes.nsent, x.nodes.n

@@ -253,7 +253,7 @@ func (b *IndexBuilder) finish(mark RestoreMark, x *index) bool {
 	x.table, x.mask = b.table, b.mask
 	x.takeAhead(0) // (none: a restore's index was empty)
 	x.setAheadAt()
-	x.count, x.tombs = b.count, 0
+	x.count, x.tombs, x.purgeAt, x.purgeLeft = b.count, 0, 0, 0
 	x.old, x.oldMask, x.oldLive, x.cursor, x.end, x.step, x.fresh = itable{}, 0, 0, 0, 0, 0, nil
 	b.table, b.ext, b.extMem, b.next = itable{}, nil, nil, b.end // a later Add does nothing
 	return true

@@ -1,0 +1,102 @@
+package wheel
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestIndexPurgeKeepsTheTable: an index whose live entries fill 0.74 of
+// its table (100M timers fill 0.745 of 2^27) and then churn (a random key
+// deleted, a new one added, for ten times the table's size) keeps its
+// table: no move, neither a doubling nor a rebuild beside it, because
+// purges clear the tombstones in place. Meanwhile live entries and
+// tombstones stay within 13/16, every key is found and no absent key is,
+// the tombstone count is what the table holds, purges move entries (a
+// probe run's entries after a tombstone are put back nearer their homes),
+// and no insertion looks at more positions than its purge step and a
+// probe run (at most a few hundred entries in a table of 2^14 this full).
+func TestIndexPurgeKeepsTheTable(t *testing.T) {
+	ih := newIndexHarness(t)
+	x := &ih.x
+	const size = 1 << 14
+	for i := uint64(0); len(ih.keys) < size*74/100; i++ {
+		ih.add(Key{i % 7, i}, nil)
+	}
+	for x.moving() { // the last doubling, to 2^14, ends
+		ih.add(Key{99, uint64(len(ih.keys))}, nil)
+	}
+	require.Equal(t, uint64(size), x.table.len())
+	rng := rand.New(rand.NewPCG(3, 9))
+	next := uint64(1 << 40)
+	purges, moved, worst := 0, 0, uint64(0)
+	ops := 10 * size
+	if testing.Short() {
+		ops = 4 * size
+	}
+	for op := range ops {
+		ih.del(rng.IntN(len(ih.keys)))
+		before, step := x.purgeLeft, x.purgeStep
+		positions := map[uint32]uint64{} // node -> position, for the probe runs a step sweeps
+		if before != 0 {
+			for p := x.purgeAt; p < x.purgeAt+2*x.purgeStep; p++ {
+				if e := *x.table.at(p & x.mask); e > tomb {
+					positions[e&x.table.imask] = p & x.mask
+				}
+			}
+		}
+		nk := Key{rng.Uint64N(7), next}
+		next++
+		ih.add(nk, func() {
+			require.False(t, x.moving(), "op %d: the index moves (table of %d)", op, x.table.len())
+			if x.purgeLeft > before {
+				purges++
+			} else if before != 0 {
+				worst = max(worst, before-x.purgeLeft-min(step, before-x.purgeLeft))
+			}
+			for i, p := range positions {
+				if q, _ := x.lookup(Key{ih.s.get(i).receiver, ih.s.get(i).tid}); q != p {
+					moved++
+				}
+			}
+		})
+		used := uint64(x.count + x.tombs)
+		require.LessOrEqual(t, used*16, uint64(size)*13, "op %d: live entries and tombstones past 13/16", op)
+		if op%997 == 0 {
+			checkIndexEntries(t, ih)
+		}
+	}
+	checkIndexEntries(t, ih)
+	require.Equal(t, uint64(size), x.table.len(), "the table's size after the churn")
+	require.Greater(t, purges, 5, "purge passes")
+	require.Positive(t, moved, "entries a purge moved")
+	require.LessOrEqual(t, worst, uint64(1024), "positions one insertion's purge looked at past its step")
+	t.Logf("purges %d, entries moved %d, most positions an insertion looked at past its step %d (step %d)", purges, moved, worst, x.purgeStep)
+}
+
+// checkIndexEntries checks that the index holds exactly ih's live keys,
+// each found as its node, that absent keys are not found, and that its
+// tombstone count is what its table holds.
+func checkIndexEntries(t *testing.T, ih *indexHarness) {
+	t.Helper()
+	x := &ih.x
+	tombs := 0
+	for _, e := range flat(&x.table) {
+		if e == tomb {
+			tombs++
+		}
+	}
+	require.Equal(t, tombs, int(x.tombs), "tombstones counted")
+	require.Equal(t, len(ih.live), liveEntries(flat(&x.table))+int(x.oldLive), "live entries")
+	for k, i := range ih.live {
+		if _, got := x.lookup(k); got != i {
+			t.Fatalf("lookup %v: node %d, want %d", k, got, i)
+		}
+	}
+	for j := range uint64(300) {
+		if _, got := x.lookup(Key{j % 7, 1<<50 + j}); got != 0 {
+			t.Fatalf("absent key %v found as node %d", Key{j % 7, 1<<50 + j}, got)
+		}
+	}
+}
