@@ -47,13 +47,13 @@ func BenchmarkAddGrowth(b *testing.B) {
 }
 
 // BenchmarkChurnFull fills a wheel to 0.745 of its index's table (as 100M
-// timers fill 2^27 entries; here 2^22) and then churns: a random timer
+// timers fill 2^27 entries; here 2^23, the smallest purged) and then churns: a random timer
 // cancelled, a new one added, ops times. It reports the calling thread's
 // CPU per cancel and add, and the index's bytes per live timer at the end:
 // a table doubled by tombstones holds twice its bytes (issue 26's budget
 // of 64 bytes a timer at 100M). Run with -benchtime=1x.
 func BenchmarkChurnFull(b *testing.B) {
-	const n, ops = 3_124_000, 4_000_000
+	const n, ops = 6_249_000, 4_000_000
 	for range b.N {
 		w := newWheel(b, 0, Config{})
 		r := rand.New(rand.NewPCG(11, 12))

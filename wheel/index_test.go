@@ -15,6 +15,7 @@ import (
 // insertion moves more than migrateStep entries to the new table (all of
 // them, before).
 func TestIndexChurn(t *testing.T) {
+	purgeSmall(t)
 	ih := newIndexHarness(t)
 	x, live := &ih.x, ih.live
 	rng := rand.New(rand.NewPCG(1, 2))

@@ -4,8 +4,9 @@ import "unsafe"
 
 // # Tombstones cleared in place
 //
-// A table whose live entries are above 3/8 of it and within 3/4 sheds its
-// tombstones by a purge, in place, rather than by a move: a move to a
+// A table of purgeMinEntries or more whose live entries are above 3/8 of
+// it and within 3/4 sheds its tombstones by a purge, in place, rather than
+// by a move: a move to a
 // table of the same size, or twice it (which a move from above 3/8 would
 // take), needs the new table beside the old, and the doubled one stays.
 // At 100M timers the table has 2^27 entries and the live ones fill 0.745
@@ -28,17 +29,28 @@ import "unsafe"
 // its node for its key's hash (its home), a random read in a big slab: all
 // the nodes of a probe run are asked for (prefetch) before the first is read.
 //
+// The price is CPU while the table is that full: the purge's node reads
+// and the longer probe runs of a table kept up to 3/4 full by its live
+// entries, where the doubled one was half full. A cancel and an add cost
+// the wheel 1.5 times as much (BenchmarkChurnFull, 2^23 entries). So a
+// smaller table, whose doubling costs at most 32 MiB, still doubles.
+//
 // Between two insertions the table is a valid one: look-ups, insertions
 // and deletions work on it as ever, and a position lookup returns is used
 // before the next reserve. A move (the live entries above 3/4, or the
 // tombstones past 13/16 all the same) ends a purge where it is.
 
+// purgeMinEntries is the smallest table a purge clears (2^23 entries, 32
+// MiB: from about 3M live timers); a test lowers it to purge small tables.
+var purgeMinEntries uint64 = 1 << 23
+
 // mayPurge reports whether the table sheds its tombstones by a purge
-// rather than a move: with one more entry, its live entries are above
-// 3/8 of it (a move would double it) and within 3/4.
+// rather than a move: it has purgeMinEntries or more, and with one more
+// entry, its live entries are above 3/8 of it (a move would double it)
+// and within 3/4.
 func (x *index) mayPurge() bool {
 	size, live := x.mask+1, uint64(x.count)+1
-	return live*8 > size*3 && live*4 <= size*3
+	return size >= purgeMinEntries && live*8 > size*3 && live*4 <= size*3
 }
 
 // fitsPurging reports whether the table has room for one more entry
@@ -52,7 +64,7 @@ func (x *index) fitsPurging() bool {
 // the one the live entries make past 3/4), else live entries and
 // tombstones.
 func (x *index) aheadLoad() uint64 {
-	if uint64(x.count)*8 > (x.mask+1)*3 {
+	if uint64(x.count)*8 > (x.mask+1)*3 && x.mask+1 >= purgeMinEntries {
 		return uint64(x.count)
 	}
 	return uint64(x.count + x.tombs)

@@ -18,6 +18,7 @@ import (
 // and no insertion looks at more positions than its purge step and a
 // probe run (at most a few hundred entries in a table of 2^14 this full).
 func TestIndexPurgeKeepsTheTable(t *testing.T) {
+	purgeSmall(t)
 	ih := newIndexHarness(t)
 	x := &ih.x
 	const size = 1 << 14
@@ -99,4 +100,12 @@ func checkIndexEntries(t *testing.T, ih *indexHarness) {
 			t.Fatalf("absent key %v found as node %d", Key{j % 7, 1<<50 + j}, got)
 		}
 	}
+}
+
+// purgeSmall has tables of any size purged (purgeMinEntries), for the
+// test's duration: small tables are doubled by their tombstones otherwise.
+func purgeSmall(t *testing.T) {
+	old := purgeMinEntries
+	purgeMinEntries = minIndexSize
+	t.Cleanup(func() { purgeMinEntries = old })
 }
