@@ -268,6 +268,8 @@ func (x *index) reserve() {
 	}
 	if x.aheadLoad() >= x.aheadAt { // (no move is going on here)
 		x.mapAhead()
+	} else if x.next != nil {
+		x.unmapAhead()
 	}
 	if x.fits() {
 		return

@@ -88,6 +88,21 @@ func (x *index) startPurge() {
 	}
 }
 
+// unmapAhead frees the table mapped ahead of a doubling, and lets the next
+// one be mapped, once the live entries of a table that purges its
+// tombstones have fallen 1/128 short of 3/4 (aheadOf twice): there only
+// the live entries bring the doubling on, and they may never come back,
+// while the table, backed with memory ahead (1 GiB at 100M timers), would
+// stay for as long as this one does.
+func (x *index) unmapAhead() {
+	size := x.mask + 1
+	if size < purgeMinEntries || x.nextLen != 2*size || uint64(x.count)+2*aheadOf(size) >= size*3/4 {
+		return
+	}
+	x.takeAhead(0)
+	x.setAheadAt()
+}
+
 // purgeMinStep is the fewest positions a purge looks at an insertion.
 const purgeMinStep = 16
 

@@ -109,3 +109,34 @@ func purgeSmall(t *testing.T) {
 	purgeMinEntries = minIndexSize
 	t.Cleanup(func() { purgeMinEntries = old })
 }
+
+// TestIndexAheadUnmappedWhenTheLiveFall: in a table that purges its
+// tombstones, the table mapped ahead of a doubling (when the live entries
+// came within 1/256 of 3/4) is freed once they have fallen 1/128 short of
+// 3/4, and mapped again when they come back: only the live entries bring
+// that doubling on, and the table backed ahead would otherwise stay for
+// good (1 GiB at 100M timers).
+func TestIndexAheadUnmappedWhenTheLiveFall(t *testing.T) {
+	purgeSmall(t)
+	g := aheadMapped(t)
+	w, x := g.w, &g.w.index
+	size := x.mask + 1
+	a := w.IndexAhead()
+	require.NotNil(t, a)
+	require.Equal(t, int(2*size*4), a.Bytes(), "the doubled table mapped ahead")
+	mapped := w.MappedBytes()
+	for uint64(w.Len())+2*aheadOf(size) >= size*3/4 { // the live entries fall: cancels, then one add
+		require.NoError(t, w.Cancel(Key{1, g.i - uint64(w.Len())}))
+	}
+	g.add(2)
+	require.True(t, x.next == nil, "the table mapped ahead still held, live entries 1/128 short of 3/4")
+	require.False(t, a.Populate(), "the table handed out was freed")
+	require.Equal(t, mapped-int64(a.Bytes()), w.MappedBytes(), "the wheel's mapped bytes")
+	g.until(func() bool { return x.next != nil }, func() { g.add(3) })
+	require.Equal(t, size, x.mask+1, "no move meanwhile")
+	require.NotNil(t, w.IndexAhead(), "mapped ahead again as the live entries came back")
+	g.until(x.moving, func() { g.add(3) })
+	require.Equal(t, 2*size, x.mask+1, "the doubling takes it")
+	require.True(t, x.next == nil, "a table still mapped ahead after the move")
+	checkIndexInvariants(t, w)
+}
