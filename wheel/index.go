@@ -31,8 +31,9 @@ import (
 // # Growing without a long turn
 //
 // When the live entries would pass 3/4, or live entries and tombstones
-// would pass 3/4 with the live ones at most 3/8 (or 13/16 while a purge
-// runs), the index moves to a new table (twice the size when the live
+// would pass 3/4 in a table that does not purge (under purgeMinEntries,
+// or the live ones at most 3/8), or 13/16 while a purge runs, the index
+// moves to a new table (twice the size when the live
 // entries are above 3/8, else the same size, without the tombstones),
 // incrementally: the old table is kept, and
 // each reserve (each insertion) walks the next migrateStep nodes of the

@@ -140,3 +140,103 @@ func TestIndexAheadUnmappedWhenTheLiveFall(t *testing.T) {
 	require.True(t, x.next == nil, "a table still mapped ahead after the move")
 	checkIndexInvariants(t, w)
 }
+
+// TestIndexSweepFromMidRun: a purge step that starts inside a probe run (as
+// one does when the insertion since the last step filled the empty entry
+// before purgeAt), with a tombstone in the run before its start: the entry
+// the sweep puts back lands in that tombstone. The index must stay exact.
+//
+// Run (all five keys hash to home h): K1 T K3 T K5 _ ; purgeRuns(h+2, 1)
+// sweeps from h+3 (the first tombstone from h+2): K5 goes back to h+1.
+func TestIndexSweepFromMidRun(t *testing.T) {
+	ih := newIndexHarness(t)
+	x := &ih.x
+	const h = 20
+	var ks []Key
+	for i := uint64(0); len(ks) < 5; i++ {
+		if k := (Key{3, i}); hash(k)&x.mask == h {
+			ks = append(ks, k)
+		}
+	}
+	for _, k := range ks {
+		ih.add(k, nil)
+	}
+	del := func(k Key) {
+		for j, kk := range ih.keys {
+			if kk == k {
+				ih.del(j)
+				return
+			}
+		}
+	}
+	del(ks[1])
+	del(ks[3])
+	checkIndexEntries(t, ih)
+	x.purgeRuns(h+2, 1)
+	checkIndexEntries(t, ih)
+	require.Equal(t, uint32(0), *x.table.at(h + 4), "the run's end after the sweep")
+	require.NotEqual(t, uint32(tomb), *x.table.at(h + 1), "K5 put back in the tombstone before the swept part")
+}
+
+// purgeFill returns a harness whose index has a table of size entries (mapped
+// outside the heap), its move done, with live keys filling frac of it.
+func purgeFill(t *testing.T, size uint64, frac float64) (*indexHarness, *rand.Rand, func() Key) {
+	withMapping(t, heapBlocks, minIndexSize)
+	ih := newIndexHarness(t)
+	rng := rand.New(rand.NewPCG(21, 22))
+	next := uint64(0)
+	key := func() Key { next++; return Key{rng.Uint64N(7), next} }
+	for float64(len(ih.keys)) < float64(size)*0.74 || ih.x.moving() {
+		ih.add(key(), nil)
+	}
+	require.Equal(t, size, ih.x.table.len())
+	for float64(len(ih.keys)) > float64(size)*frac {
+		ih.del(rng.IntN(len(ih.keys)))
+	}
+	return ih, rng, key
+}
+
+// A churn of a purged table maps no doubled table ahead (the tombstones
+// no longer lead to a move); the live entries nearing 3/4 do. An
+// aheadLoad of live entries and tombstones would map (and the server back)
+// the 1 GiB at 100M the purge saves.
+func TestIndexPurgeMapsAheadByLiveOnly(t *testing.T) {
+	purgeSmall(t)
+	const size = 1 << 14
+	ih, rng, key := purgeFill(t, size, 0.74)
+	x := &ih.x
+	for range 4 * size {
+		ih.del(rng.IntN(len(ih.keys)))
+		ih.add(key(), nil)
+		require.True(t, x.next == nil, "a table mapped ahead at live %d, tombstones %d", x.count, x.tombs)
+	}
+	require.Equal(t, uint64(size), x.table.len())
+	for uint64(x.count) < size*3/4-aheadOf(size) {
+		ih.add(key(), nil)
+	}
+	ih.add(key(), nil)
+	require.True(t, x.next != nil, "no table mapped ahead 1/256 short of 3/4 live")
+	require.Equal(t, uint64(2*size), x.nextLen)
+}
+
+// A same-size rebuild (live entries at most 3/8) is mapped ahead by its
+// tombstones; when the live entries then pass 3/8 and a purge starts
+// instead, that table is freed (aheadLoad counts the tombstones below
+// 3/8; startPurge frees it).
+func TestIndexSameSizeAheadThenPurge(t *testing.T) {
+	purgeSmall(t)
+	const size = 1 << 14
+	ih, rng, key := purgeFill(t, size, 0.372)
+	x := &ih.x
+	for x.next == nil && !x.moving() { // churn just under 3/8: tombstones
+		ih.del(rng.IntN(len(ih.keys)))
+		ih.add(key(), nil)
+	}
+	require.False(t, x.moving(), "the rebuild started without a table mapped ahead")
+	require.Equal(t, uint64(size), x.nextLen, "the same-size table mapped ahead")
+	for !x.moving() && x.purgeLeft == 0 { // adds only: the live entries pass 3/8
+		ih.add(key(), nil)
+	}
+	require.NotZero(t, x.purgeLeft, "a move, not a purge (live %d)", x.count)
+	require.True(t, x.next == nil, "the same-size table kept mapped while purging")
+}

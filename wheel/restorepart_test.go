@@ -3,6 +3,7 @@ package wheel
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -31,6 +32,7 @@ func tableEntries(w *Wheel) []uint32 {
 		}
 	}
 	slices.Sort(es)
+	runtime.KeepAlive(w) // its table may be mapped: unmapped by a cleanup once w is unreachable
 	return es
 }
 
