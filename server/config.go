@@ -217,7 +217,9 @@ type SnapshotPolicy struct {
 	// (one at a time; unlike EveryFirings, whose turn may hold a week's
 	// fast-forward: a loop kept busy by steady load would otherwise write
 	// snapshots back to back). A start-up counts its own replay's time
-	// in, so after a long replay a snapshot starts as it serves. At 100M timers each add and firing costs several cache
+	// in, so after a long replay a snapshot starts as it serves, or
+	// before it serves when the last start-up's such snapshot was never
+	// committed (a crash loop: recoverymark.go). At 100M timers each add and firing costs several cache
 	// misses, and a replay runs at 0.4–1M a second, not the 8–14M firings
 	// of a small wheel (docs/BENCHMARKS.md, "Recovery after sustained
 	// load"). Default 1s; negative means none. A restart after a crash

@@ -101,6 +101,8 @@ type persist struct {
 	tailFailing bool
 	// replayed is the firings start-up replayed (recovered.firings).
 	replayed uint64
+	// marked: the recovery mark is in the data directory (recoverymark.go).
+	marked bool
 }
 
 // openState opens the data directory's log and rebuilds the core from it,
@@ -152,8 +154,10 @@ func (s *Server) openState(start uint64) (restored bool, err error) {
 		"took", rec.took.Round(time.Millisecond))
 	s.persist.replayed = rec.firings
 	// The replay's time counts toward the next snapshot (every_replay):
-	// after a long one, one starts as the server serves.
+	// after a long one, one starts as the server serves, or before it
+	// serves when the last start-up's never committed (recoverymark.go).
 	s.persist.replayNs = int64(rec.replayTook)
+	s.readRecoveryMark()
 	return true, nil
 }
 
@@ -211,12 +215,23 @@ func (s *Server) startLog(restored bool) error {
 		s.log.Info("persistence: the recovery replayed many firings; a snapshot before serving",
 			"firings_replayed", p.replayed, "every_firings", s.cfg.Snapshot.EveryFirings)
 		_ = s.snapshotNow()
+	} else if s.replayLong() && p.marked {
+		// The last start-up replayed long too, and its snapshot was never
+		// committed: a crash loop faster than a snapshot, whose replay
+		// grows at each restart unless this one is written first.
+		s.log.Warn("persistence: the recovery's replay took long and the last start-up's snapshot was never written; a snapshot before serving",
+			"replay_took", time.Duration(p.replayNs).Round(time.Millisecond), "every_replay", s.cfg.Snapshot.EveryReplay,
+			"mark", s.recoveryMarkPath())
+		_ = s.snapshotNow()
 	} else if s.replayLong() {
 		// The replay's time (every_replay): a snapshot starts now and is
-		// written as the server serves (a crash meanwhile replays no more
-		// than this start did).
+		// written as the server serves. A crash meanwhile replays this
+		// start's records again and what it did since; the mark makes the
+		// next start-up write its snapshot first.
+		s.writeRecoveryMark()
 		s.log.Info("persistence: the recovery's replay took long; a snapshot starts as the server serves",
-			"replay_took", time.Duration(p.replayNs).Round(time.Millisecond), "every_replay", s.cfg.Snapshot.EveryReplay)
+			"replay_took", time.Duration(p.replayNs).Round(time.Millisecond), "every_replay", s.cfg.Snapshot.EveryReplay,
+			"mark_written", p.marked)
 		_ = s.startSnapshot()
 	}
 	return nil

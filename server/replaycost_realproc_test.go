@@ -129,9 +129,74 @@ func dialAndStats(p *proc) (protocol.Stats, error) {
 // serves (every_firings out of reach: not before), so a second kill -9 and
 // restart replays nothing.
 func TestEveryReplayAfterARestart(t *testing.T) {
-	const timers, ticks = 50, 20_000 // 1,000,000 firings
-	dir := t.TempDir()
-	config := func(everyReplay string) []string {
+	const timers, ticks = 50, 20_000
+	dir, config := loggedFastForward(t, timers, ticks)
+
+	// Replaying a million firings takes more than a millisecond.
+	p := startProc(t, config("1ms")...)
+	require.Equal(t, uint64(timers*ticks), replayedFirings(t, p))
+	p.logged(t, "a snapshot starts as the server serves")
+	require.Contains(t, p.stderr.String(), "mark_written=true")
+	require.NotContains(t, p.stderr.String(), "a snapshot before serving")
+	require.Eventually(t, func() bool { return strings.Contains(p.stderr.String(), "snapshot written") },
+		20*time.Second, time.Millisecond, "no snapshot after the long replay:\n%s", p.stderr)
+	require.NoFileExists(t, filepath.Join(dir, recoveryMarkName), "the snapshot's commit removes the recovery mark")
+	p.kill()
+
+	p = startProc(t, config("1ms")...)
+	require.Zero(t, replayedFirings(t, p), "the second restart replayed the fast-forward again")
+	s, err := dialAndStats(p)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1000+ticks), s.Now)
+	require.Equal(t, uint64(timers), s.Timers)
+	p.term()
+}
+
+// A crash loop faster than a snapshot (recoverymark.go): a start-up whose
+// replay took every_replay and that finds the recovery mark, which the
+// last such start-up wrote before its snapshot and a commit would have
+// removed, writes its snapshot before it serves; the next restart replays
+// nothing. The mark is written here as a start-up killed before its
+// snapshot's commit leaves it (TestEveryReplayAfterARestart checks that a
+// start-up writes it and that the commit removes it): a kill timed into a
+// snapshot of 50 timers would be a race.
+func TestEveryReplayCrashLoop(t *testing.T) {
+	const timers, ticks = 50, 20_000
+	dir, config := loggedFastForward(t, timers, ticks)
+	mark := filepath.Join(dir, recoveryMarkName)
+	require.NoFileExists(t, mark, "no start-up replayed long yet")
+	require.NoError(t, os.WriteFile(mark, []byte("left by a start-up killed before its snapshot\n"), 0o600))
+
+	p := startProc(t, config("1ms")...) // returns once it listens
+	require.NoFileExists(t, mark, "the snapshot is committed, and the mark removed, before the server listens")
+	require.Equal(t, uint64(timers*ticks), replayedFirings(t, p))
+	p.logged(t, "snapshot written")
+	out := p.stderr.String()
+	before := strings.Index(out, "a snapshot before serving")
+	require.NotEqual(t, -1, before, "the crash loop's start-up did not snapshot first:\n%s", out)
+	require.NotContains(t, out, "a snapshot starts as the server serves")
+	require.Greater(t, strings.Index(out, "snapshot written"), before, out)
+	p.kill()
+
+	p = startProc(t, config("1ms")...)
+	require.Zero(t, replayedFirings(t, p), "the restart after the crash loop's snapshot replayed the fast-forward again")
+	require.NoFileExists(t, mark)
+	s, err := dialAndStats(p)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1000+ticks), s.Now)
+	require.Equal(t, uint64(timers), s.Timers)
+	p.term()
+}
+
+// loggedFastForward runs the binary on a new data directory with
+// every_replay off (every count threshold out of reach, min_interval an
+// hour), fast-forwards timers timers firing every tick by ticks, and kills
+// it: its log holds timers*ticks firings no snapshot covers. config gives
+// the arguments of a start on that directory with every_replay set.
+func loggedFastForward(t *testing.T, timers, ticks uint64) (dir string, config func(everyReplay string) []string) {
+	t.Helper()
+	dir = t.TempDir()
+	config = func(everyReplay string) []string {
 		path := filepath.Join(t.TempDir(), "tickwheel.yaml")
 		body := "max_fires_per_turn: 100000000\nsnapshot:\n  priority: normal\n  min_interval: 1h\n  every_firings: 1125899906842624\n" +
 			"  every_replay: " + everyReplay + "\n"
@@ -148,21 +213,5 @@ func TestEveryReplayAfterARestart(t *testing.T) {
 	fastForward(t, w, ticks, timers*ticks)
 	w.close()
 	p.kill()
-
-	// Replaying a million firings takes more than a millisecond.
-	p = startProc(t, config("1ms")...)
-	require.Equal(t, uint64(timers*ticks), replayedFirings(t, p))
-	p.logged(t, "a snapshot starts as the server serves")
-	require.NotContains(t, p.stderr.String(), "a snapshot before serving")
-	require.Eventually(t, func() bool { return strings.Contains(p.stderr.String(), "snapshot written") },
-		20*time.Second, time.Millisecond, "no snapshot after the long replay:\n%s", p.stderr)
-	p.kill()
-
-	p = startProc(t, config("1ms")...)
-	require.Zero(t, replayedFirings(t, p), "the second restart replayed the fast-forward again")
-	s, err := dialAndStats(p)
-	require.NoError(t, err)
-	require.Equal(t, uint64(1000+ticks), s.Now)
-	require.Equal(t, uint64(timers), s.Timers)
-	p.term()
+	return dir, config
 }

@@ -259,6 +259,9 @@ func (s *Server) pollSnapshot() {
 		return
 	}
 	s.persist.gap = false
+	if s.persist.marked {
+		s.clearRecoveryMark()
+	}
 	s.persist.snapshots++
 	s.persist.snapDone, s.persist.snapTook = time.Now(), time.Since(run.began)
 	s.log.Info("snapshot written", "index", run.index, "bytes", run.bytes, "timers", run.snap.Timers(),
