@@ -38,20 +38,7 @@ func (s *Server) writeAddrFile() {
 	if path == "" {
 		return
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+AddrFileName+".*") // mode 0600
-	if err == nil {
-		_, err = f.WriteString(s.addrFileContent())
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Rename(f.Name(), path)
-		}
-		if err != nil {
-			os.Remove(f.Name())
-		}
-	}
-	if err != nil {
+	if err := replaceFile(path, s.addrFileContent(), false); err != nil {
 		s.log.Warn("cannot record the listening address for the CLI: local commands need -token-file", "file", path, "err", err)
 	}
 }

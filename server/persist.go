@@ -101,8 +101,9 @@ type persist struct {
 	tailFailing bool
 	// replayed is the firings start-up replayed (recovered.firings).
 	replayed uint64
-	// marked: the recovery mark is in the data directory (recoverymark.go).
-	marked bool
+	// marked: the recovery mark is in the data directory (recoverymark.go),
+	// and markBefore: it says a snapshot before serving was tried.
+	marked, markBefore bool
 }
 
 // openState opens the data directory's log and rebuilds the core from it,
@@ -132,6 +133,7 @@ func (s *Server) openState(start uint64) (restored bool, err error) {
 		return false, err
 	}
 	s.persist = &persist{s: s, j: j, policy: policy}
+	s.readRecoveryMark() // (a new state's first snapshot removes an old one)
 	s.commits = s.persist
 	s.reportRepair(j.Repaired())
 	if s.core == nil {
@@ -157,7 +159,6 @@ func (s *Server) openState(start uint64) (restored bool, err error) {
 	// after a long one, one starts as the server serves, or before it
 	// serves when the last start-up's never committed (recoverymark.go).
 	s.persist.replayNs = int64(rec.replayTook)
-	s.readRecoveryMark()
 	return true, nil
 }
 
@@ -215,24 +216,10 @@ func (s *Server) startLog(restored bool) error {
 		s.log.Info("persistence: the recovery replayed many firings; a snapshot before serving",
 			"firings_replayed", p.replayed, "every_firings", s.cfg.Snapshot.EveryFirings)
 		_ = s.snapshotNow()
-	} else if s.replayLong() && p.marked {
-		// The last start-up replayed long too, and its snapshot was never
-		// committed: a crash loop faster than a snapshot, whose replay
-		// grows at each restart unless this one is written first.
-		s.log.Warn("persistence: the recovery's replay took long and the last start-up's snapshot was never written; a snapshot before serving",
-			"replay_took", time.Duration(p.replayNs).Round(time.Millisecond), "every_replay", s.cfg.Snapshot.EveryReplay,
-			"mark", s.recoveryMarkPath())
-		_ = s.snapshotNow()
 	} else if s.replayLong() {
-		// The replay's time (every_replay): a snapshot starts now and is
-		// written as the server serves. A crash meanwhile replays this
-		// start's records again and what it did since; the mark makes the
-		// next start-up write its snapshot first.
-		s.writeRecoveryMark()
-		s.log.Info("persistence: the recovery's replay took long; a snapshot starts as the server serves",
-			"replay_took", time.Duration(p.replayNs).Round(time.Millisecond), "every_replay", s.cfg.Snapshot.EveryReplay,
-			"mark_written", p.marked)
-		_ = s.startSnapshot()
+		// The replay's time (every_replay): a snapshot as the server
+		// serves, or before it in a crash loop (recoverymark.go).
+		s.recoverAfterLongReplay()
 	}
 	return nil
 }

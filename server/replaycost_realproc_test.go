@@ -156,16 +156,18 @@ func TestEveryReplayAfterARestart(t *testing.T) {
 // replay took every_replay and that finds the recovery mark, which the
 // last such start-up wrote before its snapshot and a commit would have
 // removed, writes its snapshot before it serves; the next restart replays
-// nothing. The mark is written here as a start-up killed before its
-// snapshot's commit leaves it (TestEveryReplayAfterARestart checks that a
-// start-up writes it and that the commit removes it): a kill timed into a
-// snapshot of 50 timers would be a race.
+// nothing. And one that finds the mark saying a snapshot before serving
+// was tried and never committed serves first. The marks are written here
+// as start-ups killed before their snapshots' commits leave them
+// (TestEveryReplayAfterARestart checks that a start-up writes one and that
+// the commit removes it): a kill timed into a snapshot of 50 timers would
+// be a race.
 func TestEveryReplayCrashLoop(t *testing.T) {
-	const timers, ticks = 50, 20_000
+	const timers, ticks = 50, 20_000 // 1,000,000 firings
 	dir, config := loggedFastForward(t, timers, ticks)
 	mark := filepath.Join(dir, recoveryMarkName)
 	require.NoFileExists(t, mark, "no start-up replayed long yet")
-	require.NoError(t, os.WriteFile(mark, []byte("left by a start-up killed before its snapshot\n"), 0o600))
+	require.NoError(t, os.WriteFile(mark, []byte(markAsServing+"\n"), 0o600))
 
 	p := startProc(t, config("1ms")...) // returns once it listens
 	require.NoFileExists(t, mark, "the snapshot is committed, and the mark removed, before the server listens")
@@ -181,10 +183,40 @@ func TestEveryReplayCrashLoop(t *testing.T) {
 	p = startProc(t, config("1ms")...)
 	require.Zero(t, replayedFirings(t, p), "the restart after the crash loop's snapshot replayed the fast-forward again")
 	require.NoFileExists(t, mark)
+	p.kill()
+
+	// A snapshot before serving that never committed: the next serves first.
+	p = startProc(t, config("-1s")...)
+	w, err := dialWire(p.addr, "ff", procToken)
+	require.NoError(t, err)
+	fastForward(t, w, ticks, timers*ticks)
+	w.close()
+	p.kill()
+	require.NoError(t, os.WriteFile(mark, []byte(markBefore+"\n"), 0o600))
+	p = startProc(t, config("1ms")...)
+	require.Equal(t, uint64(timers*ticks), replayedFirings(t, p))
+	p.logged(t, "a snapshot starts as the server serves")
+	require.Contains(t, p.stderr.String(), "this one serves first")
+	require.NotContains(t, p.stderr.String(), "a snapshot before serving")
+	p.logged(t, "snapshot written")
+	require.Eventually(t, func() bool { _, err := os.Lstat(mark); return os.IsNotExist(err) }, 5*time.Second, time.Millisecond,
+		"the snapshot's commit removes the recovery mark")
 	s, err := dialAndStats(p)
 	require.NoError(t, err)
-	require.Equal(t, uint64(1000+ticks), s.Now)
+	require.Equal(t, uint64(1000+2*ticks), s.Now)
 	require.Equal(t, uint64(timers), s.Timers)
+	p.term()
+}
+
+// A recovery mark in the data directory of a new state (its log deleted)
+// goes with the first snapshot, before the server listens.
+func TestRecoveryMarkNewState(t *testing.T) {
+	dir := t.TempDir()
+	mark := filepath.Join(dir, recoveryMarkName)
+	require.NoError(t, os.WriteFile(mark, []byte(markAsServing+"\n"), 0o600))
+	p := startProc(t, "-data-dir", dir, "-fsync", "always", "-frozen")
+	require.NoFileExists(t, mark)
+	p.logged(t, "persistence on: a new state")
 	p.term()
 }
 
