@@ -25,13 +25,19 @@ import (
 // So such a start-up first writes the mark, <data_dir>/recovery.pending
 // (fsynced with its directory), saying its snapshot runs as it serves;
 // the commit of any snapshot removes it. A start-up whose replay took
-// every_replay and that finds that mark writes its snapshot before it
-// serves, having rewritten the mark to say so: that restart is longer by
-// one snapshot, and the next replays only what came after it. One that
-// finds the mark saying a snapshot before serving was tried (the snapshot
-// itself may be what kills the process: the memory of its copy, the
-// disk) serves first again: the server then serves at every other
-// start-up, at worst.
+// every_replay, that finds that mark, and whose replay took at least as
+// long as its restore before it (the snapshot read, about what writing one
+// costs) writes its snapshot before it serves, having rewritten the mark
+// to say so: that restart is longer by one snapshot, and the next replays
+// only what came after it. This is the rent-or-buy rule: replays are paid
+// again at each restart until their cost reaches the snapshot's, and then
+// the snapshot is bought, so a crash loop's restarts take at most about
+// twice what the best choice in hindsight would. A start-up whose replay
+// was shorter serves first: paying the snapshot would cost more than
+// replaying again. One that finds the mark saying a snapshot before
+// serving was tried (the snapshot itself may be what kills the process:
+// the memory of its copy, the disk) serves first too: the server then
+// serves at every other start-up, at worst.
 const recoveryMarkName = "recovery.pending"
 
 // The mark's first word: what the start-up that wrote it did.
@@ -64,12 +70,17 @@ func (s *Server) readRecoveryMark() {
 func (s *Server) recoverAfterLongReplay() {
 	p := s.persist
 	took := time.Duration(p.replayNs).Round(time.Millisecond)
-	if p.marked && !p.markBefore {
+	restore := time.Duration(p.restoreNs).Round(time.Millisecond)
+	if p.marked && !p.markBefore && p.replayNs >= p.restoreNs {
 		s.log.Warn("persistence: the recovery's replay took long and the last start-up's snapshot was never written; a snapshot before serving",
-			"replay_took", took, "every_replay", s.cfg.Snapshot.EveryReplay, "mark", s.recoveryMarkPath())
+			"replay_took", took, "restore_took", restore, "every_replay", s.cfg.Snapshot.EveryReplay, "mark", s.recoveryMarkPath())
 		_ = s.writeRecoveryMark(markBefore)
 		_ = s.snapshotNow()
 		return
+	}
+	if p.marked && !p.markBefore {
+		s.log.Info("persistence: the last start-up's snapshot was never written, but replaying again costs less than writing one; this one serves first",
+			"replay_took", took, "restore_took", restore, "mark", s.recoveryMarkPath())
 	}
 	if p.markBefore {
 		s.log.Warn("persistence: the last start-up's snapshot before serving was never written either; this one serves first",

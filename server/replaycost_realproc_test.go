@@ -208,6 +208,24 @@ func TestEveryReplayCrashLoop(t *testing.T) {
 	p.term()
 }
 
+// The rent-or-buy side of the crash loop's rule (recoverymark.go): a
+// start-up that finds the mark but whose replay took less than its
+// restore before it serves first, as writing a snapshot would cost more
+// than replaying again; the snapshot's commit removes the mark.
+func TestEveryReplayCrashLoopShortReplay(t *testing.T) {
+	dir, config := loggedFastForward(t, 1, 1) // a few records: microseconds of replay
+	mark := filepath.Join(dir, recoveryMarkName)
+	require.NoError(t, os.WriteFile(mark, []byte(markAsServing+"\n"), 0o600))
+	p := startProc(t, config("1ns")...) // every replay is long
+	p.logged(t, "a snapshot starts as the server serves")
+	require.Contains(t, p.stderr.String(), "replaying again costs less than writing one; this one serves first")
+	require.NotContains(t, p.stderr.String(), "a snapshot before serving")
+	p.logged(t, "snapshot written")
+	require.Eventually(t, func() bool { _, err := os.Lstat(mark); return os.IsNotExist(err) }, 5*time.Second, time.Millisecond,
+		"the snapshot's commit removes the recovery mark")
+	p.term()
+}
+
 // A recovery mark in the data directory of a new state (its log deleted)
 // goes with the first snapshot, before the server listens.
 func TestRecoveryMarkNewState(t *testing.T) {
