@@ -20,7 +20,7 @@ import (
 // included), so in a crash loop faster than a snapshot each restart
 // replayed more than the one before: at 100M timers, 1.8M, 3.0M, 4.0M,
 // 4.9M and 5.8M firings in restarts two seconds apart (docs/BENCHMARKS.md,
-// "A crash loop's replay is bounded"), until every_firings was reached.
+// "A crash loop's replay is bounded"), bounded only by every_firings.
 //
 // So such a start-up first writes the mark, <data_dir>/recovery.pending
 // (fsynced with its directory), saying its snapshot runs as it serves;
