@@ -195,12 +195,7 @@ func TestEveryReplayCrashLoop(t *testing.T) {
 	require.NoError(t, os.WriteFile(mark, []byte(markBefore+"\n"), 0o600))
 	p = startProc(t, config("1ms")...)
 	require.Equal(t, uint64(timers*ticks), replayedFirings(t, p))
-	p.logged(t, "a snapshot starts as the server serves")
-	require.Contains(t, p.stderr.String(), "this one serves first")
-	require.NotContains(t, p.stderr.String(), "a snapshot before serving")
-	p.logged(t, "snapshot written")
-	require.Eventually(t, func() bool { _, err := os.Lstat(mark); return os.IsNotExist(err) }, 5*time.Second, time.Millisecond,
-		"the snapshot's commit removes the recovery mark")
+	servedFirst(t, p, mark, "snapshot before serving was never written either; this one serves first")
 	s, err := dialAndStats(p)
 	require.NoError(t, err)
 	require.Equal(t, uint64(1000+2*ticks), s.Now)
@@ -217,13 +212,21 @@ func TestEveryReplayCrashLoopShortReplay(t *testing.T) {
 	mark := filepath.Join(dir, recoveryMarkName)
 	require.NoError(t, os.WriteFile(mark, []byte(markAsServing+"\n"), 0o600))
 	p := startProc(t, config("1ns")...) // every replay is long
+	servedFirst(t, p, mark, "replaying again costs less than writing one; this one serves first")
+	p.term()
+}
+
+// servedFirst checks that start-up p, which found the recovery mark at
+// path mark, served first for the reason logged as why, and that its
+// snapshot's commit removed the mark.
+func servedFirst(t *testing.T, p *proc, mark, why string) {
+	t.Helper()
 	p.logged(t, "a snapshot starts as the server serves")
-	require.Contains(t, p.stderr.String(), "replaying again costs less than writing one; this one serves first")
+	require.Contains(t, p.stderr.String(), why)
 	require.NotContains(t, p.stderr.String(), "a snapshot before serving")
 	p.logged(t, "snapshot written")
 	require.Eventually(t, func() bool { _, err := os.Lstat(mark); return os.IsNotExist(err) }, 5*time.Second, time.Millisecond,
 		"the snapshot's commit removes the recovery mark")
-	p.term()
 }
 
 // A recovery mark in the data directory of a new state (its log deleted)
