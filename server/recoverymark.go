@@ -30,11 +30,11 @@ import (
 // costs) writes its snapshot before it serves, having rewritten the mark
 // to say so: that restart is longer by one snapshot, and the next replays
 // only what came after it. This is the rent-or-buy rule: replays are paid
-// again at each restart until their cost reaches the snapshot's, and then
-// the snapshot is bought, so a crash loop's restarts take at most about
-// twice what the best choice in hindsight would. A start-up whose replay
-// was shorter serves first: paying the snapshot would cost more than
-// replaying again. One that finds the mark saying a snapshot before
+// again at each restart until one costs as much as the snapshot, and then
+// the snapshot is bought, so a crash loop's replay stays under about one
+// restore's time plus one start-up's work, whatever the loop's length. A
+// start-up whose replay was shorter serves first: paying the snapshot
+// would cost more than replaying once more. One that finds the mark saying a snapshot before
 // serving was tried (the snapshot itself may be what kills the process:
 // the memory of its copy, the disk) serves first too: the server then
 // serves at every other start-up, at worst.
