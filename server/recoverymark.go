@@ -71,20 +71,19 @@ func (s *Server) recoverAfterLongReplay() {
 	p := s.persist
 	took := time.Duration(p.replayNs).Round(time.Millisecond)
 	restore := time.Duration(p.restoreNs).Round(time.Millisecond)
-	if p.marked && !p.markBefore && p.replayNs >= p.restoreNs {
+	switch {
+	case p.markBefore:
+		s.log.Warn("persistence: the last start-up's snapshot before serving was never written either; this one serves first",
+			"mark", s.recoveryMarkPath())
+	case p.marked && p.replayNs >= p.restoreNs:
 		s.log.Warn("persistence: the recovery's replay took long and the last start-up's snapshot was never written; a snapshot before serving",
 			"replay_took", took, "restore_took", restore, "every_replay", s.cfg.Snapshot.EveryReplay, "mark", s.recoveryMarkPath())
 		_ = s.writeRecoveryMark(markBefore)
 		_ = s.snapshotNow()
 		return
-	}
-	if p.marked && !p.markBefore {
+	case p.marked:
 		s.log.Info("persistence: the last start-up's snapshot was never written, but replaying again costs less than writing one; this one serves first",
 			"replay_took", took, "restore_took", restore, "mark", s.recoveryMarkPath())
-	}
-	if p.markBefore {
-		s.log.Warn("persistence: the last start-up's snapshot before serving was never written either; this one serves first",
-			"mark", s.recoveryMarkPath())
 	}
 	written := s.writeRecoveryMark(markAsServing)
 	s.log.Info("persistence: the recovery's replay took long; a snapshot starts as the server serves",
