@@ -23,16 +23,17 @@ func TestEveryReplayStartsASnapshot(t *testing.T) {
 		interval time.Duration
 		want     bool
 	}{
-		{"on", 20 * time.Millisecond, -1, true},
+		{"on", 2 * time.Millisecond, -1, true},
 		{"off", -1, -1, false},
-		{"within min_interval", 20 * time.Millisecond, time.Hour, false},
+		{"within min_interval", 2 * time.Millisecond, time.Hour, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, _, written := replayTimeServer(t, tc.every, tc.interval)
 			require.Equal(t, 1, written(), "a new state's first snapshot")
 			c := helloClient(t, srv, "c")
-			// A turn of the loop costs microseconds: 20 ms of them is
-			// thousands of adds, fewer under -race.
+			// A turn of the loop costs a microsecond or two: 2 ms of them
+			// is a thousand adds or more, fewer under -race. (With 20 ms,
+			// 10,000 adds were not enough on a fast host.)
 			const most = 10_000
 			tid := uint64(0)
 			for ; tid < most && written() == 1; tid++ {
