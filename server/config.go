@@ -179,8 +179,8 @@ type Config struct {
 	MemoryLimit int64 `yaml:"memory_limit"`
 
 	// GCPercent is the collector's pace (debug.SetGCPercent, GOGC): 0 (the
-	// default) derives it from the timers' bytes, 100 up to 256 MiB of
-	// them and less above, down to 10 (gcpace.go, docs/OPERATIONS.md
+	// default) derives it from the timers' bytes in the heap, 100 up to
+	// 64 MiB of them and less above, down to 10 (gcpace.go, docs/OPERATIONS.md
 	// "Memory at tens of millions of timers"); a positive value is the
 	// percent; a negative one leaves the runtime's (100). A GOGC in the
 	// environment beats it: the server then leaves the runtime's pace.

@@ -26,31 +26,43 @@ import (
 // (debug.SetGCPercent) from the bytes it counts for its timers (what the
 // memory limit derives from: memTimerBytes a timer, their data, groups)
 // that are in the heap (heapLive: on Linux a big wheel's nodes and index
-// tables are mapped outside it, and the pace stays 100 at any count):
+// tables are mapped outside it):
 //
 //	gc_percent = 100 × gcRoom / timers' bytes in the heap, between gcPercentMin and 100
 //
-// that is 100 (the default) up to gcRoom of timers (4M timers without
+// that is 100 (the default) up to gcRoom of timers (1M timers without
 // data), then a room of gcRoom over the live heap, and never less than
-// gcPercentMin of it (10%, from 42M timers: 0.64 GB at 100M). A
-// collection costs CPU in proportion to the live heap, but the timers'
-// pages hold no pointers: they are marked, not scanned (75–150 ms of CPU
-// at 10M timers, 63–273 ms at 60–96M), on the runtime's workers beside
-// the event loop. While the timers grow, a collection comes every time the
-// heap grows by gc_percent (38 while adding 100M); without growth, as
-// often as the garbage fills the room. The cost of the small room: an
-// allocation of the loop's that is big (the barrier's claim words that
-// Freeze allocates when the wheel outgrew them, 22 MB at 72M timers) and
-// falls at the start of a collection makes the loop do mark work first:
-// one snapshot's loop pause of 228 ms while adding 100M timers
-// (docs/BENCHMARKS.md, "RSS per timer at 100M in the server").
+// gcPercentMin of it (10%, from 10.5M timers in the heap: 0.64 GB at 100M
+// where the arrays are in the heap). A collection costs CPU in proportion
+// to the live heap, but the timers' pages hold no pointers: they are
+// marked, not scanned (75–150 ms of CPU at 10M timers, 63–273 ms at
+// 60–96M), on the runtime's workers beside the event loop. While the
+// timers grow, a collection comes every time the heap grows by gc_percent;
+// without growth, as often as the garbage fills the room. The cost of the
+// small room: an allocation of the loop's that is big (the barrier's claim
+// words that Freeze allocates when the wheel outgrew them, 22 MB at 72M
+// timers) and falls at the start of a collection makes the loop do mark
+// work first: one snapshot's loop pause of 228 ms while adding 100M timers
+// with the arrays in the heap (docs/BENCHMARKS.md, "RSS per timer at 100M
+// in the server").
+//
+// gcRoom was 256 MiB until the arrays moved out of the heap. With them
+// out, the heap of a server of 100M timers is about 200 MB (its first 2M
+// timers' nodes, receivers, sessions, the journal's queue), and a room of
+// 256 MiB counted against the estimate (373 MB) let it hold about 210 MB
+// of garbage as a bulk add ended. With 64 MiB the heap was 305 MB there
+// instead of 385, and RSS 0.7 bytes a timer less: 63.0–63.3 at 100M over
+// 100,000 receivers, against 63.8–64.0 ("The collector's room at 100M",
+// docs/BENCHMARKS.md). The server makes
+// little garbage (377 MB allocated in all while adding 100M timers), so a
+// room of 64 MiB costs few collections, and each marks that small heap.
 //
 // When the collector takes too much CPU, the memory limiter lifts its
 // limit for a minute (memlimit.go); the pace goes back to 100 with it, so
 // that a load making much garbage is not collected back to back either.
 
 const (
-	gcRoom       = 256 << 20
+	gcRoom       = 64 << 20
 	gcPercentMin = 10
 	gcPercentMax = 100
 )

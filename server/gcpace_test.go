@@ -18,8 +18,8 @@ func gogc() uint64 {
 
 // TestGCPaceFollowsTimers: with gc_percent at its default the server
 // paces the collector by its timers' bytes: Go's default (100) for a
-// small state, a room of 256 MiB over the live heap above it, 10% at
-// least (100M timers without data: 10%, so the heap peaks near 1.1x the
+// small state, a room of 64 MiB over the live heap above it, 10% at
+// least (100M timers in the heap without data: 10%, so the heap peaks near 1.1x the
 // timers, where at 100 it may reach 2x: 67.6–107.5 bytes of RSS a timer
 // while adding 100M, against about 64 for the timers); back to 100 while the memory
 // limit is lifted for the collector's CPU; and the pace before the server
@@ -40,8 +40,8 @@ func TestGCPaceFollowsTimers(t *testing.T) {
 		lifted bool
 		want   uint64
 	}{
-		{100_000_000, false, 10}, {10_000_000, false, 41}, {9_000_000, false, 41}, // within 1/8: not set again
-		{6_000_000, false, 69}, {30_000_000, true, 100}, {30_000_000, false, 13}, {2_000_000, false, 100},
+		{100_000_000, false, 10}, {2_000_000, false, 52}, {1_800_000, false, 52}, // within 1/8: not set again
+		{3_000_000, false, 34}, {30_000_000, true, 100}, {30_000_000, false, 10}, {1_000_000, false, 100},
 	} {
 		s.memLive.Store(c.timers * memTimerBytes)
 		g.update(s, c.lifted)
