@@ -450,12 +450,6 @@ func (j *Journal) syncSegment(id uint32) error {
 	return nil
 }
 
-func (j *Journal) remove(path string) {
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		j.log.Warn("journal: cannot delete file", "file", path, "err", err)
-	}
-}
-
 // release closes every file Open may have opened; used by a failed Open and
 // by Close.
 func (j *Journal) release() {
