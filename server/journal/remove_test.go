@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -34,6 +36,14 @@ func removingFiles(t testing.TB, dir string) []string {
 // removeStep, deleted by retention, are gone with nothing left under the
 // deletion's name, and what is kept recovers whole.
 func TestBigFilesDeletedInSteps(t *testing.T) {
+	var mu sync.Mutex
+	steps := map[string]int{} // base name (removingPrefix + the file's) -> steps
+	removeStepHook = func(path string, _ int64) {
+		mu.Lock()
+		steps[filepath.Base(path)]++
+		mu.Unlock()
+	}
+	t.Cleanup(func() { removeStepHook = nil })
 	dir := t.TempDir()
 	o := Options{Dir: dir, Sync: SyncAlways, SegmentSize: 6 << 20, KeepSnapshots: 1}
 	j := mustOpen(t, o)
@@ -56,6 +66,12 @@ func TestBigFilesDeletedInSteps(t *testing.T) {
 	}
 	if _, err := os.Stat(oldSeg); !os.IsNotExist(err) {
 		t.Fatalf("the first segment, covered by the second snapshot, is still there: %v", err)
+	}
+	mu.Lock()
+	snapSteps, segSteps := steps[removingPrefix+filepath.Base(j.snapPath(first))], steps[removingPrefix+filepath.Base(oldSeg)]
+	mu.Unlock()
+	if snapSteps != 3 || segSteps < 2 { // 9 MiB: 5, 1, 0
+		t.Fatalf("steps: the snapshot %d (want 3), the segment %d (want 2 or more); all: %v", snapSteps, segSteps, steps)
 	}
 	j = mustOpen(t, o)
 	data, idx, ok := readSnapshot(t, j)
@@ -109,5 +125,45 @@ func TestOpenFinishesAnInterruptedDeletion(t *testing.T) {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Errorf("%s: still there after Open (%v)", filepath.Base(p), err)
 		}
+	}
+}
+
+// TestRemoveLeavesOtherNamesWhole: a file with another name (a hard link
+// into a backup) or a symlink is unlinked, never cut: the other name
+// keeps every byte.
+func TestRemoveLeavesOtherNamesWhole(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no link count: nothing is cut there")
+	}
+	dir, backup := t.TempDir(), t.TempDir()
+	j := mustOpen(t, Options{Dir: dir, Sync: SyncNo})
+	defer j.Close()
+	content := bigContent(7, 9<<20)
+	linked, target, symlink := filepath.Join(dir, "linked"), filepath.Join(backup, "target"), filepath.Join(dir, "symlink")
+	for _, p := range []string{linked, target} {
+		if err := os.WriteFile(p, content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Link(linked, filepath.Join(backup, "linked")); err != nil {
+		t.Skipf("no hard links here: %v", err)
+	}
+	if err := os.Symlink(target, symlink); err != nil {
+		t.Fatal(err)
+	}
+	j.remove(linked)
+	j.remove(symlink)
+	for _, p := range []string{linked, symlink} {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("%s: still there (%v)", filepath.Base(p), err)
+		}
+	}
+	for _, p := range []string{filepath.Join(backup, "linked"), target} {
+		if b, err := os.ReadFile(p); err != nil || !bytes.Equal(b, content) {
+			t.Errorf("%s: %d bytes (%v), want the %d written", p, len(b), err, len(content))
+		}
+	}
+	if got := removingFiles(t, dir); len(got) != 0 {
+		t.Fatalf("files left under the deletion's name: %v", got)
 	}
 }

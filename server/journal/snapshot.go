@@ -55,12 +55,12 @@ func (j *Journal) listDir() ([]uint32, []snapInfo, error) {
 		var idx uint64
 		switch {
 		case e.IsDir():
+		case strings.HasPrefix(name, removingPrefix): // before .snap.tmp: a removing-….snap.tmp too
+			j.log.Info("journal: finishing a deletion a stop interrupted", "file", name)
+			j.removeNamed(filepath.Join(j.dir, name))
 		case strings.HasSuffix(name, snapExt+tmpExt):
 			j.log.Warn("journal: removing a snapshot that was never committed", "file", name)
 			j.remove(filepath.Join(j.dir, name))
-		case strings.HasPrefix(name, removingPrefix):
-			j.log.Info("journal: finishing a deletion a stop interrupted", "file", name)
-			j.removeNamed(filepath.Join(j.dir, name))
 		case parseName(name, "%d"+segExt, &id):
 			if name != filepath.Base(j.segPath(id)) {
 				return nil, nil, fmt.Errorf("journal: stray file %s in %s looks like a log segment", name, j.dir)
