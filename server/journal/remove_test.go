@@ -73,58 +73,68 @@ func TestBigFilesDeletedInSteps(t *testing.T) {
 	if snapSteps != 3 || segSteps < 2 { // 9 MiB: 5, 1, 0
 		t.Fatalf("steps: the snapshot %d (want 3), the segment %d (want 2 or more); all: %v", snapSteps, segSteps, steps)
 	}
-	j = mustOpen(t, o)
-	data, idx, ok := readSnapshot(t, j)
-	if !ok || idx != second || !bytes.Equal(data, bigContent(210, 9<<20)) {
-		t.Fatalf("Snapshot = %d bytes at %d, %v; want the second's at %d", len(data), idx, ok, second)
+	recoversWhole(t, o, second, bigContent(210, 9<<20), 211, 220, 100)
+}
+
+// recoversWhole opens the journal at o and checks its snapshot (at idx,
+// with content) and the records replayed after it (first..last of size).
+func recoversWhole(t *testing.T, o Options, idx uint64, content []byte, first, last uint64, size int) {
+	t.Helper()
+	j := mustOpen(t, o)
+	defer j.Close()
+	data, got, ok := readSnapshot(t, j)
+	if !ok || got != idx || !bytes.Equal(data, content) {
+		t.Fatalf("Snapshot = %d bytes at %d, %v; want %d bytes at %d", len(data), got, ok, len(content), idx)
 	}
-	checkReplay(t, replayAll(t, j), 211, 220, 100)
-	j.Close()
+	checkReplay(t, replayAll(t, j), first, last, size)
 }
 
 // TestOpenFinishesAnInterruptedDeletion: a stop in the middle of a
-// deletion in steps leaves a file cut short under removingPrefix + its
-// name (a snapshot, a segment). Open deletes it, takes it for neither,
-// and recovers the rest whole.
+// deletion in steps leaves, where the file's name was, a file cut short
+// under removingPrefix + that name (an old snapshot, a covered segment).
+// Open deletes it, takes it for neither, and recovers the rest whole.
 func TestOpenFinishesAnInterruptedDeletion(t *testing.T) {
 	dir := t.TempDir()
-	o := Options{Dir: dir, Sync: SyncAlways, SegmentSize: 1 << 20}
+	o := Options{Dir: dir, Sync: SyncAlways, SegmentSize: 1 << 20, KeepSnapshots: 1}
 	j := mustOpen(t, o)
 	appendRecs(t, j, 1, 100, 20<<10)
-	idx := snapshotAt(t, j, bigContent(100, 6<<20))
+	oldSeg := segFiles(t, dir)[0]
+	old := snapshotAt(t, j, bigContent(100, 6<<20))
 	appendRecs(t, j, 101, 120, 100)
-	segs := segFiles(t, dir)
+	kept := snapshotAt(t, j, bigContent(120, 6<<20))
+	appendRecs(t, j, 121, 130, 100)
 	j.Close()
+	for _, p := range []string{j.snapPath(old), oldSeg} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Fatalf("%s: not deleted by retention (%v)", p, err)
+		}
+	}
 
-	// As remove leaves them when stopped after its first step: the snapshot
-	// and the first segment renamed, each cut by one step or to half.
-	cut := func(src, name string) string {
-		b, err := os.ReadFile(src)
-		if err != nil {
+	// As remove leaves them when stopped after its first step: the old
+	// snapshot and the covered segment renamed and cut by one step (their
+	// bytes here are the kept snapshot's, cut: what a reader would misread).
+	b, err := os.ReadFile(j.snapPath(kept))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, name := range []string{filepath.Base(j.snapPath(old)), filepath.Base(oldSeg),
+		filepath.Base(j.snapPath(kept+1000)) + tmpExt} { // and a temporary snapshot's
+		p := filepath.Join(dir, removingPrefix+name)
+		if err := os.WriteFile(p, b[:len(b)-removeStep], 0o600); err != nil {
 			t.Fatal(err)
 		}
-		n := max(len(b)-removeStep, len(b)/2)
-		dst := filepath.Join(dir, removingPrefix+name)
-		if err := os.WriteFile(dst, b[:n], 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return dst
+		left = append(left, p)
 	}
-	left := []string{cut(j.snapPath(idx), filepath.Base(j.snapPath(idx))), cut(segs[0], filepath.Base(segs[0]))}
-	// One whose name would read as a newer snapshot's, were the prefix ignored.
-	left = append(left, cut(j.snapPath(idx), filepath.Base(j.snapPath(idx+1000))))
 
-	j = mustOpen(t, o)
-	data, got, ok := readSnapshot(t, j)
-	if !ok || got != idx || !bytes.Equal(data, bigContent(100, 6<<20)) {
-		t.Fatalf("Snapshot = %d bytes at %d, %v; want %d", len(data), got, ok, idx)
-	}
-	checkReplay(t, replayAll(t, j), 101, 120, 100)
-	j.Close()
+	recoversWhole(t, o, kept, bigContent(120, 6<<20), 121, 130, 100)
 	for _, p := range left {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Errorf("%s: still there after Open (%v)", filepath.Base(p), err)
 		}
+	}
+	if got := removingFiles(t, dir); len(got) != 0 {
+		t.Fatalf("files left under the deletion's name: %v", got)
 	}
 }
 
