@@ -53,9 +53,9 @@ import (
 // of garbage as a bulk add ended. With 64 MiB the heap was 305 MB there
 // instead of 385, and RSS 0.7 bytes a timer less: 63.0–63.3 at 100M over
 // 100,000 receivers, against 63.8–64.0 ("The collector's room at 100M",
-// docs/BENCHMARKS.md). The server makes
-// little garbage (377 MB allocated in all while adding 100M timers), so a
-// room of 64 MiB costs few collections, and each marks that small heap.
+// docs/BENCHMARKS.md). The server makes little garbage (377 MB allocated
+// in all while adding 100M timers), so a room of 64 MiB costs few
+// collections, and each marks that small heap.
 //
 // When the collector takes too much CPU, the memory limiter lifts its
 // limit for a minute (memlimit.go); the pace goes back to 100 with it, so

@@ -34,10 +34,10 @@ import (
 // the snapshot is bought, so a crash loop's replay stays under about one
 // restore's time plus one start-up's work, whatever the loop's length. A
 // start-up whose replay was shorter serves first: paying the snapshot
-// would cost more than replaying once more. One that finds the mark saying a snapshot before
-// serving was tried (the snapshot itself may be what kills the process:
-// the memory of its copy, the disk) serves first too: the server then
-// serves at every other start-up, at worst.
+// would cost more than replaying once more. One that finds the mark
+// saying a snapshot before serving was tried (the snapshot itself may be
+// what kills the process: the memory of its copy, the disk) serves first
+// too: the server then serves at every other start-up, at worst.
 const recoveryMarkName = "recovery.pending"
 
 // The mark's first word: what the start-up that wrote it did.
